@@ -1,0 +1,95 @@
+"""Tools the woken agent can call, and the registry that turns every failure into an ``error:`` result."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from agentwake.agent.types import ToolCall, ToolSpec
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is running the tool: the run, its session, its role, and which call this is."""
+
+    run_id: str
+    session_id: str
+    role: Literal["user", "admin"] = "user"
+    step: int = 0
+    call_index: int = 0
+
+    @property
+    def delivery_id(self) -> str:
+        """Stable across retries and redrives: run id + step + call index."""
+        return f"{self.run_id}#{self.step}#{self.call_index}"
+
+    def for_call(self, step: int, call_index: int) -> ToolContext:
+        return replace(self, step=step, call_index=call_index)
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+
+    def spec(self) -> ToolSpec:
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    @abstractmethod
+    def invoke(self, args: Any, ctx: ToolContext) -> str:
+        """Run the tool. Raise to report a failure; the registry makes it an ``error:`` result."""
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self._tools[tool.name] = tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec() for t in self._tools.values())
+
+    def execute(self, call: ToolCall, ctx: ToolContext) -> str:
+        """Run one call. Never raises: every problem becomes an ``error: ...`` text the model sees."""
+        name = (call.name or "").strip()
+        if not name:
+            return "error: the tool call has no tool name; name one of: " + ", ".join(self.names)
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"error: unknown tool {name!r}; available tools: " + ", ".join(self.names)
+        try:
+            raw = json.loads(call.arguments) if call.arguments.strip() else {}
+        except (json.JSONDecodeError, AttributeError) as exc:
+            return f"error: arguments for {name!r} are not valid JSON ({exc})"
+        if not isinstance(raw, dict):
+            return f"error: arguments for {name!r} must be a JSON object, got {type(raw).__name__}"
+        try:
+            args = tool.Args.model_validate(raw)
+        except ValidationError as exc:
+            return f"error: arguments for {name!r} do not match its schema: {_format_validation_error(exc)}"
+        try:
+            return tool.invoke(args, ctx)
+        except Exception as exc:  # a tool failure is information for the model, not an ERROR
+            return f"error: tool {name!r} failed: {type(exc).__name__}: {exc}"

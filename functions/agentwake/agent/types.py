@@ -1,0 +1,111 @@
+"""Plain data the runtime passes around; every type round-trips through JSON for the journal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as the model produced it. ``arguments`` is the raw JSON text, possibly malformed."""
+
+    id: str
+    name: str | None
+    arguments: str = "{}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolCall:
+        return cls(id=str(d["id"]), name=d.get("name"), arguments=str(d.get("arguments", "{}")))
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None  # tool name, on role="tool" messages
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        return cls(
+            role=d["role"],
+            content=d.get("content") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in d.get("tool_calls") or ()),
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+        )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about a tool: name, description, JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One model answer. ``truncated`` marks a reply cut by the token limit (still a normal reply)."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    truncated: bool = False
+    provider_id: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text.strip() and not self.tool_calls
+
+    def to_message(self) -> Message:
+        return Message(role="assistant", content=self.text, tool_calls=self.tool_calls)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "truncated": self.truncated,
+            "provider_id": self.provider_id,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelReply:
+        return cls(
+            text=d.get("text") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in d.get("tool_calls") or ()),
+            truncated=bool(d.get("truncated", False)),
+            provider_id=d.get("provider_id") or "",
+        )
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What a provider is asked: the conversation so far and the tools on offer.
+
+    ``step`` is the 0-based step index within the run (the scripted provider keys on it).
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    step: int = 0
+    run_id: str = ""
+    timeout: float = 60.0
+    metadata: dict[str, Any] = field(default_factory=dict)

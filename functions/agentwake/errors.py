@@ -1,0 +1,115 @@
+"""Every error agentwake raises on purpose, each saying whether a retry can help.
+
+Classify with these types once, at the edge; never by matching message text.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class AgentwakeError(Exception):
+    """Base class. ``retryable`` tells the trigger whether trying again can help."""
+
+    retryable: ClassVar[bool] = False
+
+    @property
+    def error_type(self) -> str:
+        return type(self).__name__
+
+
+# --- input that can never succeed: straight to the DLQ, no retries burned ---------------
+
+
+class PermanentInputError(AgentwakeError):
+    """The message itself is wrong; retrying the same bytes cannot help."""
+
+    retryable = False
+
+
+class InvalidMessage(PermanentInputError):
+    """The body is not JSON, or not a valid result message."""
+
+
+class UnknownTask(PermanentInputError):
+    """No task was registered under the message's task id."""
+
+
+class SessionMismatch(PermanentInputError):
+    """The message names a session other than the one its task was registered for."""
+
+
+# --- a run that did not succeed: raise so the trigger retries --------------------------
+
+
+class RunFailed(AgentwakeError):
+    """The agent run ended in ERROR. Carries the runner's completion text."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, completion_text: str, *, failure_type: str = "RunFailed") -> None:
+        super().__init__(f"run {run_id} failed: {completion_text}")
+        self.run_id = run_id
+        self.completion_text = completion_text
+        self.failure_type = failure_type
+
+
+class SessionBusy(AgentwakeError):
+    """Another wake of the same session holds the lease; try again later."""
+
+    retryable = True
+
+
+class ConfigError(AgentwakeError):
+    """The agent could not be built (bad session config, unknown provider, missing secret).
+
+    Retryable: an operator can fix the config and redrive.
+    """
+
+    retryable = True
+
+
+class DeliveryError(AgentwakeError):
+    """A message to the user could not be delivered."""
+
+    retryable = True
+
+
+# --- model providers ---------------------------------------------------------------------
+
+
+class ProviderError(AgentwakeError):
+    """A model provider call failed. ``transient`` errors are retried on the same provider."""
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code or type(self).__name__
+
+    def describe(self) -> str:
+        return f"{self.code}: {self}" if str(self) else self.code
+
+
+class TransientProviderError(ProviderError):
+    """Throttling, 5xx, timeouts, empty or malformed output: worth another attempt."""
+
+    transient = True
+    retryable = True
+
+
+class PermanentProviderError(ProviderError):
+    """Auth, validation, not found, content filtered: go to the next provider at once."""
+
+    transient = False
+
+
+class AllProvidersFailed(AgentwakeError):
+    """Every provider in the chain failed. ``errors`` maps provider id to its last error."""
+
+    retryable = True
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = dict(errors)
+        detail = "; ".join(f"{pid}: {err}" for pid, err in self.errors.items())
+        super().__init__(f"All chat models failed: {detail}")

@@ -1,0 +1,39 @@
+"""Print a run as a readable transcript: each step, tool calls, deliveries, the final state."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from agentwake.agent.runner import RunEvent
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TranscriptPrinter:
+    def __init__(self, out: TextIO | None = None, indent: str = "  ") -> None:
+        self.out = out or sys.stdout
+        self.indent = indent
+
+    def __call__(self, event: RunEvent) -> None:
+        p = self.indent
+        tag = " (replayed from journal)" if event.replayed else ""
+        if event.kind == "reply":
+            via = event.data.get("provider_id") or "?"
+            print(f"{p}step {event.step}: model [{via}]{tag}", file=self.out)
+            if event.data.get("text"):
+                print(f"{p}  says: {_short(event.data['text'])}", file=self.out)
+            for call in event.data.get("tool_calls", []):
+                print(f"{p}  calls {call.get('name')!s}({_short(call.get('arguments', ''), 100)})", file=self.out)
+        elif event.kind == "tool":
+            print(f"{p}  -> {event.data.get('name')}: {_short(event.data.get('result', ''))}{tag}", file=self.out)
+        elif event.kind == "final_step":
+            print(f"{p}max steps reached: tools removed, asking for a direct answer", file=self.out)
+        elif event.kind == "done":
+            print(f"{p}state: DONE", file=self.out)
+        elif event.kind == "error":
+            print(f"{p}state: ERROR ({event.data.get('error_type')}): {_short(event.data.get('text', ''))}",
+                  file=self.out)
