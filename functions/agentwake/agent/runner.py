@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from agentwake.agent.journal import InMemoryJournal, StepJournal, reply_key, tool_key
@@ -22,7 +22,7 @@ MAX_STEPS_MESSAGE = (
 )
 
 
-class AgentState(str, Enum):
+class AgentState(StrEnum):
     IDLE = "IDLE"
     RUNNING = "RUNNING"
     DONE = "DONE"
@@ -117,6 +117,9 @@ class Runner:
             except AllProvidersFailed as exc:
                 self.provider_errors = dict(exc.errors)
                 self._fail(n, "AllProvidersFailed", str(exc))
+                return self.state
+            except Exception as exc:  # a model that is not a chain: still ERROR, never a raise
+                self._fail(n, type(exc).__name__, f"the chat model failed: {type(exc).__name__}: {exc}")
                 return self.state
             self.journal.put(key, reply.to_dict())
         self.messages.append(reply.to_message())

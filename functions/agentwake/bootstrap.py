@@ -1,0 +1,31 @@
+"""The composition root: settings and adapters, built once per process and cached."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from agentwake.settings import get_settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.queues import DeadLetters
+from agentwake.store.schedules import Schedules
+from agentwake.wake.run import WakeDeps
+
+
+@lru_cache(maxsize=1)
+def wake_deps() -> WakeDeps:
+    settings = get_settings()
+    return WakeDeps(
+        store=DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days),
+        settings=settings,
+        schedules=Schedules(settings.schedule_group),
+    )
+
+
+@lru_cache(maxsize=1)
+def dead_letters() -> DeadLetters:
+    return DeadLetters(get_settings().result_dlq_url)
+
+
+def reset() -> None:
+    wake_deps.cache_clear()
+    dead_letters.cache_clear()

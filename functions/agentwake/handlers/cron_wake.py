@@ -1,0 +1,31 @@
+"""CronWakeFunction: invoked asynchronously by EventBridge Scheduler with ``{job_id, scheduled_time}``.
+
+A run that ends in ERROR raises, so Lambda retries it and then sends the event with the error to
+the on-failure destination queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from agentwake import bootstrap
+from agentwake.errors import InvalidMessage
+from agentwake.observability import logger, metrics
+from agentwake.wake.cron import wake_for_cron_job
+from agentwake.wake.messages import CronWakeInput
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        wake = CronWakeInput.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
+    outcome = wake_for_cron_job(wake, bootstrap.wake_deps(), remaining_ms=context.get_remaining_time_in_millis())
+    if outcome is None:
+        return {"run_id": wake.run_id, "status": "skipped"}
+    return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}

@@ -1,0 +1,71 @@
+"""The environment, as one model validated once at cold start. Logic receives Settings; it never
+reads ``os.environ``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentwake.errors import ConfigError
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    table_name: str = Field(min_length=1)
+    idempotency_table: str | None = None
+    result_queue_url: str | None = None
+    result_dlq_url: str | None = None
+    schedule_group: str | None = None
+    run_timeout_margin_ms: int = Field(default=5000, ge=0)
+    #: how long journal items live (DynamoDB TTL), long enough to cover the DLQ retention
+    journal_ttl_days: int = Field(default=15, ge=1)
+    bedrock_model_id: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key_secret_arn: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = env.get(name)
+            return value if value else None
+
+        table = get("AGENTWAKE_TABLE")
+        if not table:
+            raise ConfigError("AGENTWAKE_TABLE is not set: point it at the agent table (see template.yaml)")
+        return cls(
+            table_name=table,
+            idempotency_table=get("AGENTWAKE_IDEMPOTENCY_TABLE"),
+            result_queue_url=get("AGENTWAKE_RESULT_QUEUE_URL"),
+            result_dlq_url=get("AGENTWAKE_RESULT_DLQ_URL"),
+            schedule_group=get("AGENTWAKE_SCHEDULE_GROUP"),
+            run_timeout_margin_ms=int(get("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS") or 5000),
+            journal_ttl_days=int(get("AGENTWAKE_JOURNAL_TTL_DAYS") or 15),
+            bedrock_model_id=get("AGENTWAKE_BEDROCK_MODEL_ID"),
+            openai_base_url=get("AGENTWAKE_OPENAI_BASE_URL"),
+            openai_api_key_secret_arn=get("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN"),
+            endpoint_url=get("AWS_ENDPOINT_URL"),
+            region=get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+        )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()
+
+
+def reset_caches() -> None:
+    """Forget cached settings and AWS clients (the local runtime calls this when the env changes)."""
+    get_settings.cache_clear()
+    from agentwake import bootstrap
+    from agentwake.store import aws
+
+    aws.reset_clients()
+    bootstrap.reset()

@@ -1,0 +1,155 @@
+"""What the store keeps: sessions, history entries, tasks, jobs, runs, failures."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentwake.agent.types import Message
+
+#: DynamoDB items are capped at 400 KB; long text is cut well below that, with a visible marker
+MAX_TEXT_CHARS = 60_000
+
+
+def utcnow_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def truncate(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return text[:limit] + f"\n…[truncated {cut} characters]"
+
+
+class _Stored(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    #: fields stored as JSON strings (nested structures; avoids DynamoDB Decimal round trips)
+    JSON_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+
+class SessionConfig(_Stored):
+    """How a session's agent is built when it is woken."""
+
+    JSON_FIELDS = frozenset({"providers", "delivery"})
+
+    session_id: str = Field(min_length=1, max_length=128)
+    persona: str = "You are a helpful assistant."
+    #: provider chain: primary first, then fallbacks (specs as in agentwake.agent.providers)
+    providers: list[dict[str, Any]] = Field(default_factory=lambda: [{"type": "scripted"}], min_length=1)
+    max_steps: int = Field(default=8, ge=1, le=50)
+    history_window: int = Field(default=20, ge=0, le=200)
+    delivery: dict[str, Any] = Field(default_factory=lambda: {"type": "log"})
+    role: Literal["user", "admin"] = "user"
+    #: per-provider retries of transient errors (the chain's backoff is bounded by the Lambda deadline)
+    retry_max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_base_delay_ms: int = Field(default=500, ge=0, le=60_000)
+    updated_at: str = Field(default_factory=utcnow_iso)
+
+
+HistoryKind = Literal["message", "marker", "note", "delivery"]
+
+
+class HistoryEntry(_Stored):
+    session_id: str
+    role: Literal["user", "assistant"]
+    content: str
+    kind: HistoryKind = "message"
+    run_id: str | None = None
+    delivery_id: str | None = None
+    created_at: str = Field(default_factory=utcnow_iso)
+    sk: str = ""
+
+    @field_validator("content")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        return truncate(v)
+
+    def to_message(self) -> Message:
+        return Message(role=self.role, content=self.content)
+
+
+TaskStatus = Literal["running", "finished", "woken", "failed"]
+
+
+class Task(_Stored):
+    """A background task the agent started; the wake for its result is run ``bg:{task_id}``."""
+
+    JSON_FIELDS = frozenset({"tool_args"})
+
+    task_id: str
+    session_id: str
+    tool_name: str
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+    status: TaskStatus = "running"
+    created_at: str = Field(default_factory=utcnow_iso)
+    finished_at: str | None = None
+    last_error: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return f"bg:{self.task_id}"
+
+
+JobStatus = Literal["scheduled", "running", "completed", "failed"]
+
+
+class Job(_Stored):
+    job_id: str
+    session_id: str
+    name: str
+    description: str = ""
+    #: EventBridge Scheduler expression: cron(...), rate(...) or at(...)
+    schedule_expression: str
+    timezone: str = "UTC"
+    run_once: bool = False
+    enabled: bool = True
+    status: JobStatus = "scheduled"
+    schedule_name: str | None = None
+    created_at: str = Field(default_factory=utcnow_iso)
+    last_run_at: str | None = None
+    last_error: str | None = None
+
+
+RunStatus = Literal["running", "succeeded", "failed"]
+
+
+class RunRecord(_Stored):
+    run_id: str
+    kind: Literal["background", "cron"]
+    session_id: str
+    status: RunStatus = "running"
+    attempts: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+    last_error: str | None = None
+    last_error_type: str | None = None
+    steps: int = 0
+
+
+class FailureRecord(_Stored):
+    """One failed attempt of a run: what an operator reads at the DLQ."""
+
+    JSON_FIELDS = frozenset({"provider_errors"})
+
+    run_id: str
+    session_id: str
+    attempt: int
+    error_type: str
+    detail: str
+    provider_errors: dict[str, str] = Field(default_factory=dict)
+    steps_done: int = 0
+    at: str = Field(default_factory=utcnow_iso)
+
+    @field_validator("detail")
+    @classmethod
+    def _cap(cls, v: str) -> str:
+        return truncate(v, 20_000)
+
+
+class JournalEntry(BaseModel):
+    key: str
+    value: dict[str, Any]
+    at: str

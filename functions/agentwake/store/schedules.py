@@ -1,0 +1,70 @@
+"""EventBridge Scheduler adapter: one schedule per cron job, in the stack's schedule group."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentwake.errors import ConfigError
+
+
+class Schedules:
+    def __init__(self, group: str | None, *, client: Any = None) -> None:
+        if client is None:
+            from agentwake.store.aws import client as make_client
+
+            client = make_client("scheduler")
+        self.group = group
+        self.client = client
+
+    def _group(self) -> str:
+        if not self.group:
+            raise ConfigError("AGENTWAKE_SCHEDULE_GROUP is not set")
+        return self.group
+
+    def create(
+        self,
+        *,
+        name: str,
+        expression: str,
+        timezone: str,
+        target_arn: str,
+        role_arn: str,
+        job_id: str,
+        dlq_arn: str | None = None,
+        max_retries: int = 2,
+        run_once: bool = False,
+    ) -> None:
+        target: dict[str, Any] = {
+            "Arn": target_arn,
+            "RoleArn": role_arn,
+            # <aws.scheduler.scheduled-time> is replaced by the Scheduler at each firing
+            "Input": json.dumps({"job_id": job_id, "scheduled_time": "<aws.scheduler.scheduled-time>"}),
+            "RetryPolicy": {"MaximumRetryAttempts": max_retries, "MaximumEventAgeInSeconds": 3600},
+        }
+        if dlq_arn:
+            target["DeadLetterConfig"] = {"Arn": dlq_arn}
+        kwargs: dict[str, Any] = {
+            "Name": name,
+            "GroupName": self._group(),
+            "ScheduleExpression": expression,
+            "ScheduleExpressionTimezone": timezone,
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": target,
+            "State": "ENABLED",
+        }
+        if run_once:
+            kwargs["ActionAfterCompletion"] = "DELETE"
+        self.client.create_schedule(**kwargs)
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.get_schedule(Name=name, GroupName=self._group()))
+        except self.client.exceptions.ResourceNotFoundException:
+            return None
+
+    def delete(self, name: str) -> None:
+        try:
+            self.client.delete_schedule(Name=name, GroupName=self._group())
+        except self.client.exceptions.ResourceNotFoundException:
+            pass

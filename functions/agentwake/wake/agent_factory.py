@@ -1,0 +1,78 @@
+"""Build the woken agent from a session's config: provider chain, tools, delivery channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentwake.agent.chain import ProviderChain, RetryPolicy
+from agentwake.agent.clock import Clock
+from agentwake.agent.journal import StepJournal
+from agentwake.agent.providers import build_provider
+from agentwake.agent.providers.base import Provider
+from agentwake.agent.runner import RunEvent, Runner
+from agentwake.agent.tools import ToolContext, ToolRegistry
+from agentwake.agent.tools.send_message import SendMessageToUser
+from agentwake.agent.types import Message
+from agentwake.delivery import Delivery, DeliveryChannel
+from agentwake.errors import ConfigError
+
+
+class RecordingChannel:
+    """Wraps the session's channel: a delivery already recorded is never sent again, and each
+    delivered message is appended to history at once, whatever the run's outcome later.
+
+    The at-least-once edge: a crash after ``send`` and before ``record_delivery`` means a retry
+    sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
+    """
+
+    def __init__(self, inner: DeliveryChannel, recorder: Any) -> None:
+        self.inner = inner
+        self.recorder = recorder
+        self.sent: list[Delivery] = []
+
+    def send(self, delivery: Delivery) -> None:
+        if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
+            return
+        self.inner.send(delivery)
+        self.sent.append(delivery)
+        self.recorder.record_delivery(
+            run_id=delivery.run_id,
+            delivery_id=delivery.delivery_id,
+            session_id=delivery.session_id,
+            text=delivery.text,
+        )
+
+
+def build_runner(
+    *,
+    session: Any,
+    run_id: str,
+    messages: list[Message],
+    journal: StepJournal,
+    channel: DeliveryChannel,
+    clock: Clock,
+    deadline: float | None,
+    provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
+    retry: RetryPolicy | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> Runner:
+    if not session.providers:
+        raise ConfigError(f"session {session.session_id} has no providers")
+    providers = [provider_factory(spec) for spec in session.providers]
+    try:
+        policy = retry or RetryPolicy(
+            max_attempts=session.retry_max_attempts, base_delay=session.retry_base_delay_ms / 1000
+        )
+        chain = ProviderChain(providers, retry=policy, clock=clock, deadline=deadline)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return Runner(
+        model=chain,
+        tools=ToolRegistry([SendMessageToUser(channel)]),
+        messages=messages,
+        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role),
+        journal=journal,
+        max_steps=session.max_steps,
+        on_event=on_event,
+    )

@@ -1,0 +1,57 @@
+"""Wake for a finished background task: validate, check the task and its session, run."""
+
+from __future__ import annotations
+
+from agentwake.errors import SessionMismatch, UnknownTask
+from agentwake.observability import logger
+from agentwake.store.models import truncate
+from agentwake.wake.messages import BackgroundResultMessage
+from agentwake.wake.run import RunSpec, WakeDeps, WakeOutcome, execute_run
+
+#: how much of the result text the history note carries
+NOTE_RESULT_CHARS = 20_000
+
+
+def background_note(msg: BackgroundResultMessage, final_answer: str) -> str:
+    status = "finished" if msg.status == "succeeded" else "finished with status failed"
+    head = (
+        f"[BackgroundTask] {msg.summary_name} (task_id={msg.task_id}) {status}. "
+        f"Result: {truncate(msg.result_text, NOTE_RESULT_CHARS)}"
+    )
+    return f"{head}\n\n{final_answer}" if final_answer else head
+
+
+def wake_for_background_result(
+    msg: BackgroundResultMessage, deps: WakeDeps, *, remaining_ms: int | None = None
+) -> WakeOutcome:
+    """Raises UnknownTask / SessionMismatch (permanent), SessionBusy, RunFailed (retry)."""
+    logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=msg.run_id)
+    task = deps.store.get_task(msg.task_id)
+    if task is None:
+        raise UnknownTask(f"no task is registered with id {msg.task_id!r}")
+    if task.session_id != msg.session_id:
+        # never write anything to either conversation: the message may be forged or misrouted
+        raise SessionMismatch(
+            f"task {msg.task_id} belongs to session {task.session_id!r}, but the message names {msg.session_id!r}"
+        )
+    wake = {
+        "trigger": "background_task_finished",
+        "task_id": msg.task_id,
+        "tool_name": msg.tool_name,
+        "tool_args": msg.tool_args,
+        "status": msg.status,
+        "summary_name": msg.summary_name,
+        "note": msg.note,
+        "finished_at": msg.finished_at,
+        "subagent_name": msg.subagent_name,
+        "result": truncate(msg.result_text, NOTE_RESULT_CHARS),
+    }
+    spec = RunSpec(
+        run_id=msg.run_id,
+        kind="background",
+        session_id=msg.session_id,
+        wake=wake,
+        note=lambda final: background_note(msg, final),
+        task_id=msg.task_id,
+    )
+    return execute_run(spec, deps, remaining_ms=remaining_ms)

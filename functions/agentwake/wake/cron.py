@@ -1,0 +1,58 @@
+"""Wake for a cron job that came due."""
+
+from __future__ import annotations
+
+from agentwake.observability import logger
+from agentwake.store.models import Job
+from agentwake.wake.messages import CronWakeInput
+from agentwake.wake.run import RunSpec, WakeDeps, WakeOutcome, execute_run
+
+
+def cron_note(job: Job, scheduled_time: str, final_answer: str) -> str:
+    return (
+        f"[CronJob] {job.name}: {job.description} triggered at {scheduled_time}, "
+        f"I finished this job, here is the result: {final_answer}"
+    )
+
+
+def wake_for_cron_job(
+    wake: CronWakeInput,
+    deps: WakeDeps,
+    *,
+    remaining_ms: int | None = None,
+) -> WakeOutcome | None:
+    """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR."""
+    logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
+    job = deps.store.get_job(wake.job_id)
+    if job is None:
+        logger.warning("cron wake for a job that does not exist; nothing to do")
+        return None
+    if not job.enabled:
+        logger.info("cron wake for a disabled job; nothing to do")
+        return None
+    logger.append_keys(session_id=job.session_id)
+    spec = RunSpec(
+        run_id=wake.run_id,
+        kind="cron",
+        session_id=job.session_id,
+        wake={
+            "trigger": "cron_job_due",
+            "job_id": job.job_id,
+            "name": job.name,
+            "description": job.description,
+            "schedule": job.schedule_expression,
+            "timezone": job.timezone,
+            "scheduled_time": wake.scheduled_time,
+        },
+        note=lambda final: cron_note(job, wake.scheduled_time, final),
+        job_id=job.job_id,
+        disable_job_on_success=job.run_once,
+    )
+    outcome = execute_run(spec, deps, remaining_ms=remaining_ms)
+    if job.run_once and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
+        # the job is already disabled by the commit; a schedule that fires again finds it disabled
+        try:
+            deps.schedules.delete(job.schedule_name)
+        except Exception:
+            logger.exception("could not delete the run-once schedule; the job is disabled anyway")
+    return outcome

@@ -1,0 +1,73 @@
+"""The inputs that wake the agent: a background task's completion message, a cron wake."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentwake.errors import InvalidMessage
+
+#: SQS allows 256 KiB per message; result text may use most of it
+MAX_RESULT_CHARS = 200_000
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+
+
+class BackgroundResultMessage(BaseModel):
+    """What a producer sends when a background task finishes (``finish_task`` builds it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    task_id: str = Field(pattern=ID_PATTERN)
+    session_id: str = Field(pattern=ID_PATTERN)
+    tool_name: str = Field(min_length=1, max_length=128)
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["succeeded", "failed"]
+    result_text: str = Field(max_length=MAX_RESULT_CHARS)
+    note: str = Field(default="", max_length=4000)
+    summary_name: str = Field(min_length=1, max_length=256)
+    finished_at: str = Field(max_length=64)
+    subagent_name: str | None = Field(default=None, max_length=128)
+
+    @property
+    def run_id(self) -> str:
+        return f"bg:{self.task_id}"
+
+    @classmethod
+    def parse_body(cls, body: str | None) -> BackgroundResultMessage:
+        """Parse an SQS body; anything wrong is an InvalidMessage saying what."""
+        if body is None or not body.strip():
+            raise InvalidMessage("the message body is empty")
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise InvalidMessage(f"the message body is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidMessage(f"the message body must be a JSON object, got {type(data).__name__}")
+        try:
+            msg = cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}" for e in exc.errors()[:10]
+            )
+            raise InvalidMessage(f"the message is not a valid background result: {problems}") from exc
+        try:
+            datetime.fromisoformat(msg.finished_at.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidMessage(f"finished_at is not an ISO-8601 time: {msg.finished_at!r}") from exc
+        return msg
+
+
+class CronWakeInput(BaseModel):
+    """The EventBridge Scheduler input: ``{"job_id": ..., "scheduled_time": <aws.scheduler.scheduled-time>}``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str = Field(pattern=ID_PATTERN)
+    scheduled_time: str = Field(min_length=1, max_length=64)
+
+    @property
+    def run_id(self) -> str:
+        return f"cron:{self.job_id}:{self.scheduled_time}"

@@ -1,0 +1,205 @@
+"""One run, whatever woke it: lease the session, count the attempt, run the agent, then
+**DONE → commit the note in one transaction; ERROR → record the failure and raise**.
+
+Both wake paths (cron and background result) go through ``execute_run``, so the ERROR guard
+exists exactly once: the reference bug was two twin paths of which only one checked the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentwake.agent.chain import ProviderChain, RetryPolicy
+from agentwake.agent.clock import Clock, SystemClock
+from agentwake.agent.providers import build_provider
+from agentwake.agent.runner import AgentState, RunEvent
+from agentwake.errors import ConfigError, RunFailed, SessionBusy
+from agentwake.observability import logger, metrics
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
+from agentwake.store.models import FailureRecord
+from agentwake.wake.agent_factory import RecordingChannel, build_runner
+from agentwake.wake.prompt import WakeKind, build_wake_messages
+
+#: a lease outlives the Lambda that holds it by this much, then anyone may take it
+LEASE_GRACE_S = 30.0
+#: lease length when the caller gives no remaining time (local runs, tests)
+DEFAULT_LEASE_S = 900.0
+
+
+def _default_channel_factory(spec: dict[str, Any]) -> Any:
+    from agentwake.delivery.factory import build_channel
+
+    return build_channel(spec)
+
+
+@dataclass
+class WakeDeps:
+    """What a wake needs from the outside world (ports); tests swap any of them."""
+
+    store: DynamoStore
+    settings: Settings
+    clock: Clock = field(default_factory=SystemClock)
+    provider_factory: Callable[[dict[str, Any]], Any] = build_provider
+    channel_factory: Callable[[dict[str, Any]], Any] = _default_channel_factory
+    retry: RetryPolicy | None = None
+    on_event: Callable[[RunEvent], None] | None = None
+    #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
+    schedules: Any = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    kind: WakeKind
+    session_id: str
+    #: what woke the agent, shown to it as JSON in the system prompt
+    wake: dict[str, Any]
+    #: builds the history note from the final answer
+    note: Callable[[str], str]
+    task_id: str | None = None
+    job_id: str | None = None
+    disable_job_on_success: bool = False
+
+
+@dataclass(frozen=True)
+class WakeOutcome:
+    run_id: str
+    status: Literal["succeeded", "already_succeeded"]
+    attempt: int = 0
+    steps: int = 0
+    final_text: str = ""
+    deliveries: int = 0
+
+
+def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None) -> WakeOutcome:
+    store = deps.store
+    existing = store.get_run(spec.run_id)
+    if existing is not None and existing.status == "succeeded":
+        logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
+        return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=existing.attempts)
+
+    lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
+    if not store.acquire_lease(spec.session_id, spec.run_id, lease_s):
+        holder = store.lease_holder(spec.session_id)
+        raise SessionBusy(
+            f"session {spec.session_id} is busy with run {holder[0] if holder else '?'}; {spec.run_id} will retry"
+        )
+    try:
+        return _run_leased(spec, deps, remaining_ms)
+    finally:
+        store.release_lease(spec.session_id, spec.run_id)
+
+
+def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
+    store = deps.store
+    try:
+        attempt = store.begin_attempt(spec.run_id, kind=spec.kind, session_id=spec.session_id)
+    except store.db.exceptions.ConditionalCheckFailedException:
+        return WakeOutcome(run_id=spec.run_id, status="already_succeeded")
+    logger.append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=attempt)
+    if spec.job_id:
+        store.set_job_running(spec.job_id)
+
+    runner = None
+    try:
+        session = store.get_session(spec.session_id)
+        if session is None:
+            raise ConfigError(f"session {spec.session_id} has no config (agentwake sessions put {spec.session_id})")
+        history = [
+            e.to_message()
+            for e in store.history_window(spec.session_id, session.history_window)
+            if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
+        ]
+        messages = build_wake_messages(persona=session.persona, kind=spec.kind, wake=spec.wake, history=history)
+        deadline = None
+        if remaining_ms is not None:
+            deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
+        channel = RecordingChannel(deps.channel_factory(session.delivery), store)
+        runner = build_runner(
+            session=session,
+            run_id=spec.run_id,
+            messages=messages,
+            journal=store.journal(spec.run_id),
+            channel=channel,
+            clock=deps.clock,
+            deadline=deadline,
+            provider_factory=deps.provider_factory,
+            retry=deps.retry,
+            on_event=deps.on_event,
+        )
+        runner.run()
+    except ConfigError as exc:
+        _fail(spec, deps, attempt, "ConfigError", str(exc), runner)
+        raise RunFailed(spec.run_id, str(exc), failure_type="ConfigError") from exc
+    except Exception as exc:
+        # a crash (store outage, bug): record it for the operator, then let the trigger retry
+        _fail(spec, deps, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
+        raise
+
+    _emit_run_metrics(runner)
+    if runner.state is not AgentState.DONE:
+        _fail(spec, deps, attempt, runner.error_type or "RunFailed", runner.completion_text, runner)
+        raise RunFailed(spec.run_id, runner.completion_text, failure_type=runner.error_type or "RunFailed")
+
+    try:
+        store.commit_success(
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            note=spec.note(runner.completion_text),
+            steps=runner.steps_done,
+            task_id=spec.task_id,
+            job_id=spec.job_id,
+            disable_job=spec.disable_job_on_success,
+        )
+    except RunAlreadySucceeded:
+        logger.info("another copy committed this run first")
+        return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
+    metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
+    logger.info("run succeeded", extra={"steps": runner.steps_done, "replayed_steps": runner.replayed_steps})
+    return WakeOutcome(
+        run_id=spec.run_id,
+        status="succeeded",
+        attempt=attempt,
+        steps=runner.steps_done,
+        final_text=runner.completion_text,
+        deliveries=len(channel.sent),
+    )
+
+
+def _emit_run_metrics(runner: Any) -> None:
+    metrics.add_metric(name="Steps", unit="Count", value=runner.steps_done)
+    chain = runner.model
+    if isinstance(chain, ProviderChain) and chain.failovers:
+        metrics.add_metric(name="ProviderFailover", unit="Count", value=chain.failovers)
+
+
+def _fail(
+    spec: RunSpec,
+    deps: WakeDeps,
+    attempt: int,
+    error_type: str,
+    detail: str,
+    runner: Any,
+    *,
+    best_effort: bool = False,
+) -> None:
+    failure = FailureRecord(
+        run_id=spec.run_id,
+        session_id=spec.session_id,
+        attempt=attempt,
+        error_type=error_type,
+        detail=detail,
+        provider_errors=dict(getattr(runner, "provider_errors", {}) or {}),
+        steps_done=getattr(runner, "steps_done", 0),
+    )
+    metrics.add_metric(name="RunFailed", unit="Count", value=1)
+    logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
+    try:
+        deps.store.record_failure(failure, task_id=spec.task_id, job_id=spec.job_id)
+    except Exception:
+        if not best_effort:
+            raise
+        logger.exception("could not record the failure")
