@@ -246,21 +246,25 @@ class DynamoStore:
         }
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
-        self.db.update_item(
-            TableName=self.table,
-            Key=self._key(f"TASK#{task_id}", "TASK"),
-            UpdateExpression="SET #s = :s, finished_at = :f",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":s": {"S": "finished"}, ":f": {"S": finished_at}},
-        )
+        """running → finished; a task the wake already moved on is left as it is."""
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(f"TASK#{task_id}", "TASK"),
+                UpdateExpression="SET #s = :s, finished_at = :f",
+                ConditionExpression="#s = :running",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": "finished"}, ":f": {"S": finished_at}, ":running": {"S": "running"}},
+            )
+        except self.db.exceptions.ConditionalCheckFailedException:
+            pass
 
     # --- jobs ---------------------------------------------------------------------------------
 
     def put_job(self, job: Job) -> None:
         self.db.put_item(
             TableName=self.table,
-            Item=self._item(job, f"JOB#{job.job_id}", "JOB", gsi1pk={"S": "JOBS"}, gsi1sk={"S": job.job_id}),
+            Item=self._item(job, f"JOB#{job.job_id}", "JOB", gsi1pk="JOBS", gsi1sk=job.job_id),
         )
 
     def get_job(self, job_id: str) -> Job | None:
