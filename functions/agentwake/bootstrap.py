@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
+from agentwake.store.idempotency import run_idempotency
 from agentwake.store.queues import DeadLetters
 from agentwake.store.schedules import Schedules
 from agentwake.wake.run import WakeDeps
@@ -18,6 +19,7 @@ def wake_deps() -> WakeDeps:
         store=DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days),
         settings=settings,
         schedules=Schedules(settings.schedule_group),
+        idempotency=run_idempotency(settings.idempotency_table) if settings.idempotency_table else None,
     )
 
 

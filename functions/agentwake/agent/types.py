@@ -21,7 +21,8 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolCall:
-        return cls(id=str(d["id"]), name=d.get("name"), arguments=str(d.get("arguments", "{}")))
+        args = d.get("arguments")
+        return cls(id=str(d["id"]), name=d.get("name"), arguments="{}" if args is None else str(args))
 
 
 @dataclass(frozen=True)

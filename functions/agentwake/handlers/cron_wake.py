@@ -21,11 +21,15 @@ from agentwake.wake.messages import CronWakeInput
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    deps = bootstrap.wake_deps()
+    if deps.idempotency is not None:
+        # in-progress records expire with this invocation, so a crashed run is retried in time
+        deps.idempotency.config.register_lambda_context(context)
     try:
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:
         raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
-    outcome = wake_for_cron_job(wake, bootstrap.wake_deps(), remaining_ms=context.get_remaining_time_in_millis())
+    outcome = wake_for_cron_job(wake, deps, remaining_ms=context.get_remaining_time_in_millis())
     if outcome is None:
         return {"run_id": wake.run_id, "status": "skipped"}
     return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}

@@ -14,7 +14,7 @@ MAX_TEXT_CHARS = 60_000
 
 
 def utcnow_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def truncate(text: str, limit: int = MAX_TEXT_CHARS) -> str:

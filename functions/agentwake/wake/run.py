@@ -48,6 +48,8 @@ class WakeDeps:
     on_event: Callable[[RunEvent], None] | None = None
     #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
     schedules: Any = None
+    #: Powertools idempotency on the run id (agentwake.store.idempotency); None runs without it
+    idempotency: Any = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,26 @@ class WakeOutcome:
 
 
 def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None) -> WakeOutcome:
+    """Run once per run id: through Powertools Idempotency when configured."""
+    if deps.idempotency is None:
+        return _execute(spec, deps, remaining_ms)
+    from dataclasses import asdict
+
+    from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+    @idempotent_function(
+        data_keyword_argument="run",
+        config=deps.idempotency.config,
+        persistence_store=deps.idempotency.persistence,
+        key_prefix="agentwake-run",
+    )
+    def run_once(run: dict[str, str]) -> dict[str, Any]:
+        return asdict(_execute(spec, deps, remaining_ms))
+
+    return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+
+
+def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
     store = deps.store
     existing = store.get_run(spec.run_id)
     if existing is not None and existing.status == "succeeded":

@@ -1,0 +1,233 @@
+"""Any OpenAI-compatible chat-completions endpoint, over the stdlib's urllib.
+
+No requests/httpx: the Lambda bundle and cold start stay light. No retries here either: the
+ProviderChain retries transient errors with a deadline, so this module only classifies them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec
+from agentwake.errors import PermanentProviderError, TransientProviderError
+from agentwake.secrets import resolve_secret
+
+if TYPE_CHECKING:
+    from agentwake.agent.providers import OpenAISpec
+
+#: how much of a server's error text goes into an error message (and so into failure records)
+MAX_ERROR_TEXT = 300
+
+#: name sent for a journaled tool call that had none: servers reject a tool call without a name,
+#: and the model should still see its own malformed call next to the ``error:`` result it got
+MISSING_TOOL_NAME = "missing_tool_name"
+
+#: 4xx statuses that say "try again later" (rate limited, request timeout), not "this request is wrong"
+_TRANSIENT_4XX = frozenset({408, 429})
+
+
+class OpenAICompatProvider:
+    """POST ``{base_url}/chat/completions``; classify every failure as transient or permanent."""
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        api_key_ref: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.id = id
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self._api_key = api_key
+        self._api_key_ref = api_key_ref
+        self._environ = environ
+
+    @classmethod
+    def from_spec(cls, spec: OpenAISpec) -> OpenAICompatProvider:
+        """Build from an ``OpenAISpec``. The key is resolved at call time (Powertools caches it)."""
+        return cls(
+            id=spec.id,
+            base_url=spec.base_url,
+            model=spec.model,
+            api_key_ref=spec.api_key_ref,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+        )
+
+    def _key(self) -> str | None:
+        """The API key, or None for endpoints without auth. A reference that does not resolve is a
+        ConfigError; resolving per call lets a rotated secret take effect without a cold start."""
+        if self._api_key is not None:
+            return self._api_key
+        if self._api_key_ref:
+            return resolve_secret(self._api_key_ref, self._environ)
+        return None
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": [_message(m) for m in request.messages]}
+        if request.tools:
+            body["tools"] = [_tool(t) for t in request.tools]
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return body
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        data = json.dumps(self.build_body(request)).encode("utf-8")
+        http_request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+        raw = self._send(http_request, request.timeout)
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise TransientProviderError(f"response body is not JSON: {_snippet(raw)}", code="MalformedOutput") from exc
+        return self.parse_reply(payload, request.step)
+
+    def _send(self, http_request: urllib.request.Request, timeout: float) -> bytes:
+        try:
+            with urllib.request.urlopen(http_request, timeout=timeout) as response:
+                return bytes(response.read())
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from exc
+        except TimeoutError as exc:  # socket.timeout is an alias
+            raise TransientProviderError(f"no answer within {timeout:.1f}s", code="Timeout") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise TransientProviderError(f"no answer within {timeout:.1f}s", code="Timeout") from exc
+            raise TransientProviderError(f"cannot reach {self.url}: {exc.reason}", code="ConnectionError") from exc
+        except (ConnectionError, http.client.HTTPException) as exc:
+            # reset, remote disconnected, incomplete read: the connection broke mid-answer
+            raise TransientProviderError(
+                f"connection to {self.url} broke: {type(exc).__name__}", code="ConnectionError"
+            ) from exc
+
+    def parse_reply(self, payload: Any, step: int = 0) -> ModelReply:
+        """``choices[0].message`` → ModelReply. A body without it is malformed output (transient)."""
+        try:
+            choice = payload["choices"][0]
+            message = choice["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError) as exc:
+            detail = _error_text(payload) if isinstance(payload, dict) else ""
+            raise TransientProviderError(
+                "response has no choices[0].message" + (f": {detail}" if detail else ""),
+                code="MalformedOutput",
+            ) from exc
+        finish_reason = choice.get("finish_reason")
+        if finish_reason == "content_filter":
+            raise PermanentProviderError("the reply was blocked by a content filter", code="ContentFiltered")
+        calls = tuple(_tool_call(c, step, i) for i, c in enumerate(message.get("tool_calls") or ()))
+        return ModelReply(
+            text=_text(message.get("content")),
+            tool_calls=calls,
+            truncated=finish_reason == "length",
+            provider_id=self.id,
+        )
+
+
+# --- request mapping -------------------------------------------------------------------------
+
+
+def _message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        return {
+            "role": "assistant",
+            "content": m.content or None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name or MISSING_TOOL_NAME, "arguments": c.arguments},
+                }
+                for c in m.tool_calls
+            ],
+        }
+    return {"role": m.role, "content": m.content}
+
+
+def _tool(t: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+
+
+# --- response mapping ------------------------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    """``content`` is a string, null (tool calls only), or on some servers a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _tool_call(raw: Any, step: int, index: int) -> ToolCall:
+    """Keep what the model produced, malformed or not: the tool registry turns it into ``error:``."""
+    raw = raw if isinstance(raw, dict) else {}
+    function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+    name = function.get("name") or None
+    arguments = function.get("arguments")
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):  # some servers send an object instead of JSON text
+        arguments = json.dumps(arguments)
+    return ToolCall(id=str(raw.get("id") or f"call_{step}_{index}"), name=name, arguments=arguments)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def _http_error(exc: urllib.error.HTTPError) -> TransientProviderError | PermanentProviderError:
+    status = exc.code
+    try:
+        body = exc.read()
+    except Exception:  # the body is only for the message; a broken one must not hide the status
+        body = b""
+    try:
+        detail = _error_text(json.loads(body))
+    except ValueError:
+        detail = ""
+    detail = _snippet(detail or body or exc.reason or "")
+    message = f"HTTP {status}" + (f": {detail}" if detail else "")
+    if status >= 500 or status in _TRANSIENT_4XX:
+        return TransientProviderError(message, code=f"HTTP{status}")
+    return PermanentProviderError(message, code=f"HTTP{status}")
+
+
+def _error_text(payload: Any) -> str:
+    """The server's error message from ``{"error": {"message": ...}}``, ``{"error": "..."}`` or similar."""
+    if not isinstance(payload, dict):
+        return ""
+    error = payload.get("error", payload.get("detail", payload.get("message")))
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("code") or json.dumps(error)
+    return "" if error is None else str(error)
+
+
+def _snippet(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_ERROR_TEXT else text[: MAX_ERROR_TEXT - 3] + "..."
