@@ -33,3 +33,18 @@ typecheck: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+
+# `sam validate --lint` with aws-sam-cli kept out of .venv (it pins many packages). Fake
+# credentials and no telemetry: nothing here contacts AWS.
+SAM_VENV := .venv-sam
+SAM_ENV  := env -u AWS_PROFILE -u AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+            AWS_SESSION_TOKEN=testing AWS_DEFAULT_REGION=us-east-1 SAM_CLI_TELEMETRY=0
+
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install -q aws-sam-cli
+
+.PHONY: validate
+validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), then cfn-lint (--lint)
+	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --region us-east-1
+	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --region us-east-1

@@ -39,9 +39,7 @@ def create_resources(max_receive_count: int = 5) -> Resources:
     ddb.create_table(
         TableName="agentwake-test",
         BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi1pk", "gsi1sk")
-        ],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi1pk", "gsi1sk")],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
             {

@@ -17,8 +17,7 @@ from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolSpec
 from agentwake.errors import AllProvidersFailed
 
 MAX_STEPS_MESSAGE = (
-    "You have reached the maximum number of steps. Stop calling tools and answer directly "
-    "with your final response now."
+    "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
 )
 
 

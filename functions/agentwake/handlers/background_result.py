@@ -39,7 +39,9 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
             receive_count=str(record.attributes.approximate_receive_count),
         )
         metrics.add_metric(name="PermanentInputError", unit="Count", value=1)
-        logger.warning("dead-lettered a permanent input error", extra={"error_type": exc.error_type, "reason": str(exc)})
+        logger.warning(
+            "dead-lettered a permanent input error", extra={"error_type": exc.error_type, "reason": str(exc)}
+        )
         return "dead-lettered"
 
 

@@ -17,7 +17,11 @@ from agentwake.delivery.log import LogChannel
 from agentwake.wake.prompt import build_wake_messages
 
 DEMO_SCRIPT = [
-    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your nightly report is ready: 3 new sign-ups."}}]},
+    {
+        "tool_calls": [
+            {"name": "send_message_to_user", "arguments": {"text": "Your nightly report is ready: 3 new sign-ups."}}
+        ]
+    },
     {"text": "Told the user about the nightly report."},
 ]
 

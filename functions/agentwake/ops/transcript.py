@@ -35,5 +35,6 @@ class TranscriptPrinter:
         elif event.kind == "done":
             print(f"{p}state: DONE", file=self.out)
         elif event.kind == "error":
-            print(f"{p}state: ERROR ({event.data.get('error_type')}): {_short(event.data.get('text', ''))}",
-                  file=self.out)
+            print(
+                f"{p}state: ERROR ({event.data.get('error_type')}): {_short(event.data.get('text', ''))}", file=self.out
+            )

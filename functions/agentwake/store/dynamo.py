@@ -254,7 +254,11 @@ class DynamoStore:
                 UpdateExpression="SET #s = :s, finished_at = :f",
                 ConditionExpression="#s = :running",
                 ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={":s": {"S": "finished"}, ":f": {"S": finished_at}, ":running": {"S": "running"}},
+                ExpressionAttributeValues={
+                    ":s": {"S": "finished"},
+                    ":f": {"S": finished_at},
+                    ":running": {"S": "running"},
+                },
             )
         except self.db.exceptions.ConditionalCheckFailedException:
             pass
@@ -428,9 +432,7 @@ class DynamoStore:
                 raise RunAlreadySucceeded(run_id) from exc
             raise
 
-    def record_failure(
-        self, failure: FailureRecord, *, task_id: str | None = None, job_id: str | None = None
-    ) -> None:
+    def record_failure(self, failure: FailureRecord, *, task_id: str | None = None, job_id: str | None = None) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error."""
         items: list[dict[str, Any]] = [
             {

@@ -41,4 +41,6 @@ def run_idempotency(table_name: str, *, client: Any = None) -> RunIdempotency:
         expires_after_seconds=EXPIRES_AFTER_S,
         response_hook=mark_duplicate,
     )
-    return RunIdempotency(config=config, persistence=DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client))
+    return RunIdempotency(
+        config=config, persistence=DynamoDBPersistenceLayer(table_name=table_name, boto3_client=client)
+    )

@@ -1,0 +1,62 @@
+"""Build the delivery channel a session's config names.
+
+Session configs look like ``{"type": "log"}`` or ``{"type": "webhook", "url": "https://...",
+"secret_ref": "env:NAME" | "secretsmanager:ID" | "ssm:/name", "timeout": 5}`` (``secret_ref`` and
+``timeout`` optional). Unknown keys are refused: a misspelt ``secret_ref`` must not quietly turn
+into unsigned deliveries. The webhook adapter is imported only when a session uses it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from agentwake.delivery import DeliveryChannel
+from agentwake.errors import ConfigError
+from agentwake.secrets import resolve_secret
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LogSpec(_Spec):
+    type: Literal["log"] = "log"
+
+
+class WebhookSpec(_Spec):
+    type: Literal["webhook"] = "webhook"
+    url: str = Field(min_length=1)
+    #: where the signing secret comes from; omit for unsigned deliveries
+    secret_ref: str | None = None
+    timeout: float = Field(default=5.0, gt=0)
+
+
+DeliverySpec = Annotated[LogSpec | WebhookSpec, Field(discriminator="type")]
+_SPEC_ADAPTER: TypeAdapter[Any] = TypeAdapter(DeliverySpec)
+
+
+def parse_spec(raw: Any) -> LogSpec | WebhookSpec:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a delivery spec must be an object like {{'type': 'log'}}, got {type(raw).__name__}")
+    try:
+        return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(spec)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid delivery spec (type {raw.get('type')!r}): {problems}") from exc
+
+
+def build_channel(spec: dict[str, Any]) -> DeliveryChannel:
+    """Build one delivery channel from its session config. Raises ConfigError if it cannot be built."""
+    parsed = parse_spec(spec)
+    if isinstance(parsed, LogSpec):
+        from agentwake.delivery.log import LogChannel
+
+        return LogChannel()
+    from agentwake.delivery.webhook import WebhookChannel
+
+    secret = resolve_secret(parsed.secret_ref) if parsed.secret_ref is not None else None
+    return WebhookChannel(parsed.url, secret, timeout=parsed.timeout)

@@ -1,0 +1,376 @@
+"""template.yaml keeps the promises the runtime relies on: retries end in a DLQ that outlives its
+source, batch item failures are reported, cron failures land on a queue, every grant is scoped, and
+the environment carries the names of docs/architecture.md."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import ManualArgs, lint
+from cfnlint.decode.cfn_yaml import loads
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+FOURTEEN_DAYS = 14 * 24 * 3600
+FUNCTIONS = {
+    "BackgroundResultFunction": "agentwake.handlers.background_result.handler",
+    "CronWakeFunction": "agentwake.handlers.cron_wake.handler",
+}
+TABLES = ("AgentTable", "IdempotencyTable")
+QUEUES = ("BackgroundResultQueue", "BackgroundResultDLQ", "CronFailureQueue", "SchedulerDLQ")
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return loads(TEMPLATE.read_text(), str(TEMPLATE))
+
+
+@pytest.fixture(scope="module")
+def lint_matches() -> list[Any]:
+    """cfn-lint once per session: it takes a few seconds."""
+    return lint(TEMPLATE.read_text(), config=ManualArgs(regions=["us-east-1"]))
+
+
+def resources(template: dict[str, Any]) -> dict[str, Any]:
+    return template["Resources"]
+
+
+def props(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return template["Resources"][logical_id]["Properties"]
+
+
+def default(template: dict[str, Any], parameter: str) -> Any:
+    return template["Parameters"][parameter]["Default"]
+
+
+def function(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    """A function's properties with Globals.Function merged under them, as SAM does."""
+    merged = dict(template["Globals"]["Function"])
+    merged.update(props(template, logical_id))
+    return merged
+
+
+def statements(node: Any) -> Iterator[dict[str, Any]]:
+    """Every IAM statement anywhere in the template, including inside Fn::If branches."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Statement":
+                yield from (value if isinstance(value, list) else [value])
+            yield from statements(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from statements(item)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def architecture_names(pattern: str) -> set[str]:
+    return set(re.findall(pattern, ARCHITECTURE.read_text(), re.MULTILINE))
+
+
+# ------------------------------------------------------------------ cfn-lint
+
+
+def test_cfn_lint_reports_no_errors(lint_matches: list[Any]) -> None:
+    # GIVEN the template WHEN cfn-lint checks it THEN there is no error (warnings shown for context)
+    errors = [m for m in lint_matches if m.rule.id.startswith("E")]
+    others = [m for m in lint_matches if not m.rule.id.startswith("E")]
+    assert not errors, (
+        "cfn-lint errors:\n" + "\n".join(map(str, errors)) + "\nother findings:\n" + "\n".join(map(str, others))
+    )
+
+
+# ------------------------------------------------------------------ names agreed in docs/architecture.md
+
+
+def test_every_logical_id_of_the_architecture_exists(template: dict[str, Any]) -> None:
+    ids = architecture_names(r"^\| `([A-Za-z]+)` \|")
+    assert ids, "no logical ids found in docs/architecture.md"
+    assert ids <= set(resources(template)), ids - set(resources(template))
+
+
+def test_environment_carries_every_name_of_the_architecture(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    names = architecture_names(r"`((?:AGENTWAKE|POWERTOOLS)_[A-Z_]+)`")
+    assert names, "no environment names found in docs/architecture.md"
+    assert names <= set(env), names - set(env)
+    assert env["AGENTWAKE_RUN_TIMEOUT_MARGIN_MS"] == "5000"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "agentwake"
+    assert env["AGENTWAKE_TABLE"] == {"Ref": "AgentTable"}
+    assert env["AGENTWAKE_IDEMPOTENCY_TABLE"] == {"Ref": "IdempotencyTable"}
+    assert env["AGENTWAKE_RESULT_QUEUE_URL"] == {"Ref": "BackgroundResultQueue"}
+    assert env["AGENTWAKE_RESULT_DLQ_URL"] == {"Ref": "BackgroundResultDLQ"}
+    assert env["AGENTWAKE_SCHEDULE_GROUP"] == {"Ref": "ScheduleGroup"}
+    # AWS_ENDPOINT_URL is for the local stack only: on AWS it must stay unset.
+    assert "AWS_ENDPOINT_URL" not in env
+
+
+# ------------------------------------------------------------------ functions
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_function_runtime_architecture_alias_and_handler(template: dict[str, Any], logical_id: str) -> None:
+    fn = function(template, logical_id)
+    assert resources(template)[logical_id]["Type"] == "AWS::Serverless::Function"
+    assert fn["Runtime"] == "python3.13"
+    assert fn["Architectures"] == ["arm64"]
+    assert fn["AutoPublishAlias"] == "live"
+    assert fn["Tracing"] == "Active"
+    assert fn["Timeout"] == {"Ref": "FunctionTimeout"}
+    assert fn["CodeUri"] == "functions/"
+    assert fn["Handler"] == FUNCTIONS[logical_id]
+    assert (ROOT / "functions" / "agentwake").is_dir()
+
+
+def test_background_results_arrive_by_sqs_with_partial_batch_responses(template: dict[str, Any]) -> None:
+    events = props(template, "BackgroundResultFunction")["Events"]
+    (event,) = events.values()
+    assert event["Type"] == "SQS"
+    p = event["Properties"]
+    assert p["Queue"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}
+    assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert p["BatchSize"] == {"Ref": "BatchSize"}
+    assert p["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "MaximumConcurrency"}}
+    assert default(template, "BatchSize") == 10
+    assert default(template, "MaximumConcurrency") == 5
+    assert template["Parameters"]["MaximumConcurrency"]["MinValue"] == 2
+
+
+def test_failed_cron_wakes_go_to_the_failure_queue(template: dict[str, Any]) -> None:
+    config = props(template, "CronWakeFunction")["EventInvokeConfig"]
+    assert config["MaximumRetryAttempts"] == {"Ref": "CronMaximumRetryAttempts"}
+    assert config["DestinationConfig"]["OnFailure"] == {
+        "Type": "SQS",
+        "Destination": {"Fn::GetAtt": ["CronFailureQueue", "Arn"]},
+    }
+    parameter = template["Parameters"]["CronMaximumRetryAttempts"]
+    assert (parameter["Default"], parameter["MinValue"], parameter["MaxValue"]) == (2, 0, 2)
+    assert "Events" not in props(template, "CronWakeFunction"), "schedules are created per job, not here"
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_each_function_has_a_log_group_with_retention(template: dict[str, Any], logical_id: str) -> None:
+    group = props(template, f"{logical_id}LogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{logical_id}}}"}
+    assert group["RetentionInDays"] == 30
+
+
+# ------------------------------------------------------------------ queues
+
+
+def test_background_results_are_redriven_to_the_dlq_after_max_receive_count(template: dict[str, Any]) -> None:
+    redrive = props(template, "BackgroundResultQueue")["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["BackgroundResultDLQ", "Arn"]}
+    assert redrive["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
+    assert default(template, "MaxReceiveCount") == 5
+
+
+def test_visibility_timeout_default_is_at_least_six_function_timeouts(template: dict[str, Any]) -> None:
+    # AWS guidance: a Lambda SQS source's visibility timeout is >= 6 x the function timeout, or a
+    # record still being processed reappears and runs twice. CloudFormation cannot multiply, so the
+    # two defaults are checked here.
+    assert props(template, "BackgroundResultQueue")["VisibilityTimeout"] == {"Ref": "QueueVisibilityTimeout"}
+    assert default(template, "QueueVisibilityTimeout") >= 6 * default(template, "FunctionTimeout")
+    assert default(template, "FunctionTimeout") == 120
+
+
+def test_dlq_outlives_its_source(template: dict[str, Any]) -> None:
+    # A standard queue's DLQ keeps the original enqueue time: a shorter retention loses messages.
+    source = props(template, "BackgroundResultQueue")["MessageRetentionPeriod"]
+    dlq = props(template, "BackgroundResultDLQ")["MessageRetentionPeriod"]
+    assert source == 4 * 24 * 3600
+    assert dlq == FOURTEEN_DAYS
+    assert dlq > source
+    assert props(template, "CronFailureQueue")["MessageRetentionPeriod"] == FOURTEEN_DAYS
+    assert props(template, "SchedulerDLQ")["MessageRetentionPeriod"] == FOURTEEN_DAYS
+
+
+def test_dlq_allows_redrive_from_its_source_queue_only(template: dict[str, Any]) -> None:
+    # The source's ARN is spelled out (its RedrivePolicy already depends on the DLQ: no cycle),
+    # so it must match the source's QueueName.
+    allow = props(template, "BackgroundResultDLQ")["RedriveAllowPolicy"]
+    assert allow["redrivePermission"] == "byQueue"
+    (arn,) = allow["sourceQueueArns"]
+    name = props(template, "BackgroundResultQueue")["QueueName"]["Fn::Sub"]
+    assert arn == {"Fn::Sub": f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{name}"}
+
+
+@pytest.mark.parametrize("logical_id", QUEUES)
+def test_every_queue_is_encrypted(template: dict[str, Any], logical_id: str) -> None:
+    assert resources(template)[logical_id]["Type"] == "AWS::SQS::Queue"
+    p = props(template, logical_id)
+    assert p.get("SqsManagedSseEnabled") is True or "KmsMasterKeyId" in p
+
+
+def test_every_queue_of_the_template_is_checked(template: dict[str, Any]) -> None:
+    queues = {k for k, v in resources(template).items() if v["Type"] == "AWS::SQS::Queue"}
+    assert queues == set(QUEUES)
+
+
+# ------------------------------------------------------------------ tables
+
+
+@pytest.mark.parametrize("logical_id", TABLES)
+def test_every_table_is_encrypted_recoverable_and_on_demand(template: dict[str, Any], logical_id: str) -> None:
+    p = props(template, logical_id)
+    assert p["SSESpecification"]["SSEEnabled"] is True
+    assert p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert p["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_every_table_of_the_template_is_checked(template: dict[str, Any]) -> None:
+    tables = {k for k, v in resources(template).items() if v["Type"] == "AWS::DynamoDB::Table"}
+    assert tables == set(TABLES)
+
+
+def test_agent_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> None:
+    table = resources(template)["AgentTable"]
+    p = table["Properties"]
+    assert p["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    (gsi,) = p["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == "gsi1"
+    assert [k["AttributeName"] for k in gsi["KeySchema"]] == ["gsi1pk", "gsi1sk"]
+    assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    assert {a["AttributeName"]: a["AttributeType"] for a in p["AttributeDefinitions"]} == {
+        "pk": "S",
+        "sk": "S",
+        "gsi1pk": "S",
+        "gsi1sk": "S",
+    }
+    assert p["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert p["DeletionProtectionEnabled"] == {"Fn::If": ["ProtectTables", True, False]}
+    assert template["Conditions"]["ProtectTables"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
+    assert default(template, "TableDeletionProtection") == "true"
+    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_idempotency_table_is_what_powertools_expects(template: dict[str, Any]) -> None:
+    p = props(template, "IdempotencyTable")
+    assert p["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert p["AttributeDefinitions"] == [{"AttributeName": "id", "AttributeType": "S"}]
+    assert p["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+
+
+# ------------------------------------------------------------------ scheduler and IAM
+
+
+def test_scheduler_role_invokes_only_the_cron_alias_and_dead_letters_to_its_queue(
+    template: dict[str, Any],
+) -> None:
+    role = props(template, "SchedulerRole")
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert trust["Condition"]["ArnEquals"] == {"aws:SourceArn": {"Fn::GetAtt": ["ScheduleGroup", "Arn"]}}
+    granted = {
+        action: s["Resource"]
+        for policy in role["Policies"]
+        for s in policy["PolicyDocument"]["Statement"]
+        for action in as_list(s["Action"])
+    }
+    assert granted == {
+        "lambda:InvokeFunction": {"Ref": "CronWakeFunction.Alias"},
+        "sqs:SendMessage": {"Fn::GetAtt": ["SchedulerDLQ", "Arn"]},
+    }
+    assert props(template, "ScheduleGroup")["Name"] == {"Fn::Sub": "${AWS::StackName}-jobs"}
+
+
+def test_no_iam_statement_grants_a_wildcard_action_or_an_unscoped_resource(template: dict[str, Any]) -> None:
+    found = list(statements(template["Resources"]))
+    assert len(found) >= 8, "the statement walker found too few statements"
+    for statement in found:
+        assert "NotAction" not in statement and "NotResource" not in statement, statement
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, statement
+        if statement["Action"] != "sts:AssumeRole":
+            assert "Resource" in statement, statement
+            assert all(resource != "*" for resource in as_list(statement["Resource"])), statement
+
+
+def policies(template: dict[str, Any], logical_id: str) -> list[Any]:
+    return props(template, logical_id)["Policies"]
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_functions_use_both_tables_through_scoped_policy_templates(template: dict[str, Any], logical_id: str) -> None:
+    crud = [p["DynamoDBCrudPolicy"]["TableName"] for p in policies(template, logical_id) if "DynamoDBCrudPolicy" in p]
+    assert crud == [{"Ref": "AgentTable"}, {"Ref": "IdempotencyTable"}]
+
+
+def test_only_the_background_function_sends_to_the_result_dlq(template: dict[str, Any]) -> None:
+    sends = [p for p in policies(template, "BackgroundResultFunction") if "SQSSendMessagePolicy" in p]
+    assert sends == [{"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultDLQ", "QueueName"]}}}]
+    assert not [p for p in policies(template, "CronWakeFunction") if "SQSSendMessagePolicy" in p]
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, Any], logical_id: str) -> None:
+    assert default(template, "OpenAIApiKeySecretArn") == ""
+    assert template["Conditions"]["HasOpenAIApiKeySecret"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "OpenAIApiKeySecretArn"}, ""]}]
+    }
+    gated = [p["Fn::If"] for p in policies(template, logical_id) if isinstance(p, dict) and "Fn::If" in p]
+    assert len(gated) == 1
+    condition, when_set, when_unset = gated[0]
+    assert condition == "HasOpenAIApiKeySecret"
+    assert when_unset == {"Ref": "AWS::NoValue"}
+    assert when_set["Statement"] == [
+        {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "OpenAIApiKeySecretArn"}}
+    ]
+    ungated = [p for p in policies(template, logical_id) if not (isinstance(p, dict) and "Fn::If" in p)]
+    assert "secretsmanager" not in repr(ungated)
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_bedrock_is_scoped_to_models_and_inference_profiles(template: dict[str, Any], logical_id: str) -> None:
+    bedrock = [s for s in statements(policies(template, logical_id)) if "bedrock" in repr(s["Action"])]
+    assert bedrock
+    for statement in bedrock:
+        assert as_list(statement["Action"]) == ["bedrock:InvokeModel"]
+        for resource in as_list(statement["Resource"]):
+            assert re.search(r":bedrock:.*:(foundation-model|inference-profile)/\*$", resource["Fn::Sub"]), resource
+        if ":bedrock:*:" in repr(statement["Resource"]):
+            # other regions only through this account's inference profiles in this region
+            assert "bedrock:InferenceProfileArn" in statement["Condition"]["StringLike"]
+
+
+def test_cron_function_may_delete_only_schedules_of_its_group(template: dict[str, Any]) -> None:
+    scheduler = [s for s in statements(policies(template, "CronWakeFunction")) if "scheduler" in repr(s["Action"])]
+    assert len(scheduler) == 1
+    assert sorted(scheduler[0]["Action"]) == ["scheduler:DeleteSchedule", "scheduler:GetSchedule"]
+    assert scheduler[0]["Resource"] == {
+        "Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"
+    }
+    assert "scheduler" not in repr(policies(template, "BackgroundResultFunction"))
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_outputs(template: dict[str, Any]) -> None:
+    assert set(template["Outputs"]) == {
+        "BackgroundResultQueueUrl",
+        "BackgroundResultDLQUrl",
+        "CronFailureQueueUrl",
+        "SchedulerDLQUrl",
+        "SchedulerDLQArn",
+        "AgentTableName",
+        "IdempotencyTableName",
+        "ScheduleGroupName",
+        "SchedulerRoleArn",
+        "BackgroundResultFunctionArn",
+        "CronWakeFunctionArn",
+        "CronWakeFunctionAliasArn",
+    }
+    assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
