@@ -69,6 +69,16 @@ class ConfigError(AgentwakeError):
     retryable = True
 
 
+class StepInterrupted(AgentwakeError):
+    """Infrastructure failed mid-step (e.g. a delivery was sent but could not be recorded).
+
+    Not a tool result the model should see: it aborts the run unjournaled, so a retry redoes the
+    step. Tools raise it to escape the registry's "every failure is an error: result" rule.
+    """
+
+    retryable = True
+
+
 class DeliveryError(AgentwakeError):
     """A message to the user could not be delivered."""
 

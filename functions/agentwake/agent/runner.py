@@ -2,6 +2,8 @@
 
 ERROR is a state with a completion text, never an exception out of the runner: the wake use
 cases read the state and decide (DONE → commit the note, ERROR → record a failure and raise).
+The one exception that does escape is an infrastructure failure (the journal cannot be written,
+StepInterrupted from a tool): that is a crash, not an outcome, and the trigger retries it.
 """
 
 from __future__ import annotations

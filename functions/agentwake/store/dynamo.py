@@ -110,8 +110,8 @@ class DynamoStore:
     def _query(self, pk: str, prefix: str, *, forward: bool = True, limit: int | None = None) -> Iterator[dict]:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-            "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": prefix}},
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)" if prefix else "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, **({":p": {"S": prefix}} if prefix else {})},
             "ScanIndexForward": forward,
             "ConsistentRead": True,
         }

@@ -15,7 +15,7 @@ from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import Message
 from agentwake.delivery import Delivery, DeliveryChannel
-from agentwake.errors import ConfigError
+from agentwake.errors import ConfigError, StepInterrupted
 
 
 class RecordingChannel:
@@ -34,14 +34,19 @@ class RecordingChannel:
     def send(self, delivery: Delivery) -> None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
             return
-        self.inner.send(delivery)
+        self.inner.send(delivery)  # DeliveryError here is a tool result the model sees
         self.sent.append(delivery)
-        self.recorder.record_delivery(
-            run_id=delivery.run_id,
-            delivery_id=delivery.delivery_id,
-            session_id=delivery.session_id,
-            text=delivery.text,
-        )
+        try:
+            self.recorder.record_delivery(
+                run_id=delivery.run_id,
+                delivery_id=delivery.delivery_id,
+                session_id=delivery.session_id,
+                text=delivery.text,
+            )
+        except Exception as exc:
+            # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
+            # resends the same delivery id, which receivers drop
+            raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc
 
 
 def build_runner(

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.types import ToolCall, ToolSpec
+from agentwake.errors import StepInterrupted
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class ToolRegistry:
         return tuple(t.spec() for t in self._tools.values())
 
     def execute(self, call: ToolCall, ctx: ToolContext) -> str:
-        """Run one call. Never raises: every problem becomes an ``error: ...`` text the model sees."""
+        """Run one call. Every problem becomes an ``error: ...`` text the model sees, except
+        StepInterrupted (infrastructure failed mid-step), which aborts the run."""
         name = (call.name or "").strip()
         if not name:
             return "error: the tool call has no tool name; name one of: " + ", ".join(self.names)
@@ -91,5 +93,7 @@ class ToolRegistry:
             return f"error: arguments for {name!r} do not match its schema: {_format_validation_error(exc)}"
         try:
             return tool.invoke(args, ctx)
+        except StepInterrupted:
+            raise  # the step did not complete: abort the run unjournaled so a retry redoes it
         except Exception as exc:  # a tool failure is information for the model, not an ERROR
             return f"error: tool {name!r} failed: {type(exc).__name__}: {exc}"

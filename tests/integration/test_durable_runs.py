@@ -1,0 +1,215 @@
+"""Durable runs (DESIGN §3): crash anywhere, retry, and the user sees each message once,
+history gets one note, and no journaled model call is billed again."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from botocore.exceptions import ClientError
+
+from agentwake.agent.providers import build_provider, scripted
+from agentwake.agent.types import ChatRequest, ModelReply
+from agentwake.errors import RunFailed, SessionBusy
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.idempotency import run_idempotency
+from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.messages import BackgroundResultMessage
+from agentwake.wake.run import WakeDeps
+from tests.integration.conftest import seed_session, seed_task
+from tests.support.aws import REGION, Resources
+from tests.support.faults import BOUNDARIES, Crash, FaultyStore
+from tests.support.receiver import CountingReceiver
+
+TWO_DELIVERIES = [
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "first"}}]},
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "second"}}]},
+    {"text": "told the user twice"},
+]
+
+
+@pytest.fixture
+def receiver() -> Iterator[CountingReceiver]:
+    with CountingReceiver() as r:
+        yield r
+
+
+@pytest.fixture
+def faulty(resources: Resources) -> FaultyStore:
+    return FaultyStore(resources.table, client=boto3.client("dynamodb", region_name=REGION))
+
+
+def make_deps(store: DynamoStore, resources: Resources, provider_factory=build_provider) -> WakeDeps:  # type: ignore[no-untyped-def]
+    return WakeDeps(
+        store=store,
+        settings=Settings.from_env(),
+        provider_factory=provider_factory,
+        idempotency=run_idempotency(resources.idempotency_table, client=boto3.client("dynamodb", region_name=REGION)),
+    )
+
+
+def message(task_id: str, session_id: str) -> BackgroundResultMessage:
+    return BackgroundResultMessage(
+        task_id=task_id,
+        session_id=session_id,
+        tool_name="web_research",
+        status="succeeded",
+        result_text="the result",
+        summary_name="Research",
+        finished_at="2026-11-30T05:00:00Z",
+    )
+
+
+def notes(store: DynamoStore, session_id: str) -> list:
+    return [e for e in store.history(session_id) if e.kind == "note"]
+
+
+@pytest.mark.parametrize("boundary", BOUNDARIES)
+def test_crash_at_every_boundary_then_retry(
+    boundary: str, faulty: FaultyStore, resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN a session whose agent messages the user twice, delivering to a counting webhook
+    seed_session(
+        faulty,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": TWO_DELIVERIES}],
+        delivery={"type": "webhook", "url": receiver.url},
+    )
+    seed_task(faulty, "t1", "s1")
+    deps = make_deps(faulty, resources)
+    # WHEN the run crashes at the boundary, then is retried until it stops crashing
+    faulty.arm(boundary)
+    with pytest.raises(Exception) as crashed:
+        wake_for_background_result(message("t1", "s1"), deps)
+    injected = (Crash, ClientError)  # ClientError: the transaction the service failed
+    assert isinstance(crashed.value, injected) or isinstance(crashed.value.__cause__, injected)
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the run ends with exactly one note
+    assert outcome.status in ("succeeded", "already_succeeded")
+    assert len(notes(faulty, "s1")) == 1
+    assert faulty.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    # AND each message reached the user once (by delivery id, for the send-before-journal crash)
+    by_id = receiver.by_delivery_id()
+    assert sorted(by_id) == ["bg:t1#0#0", "bg:t1#1#0"]
+    if boundary == "after_send_before_journal":
+        assert sorted(by_id.values()) == [1, 2]  # the one duplicate carries the same delivery id
+    else:
+        assert sorted(by_id.values()) == [1, 1]
+    # AND each delivery is in history exactly once
+    deliveries = [e.delivery_id for e in faulty.history("s1") if e.kind == "delivery"]
+    assert sorted(deliveries) == ["bg:t1#0#0", "bg:t1#1#0"]
+    # AND no journaled model call was made again: three steps, three calls
+    assert scripted.CALLS["p"] == 3
+    # AND a duplicate copy afterwards does nothing
+    again = wake_for_background_result(message("t1", "s1"), deps)
+    assert again.status == "already_succeeded"
+    assert scripted.CALLS["p"] == 3 and len(notes(faulty, "s1")) == 1
+
+
+def test_error_after_a_delivery_then_fix_and_redrive(
+    store: DynamoStore, resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN a run that messages the user, then every provider fails on its next step
+    broken = [{"type": "scripted", "id": "p", "script": [TWO_DELIVERIES[0], {"error": "auth"}]}]
+    seed_session(store, "s1", providers=broken, delivery={"type": "webhook", "url": receiver.url})
+    seed_task(store, "t1", "s1")
+    deps = make_deps(store, resources)
+    # WHEN it is retried as SQS would (5 receives), it fails every time
+    for _ in range(5):
+        with pytest.raises(RunFailed):
+            wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the delivered message is in history already, with no note, and was sent once
+    history = store.history("s1")
+    assert [e.kind for e in history] == ["delivery"]
+    assert receiver.texts() == ["first"]
+    assert len(store.failures("bg:t1")) == 5
+    # WHEN the operator fixes the provider and redrives (same body, a new messageId)
+    fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: step 0 is journaled"}, {"text": "done"}]}]
+    seed_session(store, "s1", providers=fixed, delivery={"type": "webhook", "url": receiver.url})
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the run resumes at step 1, succeeds with one note, and sends nothing twice
+    assert outcome.status == "succeeded" and outcome.attempt == 6
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert receiver.texts() == ["first"]
+    assert store.run_summary("bg:t1").steps[0]["key"] == "000.reply"
+
+
+class GatedProvider:
+    """A provider that signals when it is called, then waits to be released."""
+
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        self.id = "gated"
+        self.entered = entered
+        self.release = release
+        self.calls = 0
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        self.calls += 1
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the provider"
+        return ModelReply(text="done")
+
+
+def test_duplicate_concurrent_copies_make_one_run(store: DynamoStore, resources: Resources) -> None:
+    # GIVEN one message whose run is in progress (its provider is held)
+    seed_session(store, "s1")
+    seed_task(store, "t1", "s1")
+    entered, release = threading.Event(), threading.Event()
+    provider = GatedProvider(entered, release)
+    deps = make_deps(store, resources, provider_factory=lambda spec: provider)
+    results: list[object] = []
+    first = threading.Thread(target=lambda: results.append(wake_for_background_result(message("t1", "s1"), deps)))
+    first.start()
+    assert entered.wait(10)
+    # WHEN a second copy of the same message arrives meanwhile
+    with pytest.raises(IdempotencyAlreadyInProgressError):
+        wake_for_background_result(message("t1", "s1"), deps)
+    release.set()
+    first.join(10)
+    # THEN exactly one run happened, and the retried copy does nothing
+    assert provider.calls == 1
+    assert wake_for_background_result(message("t1", "s1"), deps).status == "already_succeeded"
+    assert provider.calls == 1 and len(notes(store, "s1")) == 1
+
+
+def test_two_results_for_one_session_do_not_overlap(store: DynamoStore, resources: Resources) -> None:
+    # GIVEN two tasks of one session that finish together
+    seed_session(store, "s1")
+    seed_task(store, "ta", "s1")
+    seed_task(store, "tb", "s1")
+    entered, release = threading.Event(), threading.Event()
+    held = GatedProvider(entered, release)
+    deps_a = make_deps(store, resources, provider_factory=lambda spec: held)
+    deps_b = make_deps(store, resources)
+    first = threading.Thread(target=lambda: wake_for_background_result(message("ta", "s1"), deps_a))
+    first.start()
+    assert entered.wait(10)
+    # WHEN the second wake starts while the first runs: the session is busy, it is retried later
+    with pytest.raises(SessionBusy, match="busy with run bg:ta"):
+        wake_for_background_result(message("tb", "s1"), deps_b)
+    release.set()
+    first.join(10)
+    assert wake_for_background_result(message("tb", "s1"), deps_b).status == "succeeded"
+    # THEN their journaled steps do not interleave in time
+    a = [s["at"] for s in store.run_summary("bg:ta").steps]
+    b = [s["at"] for s in store.run_summary("bg:tb").steps]
+    assert a and b and max(a) < min(b)
+    assert len(notes(store, "s1")) == 2
+
+
+def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
+    # GIVEN a lease left by a run whose Lambda died
+    clock = [1000.0]
+    store.now = lambda: clock[0]
+    assert store.acquire_lease("s1", "bg:dead", 60)
+    # WHEN another run asks before and after it expires
+    assert not store.acquire_lease("s1", "bg:next", 60)
+    clock[0] += 61
+    # THEN it gets the lease only after expiry, and the dead run cannot release it
+    assert store.acquire_lease("s1", "bg:next", 60)
+    store.release_lease("s1", "bg:dead")
+    assert store.lease_holder("s1")[0] == "bg:next"  # type: ignore[index]

@@ -1,0 +1,56 @@
+"""A real webhook receiver on 127.0.0.1 that counts what it receives."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class CountingReceiver:
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.fail_next = 0
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with outer._lock:
+                    if outer.fail_next > 0:
+                        outer.fail_next -= 1
+                        self.send_response(503)
+                        self.end_headers()
+                        return
+                    outer.received.append(json.loads(body))
+                    outer.headers.append(dict(self.headers))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/deliveries"
+
+    def __enter__(self) -> CountingReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def by_delivery_id(self) -> Counter[str]:
+        return Counter(r["delivery_id"] for r in self.received)
+
+    def texts(self) -> list[str]:
+        return [r["text"] for r in self.received]
