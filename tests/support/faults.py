@@ -13,6 +13,7 @@ BOUNDARIES = (
     "after_model_reply",  # the reply is journaled, its tool calls not yet run
     "after_tool_result",  # a tool result is journaled, the next step not yet started
     "after_send_before_journal",  # the webhook got the message; history/journal did not
+    "after_delivery_recorded",  # the delivery is in history; its tool result is not journaled
     "after_journal_before_commit",  # every step journaled; the commit not attempted
     "inside_commit_not_landed",  # the commit transaction fails
     "after_commit_landed",  # the commit landed; the Lambda died before returning
@@ -40,6 +41,8 @@ class FaultyStore(DynamoStore):
             raise Crash(boundary)
 
     def journal_put(self, run_id: str, key: str, value: dict[str, Any]) -> None:
+        if ".tool." in key and value.get("tool") == "send_message_to_user":
+            self._fire("after_delivery_recorded")
         super().journal_put(run_id, key, value)
         if key.endswith(".reply"):
             self._fire("after_model_reply")
