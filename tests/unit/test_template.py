@@ -372,5 +372,39 @@ def test_outputs(template: dict[str, Any]) -> None:
         "BackgroundResultFunctionArn",
         "CronWakeFunctionArn",
         "CronWakeFunctionAliasArn",
+        "AlarmTopicArn",
+        "DashboardName",
     }
     assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
+
+
+def test_every_dlq_has_an_alarm_that_notifies_the_topic(template: dict[str, Any]) -> None:
+    # GIVEN the template's alarms
+    resources = template["Resources"]
+    alarms = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    # THEN each DLQ has a depth alarm: > 0 visible messages, missing data not breaching, to the topic
+    watched = set()
+    for a in alarms:
+        if a["MetricName"] == "ApproximateNumberOfMessagesVisible":
+            assert a["Namespace"] == "AWS/SQS"
+            assert a["Threshold"] == 0 and a["ComparisonOperator"] == "GreaterThanThreshold"
+            assert a["TreatMissingData"] == "notBreaching"
+            watched.add(a["Dimensions"][0]["Value"]["Fn::GetAtt"][0])
+        assert a["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    assert watched == {"BackgroundResultDLQ", "CronFailureQueue", "SchedulerDLQ"}
+    # AND the RunFailed metric has its alarm, in the Powertools namespace with the service dimension
+    [run_failed] = [a for a in alarms if a["MetricName"] == "RunFailed"]
+    assert run_failed["Namespace"] == {"Ref": "MetricsNamespace"}
+    assert run_failed["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    # AND the e-mail subscription exists only when an address is given
+    assert resources["AlarmEmailSubscription"]["Condition"] == "HasAlarmEmail"
+
+
+def test_dashboard_body_is_json_with_the_metrics_operators_need(template: dict[str, Any]) -> None:
+    import json as _json
+    import re
+
+    body_template, _vars = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    body = _json.loads(re.sub(r"\$\{[^}]+\}", "X", body_template))
+    titles = {w["properties"]["title"] for w in body["widgets"]}
+    assert titles == {"Runs", "DLQ depths", "Provider failovers", "Steps per run", "Duration (p90, ms)"}
