@@ -49,6 +49,20 @@ class RecordingChannel:
             raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc
 
 
+def with_stack_defaults(spec: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """Fill what a provider spec leaves out from the stack's parameters (BedrockModelId,
+    OpenAIBaseUrl, OpenAIApiKeySecretArn), so a session may say just ``{"type": "bedrock"}``."""
+    spec = dict(spec)
+    if spec.get("type") == "bedrock" and not spec.get("model_id") and settings.bedrock_model_id:
+        spec["model_id"] = settings.bedrock_model_id
+    if spec.get("type") == "openai":
+        if not spec.get("base_url") and settings.openai_base_url:
+            spec["base_url"] = settings.openai_base_url
+        if not spec.get("api_key_ref") and settings.openai_api_key_secret_arn:
+            spec["api_key_ref"] = f"secretsmanager:{settings.openai_api_key_secret_arn}"
+    return spec
+
+
 def build_runner(
     *,
     session: Any,
@@ -58,13 +72,15 @@ def build_runner(
     channel: DeliveryChannel,
     clock: Clock,
     deadline: float | None,
+    settings: Any = None,
     provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
 ) -> Runner:
     if not session.providers:
         raise ConfigError(f"session {session.session_id} has no providers")
-    providers = [provider_factory(spec) for spec in session.providers]
+    specs = [with_stack_defaults(spec, settings) if settings is not None else spec for spec in session.providers]
+    providers = [provider_factory(spec) for spec in specs]
     try:
         policy = retry or RetryPolicy(
             max_attempts=session.retry_max_attempts, base_delay=session.retry_base_delay_ms / 1000

@@ -148,6 +148,7 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             channel=channel,
             clock=deps.clock,
             deadline=deadline,
+            settings=deps.settings,
             provider_factory=deps.provider_factory,
             retry=deps.retry,
             on_event=deps.on_event,
