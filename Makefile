@@ -48,3 +48,6 @@ $(SAM_VENV)/bin/sam:
 validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), then cfn-lint (--lint)
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --region us-east-1
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --region us-east-1
+
+bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
+	$(PY) bench/bench_wake.py
