@@ -1,0 +1,141 @@
+"""``agentwake``: the operator CLI (typer + rich, from the ``ops`` extra; never imported by a handler).
+
+    agentwake dlq list                      why is each message in a DLQ?
+    agentwake dlq show ID                   every failed attempt, steps journaled, deliveries made
+    agentwake sessions put S --provider ... fix the cause
+    agentwake dlq redrive --id ID           resume the run where it stopped
+
+Resources are found from the AGENTWAKE_* variables, a running local stack, or the CloudFormation
+outputs of --stack-name (see ``agentwake.ops.context``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+from agentwake.ops import cli_admin, cli_dlq
+from agentwake.ops.cli_common import CliState, state
+from agentwake.ops.context import OpsError, OpsOptions
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+    from pydantic import ValidationError
+
+    from agentwake.errors import AgentwakeError
+    from agentwake.jobs import JobError
+
+    return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for an error the operator can act on."""
+    from botocore.exceptions import ClientError
+    from pydantic import ValidationError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        op = getattr(exc, "operation_name", "") or "AWS call"
+        return f"{op} failed: {err.get('Code', 'ClientError')}: {err.get('Message', '')}".rstrip(": ")
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()[:5])
+        return f"invalid {exc.title}: {problems}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class OpsGroup(TyperGroup):
+    """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except _user_errors() as exc:
+            typer.echo(f"error: {error_message(exc)}", err=True)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(
+    cls=OpsGroup,
+    name="agentwake",
+    help=(
+        "Operate agentwake: triage and redrive the dead-letter queues, read runs and history, "
+        "manage jobs, sessions and background tasks."
+    ),
+    epilog="Example: agentwake --region eu-west-1 dlq list",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    stack_name: Annotated[
+        str | None,
+        typer.Option(
+            "--stack-name",
+            envvar="AGENTWAKE_STACK_NAME",
+            help="CloudFormation stack to read outputs from (default: agentwake; giving it skips the local stack).",
+        ),
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option("--region", help="AWS region (default: the profile's or AWS_REGION).")
+    ] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="AWS named profile (default: AWS_PROFILE).")] = None,
+) -> None:
+    obj = ctx.ensure_object(CliState)
+    obj.options = OpsOptions(stack_name=stack_name, region=region, profile=profile)
+    state(ctx)
+
+
+app.add_typer(cli_dlq.app, name="dlq")
+app.add_typer(cli_admin.runs_app, name="runs")
+app.add_typer(cli_admin.history_app, name="history")
+app.add_typer(cli_admin.jobs_app, name="jobs")
+app.add_typer(cli_admin.sessions_app, name="sessions")
+app.add_typer(cli_admin.tasks_app, name="tasks")
+
+
+def _add_local_commands() -> None:
+    """``agentwake local ...`` when the embedded local AWS (``infra.local.cli``) is installed."""
+    try:
+        if importlib.util.find_spec("infra.local.cli") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    module = importlib.import_module("infra.local.cli")
+    local_app = getattr(module, "app", None)
+    if isinstance(local_app, typer.Typer):
+        app.add_typer(local_app, name="local")
+    register = getattr(module, "register", None)
+    if callable(register):
+        register(app)
+
+
+_add_local_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script: ``agentwake = agentwake.ops.cli:main``."""
+    try:
+        app(args=argv, prog_name="agentwake", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

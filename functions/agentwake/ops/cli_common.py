@@ -1,0 +1,129 @@
+"""What every CLI command shares: the state object, the lazily built OpsContext, output helpers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from agentwake.ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
+
+JSON_HELP = "Print machine-parseable JSON instead of a table."
+YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
+
+
+@dataclass
+class CliState:
+    """``ctx.obj`` of every command. Tests pass one in (``CliRunner.invoke(app, ..., obj=...)``)
+    to inject a ready context or an ``invoke_async``."""
+
+    options: OpsOptions = field(default_factory=OpsOptions)
+    context: OpsContext | None = None
+    invoke_async: InvokeAsync | None = None
+    env: Mapping[str, str] | None = None
+
+    def ops(self) -> OpsContext:
+        if self.context is None:
+            self.context = resolve_context(self.options, self.env, invoke_async=self.invoke_async)
+        return self.context
+
+
+def state(ctx: typer.Context) -> CliState:
+    obj = ctx.find_object(CliState)
+    if obj is None:
+        obj = ctx.ensure_object(CliState)
+    return obj
+
+
+def ops(ctx: typer.Context) -> OpsContext:
+    return state(ctx).ops()
+
+
+def console() -> Console:
+    # created per call: it binds to the sys.stdout of the moment (CliRunner swaps it)
+    return Console(highlight=False, soft_wrap=False)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def confirm(question: str, yes: bool, *, what: str) -> None:
+    """Ask, unless ``--yes``; refuse outright when nobody can answer (stdin is not a terminal)."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        fail(f"refusing to {what} without confirmation: pass --yes (stdin is not a terminal)")
+    if not typer.confirm(question, default=False):
+        fail("aborted; nothing changed")
+
+
+def parse_json_option(value: str, option: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise OpsError(f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def when(iso: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-``."""
+    if not iso:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def dash(value: Any) -> str:
+    return "-" if value in (None, "") else str(value)
+
+
+__all__ = [
+    "JSON_HELP",
+    "YES_HELP",
+    "CliState",
+    "OpsError",
+    "age",
+    "confirm",
+    "console",
+    "dash",
+    "err_console",
+    "fail",
+    "ops",
+    "parse_json_option",
+    "print_json",
+    "state",
+    "when",
+]

@@ -1,0 +1,380 @@
+"""How the operator CLI finds the stack's resources.
+
+Resolution order, first match wins:
+
+1. explicit environment: ``AGENTWAKE_TABLE`` and the other ``AGENTWAKE_*`` variables (``ENV_OUTPUTS``);
+2. a running local stack: the state file ``infra.local`` writes (``$AGENTWAKE_HOME/local.json``),
+   with its endpoint and outputs — unless ``--stack-name`` or ``--profile`` names a real stack;
+3. the CloudFormation outputs of ``--stack-name`` (default ``agentwake``) in ``--region`` with
+   ``--profile``.
+
+Plain Python (no typer/rich): tests and other tools build an ``OpsContext`` directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake.jobs import JobsService, JobTargets
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.schedules import Schedules
+from agentwake.tasks import TasksService
+
+DEFAULT_STACK_NAME = "agentwake"
+
+#: environment variable -> the stack output it stands for
+ENV_OUTPUTS: dict[str, str] = {
+    "AGENTWAKE_TABLE": "AgentTableName",
+    "AGENTWAKE_IDEMPOTENCY_TABLE": "IdempotencyTableName",
+    "AGENTWAKE_RESULT_QUEUE_URL": "BackgroundResultQueueUrl",
+    "AGENTWAKE_RESULT_DLQ_URL": "BackgroundResultDLQUrl",
+    "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
+    "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
+    "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
+    "AGENTWAKE_SCHEDULE_GROUP": "ScheduleGroupName",
+    "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",
+    "AGENTWAKE_CRON_FUNCTION_ARN": "CronWakeFunctionAliasArn",
+}
+_OUTPUT_ENV = {output: env for env, output in ENV_OUTPUTS.items()}
+
+#: queue role -> the stack output holding its URL
+QUEUE_OUTPUTS: dict[str, str] = {
+    "results": "BackgroundResultQueueUrl",
+    "results-dlq": "BackgroundResultDLQUrl",
+    "cron-failures": "CronFailureQueueUrl",
+    "scheduler-dlq": "SchedulerDLQUrl",
+}
+QUEUE_ROLES = tuple(QUEUE_OUTPUTS)
+
+#: (function logical id, payload) -> a short description of what happened
+InvokeAsync = Callable[[str, dict[str, Any]], Any]
+
+
+class OpsError(Exception):
+    """A problem the operator can fix (missing resource, bad input): shown as one line, no traceback."""
+
+
+@dataclass(frozen=True)
+class OpsOptions:
+    """The CLI's global options. ``stack_name`` None means "not given" (the default name applies)."""
+
+    stack_name: str | None = None
+    region: str | None = None
+    profile: str | None = None
+
+    @property
+    def effective_stack_name(self) -> str:
+        return self.stack_name or DEFAULT_STACK_NAME
+
+
+@dataclass
+class Discovery:
+    """Where the resources were found, and their values as stack outputs."""
+
+    source: str  # "env" | "local" | "cloudformation"
+    description: str
+    outputs: dict[str, str]
+    region: str | None = None
+    endpoint_url: str | None = None
+    local_state: dict[str, Any] | None = None
+
+
+@dataclass
+class OpsContext:
+    """Everything the CLI commands work with."""
+
+    store: DynamoStore
+    sqs: Any
+    queues: dict[str, str]
+    jobs: JobsService
+    tasks: TasksService
+    invoke_async: InvokeAsync
+    description: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    _arns: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def queue_url(self, role: str) -> str:
+        url = self.queues.get(role)
+        if not url:
+            output = QUEUE_OUTPUTS.get(role, role)
+            raise OpsError(
+                f"the {role} queue is unknown ({description_hint(output)}); found resources via {self.description}"
+            )
+        return url
+
+    def has_queue(self, role: str) -> bool:
+        return bool(self.queues.get(role))
+
+    def queue_arn(self, role: str) -> str:
+        url = self.queue_url(role)
+        if url not in self._arns:
+            attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+            self._arns[url] = attrs["QueueArn"]
+        return self._arns[url]
+
+
+def description_hint(output: str) -> str:
+    env = _OUTPUT_ENV.get(output)
+    return f"stack output {output} / {env}" if env else f"stack output {output}"
+
+
+# --------------------------------------------------------------------------------------------
+# discovery
+
+
+def discover(
+    options: OpsOptions,
+    env: Mapping[str, str] | None = None,
+    *,
+    read_local_state: Callable[[], dict[str, Any] | None] | None = None,
+    session_factory: Callable[..., Any] | None = None,
+) -> Discovery:
+    """Find the resources (see the module docstring). Raises OpsError saying what to do."""
+    env = os.environ if env is None else env
+
+    outputs = {output: env[name] for name, output in ENV_OUTPUTS.items() if env.get(name)}
+    if "AgentTableName" in outputs:
+        region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        endpoint = env.get("AWS_ENDPOINT_URL") or None
+        state = None
+        if endpoint:  # the same endpoint as a running local stack: invoke through it
+            local = (read_local_state or _read_local_state)()
+            if local and local.get("endpoint_url") == endpoint:
+                state = local
+        return Discovery("env", "the AGENTWAKE_* environment variables", outputs, region, endpoint, state)
+
+    if options.stack_name is None and options.profile is None:
+        state = (read_local_state or _read_local_state)()
+        if state:
+            local_outputs = {k: str(v) for k, v in (state.get("outputs") or {}).items() if v is not None}
+            return Discovery(
+                "local",
+                f"the local stack at {state['endpoint_url']} (stack {state.get('stack_name', '?')})",
+                local_outputs,
+                options.region or state.get("region"),
+                state["endpoint_url"],
+                state,
+            )
+
+    stack = options.effective_stack_name
+    session = (session_factory or _boto3_session)(options.profile, options.region)
+    region = options.region or getattr(session, "region_name", None) or env.get("AWS_REGION")
+    reason = None
+    stack_outputs: dict[str, str] = {}
+    if not region:
+        reason = "no AWS region is configured"
+    else:
+        try:
+            resp = session.client("cloudformation", region_name=region).describe_stacks(StackName=stack)
+            for item in resp["Stacks"][0].get("Outputs", []):
+                stack_outputs[item["OutputKey"]] = item["OutputValue"]
+        except Exception as exc:  # no credentials, no such stack, no network: all mean "not found"
+            reason = _one_line(exc)
+    if stack_outputs and "AgentTableName" in stack_outputs:
+        return Discovery(
+            "cloudformation", f"CloudFormation stack '{stack}' in {region}", stack_outputs, region, None, None
+        )
+    if stack_outputs and reason is None:
+        reason = "the stack has no AgentTableName output (is it an agentwake stack?)"
+    raise OpsError(
+        f"no local stack is running (start one with `agentwake local up`) and no stack outputs were found "
+        f"for stack '{stack}' in region {region or '(none)'}"
+        + (f" ({reason})" if reason else "")
+        + "; set AWS_PROFILE/--region or the AGENTWAKE_* variables"
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _read_local_state() -> dict[str, Any] | None:
+    try:
+        from infra.local.stack import read_state
+    except ImportError:  # the `local` extra is not installed: there can be no local stack
+        return None
+    try:
+        return read_state()
+    except Exception:
+        return None
+
+
+def _boto3_session(profile: str | None, region: str | None) -> Any:
+    import boto3
+
+    try:
+        return boto3.session.Session(profile_name=profile, region_name=region)
+    except Exception as exc:  # ProfileNotFound
+        raise OpsError(f"cannot use AWS profile {profile!r}: {_one_line(exc)}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# building the context
+
+
+def build_context(
+    discovery: Discovery,
+    options: OpsOptions | None = None,
+    *,
+    invoke_async: InvokeAsync | None = None,
+    session: Any = None,
+) -> OpsContext:
+    """Clients, store and services for the discovered resources."""
+    options = options or OpsOptions()
+    outputs = discovery.outputs
+    if session is None:
+        if discovery.source == "local":
+            session = _local_session(discovery.region)
+        else:
+            session = _boto3_session(options.profile, discovery.region)
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+    clients: dict[str, Any] = {}
+
+    def client(service: str) -> Any:
+        if service not in clients:
+            kwargs: dict[str, Any] = {"config": config}
+            if discovery.region:
+                kwargs["region_name"] = discovery.region
+            if discovery.source == "local" and discovery.endpoint_url:
+                kwargs["endpoint_url"] = discovery.endpoint_url
+            clients[service] = session.client(service, **kwargs)
+        return clients[service]
+
+    table = outputs.get("AgentTableName")
+    if not table:
+        raise OpsError(f"the agent table is unknown ({description_hint('AgentTableName')})")
+    store = DynamoStore(table, client=client("dynamodb"))
+    sqs = client("sqs")
+    queues = {role: outputs[out] for role, out in QUEUE_OUTPUTS.items() if outputs.get(out)}
+
+    if invoke_async is None:
+        if discovery.local_state is not None:
+            invoke_async = LocalInvoker(discovery.local_state)
+        else:
+            invoke_async = LambdaInvoker(outputs, lambda: client("lambda"))
+
+    targets = None
+    if outputs.get("CronWakeFunctionAliasArn") and outputs.get("SchedulerRoleArn"):
+        targets = JobTargets(
+            cron_function_arn=outputs["CronWakeFunctionAliasArn"],
+            scheduler_role_arn=outputs["SchedulerRoleArn"],
+            scheduler_dlq_arn=outputs.get("SchedulerDLQArn") or None,
+        )
+    chosen = invoke_async
+
+    def run_now_invoker(_function_arn: str, payload: dict[str, Any]) -> None:
+        # `jobs run-now` goes through the same async invocation as a redrive (local or Lambda)
+        chosen("CronWakeFunction", payload)
+
+    jobs = JobsService(
+        store,
+        Schedules(outputs.get("ScheduleGroupName"), client=_Lazy(lambda: client("scheduler"))),
+        targets,
+        invoker=run_now_invoker,
+    )
+    tasks = TasksService(store, queues.get("results"), sqs=sqs)
+    return OpsContext(
+        store=store,
+        sqs=sqs,
+        queues=queues,
+        jobs=jobs,
+        tasks=tasks,
+        invoke_async=invoke_async,
+        description=discovery.description,
+        outputs=dict(outputs),
+    )
+
+
+def resolve_context(
+    options: OpsOptions | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    invoke_async: InvokeAsync | None = None,
+) -> OpsContext:
+    options = options or OpsOptions()
+    return build_context(discover(options, env), options, invoke_async=invoke_async)
+
+
+def _local_session(region: str | None) -> Any:
+    """Fake credentials for the local moto endpoint (never the developer's ~/.aws)."""
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        aws_session_token="testing",
+        region_name=region or "us-east-1",
+    )
+
+
+class _Lazy:
+    """Create a client on first use: commands that never schedule need no scheduler client."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._obj: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._obj is None:
+            self._obj = self._factory()
+        return getattr(self._obj, name)
+
+
+# --------------------------------------------------------------------------------------------
+# asynchronous invocation
+
+
+class LambdaInvoker:
+    """``lambda:Invoke`` with InvocationType=Event on the function's alias (or its ARN)."""
+
+    def __init__(self, outputs: Mapping[str, str], client: Callable[[], Any]) -> None:
+        self.outputs = outputs
+        self.client = client
+
+    def target(self, logical_id: str) -> str:
+        for key in (f"{logical_id}AliasArn", f"{logical_id}Arn"):
+            if self.outputs.get(key):
+                return self.outputs[key]
+        hint = " / AGENTWAKE_CRON_FUNCTION_ARN" if logical_id == "CronWakeFunction" else ""
+        raise OpsError(f"the ARN of {logical_id} is unknown (stack output {logical_id}AliasArn{hint})")
+
+    def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
+        arn = self.target(logical_id)
+        resp = self.client().invoke(FunctionName=arn, InvocationType="Event", Payload=json.dumps(payload).encode())
+        return f"queued on {arn} (HTTP {resp.get('StatusCode', '?')})"
+
+
+class LocalInvoker:
+    """Lambda's asynchronous invocation on the running local stack, emulated in this process.
+
+    The local stack's async queue lives in the process that runs it; from another process the
+    invocation runs here (retries, then the on-failure destination on the same local queues).
+    """
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self._runtime: Any = None
+
+    def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
+        if self._runtime is None:
+            try:
+                from infra.local.stack import LocalStackRuntime
+            except ImportError as exc:
+                raise OpsError(f"cannot invoke on the local stack: {exc} (pip install -e '.[local]')") from exc
+            self._runtime = LocalStackRuntime.attach(state=self.state)
+        # the function runs in this process: its logs and metrics go to stderr, so that stdout
+        # stays the CLI's own output (--json must stay parseable)
+        with contextlib.redirect_stdout(sys.stderr):
+            pending = self._runtime.invoke_async(logical_id, payload, wait=True)
+            outcome = pending.wait() if hasattr(pending, "wait") else pending
+        attempts = len(getattr(outcome, "attempts", []) or [])
+        return f"ran on the local stack: {getattr(outcome, 'condition', '?')} after {attempts} attempt(s)"
