@@ -1,0 +1,1 @@
+"""Infrastructure helpers that are not part of the Lambda bundle."""

@@ -1,0 +1,167 @@
+"""A moto server on loopback, and the environment that points AWS SDKs at it.
+
+moto is imported only when a server starts, so attaching to an already running local stack (the
+CLI in another process) needs boto3 alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import urllib.request
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+DEFAULT_REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"  # moto's default account: every ARN it returns carries it
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+logger = logging.getLogger(__name__)
+
+
+def aws_env(endpoint_url: str, region: str = DEFAULT_REGION) -> dict[str, str]:
+    """The variables that make any AWS SDK talk to the local endpoint with fake credentials.
+
+    Returned, never applied: the caller decides whether (and for how long) they enter os.environ.
+    """
+    return {
+        **FAKE_CREDENTIALS,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "AWS_ENDPOINT_URL": endpoint_url,
+    }
+
+
+def boto3_session(region: str = DEFAULT_REGION) -> Any:
+    """A boto3 session with the fake credentials, independent of os.environ and ~/.aws."""
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+        region_name=region,
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class MotoServer:
+    """moto's threaded server on ``host:port`` (port 0: any free port), usable as a context manager.
+
+    moto keeps its state in process-global backends: two servers in one process share it, and
+    ``moto.mock_aws`` starting or stopping in the same process resets it.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, quiet: bool = True) -> None:
+        self.host = host
+        self.port = port
+        self.quiet = quiet
+        self._server: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the moto server is not running: call start() first")
+        host, port = self._server.get_host_and_port()
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"http://{host}:{port}"
+
+    def start(self) -> MotoServer:
+        if self._server is not None:
+            return self
+        from moto.server import ThreadedMotoServer
+
+        if self.quiet:
+            # werkzeug logs one line per request at INFO; keep the local stack's own lines readable.
+            werkzeug_logger = logging.getLogger("werkzeug")
+            if werkzeug_logger.level == logging.NOTSET:
+                werkzeug_logger.setLevel(logging.WARNING)
+        server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=not self.quiet)
+        server.start()
+        self._server = server
+        logger.info("moto server listening on %s", self.endpoint_url)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        server, self._server = self._server, None
+        server.stop()
+
+    def reset(self) -> None:
+        """Forget every resource (moto's ``/moto-api/reset``): a clean account without a restart."""
+        reset(self.endpoint_url)
+
+    def env(self, region: str = DEFAULT_REGION) -> dict[str, str]:
+        return aws_env(self.endpoint_url, region)
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def reset(endpoint_url: str) -> None:
+    request = urllib.request.Request(f"{endpoint_url}/moto-api/reset", method="POST", data=b"")
+    with urllib.request.urlopen(request, timeout=10):
+        pass
+
+
+def is_reachable(endpoint_url: str, timeout: float = 1.0) -> bool:
+    """True if a moto server answers at ``endpoint_url`` (used to spot a stale state file)."""
+    try:
+        with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def apply_env(env: Mapping[str, str | None], target: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Set ``env`` into ``target`` (os.environ by default); a None value removes the key.
+
+    Returns what is needed to undo it with ``restore_env``.
+    """
+    import os
+
+    target_env: Any = os.environ if target is None else target
+    previous: dict[str, str | None] = {}
+    for key, value in env.items():
+        previous[key] = target_env.get(key)
+        if value is None:
+            target_env.pop(key, None)
+        else:
+            target_env[key] = value
+    return previous
+
+
+def restore_env(previous: Mapping[str, str | None], target: dict[str, str] | None = None) -> None:
+    import os
+
+    target_env: Any = os.environ if target is None else target
+    for key, value in previous.items():
+        if value is None:
+            target_env.pop(key, None)
+        else:
+            target_env[key] = value

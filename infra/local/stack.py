@@ -1,0 +1,443 @@
+"""``LocalStackRuntime``: the whole local AWS for one template, in this process.
+
+    with LocalStackRuntime().start("template.yaml", visibility_timeout_override=0) as local:
+        local.client("sqs").send_message(QueueUrl=local.stack.queue_url("ResultQueue"), MessageBody="{}")
+        local.drain()                                   # Lambda's SQS poller, batch by batch
+        local.invoke("CronWakeFunction", event)         # RequestResponse
+        local.invoke_async("CronWakeFunction", event)   # Event: retries + on-failure destination
+
+``start(..., background=True)`` (the "up" mode) also runs every poller and the async queue on
+background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
+(default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from infra.local import lambda_runtime
+from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from infra.local.lambda_runtime import Invocation
+from infra.local.poller import PollResult, SqsPoller
+from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
+from infra.local.template import (
+    DEFAULT_STACK_NAME,
+    Destination,
+    FunctionSpec,
+    LocalStack,
+    load_template,
+    provision,
+)
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "local.json"
+ENV_FILE = "env.json"
+
+
+def agentwake_home(home: str | Path | None = None) -> Path:
+    if home is not None:
+        return Path(home)
+    return Path(os.environ.get("AGENTWAKE_HOME") or Path.home() / ".agentwake")
+
+
+def state_path(home: str | Path | None = None) -> Path:
+    return agentwake_home(home) / STATE_FILE
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(home: str | Path | None = None, *, check: bool = True) -> dict[str, Any] | None:
+    """The running local stack recorded by ``start``, or None (absent, or its process is gone)."""
+    path = state_path(home)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if check and (not _pid_alive(int(state.get("pid", -1))) or not is_reachable(state["endpoint_url"])):
+        logger.debug("stale local stack state %s (pid %s)", path, state.get("pid"))
+        return None
+    return state
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class LocalStackRuntime:
+    """A moto server provisioned from a template, with its functions runnable as on Lambda."""
+
+    def __init__(
+        self,
+        *,
+        stack_name: str = DEFAULT_STACK_NAME,
+        region: str = DEFAULT_REGION,
+        async_retry_delays: float | Sequence[float] = 0.0,
+        write_state: bool = True,
+        home: str | Path | None = None,
+        on_env_change: Callable[[], None] | None = lambda_runtime.default_on_env_change,
+        enforce_timeout: bool = True,
+        poll_interval: float = 0.2,
+        server_host: str = "127.0.0.1",
+        server_port: int = 0,
+    ) -> None:
+        self.stack_name = stack_name
+        self.server_host = server_host
+        self.server_port = server_port
+        self.region = region
+        self.async_retry_delays = async_retry_delays
+        self.write_state = write_state
+        self.home = home
+        self.on_env_change = on_env_change
+        self.enforce_timeout = enforce_timeout
+        self.poll_interval = poll_interval
+
+        self.server: MotoServer | None = None
+        self._owns_server = False
+        self._endpoint_url: str | None = None
+        self._stack: LocalStack | None = None
+        self.template_path: Path | None = None
+        self.parameter_overrides: dict[str, Any] = {}
+        self.visibility_timeout_override: int | None = None
+        self.pollers: list[SqsPoller] = []
+        self.async_invoker: AsyncInvoker | None = None
+        self._session: Any = None
+        self._clients: dict[str, Any] = {}
+        self._state_written: Path | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(
+        self,
+        template_path: str | Path,
+        parameter_overrides: Mapping[str, Any] | None = None,
+        visibility_timeout_override: int | None = None,
+        *,
+        server: MotoServer | None = None,
+        endpoint_url: str | None = None,
+        background: bool = False,
+    ) -> LocalStackRuntime:
+        """Start (or reuse) a moto server, provision the template, build pollers and the async queue.
+
+        ``server``/``endpoint_url``: use a running server instead of starting one (it is then not
+        stopped by ``stop()``, nor reset). A server started here begins from an empty account.
+        ``background``: run pollers and the async queue on threads.
+        """
+        if self._stack is not None:
+            raise RuntimeError("already started")
+        if endpoint_url is None:
+            if server is None:
+                server = MotoServer(self.server_host, self.server_port)
+                self._owns_server = True
+            server.start()
+            if self._owns_server:
+                # moto's state is process-global: a server of our own starts from an empty account.
+                server.reset()
+            endpoint_url = server.endpoint_url
+        self.server = server
+        self._endpoint_url = endpoint_url
+        try:
+            self._provision(template_path, parameter_overrides, visibility_timeout_override)
+            if self.write_state:
+                self._write_state()
+            if background:
+                self.start_background()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @classmethod
+    def attach(
+        cls, home: str | Path | None = None, *, state: Mapping[str, Any] | None = None, **options: Any
+    ) -> LocalStackRuntime:
+        """Connect to the local stack another process started (from its state file).
+
+        Provisioning is idempotent, so this finds the existing resources (and creates any the
+        template gained since). The other process keeps owning the server and the state file.
+        """
+        state = state or read_state(home)
+        if state is None:
+            raise RuntimeError(f"no local stack is running (no live {state_path(home)})")
+        options.setdefault("stack_name", state.get("stack_name", DEFAULT_STACK_NAME))
+        options.setdefault("region", state.get("region", DEFAULT_REGION))
+        runtime = cls(write_state=False, home=home, **options)
+        runtime._endpoint_url = state["endpoint_url"]
+        runtime._provision(
+            state["template_path"], state.get("parameter_overrides"), state.get("visibility_timeout_override")
+        )
+        return runtime
+
+    def _provision(
+        self,
+        template_path: str | Path,
+        parameter_overrides: Mapping[str, Any] | None,
+        visibility_timeout_override: int | None,
+    ) -> None:
+        self.template_path = Path(template_path).resolve()
+        self.parameter_overrides = dict(parameter_overrides or {})
+        self.visibility_timeout_override = visibility_timeout_override
+        self._session = boto3_session(self.region)
+        template = load_template(
+            self.template_path, self.parameter_overrides, stack_name=self.stack_name, region=self.region
+        )
+        self._stack = provision(template, self.endpoint_url, session=self._session)
+        self.async_invoker = AsyncInvoker(self._invoke_for_async, self._deliver, retry_delays=self.async_retry_delays)
+        self.pollers = [
+            SqsPoller(
+                function,
+                source,
+                sqs_client=self.client("sqs"),
+                invoke=self._invoker_for(function),
+                region=self.region,
+                visibility_timeout_override=visibility_timeout_override,
+                idle_interval=self.poll_interval,
+            )
+            for function in self._stack.functions.values()
+            for source in function.sqs_events
+            if source.enabled and source.queue_url
+        ]
+        logger.info(
+            "local stack %s on %s: %d resources, %d functions, %d SQS pollers",
+            self.stack_name,
+            self.endpoint_url,
+            len(self._stack.resources),
+            len(self._stack.functions),
+            len(self.pollers),
+        )
+
+    def stop(self) -> None:
+        """Stop threads, remove the state file, stop the server if this runtime started it."""
+        self.stop_background()
+        if self._state_written is not None:
+            state = read_state(self.home, check=False)
+            if state and state.get("pid") == os.getpid() and state.get("endpoint_url") == self._endpoint_url:
+                self._state_written.unlink(missing_ok=True)
+                (self._state_written.parent / ENV_FILE).unlink(missing_ok=True)
+            self._state_written = None
+        if self.server is not None and self._owns_server:
+            self.server.stop()
+        self.server = None
+        self._owns_server = False
+        self._stack = None
+        self._clients.clear()
+
+    def __enter__(self) -> LocalStackRuntime:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start_background(self) -> None:
+        """The "up" mode: every poller and the async invocation queue on background threads."""
+        for poller in self.pollers:
+            poller.start()
+        if self.async_invoker is not None:
+            self.async_invoker.start()
+
+    def stop_background(self) -> None:
+        for poller in self.pollers:
+            poller.stop()
+        if self.async_invoker is not None:
+            self.async_invoker.stop()
+
+    # -- what is running ------------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint_url is None:
+            raise RuntimeError("the local stack is not started")
+        return self._endpoint_url
+
+    @property
+    def stack(self) -> LocalStack:
+        if self._stack is None:
+            raise RuntimeError("the local stack is not started")
+        return self._stack
+
+    @property
+    def functions(self) -> dict[str, FunctionSpec]:
+        return self.stack.functions
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return self.stack.outputs
+
+    def env(self) -> dict[str, str]:
+        """Fake credentials, region and ``AWS_ENDPOINT_URL`` for this stack (not applied)."""
+        return aws_env(self.endpoint_url, self.region)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for the local endpoint (fake credentials, never ~/.aws)."""
+        if service not in self._clients:
+            session = self._session or boto3_session(self.region)
+            self._clients[service] = session.client(service, endpoint_url=self.endpoint_url, region_name=self.region)
+        return self._clients[service]
+
+    def function_env(self, logical_id: str) -> dict[str, str]:
+        """The environment one invocation of the function sees (template env + local endpoint)."""
+        return lambda_runtime.lambda_environment(self.stack.function(logical_id), self.env())
+
+    def env_json(self, path: str | Path | None = None, *, endpoint_url: str | None = None) -> dict[str, dict[str, str]]:
+        """``sam local invoke --env-vars`` file: per function, its variables + ``AWS_ENDPOINT_URL``.
+
+        ``endpoint_url``: the address a Docker container reaches the server at (e.g.
+        ``http://host.docker.internal:PORT``, with the server bound beyond loopback). SAM only
+        overrides variables the template declares, so the template must declare AWS_ENDPOINT_URL.
+        """
+        endpoint = endpoint_url or self.endpoint_url
+        data = {
+            logical_id: {**function.environment, "AWS_ENDPOINT_URL": endpoint}
+            for logical_id, function in self.stack.functions.items()
+        }
+        if path is not None:
+            _write_json(Path(path), data)
+        return data
+
+    def _write_state(self) -> None:
+        path = state_path(self.home)
+        env_file = path.parent / ENV_FILE
+        self.env_json(env_file)
+        _write_json(
+            path,
+            {
+                "pid": os.getpid(),
+                "endpoint_url": self.endpoint_url,
+                "region": self.region,
+                "stack_name": self.stack_name,
+                "template_path": str(self.template_path),
+                "parameter_overrides": self.parameter_overrides,
+                "visibility_timeout_override": self.visibility_timeout_override,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "env_file": str(env_file),
+                "resources": {lid: r.ref for lid, r in self.stack.resources.items()},
+                "outputs": self.stack.outputs,
+                "functions": {lid: f.arn for lid, f in self.stack.functions.items()},
+            },
+        )
+        self._state_written = path
+
+    # -- invoking -------------------------------------------------------------------------
+
+    def invoke(self, logical_id: str, event: Any, *, request_id: str | None = None) -> Invocation:
+        """RequestResponse invocation of a function (by logical id, name or ARN)."""
+        return self._invoke(self.stack.function(logical_id), event, request_id, None)
+
+    def invoke_async(self, logical_id: str, event: Any, *, wait: bool | None = None) -> AsyncInvocation:
+        """Event invocation: retries, then the EventInvokeConfig destination.
+
+        In background mode the invocation is queued (``.wait()`` on the result); otherwise, or
+        with ``wait=True``, it runs to completion before returning.
+        """
+        assert self.async_invoker is not None
+        function = self.stack.function(logical_id)
+        invoked_arn = logical_id if logical_id.startswith(function.arn + ":") else None
+        pending = self.async_invoker.submit(function, event, invoked_function_arn=invoked_arn)
+        if not self.async_invoker.running:
+            self.async_invoker.run_pending()
+        elif wait:
+            pending.wait()
+        return pending
+
+    def run_async(self, logical_id: str, event: Any) -> AsyncOutcome:
+        """An asynchronous invocation run to completion in this thread."""
+        assert self.async_invoker is not None
+        return self.async_invoker.invoke(self.stack.function(logical_id), json.loads(json.dumps(event)))
+
+    def _invoke(
+        self, function: FunctionSpec, event: Any, request_id: str | None, invoked_function_arn: str | None
+    ) -> Invocation:
+        return lambda_runtime.invoke(
+            function,
+            event,
+            base_env=self.env(),
+            request_id=request_id,
+            invoked_function_arn=invoked_function_arn,
+            on_env_change=self.on_env_change,
+            enforce_timeout=self.enforce_timeout,
+        )
+
+    def _invoke_for_async(
+        self, function: FunctionSpec, event: Any, request_id: str, invoked_function_arn: str | None
+    ) -> Invocation:
+        return self._invoke(function, event, request_id, invoked_function_arn)
+
+    def _invoker_for(self, function: FunctionSpec) -> Callable[[Any], Invocation]:
+        return lambda event: self._invoke(function, event, None, None)
+
+    def _deliver(self, destination: Destination, record: dict[str, Any], condition: str) -> None:
+        body = json.dumps(record)
+        if destination.type == "SQS":
+            url = (
+                destination.url
+                or self.client("sqs").get_queue_url(QueueName=destination.arn.rsplit(":", 1)[-1])["QueueUrl"]
+            )
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+        elif destination.type == "SNS":
+            self.client("sns").publish(TopicArn=destination.arn, Message=body)
+        elif destination.type == "EventBridge":
+            outcome = "Success" if condition == "Success" else "Failure"
+            self.client("events").put_events(
+                Entries=[
+                    {
+                        "Source": "lambda",
+                        "DetailType": f"Lambda Function Invocation Result - {outcome}",
+                        "Detail": body,
+                        "EventBusName": destination.arn,
+                        "Resources": [record["requestContext"]["functionArn"]],
+                    }
+                ]
+            )
+        elif destination.type == "Lambda":
+            assert self.async_invoker is not None
+            self.async_invoker.submit(self.stack.function(destination.arn), record)
+        else:
+            logger.warning("destination type %s (%s) is not emulated locally", destination.type, destination.arn)
+            return
+        logger.info("async destination %s %s <- %s", destination.type, destination.arn, condition)
+
+    # -- SQS event source mappings --------------------------------------------------------
+
+    def poller(self, function_id: str, event_name: str | None = None) -> SqsPoller:
+        for poller in self.pollers:
+            if poller.function.logical_id == function_id and event_name in (None, poller.source.name):
+                return poller
+        raise KeyError(f"no SQS event source for {function_id}{'/' + event_name if event_name else ''}")
+
+    def poll_once(self) -> list[PollResult]:
+        """One poll of every SQS event source mapping; the non-empty results."""
+        return [result for poller in self.pollers if not (result := poller.poll_once()).empty]
+
+    def drain(self, until_empty: bool = True, max_rounds: int = 100, timeout: float = 30.0) -> list[PollResult]:
+        """Poll every mapping until their queues are empty (see ``SqsPoller.drain``)."""
+        results: list[PollResult] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            round_results: list[PollResult] = []
+            for poller in self.pollers:
+                remaining = max(0.0, deadline - time.monotonic())
+                round_results += poller.drain(until_empty, max_rounds - len(results), remaining)
+            results += round_results
+            # A Lambda destination or a handler may have fed another mapping's queue meanwhile.
+            if not round_results or len(results) >= max_rounds or time.monotonic() >= deadline:
+                return results
