@@ -22,7 +22,7 @@ test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite
 	$(PY) -m pytest -q
 
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
-	$(PY) -m agentwake.ops.demo
+	$(PY) -m infra.local.demo
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

@@ -20,7 +20,16 @@ def wake_deps() -> WakeDeps:
         settings=settings,
         schedules=Schedules(settings.schedule_group),
         idempotency=run_idempotency(settings.idempotency_table) if settings.idempotency_table else None,
+        on_event=_transcript() if settings.transcript else None,
     )
+
+
+def _transcript():  # type: ignore[no-untyped-def]
+    import sys
+
+    from agentwake.ops.transcript import TranscriptPrinter
+
+    return TranscriptPrinter(out=sys.stdout, indent="      ")
 
 
 @lru_cache(maxsize=1)

@@ -28,6 +28,8 @@ class Settings(BaseModel):
     openai_api_key_secret_arn: str | None = None
     endpoint_url: str | None = None
     region: str | None = None
+    #: print each run's steps to stderr (local use: AGENTWAKE_TRANSCRIPT=1)
+    transcript: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -53,6 +55,7 @@ class Settings(BaseModel):
             openai_api_key_secret_arn=get("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN"),
             endpoint_url=get("AWS_ENDPOINT_URL"),
             region=get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
+            transcript=(get("AGENTWAKE_TRANSCRIPT") or "").lower() in ("1", "true", "yes"),
         )
 
 

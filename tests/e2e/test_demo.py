@@ -1,0 +1,34 @@
+"""`make demo` runs in the suite: its outcomes are checked, not only its printed text."""
+
+from __future__ import annotations
+
+import io
+
+from infra.local.demo import check, run_demo
+from infra.local.server import is_reachable
+
+
+def test_demo_scenario_outcomes() -> None:
+    # GIVEN nothing but this repository WHEN the demo scenario runs on the embedded local AWS
+    out = io.StringIO()
+    result = run_demo(out)
+    # THEN the cron job wrote its note and completed
+    assert result.cron_note and "I finished this job, here is the result: " in result.cron_note
+    assert result.job_status == "completed"
+    # AND the finished background task messaged the user and wrote its note
+    assert result.delivered == ["Here is the update you asked for."] * 2  # the cron run, then the task run
+    assert result.task_note and result.task_note.startswith("[BackgroundTask] Aurora pricing research")
+    # AND the failing task was received MaxReceiveCount (5) times and sits in the DLQ with its reason
+    assert result.failing_receives == 5
+    assert len(result.dlq_run_ids) == 1 and result.dlq_run_ids[0].startswith("bg:")
+    assert result.dlq_reason.startswith("All chat models failed: primary: ServerError")
+    assert result.failing_notes == 0
+    # AND the redrive resumed the run: one note, the delivery not repeated
+    assert result.redrive_moved == 1
+    assert result.after_redrive_notes == 1 and result.after_redrive_deliveries == 1
+    assert check(result) == []
+    # AND the local server is stopped at the end, within the minute the README promises
+    assert not is_reachable(result.endpoint_url)
+    assert result.seconds < 60
+    text = out.getvalue()
+    assert "== 1. The embedded local AWS ==" in text and "Stopping the local stack" in text
