@@ -13,6 +13,7 @@ adds the top-level ``invoke``). Needs typer (the ``ops`` extra) and the ``local`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
@@ -128,32 +129,98 @@ def _read_event(event: str | None) -> Any:
     return json.loads(text) if text.strip() else {}
 
 
+def _env_vars(path: Path | None, function: str) -> dict[str, str]:
+    """Environment overrides from a `sam local invoke --env-vars` file: ``Parameters`` (all
+    functions), then the function's own block. Like sam, only variables the template declares."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint="--env-vars") from exc
+    if not isinstance(data, dict):
+        raise typer.BadParameter(f"{path} must hold a JSON object", param_hint="--env-vars")
+    merged: dict[str, str] = {}
+    for block in (data.get("Parameters"), data.get(function)):
+        if isinstance(block, dict):
+            merged.update({str(k): str(v) for k, v in block.items()})
+    return merged
+
+
+NO_STACK_HELP = (
+    "no local stack is running and no AWS_ENDPOINT_URL is set.\n"
+    "  start one in another terminal:   agentwake local up\n"
+    "  or run on an empty, throwaway stack:   agentwake invoke FUNCTION -e EVENT --throwaway\n"
+    "  (against a deployed stack use `sam remote invoke`, or `sam local invoke` with Docker)"
+)
+
+
 @app.command("invoke")
 def invoke(
     function: Annotated[str, typer.Argument(help="Logical id (or name/ARN) of a function in the template.")],
     event: Annotated[str | None, typer.Option("--event", "-e", help="Event JSON file ('-' for stdin).")] = None,
+    env_vars: Annotated[
+        Path | None,
+        typer.Option(
+            "--env-vars", "-n", help="JSON file of environment overrides, as for `sam local invoke`.", dir_okay=False
+        ),
+    ] = None,
     template: TemplateOption = Path("template.yaml"),
     parameter_overrides: OverridesOption = None,
     asynchronous: Annotated[
         bool, typer.Option("--async", help="Invoke as Event: retries, then the on-failure destination.")
     ] = False,
+    throwaway: Annotated[
+        bool, typer.Option("--throwaway", help="No local stack running: provision an empty one for this call.")
+    ] = False,
 ) -> None:
     """Run FUNCTION with an event as `sam local invoke` would, without Docker.
 
-    On the running local stack if there is one (`agentwake local up`), else on a throwaway one
-    provisioned from the template. Prints the response; a function error exits with status 1.
+    Handler, timeout and environment come from the template. It runs on the local stack that `agentwake local up` keeps running, or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on an empty stack removed afterwards. Prints the response; a function error exits with status 1.
+
+    Example: agentwake invoke BackgroundResultFunction -e events/background-result-success.json
     """
+    import os
+
     payload = _read_event(event)
     state = read_state()
+    owned = state is None
     if state is not None:
         runtime = LocalStackRuntime.attach(state=state)
-        typer.echo(f"on the local stack at {runtime.endpoint_url}", err=True)
-    else:
+        where = f"the local stack at {runtime.endpoint_url}"
+    elif os.environ.get("AWS_ENDPOINT_URL"):
+        endpoint = os.environ["AWS_ENDPOINT_URL"]
+        runtime = LocalStackRuntime(write_state=False).start(
+            template, _overrides(parameter_overrides), endpoint_url=endpoint
+        )
+        where = f"the endpoint {endpoint} (AWS_ENDPOINT_URL)"
+    elif throwaway:
         runtime = LocalStackRuntime(write_state=False).start(template, _overrides(parameter_overrides))
-        typer.echo(f"on a throwaway local stack at {runtime.endpoint_url}", err=True)
+        where = f"a throwaway local stack at {runtime.endpoint_url}"
+    else:
+        typer.echo(f"error: {NO_STACK_HELP}", err=True)
+        raise typer.Exit(2)
     try:
+        try:
+            function = runtime.stack.function(function).logical_id
+        except KeyError as exc:
+            typer.echo(f"error: {exc.args[0]}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"invoking {function} on {where}", err=True)
+        overrides = _env_vars(env_vars, runtime.stack.function(function).logical_id)
+        if overrides:
+            spec = runtime.stack.function(function)
+            undeclared = sorted(set(overrides) - set(spec.environment))
+            if undeclared:
+                typer.echo(f"ignoring variables the template does not declare: {', '.join(undeclared)}", err=True)
+            spec.environment.update({k: v for k, v in overrides.items() if k in spec.environment})
+        # like sam local invoke: the function's logs on stderr, only the response on stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            if asynchronous:
+                outcome: Any = runtime.invoke_async(function, payload, wait=True).wait()
+            else:
+                result = runtime.invoke(function, payload)
         if asynchronous:
-            outcome = runtime.invoke_async(function, payload, wait=True).wait()
             _echo_json(
                 {
                     "requestId": outcome.request_id,
@@ -165,11 +232,10 @@ def invoke(
             )
             failed = not outcome.ok
         else:
-            result = runtime.invoke(function, payload)
             _echo_json(result.error if result.error is not None else result.response)
             failed = result.error is not None
     finally:
-        if state is None:
+        if owned:
             runtime.stop()
     if failed:
         raise typer.Exit(1)

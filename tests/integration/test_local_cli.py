@@ -29,23 +29,50 @@ def event_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_invoke_without_a_running_stack_uses_a_throwaway_one(home: Path, event_file: Path) -> None:
-    # GIVEN no local stack is running
-    # WHEN a function is invoked from the command line with an event file
+def test_invoke_without_a_running_stack_says_how_to_start_one(
+    home: Path, event_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN no local stack is running and no endpoint is configured
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    # WHEN a function is invoked
     result = CliRunner().invoke(app, ["invoke", "InfoFunction", "-t", str(TEMPLATE), "-e", str(event_file)])
+    # THEN it refuses, saying how to start a local stack or run on a throwaway one
+    assert result.exit_code == 2
+    assert "agentwake local up" in result.output and "--throwaway" in result.output
+
+
+def test_invoke_unknown_function_names_the_ones_there_are(home: Path, event_file: Path) -> None:
+    result = CliRunner().invoke(app, ["invoke", "Nope", "--throwaway", "-t", str(TEMPLATE), "-e", str(event_file)])
+    assert result.exit_code == 2
+    assert "no function 'Nope'" in result.output and "InfoFunction" in result.output
+
+
+def test_invoke_throwaway_runs_on_an_empty_stack(home: Path, event_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN no local stack is running
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    env_vars = event_file.parent / "env.json"
+    env_vars.write_text(json.dumps({"InfoFunction": {"TOY_QUEUE_URL": "overridden", "NOT_DECLARED": "x"}}))
+    # WHEN a function is invoked with --throwaway and an env-vars file
+    result = CliRunner().invoke(
+        app,
+        ["invoke", "InfoFunction", "--throwaway", "-t", str(TEMPLATE), "-e", str(event_file), "-n", str(env_vars)],
+    )
 
     # THEN it ran on a throwaway stack provisioned from the template, and printed the response
     assert result.exit_code == 0, result.output
     response = json.loads(result.stdout)
     assert response["function_name"] == "agentwake-local-info"
-    assert response["env"]["TOY_QUEUE_URL"].endswith("/123456789012/agentwake-local-WorkQueue")
+    assert response["env"]["TOY_QUEUE_URL"] == "overridden"  # declared: overridden, as sam does
+    assert "NOT_DECLARED" not in response["env"]  # undeclared: ignored, as sam does
     assert not (home / "local.json").exists()
 
 
 def test_invoke_async_reports_the_destination_record_and_exits_1(home: Path, event_file: Path) -> None:
     # GIVEN the always-failing async function
     # WHEN it is invoked with --async
-    result = CliRunner().invoke(app, ["invoke", "AsyncFunction", "--async", "-t", str(TEMPLATE), "-e", str(event_file)])
+    result = CliRunner().invoke(
+        app, ["invoke", "AsyncFunction", "--async", "--throwaway", "-t", str(TEMPLATE), "-e", str(event_file)]
+    )
 
     # THEN the retries end in the on-failure record, and the exit status says it failed
     assert result.exit_code == 1

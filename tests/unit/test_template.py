@@ -109,8 +109,12 @@ def test_environment_carries_every_name_of_the_architecture(template: dict[str, 
     assert env["AGENTWAKE_RESULT_QUEUE_URL"] == {"Ref": "BackgroundResultQueue"}
     assert env["AGENTWAKE_RESULT_DLQ_URL"] == {"Ref": "BackgroundResultDLQ"}
     assert env["AGENTWAKE_SCHEDULE_GROUP"] == {"Ref": "ScheduleGroup"}
-    # AWS_ENDPOINT_URL is for the local stack only: on AWS it must stay unset.
-    assert "AWS_ENDPOINT_URL" not in env
+    # AWS_ENDPOINT_URL is for `sam local invoke` against the local stack only: unless the
+    # LocalEndpointUrl parameter is given, it is not declared at all (unset on AWS)
+    assert env["AWS_ENDPOINT_URL"] == {
+        "Fn::If": ["HasLocalEndpoint", {"Ref": "LocalEndpointUrl"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert template["Parameters"]["LocalEndpointUrl"]["Default"] == ""
 
 
 # ------------------------------------------------------------------ functions

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentwake.observability import logger
+from agentwake.observability import logger, metrics
 from agentwake.store.models import Job
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import RunSpec, WakeDeps, WakeOutcome, execute_run
@@ -24,11 +24,13 @@ def wake_for_cron_job(
     """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR."""
     logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
     job = deps.store.get_job(wake.job_id)
-    if job is None:
-        logger.warning("cron wake for a job that does not exist; nothing to do")
-        return None
-    if not job.enabled:
-        logger.info("cron wake for a disabled job; nothing to do")
+    if job is None or not job.enabled:
+        logger.warning(
+            "cron wake for a job that does not exist; nothing to do"
+            if job is None
+            else "cron wake for a disabled job; nothing to do"
+        )
+        metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         return None
     logger.append_keys(session_id=job.session_id)
     spec = RunSpec(

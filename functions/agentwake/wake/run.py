@@ -101,6 +101,7 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
     existing = store.get_run(spec.run_id)
     if existing is not None and existing.status == "succeeded":
         logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
+        metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=existing.attempts)
 
     lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
