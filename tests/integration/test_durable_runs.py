@@ -213,3 +213,40 @@ def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
     assert store.acquire_lease("s1", "bg:next", 60)
     store.release_lease("s1", "bg:dead")
     assert store.lease_holder("s1")[0] == "bg:next"  # type: ignore[index]
+
+
+def test_journal_items_expire_and_stay_small(store: DynamoStore) -> None:
+    # GIVEN a tool result far larger than a DynamoDB item may be
+    journal = store.journal("bg:big")
+    # WHEN it is journaled
+    journal.put("000.tool.00", {"content": "x" * 500_000, "tool": "send_message_to_user"})
+    # THEN it is stored truncated with a visible marker, and the item expires (TTL) after 15 days
+    item = store.db.get_item(TableName=store.table, Key=store._key("RUN#bg:big", "STEP#000.tool.00"))["Item"]
+    assert len(item["value"]["S"]) < 100_000
+    assert "[truncated 440000 characters]" in item["value"]["S"]
+    ttl = int(item["expires_at"]["N"])
+    assert abs(ttl - (store.now() + 15 * 86400)) < 60
+    # AND a replay reads the same truncated value back
+    assert store.journal("bg:big").get("000.tool.00")["content"].endswith("[truncated 440000 characters]")  # type: ignore[index]
+
+
+def test_run_summary_is_what_an_operator_reads(
+    store: DynamoStore, resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN a run that delivered once and then failed twice
+    broken = [{"type": "scripted", "id": "p", "script": [TWO_DELIVERIES[0], {"error": "validation"}]}]
+    seed_session(store, "s1", providers=broken, delivery={"type": "webhook", "url": receiver.url})
+    seed_task(store, "t1", "s1")
+    deps = make_deps(store, resources)
+    for _ in range(2):
+        with pytest.raises(RunFailed):
+            wake_for_background_result(message("t1", "s1"), deps)
+    # WHEN the operator reads its summary through the store API
+    summary = store.run_summary("bg:t1")
+    # THEN it has the attempts, the last error, each failure, the journaled steps and the delivery
+    assert summary.run is not None and summary.run.attempts == 2 and summary.run.status == "failed"
+    assert summary.run.last_error_type == "AllProvidersFailed"
+    assert [f.attempt for f in summary.failures] == [1, 2]
+    assert summary.last_failure is not None and "ValidationError" in summary.last_failure.detail
+    assert [s["key"] for s in summary.steps] == ["000.reply", "000.tool.00"]
+    assert [d["delivery_id"] for d in summary.deliveries] == ["bg:t1#0#0"]
