@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
@@ -30,6 +31,15 @@ def _transcript():  # type: ignore[no-untyped-def]
     from agentwake.ops.transcript import TranscriptPrinter
 
     return TranscriptPrinter(out=sys.stdout, indent="      ")
+
+
+def wake_deps_for(context: Any) -> WakeDeps:
+    """The cached deps, with Powertools Idempotency told this invocation's remaining time, so an
+    in-progress record left by a run that crashed expires with it and the retry can run."""
+    deps = wake_deps()
+    if deps.idempotency is not None:
+        deps.idempotency.config.register_lambda_context(context)
+    return deps
 
 
 @lru_cache(maxsize=1)

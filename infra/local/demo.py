@@ -21,18 +21,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 
-GOOD_SCRIPT = [
+GOOD_SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Here is the update you asked for."}}]},
     {"text": "Sent the user the update."},
 ]
 # the agent messages the user, then every provider fails on its next step: the primary with a
 # transient 5xx (retried with backoff), the fallback with an auth error (not retried)
-BROKEN_PROVIDERS = [
+BROKEN_PROVIDERS: list[dict[str, Any]] = [
     {"type": "scripted", "id": "primary", "script": [GOOD_SCRIPT[0], {"error": "server"}]},
     {"type": "scripted", "id": "fallback", "script": [{"error": "auth"}]},
 ]

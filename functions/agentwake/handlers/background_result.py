@@ -48,8 +48,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    deps = bootstrap.wake_deps()
-    if deps.idempotency is not None:
-        # in-progress records expire with this invocation, so a crashed run is retried in time
-        deps.idempotency.config.register_lambda_context(context)
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    bootstrap.wake_deps_for(context)  # build the adapters once, tell idempotency our remaining time
+    return dict(
+        process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    )

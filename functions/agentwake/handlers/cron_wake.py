@@ -21,10 +21,7 @@ from agentwake.wake.messages import CronWakeInput
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    deps = bootstrap.wake_deps()
-    if deps.idempotency is not None:
-        # in-progress records expire with this invocation, so a crashed run is retried in time
-        deps.idempotency.config.register_lambda_context(context)
+    deps = bootstrap.wake_deps_for(context)
     try:
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:
