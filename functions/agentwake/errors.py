@@ -85,6 +85,20 @@ class DeliveryError(AgentwakeError):
     retryable = True
 
 
+class DeliveryUncertain(StepInterrupted, DeliveryError):
+    """The request may have reached the receiver (a timeout, a connection dropped mid-answer).
+
+    Telling the model "error" could make it send again under a new delivery id, a duplicate no
+    receiver can drop. Abort the step instead: the retry resends the same delivery id.
+    """
+
+
+class RunDeferred(AgentwakeError):
+    """Too little of the invocation is left to start a run; nothing was written. Try again later."""
+
+    retryable = True
+
+
 # --- model providers ---------------------------------------------------------------------
 
 

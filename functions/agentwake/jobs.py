@@ -17,7 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job
+from agentwake.store.models import Job, cron_run_id
 from agentwake.store.schedules import Schedules
 
 _AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
@@ -156,4 +156,4 @@ class JobsService:
         stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
         scheduled_time = f"manual-{stamp}"
         self.invoker(self._targets().cron_function_arn, {"job_id": job_id, "scheduled_time": scheduled_time})
-        return f"cron:{job_id}:{scheduled_time}"
+        return cron_run_id(job_id, scheduled_time)

@@ -21,6 +21,8 @@ class Settings(BaseModel):
     result_dlq_url: str | None = None
     schedule_group: str | None = None
     run_timeout_margin_ms: int = Field(default=5000, ge=0)
+    #: a run is not started with less of the invocation left than this (it is handed back instead)
+    min_run_budget_ms: int = Field(default=20_000, ge=0)
     #: how long journal items live (DynamoDB TTL), long enough to cover the DLQ retention
     journal_ttl_days: int = Field(default=15, ge=1)
     bedrock_model_id: str | None = None
@@ -49,6 +51,7 @@ class Settings(BaseModel):
             result_dlq_url=get("AGENTWAKE_RESULT_DLQ_URL"),
             schedule_group=get("AGENTWAKE_SCHEDULE_GROUP"),
             run_timeout_margin_ms=int(get("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS") or 5000),
+            min_run_budget_ms=int(get("AGENTWAKE_MIN_RUN_BUDGET_MS") or 20_000),
             journal_ttl_days=int(get("AGENTWAKE_JOURNAL_TTL_DAYS") or 15),
             bedrock_model_id=get("AGENTWAKE_BEDROCK_MODEL_ID"),
             openai_base_url=get("AGENTWAKE_OPENAI_BASE_URL"),

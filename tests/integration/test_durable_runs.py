@@ -205,13 +205,14 @@ def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
     # GIVEN a lease left by a run whose Lambda died
     clock = [1000.0]
     store.now = lambda: clock[0]
-    assert store.acquire_lease("s1", "bg:dead", 60)
+    dead = store.acquire_lease("s1", "bg:dead", 60)
+    assert dead
     # WHEN another run asks before and after it expires
-    assert not store.acquire_lease("s1", "bg:next", 60)
+    assert store.acquire_lease("s1", "bg:next", 60) is None
     clock[0] += 61
     # THEN it gets the lease only after expiry, and the dead run cannot release it
     assert store.acquire_lease("s1", "bg:next", 60)
-    store.release_lease("s1", "bg:dead")
+    store.release_lease("s1", dead)
     assert store.lease_holder("s1")[0] == "bg:next"  # type: ignore[index]
 
 

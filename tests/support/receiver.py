@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -14,6 +15,9 @@ class CountingReceiver:
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.fail_next = 0
+        #: seconds to wait, after recording a delivery, before answering the next N requests
+        self.slow_next = 0
+        self.slow_seconds = 0.0
         self._lock = threading.Lock()
         outer = self
 
@@ -28,6 +32,11 @@ class CountingReceiver:
                         return
                     outer.received.append(json.loads(body))
                     outer.headers.append(dict(self.headers))
+                    slow = outer.slow_next > 0
+                    if slow:
+                        outer.slow_next -= 1
+                if slow:
+                    time.sleep(outer.slow_seconds)  # it arrived, but the answer comes too late
                 self.send_response(200)
                 self.end_headers()
 

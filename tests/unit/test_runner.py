@@ -206,6 +206,23 @@ def test_max_steps_removes_tools_adds_the_message_and_runs_exactly_one_more_step
     assert runner.final_response is None
 
 
+def test_a_final_step_that_still_calls_tools_is_not_journaled_so_a_redrive_asks_again():
+    # GIVEN a run that ended in MaxStepsExceeded, with its journal
+    journal = InMemoryJournal()
+    stubborn = scripted([{"tool_calls": [echo_call()]}])
+    assert make_runner(chain(stubborn), journal=journal, max_steps=2).run() is AgentState.ERROR
+    # THEN the failed final step left no reply in the journal (the steps before it did)
+    assert reply_key(2) not in journal.entries
+    assert reply_key(0) in journal.entries and reply_key(1) in journal.entries
+    # WHEN the run is redriven with a model that now answers
+    fixed = scripted([{"tool_calls": [echo_call()]}, {"tool_calls": [echo_call()]}, {"text": "done"}])
+    runner = make_runner(chain(fixed), journal=journal, max_steps=2)
+    # THEN the final step is asked again (steps 0 and 1 replayed) and the run is DONE
+    assert runner.run() is AgentState.DONE
+    assert [r.step for r in fixed.requests] == [2]
+    assert runner.completion_text == "done"
+
+
 def test_max_steps_extra_step_that_answers_is_done():
     # GIVEN a model that calls tools on steps 0 and 1, then answers when tools are taken away
     provider = scripted([{"tool_calls": [echo_call()]}, {"tool_calls": [echo_call()]}, {"text": "Summary."}])

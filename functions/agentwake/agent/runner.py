@@ -122,7 +122,10 @@ class Runner:
             except Exception as exc:  # a model that is not a chain: still ERROR, never a raise
                 self._fail(n, type(exc).__name__, f"the chat model failed: {type(exc).__name__}: {exc}")
                 return self.state
-            self.journal.put(key, reply.to_dict())
+            if not (self._final_step and reply.tool_calls):
+                # a final step that still calls tools is a failed step: never journaled, so a
+                # retry or redrive asks the (perhaps fixed) model again instead of replaying it
+                self.journal.put(key, reply.to_dict())
         self.messages.append(reply.to_message())
         self.steps_done += 1
         self._emit(

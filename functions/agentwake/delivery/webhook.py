@@ -8,14 +8,18 @@ Request: ``POST url`` with body ``{"delivery_id", "run_id", "session_id", "text"
 - ``X-Agentwake-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`` when a secret is set.
 
 Only a 2xx answer counts as delivered. Redirects are not followed (urllib would turn a redirected
-POST into a body-less GET and report success); a 3xx, any other non-2xx, a timeout or a connection
-error raises ``DeliveryError``, and the run's step is not journaled as done.
+POST into a body-less GET and report success). Two kinds of failure:
 
-At least once, not exactly once: the delivery is journaled only after the receiver answered 2xx.
-If the Lambda dies between sending and journaling, the retry or redrive of the run sends the same
-delivery again with the same ``delivery_id`` (run id + step + call index, stable across retries
-and redrives). Receivers must drop duplicates by the ``X-Agentwake-Delivery-Id`` header, and should
-check the signature with :func:`verify_signature` before trusting the body.
+- **certainly not delivered** (a 3xx/4xx/5xx answer, connection refused, no such host):
+  ``DeliveryError``; the model sees an ``error:`` tool result and may decide what to do;
+- **perhaps delivered** (a timeout, a connection dropped before the answer): ``DeliveryUncertain``;
+  the step is aborted unjournaled and the run retried, which sends the same ``delivery_id`` again.
+
+At least once, not exactly once: if the Lambda dies, or the outcome is uncertain, between sending
+and recording, the retry or redrive of the run sends the same delivery again with the same
+``delivery_id`` (run id + step + call index, stable across retries and redrives). Receivers must
+drop duplicates by the ``X-Agentwake-Delivery-Id`` header, and should check the signature with
+:func:`verify_signature` before trusting the body.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agentwake.delivery import Delivery
-from agentwake.errors import ConfigError, DeliveryError
+from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
 
 SIGNATURE_HEADER = "X-Agentwake-Signature"
 DELIVERY_ID_HEADER = "X-Agentwake-Delivery-Id"
@@ -138,12 +142,15 @@ class WebhookChannel:
             detail = _error_body(exc)
             raise DeliveryError(f"{what} failed: HTTP {exc.code} {exc.reason}{detail}") from exc
         except TimeoutError as exc:
-            raise DeliveryError(f"{what} timed out after {self.timeout:g}s") from exc
+            raise DeliveryUncertain(f"{what} timed out after {self.timeout:g}s; it may have arrived") from exc
         except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise DeliveryError(f"{what} timed out after {self.timeout:g}s") from exc
+            if isinstance(exc.reason, TimeoutError | ConnectionResetError):
+                raise DeliveryUncertain(f"{what}: no answer ({exc.reason}); it may have arrived") from exc
             raise DeliveryError(f"{what} failed: cannot connect: {exc.reason}") from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except (ConnectionResetError, http.client.HTTPException) as exc:
+            # the request went out and the connection broke before a full answer
+            raise DeliveryUncertain(f"{what}: {type(exc).__name__}: {exc}; it may have arrived") from exc
+        except OSError as exc:
             raise DeliveryError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
         if not 200 <= status < 300:  # urllib raises for these; kept in case a handler does not
             raise DeliveryError(f"{what} failed: HTTP {status}")

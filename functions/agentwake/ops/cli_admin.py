@@ -25,7 +25,7 @@ from agentwake.ops.cli_common import (
 )
 from agentwake.ops.context import OpsError
 from agentwake.store.dynamo import RunSummary
-from agentwake.store.models import SessionConfig, utcnow_iso
+from agentwake.store.models import SessionConfig, background_run_id, utcnow_iso
 
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
@@ -354,7 +354,7 @@ def tasks_register(
         raise OpsError(f"session {session!r} does not exist; create it first (agentwake sessions put {session})")
     task_id = context.tasks.register_task(session, tool, tool_args)
     if as_json:
-        print_json({"task_id": task_id, "session_id": session, "run_id": f"bg:{task_id}"})
+        print_json({"task_id": task_id, "session_id": session, "run_id": background_run_id(task_id)})
         return
     console().print(task_id)
 
@@ -379,7 +379,7 @@ def tasks_finish(
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
     message_id = ops(ctx).tasks.finish_task(task_id, final, result, summary_name=summary)
     if as_json:
-        print_json({"task_id": task_id, "message_id": message_id, "run_id": f"bg:{task_id}"})
+        print_json({"task_id": task_id, "message_id": message_id, "run_id": background_run_id(task_id)})
         return
     console().print(
         f"Sent the completion of {escape(task_id)} (message {message_id}); it wakes run bg:{escape(task_id)}."

@@ -33,6 +33,7 @@ from typing import Any
 
 from agentwake.ops.context import OpsContext, OpsError
 from agentwake.store.dynamo import DynamoStore, RunSummary
+from agentwake.store.models import cron_run_id
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON, ATTR_RECEIVE_COUNT, ATTR_SOURCE
 
 #: the DLQs by the short name the CLI uses -> queue role in OpsContext
@@ -300,7 +301,7 @@ def _describe_cron_input(msg: DlqMessage, payload: dict[str, Any] | None, store:
     msg.kind = "cron"
     msg.payload = payload
     msg.job_id = payload["job_id"]
-    msg.run_id = f"cron:{payload['job_id']}:{payload['scheduled_time']}"
+    msg.run_id = cron_run_id(payload["job_id"], payload["scheduled_time"])
     _join_run(msg, store)
     if msg.session_id is None:
         job = store.get_job(msg.job_id)

@@ -34,6 +34,10 @@ class RunAlreadySucceeded(Exception):
     """The commit found the run already succeeded: a duplicate copy, nothing to do."""
 
 
+class TaskExists(ValueError):
+    """A task id is registered already; reusing it would make the new result look like a duplicate."""
+
+
 def session_pk(session_id: str) -> str:
     return f"SESSION#{session_id}"
 
@@ -220,7 +224,15 @@ class DynamoStore:
     # --- tasks --------------------------------------------------------------------------------
 
     def put_task(self, task: Task) -> None:
-        self.db.put_item(TableName=self.table, Item=self._item(task, f"TASK#{task.task_id}", "TASK"))
+        """Register a task; its id must be new (``bg:{task_id}`` names exactly one run)."""
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=self._item(task, f"TASK#{task.task_id}", "TASK"),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except self.db.exceptions.ConditionalCheckFailedException as exc:
+            raise TaskExists(f"task {task.task_id!r} is already registered; use a new task id") from exc
 
     def get_task(self, task_id: str) -> Task | None:
         item = self._get(f"TASK#{task_id}", "TASK")
@@ -463,11 +475,22 @@ class DynamoStore:
                 }
             },
         ]
+        targets = []
         if task_id is not None:
-            items.append(self._task_update(task_id, "failed", failure.detail))
+            targets.append(self._task_update(task_id, "failed", failure.detail))
         if job_id is not None:
-            items.append(self._job_update(job_id, "failed", last_error=failure.detail, last_run_at=None, disable=False))
-        self.db.transact_write_items(TransactItems=items)
+            targets.append(
+                self._job_update(job_id, "failed", last_error=failure.detail, last_run_at=None, disable=False)
+            )
+        try:
+            self.db.transact_write_items(TransactItems=items + targets)
+        except self.db.exceptions.TransactionCanceledException as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            gone = [r.get("Code") for r in reasons[len(items) :]]
+            if not targets or "ConditionalCheckFailed" not in gone:
+                raise
+            # the task/job was deleted mid-run: the failure itself must still be recorded
+            self.db.transact_write_items(TransactItems=items)
 
     def failures(self, run_id: str) -> list[FailureRecord]:
         return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), "FAILURE#")]
@@ -497,8 +520,14 @@ class DynamoStore:
 
     # --- one wake per session at a time -----------------------------------------------------------
 
-    def acquire_lease(self, session_id: str, run_id: str, seconds: float) -> bool:
+    def acquire_lease(self, session_id: str, run_id: str, seconds: float) -> str | None:
+        """Take the session's lease if it is free or expired. Returns the lease token, or None.
+
+        The token is new on every acquisition: not even another copy of the same run may enter a
+        lease that is held (a crashed holder's lease simply expires).
+        """
         now = self.now()
+        token = uuid.uuid4().hex
         try:
             self.db.put_item(
                 TableName=self.table,
@@ -506,15 +535,16 @@ class DynamoStore:
                     "pk": {"S": session_pk(session_id)},
                     "sk": {"S": "LEASE"},
                     "holder": {"S": run_id},
+                    "token": {"S": token},
                     "lease_until": {"N": f"{now + seconds:.3f}"},
                     "acquired_at": {"S": utcnow_iso()},
                 },
-                ConditionExpression="attribute_not_exists(pk) OR lease_until < :now OR holder = :me",
-                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}, ":me": {"S": run_id}},
+                ConditionExpression="attribute_not_exists(pk) OR lease_until < :now",
+                ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}},
             )
         except self.db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+            return None
+        return token
 
     def lease_holder(self, session_id: str) -> tuple[str, float] | None:
         item = self._get(session_pk(session_id), "LEASE")
@@ -522,13 +552,14 @@ class DynamoStore:
             return None
         return item["holder"]["S"], float(item["lease_until"]["N"])
 
-    def release_lease(self, session_id: str, run_id: str) -> None:
+    def release_lease(self, session_id: str, token: str) -> None:
         try:
             self.db.delete_item(
                 TableName=self.table,
                 Key=self._key(session_pk(session_id), "LEASE"),
-                ConditionExpression="holder = :me",
-                ExpressionAttributeValues={":me": {"S": run_id}},
+                ConditionExpression="#t = :me",
+                ExpressionAttributeNames={"#t": "token"},
+                ExpressionAttributeValues={":me": {"S": token}},
             )
         except self.db.exceptions.ConditionalCheckFailedException:
             pass  # expired and taken over by another run: not ours to delete

@@ -13,6 +13,16 @@ from agentwake.agent.types import Message
 MAX_TEXT_CHARS = 60_000
 
 
+def background_run_id(task_id: str) -> str:
+    """The run a finished background task wakes: stable across retries and redrives."""
+    return f"bg:{task_id}"
+
+
+def cron_run_id(job_id: str, scheduled_time: str) -> str:
+    """The run a cron firing wakes (never the Scheduler execution id: it changes per attempt)."""
+    return f"cron:{job_id}:{scheduled_time}"
+
+
 def utcnow_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
@@ -90,7 +100,7 @@ class Task(_Stored):
 
     @property
     def run_id(self) -> str:
-        return f"bg:{self.task_id}"
+        return background_run_id(self.task_id)
 
 
 JobStatus = Literal["scheduled", "running", "completed", "failed"]

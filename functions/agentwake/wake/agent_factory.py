@@ -19,22 +19,24 @@ from agentwake.errors import ConfigError, StepInterrupted
 
 
 class RecordingChannel:
-    """Wraps the session's channel: a delivery already recorded is never sent again, and each
-    delivered message is appended to history at once, whatever the run's outcome later.
+    """Sends through the target session's own channel; a delivery already recorded is never sent
+    again, and each delivered message is appended to that session's history at once, whatever
+    the run's outcome later.
 
     The at-least-once edge: a crash after ``send`` and before ``record_delivery`` means a retry
     sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
     """
 
-    def __init__(self, inner: DeliveryChannel, recorder: Any) -> None:
-        self.inner = inner
+    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any) -> None:
+        self.channel_for = channel_for
         self.recorder = recorder
         self.sent: list[Delivery] = []
 
     def send(self, delivery: Delivery) -> None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
             return
-        self.inner.send(delivery)  # DeliveryError here is a tool result the model sees
+        # DeliveryError here (incl. an unknown target session) is a tool result the model sees
+        self.channel_for(delivery.session_id).send(delivery)
         self.sent.append(delivery)
         try:
             self.recorder.record_delivery(

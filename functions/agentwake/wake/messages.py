@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentwake.errors import InvalidMessage
+from agentwake.store.models import background_run_id, cron_run_id
 
 #: SQS allows 256 KiB per message; result text may use most of it
 MAX_RESULT_CHARS = 200_000
@@ -33,7 +34,7 @@ class BackgroundResultMessage(BaseModel):
 
     @property
     def run_id(self) -> str:
-        return f"bg:{self.task_id}"
+        return background_run_id(self.task_id)
 
     @classmethod
     def parse_body(cls, body: str | None) -> BackgroundResultMessage:
@@ -70,4 +71,4 @@ class CronWakeInput(BaseModel):
 
     @property
     def run_id(self) -> str:
-        return f"cron:{self.job_id}:{self.scheduled_time}"
+        return cron_run_id(self.job_id, self.scheduled_time)

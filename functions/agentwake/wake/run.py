@@ -15,7 +15,7 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
-from agentwake.errors import ConfigError, RunFailed, SessionBusy
+from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
@@ -104,8 +104,16 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
         metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=existing.attempts)
 
+    if remaining_ms is not None and remaining_ms < deps.settings.min_run_budget_ms:
+        # late in a batch: starting now would end in a deadline ERROR that burns a retry and
+        # records a misleading failure; hand the record back untouched instead
+        raise RunDeferred(
+            f"only {remaining_ms} ms of the invocation left (< {deps.settings.min_run_budget_ms}); "
+            f"{spec.run_id} will run on a later receive"
+        )
     lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
-    if not store.acquire_lease(spec.session_id, spec.run_id, lease_s):
+    token = store.acquire_lease(spec.session_id, spec.run_id, lease_s)
+    if token is None:
         holder = store.lease_holder(spec.session_id)
         raise SessionBusy(
             f"session {spec.session_id} is busy with run {holder[0] if holder else '?'}; {spec.run_id} will retry"
@@ -113,7 +121,7 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
     try:
         return _run_leased(spec, deps, remaining_ms)
     finally:
-        store.release_lease(spec.session_id, spec.run_id)
+        store.release_lease(spec.session_id, token)
 
 
 def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
@@ -140,7 +148,7 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        channel = RecordingChannel(deps.channel_factory(session.delivery), store)
+        channel = RecordingChannel(_channels(session, deps), store)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
@@ -181,6 +189,18 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
+    except Exception as exc:
+        # throttled, conflicting or cancelled commit: the run is not a success; say why, then retry
+        _fail(
+            spec,
+            deps,
+            attempt,
+            type(exc).__name__,
+            f"the commit failed: {type(exc).__name__}: {exc}",
+            runner,
+            best_effort=True,
+        )
+        raise
     metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": runner.steps_done, "replayed_steps": runner.replayed_steps})
     return WakeOutcome(
@@ -191,6 +211,21 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         final_text=runner.completion_text,
         deliveries=len(channel.sent),
     )
+
+
+def _channels(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
+    """Each target session's own delivery channel (an admin run may message other sessions)."""
+    built = {session.session_id: deps.channel_factory(session.delivery)}
+
+    def channel_for(session_id: str) -> Any:
+        if session_id not in built:
+            target = deps.store.get_session(session_id)
+            if target is None:
+                raise DeliveryError(f"there is no session {session_id!r} to message")
+            built[session_id] = deps.channel_factory(target.delivery)
+        return built[session_id]
+
+    return channel_for
 
 
 def _emit_run_metrics(runner: Any) -> None:
