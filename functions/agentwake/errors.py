@@ -5,7 +5,12 @@ Classify with these types once, at the edge; never by matching message text.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+
+def describe_validation_error(exc: Any, *, whole: str = "(value)", limit: int = 10) -> str:
+    """One line from a pydantic ValidationError: ``field.path: message; ...`` (the first ``limit``)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}" for e in exc.errors()[:limit])
 
 
 class AgentwakeError(Exception):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agentwake.delivery import DeliveryChannel
-from agentwake.errors import ConfigError
+from agentwake.errors import ConfigError, describe_validation_error
 from agentwake.secrets import resolve_secret
 
 
@@ -43,9 +43,7 @@ def parse_spec(raw: Any) -> LogSpec | WebhookSpec:
     try:
         return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(spec)'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = describe_validation_error(exc, whole="(spec)")
         raise ConfigError(f"invalid delivery spec (type {raw.get('type')!r}): {problems}") from exc
 
 

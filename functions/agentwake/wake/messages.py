@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentwake.errors import InvalidMessage
+from agentwake.errors import InvalidMessage, describe_validation_error
 from agentwake.store.models import background_run_id, cron_run_id
 
 #: SQS allows 256 KiB per message; result text may use most of it
@@ -50,9 +50,7 @@ class BackgroundResultMessage(BaseModel):
         try:
             msg = cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}" for e in exc.errors()[:10]
-            )
+            problems = describe_validation_error(exc, whole="(body)")
             raise InvalidMessage(f"the message is not a valid background result: {problems}") from exc
         try:
             datetime.fromisoformat(msg.finished_at.replace("Z", "+00:00"))

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.types import ToolCall, ToolSpec
-from agentwake.errors import StepInterrupted
+from agentwake.errors import StepInterrupted, describe_validation_error
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,6 @@ class Tool(ABC):
         """Run the tool. Raise to report a failure; the registry makes it an ``error:`` result."""
 
 
-def _format_validation_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
-
-
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
@@ -90,7 +82,7 @@ class ToolRegistry:
         try:
             args = tool.Args.model_validate(raw)
         except ValidationError as exc:
-            return f"error: arguments for {name!r} do not match its schema: {_format_validation_error(exc)}"
+            return f"error: arguments for {name!r} do not match its schema: {describe_validation_error(exc, whole='(arguments)')}"
         try:
             return tool.invoke(args, ctx)
         except StepInterrupted:
