@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench clean
+.PHONY: test demo lint typecheck bench soak validate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ $(SAM_VENV)/bin/sam:
 validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), then cfn-lint (--lint)
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --region us-east-1
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --region us-east-1
+
+soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine with 200 examples (minutes)
+	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 $(PY) -m pytest -q tests/integration/test_durable_properties.py
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
