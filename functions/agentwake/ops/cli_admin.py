@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
 
 from agentwake.ops.cli_common import (
@@ -17,6 +16,7 @@ from agentwake.ops.cli_common import (
     confirm,
     console,
     dash,
+    facts_panel,
     fail,
     ops,
     parse_json_option,
@@ -70,10 +70,7 @@ def runs_show(
     out = console()
     run = summary.run
     if run is not None:
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column(overflow="fold")
-        for label, value in (
+        rows = (
             ("run id", run.run_id),
             ("kind", run.kind),
             ("session", run.session_id),
@@ -83,9 +80,8 @@ def runs_show(
             ("started", when(run.started_at)),
             ("ended", when(run.ended_at)),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
-        ):
-            grid.add_row(label, escape(dash(value)))
-        out.print(Panel(grid, title="run", expand=False))
+        )
+        out.print(facts_panel(rows, "run"))
     render_summary_tables(summary)
 
 
@@ -316,19 +312,17 @@ def sessions_show(
 
 
 def _print_session(config: SessionConfig) -> None:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
-    grid.add_row("session", escape(config.session_id))
-    grid.add_row("persona", escape(config.persona))
-    for i, spec in enumerate(config.providers):
-        grid.add_row("primary" if i == 0 else f"fallback {i}", escape(json.dumps(spec)))
-    grid.add_row("max steps", str(config.max_steps))
-    grid.add_row("history window", str(config.history_window))
-    grid.add_row("delivery", escape(json.dumps(config.delivery)))
-    grid.add_row("role", config.role)
-    grid.add_row("updated", when(config.updated_at))
-    console().print(Panel(grid, title="session", expand=False))
+    rows = [
+        ("session", config.session_id),
+        ("persona", config.persona),
+        *(("primary" if i == 0 else f"fallback {i}", json.dumps(spec)) for i, spec in enumerate(config.providers)),
+        ("max steps", config.max_steps),
+        ("history window", config.history_window),
+        ("delivery", json.dumps(config.delivery)),
+        ("role", config.role),
+        ("updated", when(config.updated_at)),
+    ]
+    console().print(facts_panel(rows, "session"))
 
 
 # --------------------------------------------------------------------------------------------

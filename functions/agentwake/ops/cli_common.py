@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
 
 from agentwake.ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
 
@@ -127,3 +130,14 @@ __all__ = [
     "state",
     "when",
 ]
+
+
+def facts_panel(rows: Iterable[tuple[str, Any]], title: str) -> Panel:
+    """A bold-label / value grid in a panel: how `runs show`, `dlq show` and `sessions show` print
+    one record. Values are escaped; None shows as a dash."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(label, escape(dash(value)))
+    return Panel(grid, title=title, expand=False)

@@ -20,6 +20,7 @@ from agentwake.ops.cli_common import (
     console,
     dash,
     err_console,
+    facts_panel,
     fail,
     ops,
     print_json,
@@ -118,10 +119,7 @@ def show(
 
 def render_message(msg: DlqMessage) -> None:
     out = console()
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
-    facts.add_column(overflow="fold")
-    for label, value in (
+    rows = [
         ("message id", msg.message_id),
         ("queue", msg.queue),
         ("kind", msg.kind),
@@ -134,12 +132,9 @@ def render_message(msg: DlqMessage) -> None:
         ("last failure", when(msg.last_failure_at)),
         ("in the DLQ since", f"{when(msg.sent_at)} ({age(msg.age_seconds)} ago)"),
         ("last error", f"{dash(msg.error_type)} (from {dash(msg.error_source)})"),
-    ):
-        facts.add_row(label, escape(dash(value)))
-    for key, value in msg.trigger.items():
-        if value is not None:
-            facts.add_row(key.replace("_", " "), escape(str(value)))
-    out.print(Panel(facts, title="DLQ message", expand=False))
+        *((key.replace("_", " "), value) for key, value in msg.trigger.items() if value is not None),
+    ]
+    out.print(facts_panel(rows, "DLQ message"))
     if msg.error_detail:
         out.print(Panel(escape(msg.error_detail), title="last error detail", expand=False))
 
