@@ -294,7 +294,7 @@ def identity_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     """Allow statements of identity policies (roles, functions): not key or queue resource policies,
     whose ``Resource: "*"`` means "this key"/"this queue", and not Deny statements."""
     found = []
-    for logical_id, resource in template["Resources"].items():
+    for resource in template["Resources"].values():
         properties = resource.get("Properties", {})
         for key in ("Policies", "AssumeRolePolicyDocument"):
             found += [s for s in statements(properties.get(key)) if s.get("Effect") == "Allow"]
