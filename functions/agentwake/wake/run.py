@@ -146,6 +146,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
         ]
         messages = build_wake_messages(persona=session.persona, kind=spec.kind, wake=spec.wake, history=history)
+        # every HTTP exchange of the run ends by this (taken first: never later than the chain's)
+        http_deadline = deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
@@ -163,8 +165,7 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             retry=deps.retry,
             on_event=deps.on_event,
         )
-        # every HTTP exchange of the run (providers, webhooks) ends by the run's deadline
-        with run_deadline(deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)):
+        with run_deadline(http_deadline):
             runner.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
         _fail(spec, deps, attempt, exc.error_type, str(exc), runner)
