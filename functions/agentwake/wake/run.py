@@ -20,7 +20,7 @@ from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed,
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
-from agentwake.store.models import FailureRecord
+from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
 from agentwake.wake.prompt import WakeKind, build_wake_messages
 
@@ -212,7 +212,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         status="succeeded",
         attempt=attempt,
         steps=runner.steps_done,
-        final_text=runner.completion_text,
+        # bounded: the outcome is also the Powertools idempotency record (one DynamoDB item)
+        final_text=truncate(runner.completion_text, 2000),
         deliveries=len(channel.sent),
     )
 
