@@ -189,9 +189,7 @@ def test_a_followed_redirect_is_checked_before_anything_is_sent_to_it(httpserver
     httpserver.expect_request("/start").respond_with_response(Response(status=302, headers={"Location": location}))
     # WHEN the exchange follows redirects
     with pytest.raises(OutboundRefused, match="redirect target"):
-        http_exchange(
-            "GET", httpserver.url_for("/start"), deadline=None, policy=LOOPBACK_OK, max_redirects=3
-        )
+        http_exchange("GET", httpserver.url_for("/start"), deadline=None, policy=LOOPBACK_OK, max_redirects=3)
 
 
 def test_the_connection_goes_to_the_checked_address_with_the_name_in_the_host_header() -> None:

@@ -105,9 +105,7 @@ class CommitAfterRunVanished(DynamoStore):
         return super().commit_success(**kwargs)
 
 
-def test_a_cancelled_commit_of_a_run_that_did_not_succeed_is_a_failure_not_a_duplicate(
-    stack: Stack, cli: Cli
-) -> None:
+def test_a_cancelled_commit_of_a_run_that_did_not_succeed_is_a_failure_not_a_duplicate(stack: Stack, cli: Cli) -> None:
     # GIVEN a run whose commit is cancelled on the run item, while the run has not succeeded
     cli("sessions", "put", "s-commit")
     body = json.loads(completion_body(stack, "s-commit"))

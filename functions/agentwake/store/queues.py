@@ -38,6 +38,7 @@ def _attributes_size(attributes: dict[str, dict[str, str]]) -> int:
         for name, value in attributes.items()
     )
 
+
 #: message attributes agentwake puts on a message it dead-letters itself
 ATTR_ERROR_TYPE = "agentwake-error-type"
 ATTR_REASON = "agentwake-reason"
