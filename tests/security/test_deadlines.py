@@ -12,8 +12,8 @@ import pytest
 
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, Message
+from agentwake.bootstrap import reset_caches
 from agentwake.errors import TransientProviderError
-from agentwake.settings import reset_caches
 from tests.security.conftest import Cli, Stack
 from tests.security.servers import Dribbler, Silent
 from tests.security.wake import completion_body, handle
