@@ -70,6 +70,13 @@ class RunFailed(AgentwakeError):
         self.failure_type = failure_type
 
 
+class CommitConflict(AgentwakeError):
+    """The DONE commit was cancelled on the run item and the run, read again, has not succeeded:
+    not a duplicate of a succeeded run. Recorded as a failure; the trigger retries."""
+
+    retryable = True
+
+
 class SessionBusy(AgentwakeError):
     """Another wake of the same session holds the lease; try again later."""
 

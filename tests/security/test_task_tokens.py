@@ -9,8 +9,9 @@ import json
 import pytest
 
 from agentwake.agent.providers import scripted
+from agentwake.errors import CommitConflict
 from agentwake.settings import Settings
-from agentwake.store.dynamo import CommitConflict, DynamoStore
+from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
