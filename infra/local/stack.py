@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from infra.local import lambda_runtime
+from infra.local import async_invoke, lambda_runtime
 from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
 from infra.local.lambda_runtime import Invocation
 from infra.local.poller import PollResult, SqsPoller
@@ -98,8 +98,10 @@ class LocalStackRuntime:
         poll_interval: float = 0.2,
         server_host: str = "127.0.0.1",
         server_port: int = 0,
+        async_concurrency: int = async_invoke.DEFAULT_CONCURRENCY,
     ) -> None:
         self.stack_name = stack_name
+        self.async_concurrency = async_concurrency
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
@@ -200,7 +202,12 @@ class LocalStackRuntime:
             self.template_path, self.parameter_overrides, stack_name=self.stack_name, region=self.region
         )
         self._stack = provision(template, self.endpoint_url, session=self._session)
-        self.async_invoker = AsyncInvoker(self._invoke_for_async, self._deliver, retry_delays=self.async_retry_delays)
+        self.async_invoker = AsyncInvoker(
+            self._invoke_for_async,
+            self._deliver,
+            retry_delays=self.async_retry_delays,
+            concurrency=self.async_concurrency,
+        )
         self.pollers = [
             SqsPoller(
                 function,
