@@ -25,6 +25,13 @@ class Settings(BaseModel):
     min_run_budget_ms: int = Field(default=20_000, ge=0)
     #: how long journal items live (DynamoDB TTL), long enough to cover the DLQ retention
     journal_ttl_days: int = Field(default=15, ge=1)
+    #: a wake waits this long for its busy session before it gives up (stack parameter SessionWaitLimit)
+    session_wait_limit_s: int = Field(default=3600, ge=1)
+    #: longest single pause between two tries of a waiting wake (SessionWaitMaxDelay; SQS allows 900)
+    session_wait_max_delay_s: int = Field(default=300, ge=1, le=900)
+    #: the role and dead-letter queue of job schedules (a waiting cron wake schedules itself with them)
+    scheduler_role_arn: str | None = None
+    scheduler_dlq_arn: str | None = None
     bedrock_model_id: str | None = None
     openai_base_url: str | None = None
     openai_api_key_secret_arn: str | None = None
@@ -53,6 +60,10 @@ class Settings(BaseModel):
             run_timeout_margin_ms=int(get("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS") or 5000),
             min_run_budget_ms=int(get("AGENTWAKE_MIN_RUN_BUDGET_MS") or 20_000),
             journal_ttl_days=int(get("AGENTWAKE_JOURNAL_TTL_DAYS") or 15),
+            session_wait_limit_s=int(get("AGENTWAKE_SESSION_WAIT_LIMIT_S") or 3600),
+            session_wait_max_delay_s=int(get("AGENTWAKE_SESSION_WAIT_MAX_DELAY_S") or 300),
+            scheduler_role_arn=get("AGENTWAKE_SCHEDULER_ROLE_ARN"),
+            scheduler_dlq_arn=get("AGENTWAKE_SCHEDULER_DLQ_ARN"),
             bedrock_model_id=get("AGENTWAKE_BEDROCK_MODEL_ID"),
             openai_base_url=get("AGENTWAKE_OPENAI_BASE_URL"),
             openai_api_key_secret_arn=get("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN"),

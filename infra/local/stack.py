@@ -6,7 +6,8 @@
         local.invoke("CronWakeFunction", event)         # RequestResponse
         local.invoke_async("CronWakeFunction", event)   # Event: retries + on-failure destination
 
-``start(..., background=True)`` (the "up" mode) also runs every poller and the async queue on
+``start(..., background=True)`` (the "up" mode) also runs every poller (as many at once as the
+event source's MaximumConcurrency), the async queue and the firing of one-time schedules on
 background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
 (default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from infra.local import async_invoke, lambda_runtime
 from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from infra.local.at_schedules import OneTimeSchedules
 from infra.local.lambda_runtime import Invocation
 from infra.local.poller import PollResult, SqsPoller
 from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
@@ -121,6 +123,7 @@ class LocalStackRuntime:
         self.visibility_timeout_override: int | None = None
         self.pollers: list[SqsPoller] = []
         self.async_invoker: AsyncInvoker | None = None
+        self.one_time_schedules: OneTimeSchedules | None = None
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
@@ -222,6 +225,12 @@ class LocalStackRuntime:
             for source in function.sqs_events
             if source.enabled and source.queue_url
         ]
+        self.one_time_schedules = OneTimeSchedules(
+            self.client("scheduler"),
+            [r.ref for r in self._stack.resources.values() if r.type == "AWS::Scheduler::ScheduleGroup"],
+            self._fire_schedule,
+            interval=self.poll_interval,
+        )
         logger.info(
             "local stack %s on %s: %d resources, %d functions, %d SQS pollers",
             self.stack_name,
@@ -261,8 +270,12 @@ class LocalStackRuntime:
             poller.start()
         if self.async_invoker is not None:
             self.async_invoker.start()
+        if self.one_time_schedules is not None:
+            self.one_time_schedules.start()
 
     def stop_background(self) -> None:
+        if self.one_time_schedules is not None:
+            self.one_time_schedules.stop()
         for poller in self.pollers:
             poller.stop()
         if self.async_invoker is not None:
@@ -422,6 +435,17 @@ class LocalStackRuntime:
             logger.warning("destination type %s (%s) is not emulated locally", destination.type, destination.arn)
             return
         logger.info("async destination %s %s <- %s", destination.type, destination.arn, condition)
+
+    # -- EventBridge Scheduler one-time schedules -----------------------------------------
+
+    def _fire_schedule(self, target_arn: str, payload: Any) -> None:
+        self.invoke_async(target_arn, payload)
+
+    def fire_due_schedules(self) -> list[str]:
+        """Fire the one-time ``at(...)`` schedules whose time has come (the background mode does
+        this on its own); the names of those fired."""
+        assert self.one_time_schedules is not None
+        return self.one_time_schedules.fire_due()
 
     # -- SQS event source mappings --------------------------------------------------------
 

@@ -444,8 +444,31 @@ class DynamoStore:
                 raise RunAlreadySucceeded(run_id) from exc
             raise
 
-    def record_failure(self, failure: FailureRecord, *, task_id: str | None = None, job_id: str | None = None) -> None:
-        """One transaction: the failure record, run failed + last error, task/job failed + last_error."""
+    def record_failure(
+        self,
+        failure: FailureRecord,
+        *,
+        task_id: str | None = None,
+        job_id: str | None = None,
+        kind: str | None = None,
+    ) -> None:
+        """One transaction: the failure record, run failed + last error, task/job failed + last_error.
+
+        ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        """
+        identity, identity_values = "", {}
+        if kind is not None:
+            identity = (
+                ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
+                "gsi1pk = :g, gsi1sk = :rid, attempts = if_not_exists(attempts, :zero)"
+            )
+            identity_values = {
+                ":k": {"S": kind},
+                ":sid": {"S": failure.session_id},
+                ":rid": {"S": failure.run_id},
+                ":g": {"S": f"RUNS#{failure.session_id}"},
+                ":zero": {"N": "0"},
+            }
         items: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -461,10 +484,12 @@ class DynamoStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": self._key(run_pk(failure.run_id), "RUN"),
-                    "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, steps = :n",
+                    "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, steps = :n"
+                    + identity,
                     "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
                     "ExpressionAttributeNames": {"#s": "status"},
                     "ExpressionAttributeValues": {
+                        **identity_values,
                         ":s": {"S": "failed"},
                         ":ok": {"S": "succeeded"},
                         ":now": {"S": failure.at},

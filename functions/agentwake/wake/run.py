@@ -115,8 +115,12 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
     token = store.acquire_lease(spec.session_id, spec.run_id, lease_s)
     if token is None:
         holder = store.lease_holder(spec.session_id)
+        holder_id = holder[0] if holder else None
         raise SessionBusy(
-            f"session {spec.session_id} is busy with run {holder[0] if holder else '?'}; {spec.run_id} will retry"
+            f"session {spec.session_id} is busy with run {holder_id or '?'}; {spec.run_id} will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=holder_id,
         )
     try:
         return _run_leased(spec, deps, remaining_ms)
