@@ -93,7 +93,18 @@ def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = Non
     def run_once(run: dict[str, str]) -> dict[str, Any]:
         return asdict(_execute(spec, deps, remaining_ms))
 
-    return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+    try:
+        return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    except IdempotencyAlreadyInProgressError as exc:
+        # another copy of this very run is in progress: wait for it like for any busy session
+        raise SessionBusy(
+            f"run {spec.run_id} is in progress in another invocation; this copy will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=spec.run_id,
+        ) from exc
 
 
 def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
