@@ -425,4 +425,14 @@ def test_dashboard_body_is_json_with_the_metrics_operators_need(template: dict[s
     body_template, _vars = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
     body = _json.loads(re.sub(r"\$\{[^}]+\}", "X", body_template))
     titles = {w["properties"]["title"] for w in body["widgets"]}
-    assert titles == {"Runs", "DLQ depths", "Provider failovers", "Steps per run", "Duration (p90, ms)"}
+    assert titles == {
+        "Runs",
+        "DLQ depths",
+        "Provider failovers",
+        "Steps per run",
+        "Duration (p90, ms)",
+        "Busy sessions",
+    }
+    [busy] = [w for w in body["widgets"] if w["properties"]["title"] == "Busy sessions"]
+    shown = {m[1] for m in busy["properties"]["metrics"]}
+    assert shown == {"SessionBusy", "SessionWaitExceeded", "SessionWait"}
