@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from infra.local.at_schedules import OneTimeSchedules
-from infra.local.lambda_runtime import EnvironmentGate, Invocation
-from infra.local.poller import SqsPoller
-from infra.local.server import MotoServer, boto3_session
-from infra.local.template import FunctionSpec, SqsEventSource
+from agentwake_local.at_schedules import OneTimeSchedules
+from agentwake_local.lambda_runtime import EnvironmentGate, Invocation
+from agentwake_local.poller import SqsPoller
+from agentwake_local.server import MotoServer, boto3_session
+from agentwake_local.template import FunctionSpec, SqsEventSource
 
 
 @pytest.fixture(scope="module")
