@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentwake_ops.cli import app
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
 from agentwake.tasks import TasksService
 from agentwake_local.stack import LocalStackRuntime
+from agentwake_ops.cli import app
 from tests.integration.conftest import OK_SCRIPT
 from tests.support.receiver import CountingReceiver
 
