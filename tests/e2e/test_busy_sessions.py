@@ -26,9 +26,11 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
 from agentwake.tasks import TasksService
-from agentwake_local.stack import LocalStackRuntime
+from agentwake_local.stack import LocalStackRuntime, read_state
 from agentwake_ops.cli import app
-from tests.integration.conftest import OK_SCRIPT
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import OpsOptions, build_context, discover
+from tests.support.builders import OK_SCRIPT
 from tests.support.receiver import CountingReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +77,14 @@ def seed_session(store: DynamoStore, session_id: str, receiver: CountingReceiver
             retry_base_delay_ms=0,
         )
     )
+
+
+def cli_state(local: LocalStackRuntime) -> CliState:
+    """The CLI on this module's local stack, found through its state file as `agentwake` finds it
+    (without the liveness probe, which is not what these tests are about)."""
+    state = read_state(local.home, check=False)
+    assert state is not None and state["endpoint_url"] == local.endpoint_url
+    return CliState(context=build_context(discover(OpsOptions(), {}, read_local_state=lambda: state)))
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
@@ -130,50 +140,6 @@ def run_spans(store: DynamoStore, run_ids: list[str]) -> list[tuple[str, str, st
     return sorted(spans)
 
 
-# --- a burst for one session ------------------------------------------------------------------
-
-
-def test_a_burst_of_fifty_completions_for_one_session_all_run_one_at_a_time(
-    local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # GIVEN five concurrent consumers of the result queue (the template's MaximumConcurrency) and a
-    # session whose webhook takes about a second per delivery
-    assert local.poller("BackgroundResultFunction").concurrency == 5
-    session = uid("session-burst")
-    seed_session(store, session, receiver)
-    receiver.slow_next, receiver.slow_seconds = 10**6, 1.0
-    tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
-
-    # WHEN 50 background tasks of that session finish at once
-    task_ids = [tasks.register_task(session, "web_research", {"query": f"q{n}"}) for n in range(BURST)]
-    for task_id in task_ids:
-        tasks.finish_task(task_id, "succeeded", f"result of {task_id}", summary_name=f"Research {task_id}")
-    run_ids = [f"bg:{t}" for t in task_ids]
-
-    # THEN every run succeeds, and no copy is left on the queue (waiting copies included)
-    def done() -> bool:
-        return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
-
-    wait_until(done, 600, f"all {BURST} runs succeeded", interval=2.0)
-    wait_until(lambda: queue_empty(local, "BackgroundResultQueue"), 120, "the result queue is empty")
-    # AND exactly one note per run, none for anyone else
-    notes = [e for e in store.history(session) if e.kind == "note"]
-    assert sorted(e.run_id for e in notes) == sorted(run_ids)
-    # AND each run's delivery reached the webhook exactly once
-    assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in run_ids}
-    # AND the runs never overlapped: each one's journal lies wholly after the previous one's
-    spans = run_spans(store, run_ids)
-    for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
-        assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
-    # AND none of them failed or was dead-lettered; each ran exactly once
-    assert all(store.failures(r) == [] for r in run_ids)
-    assert all(store.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
-    assert messages_of(local, "BackgroundResultDLQ", session) == []
-    # AND they did wait for each other: busy findings and waiting times were emitted as metrics
-    out = capsys.readouterr().out
-    assert '"SessionBusy"' in out and '"SessionWait"' in out
-
-
 # --- a session held past the limit -------------------------------------------------------------
 
 
@@ -211,18 +177,20 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
 
     # AND `agentwake dlq list` / `dlq show` say it never ran because the session was busy
     runner = CliRunner()
-    listed = runner.invoke(app, ["dlq", "list", "--queue", "results", "--json"])
+    listed = runner.invoke(app, ["dlq", "list", "--queue", "results", "--json"], obj=cli_state(local))
     assert listed.exit_code == 0, listed.stdout + listed.stderr
     [row] = [r for r in json.loads(listed.stdout) if r["message_id"] == dead["MessageId"]]
     assert (row["run_id"], row["error_type"], row["attempts"]) == (run_id, "SessionBusy", 0)
     assert row["error"].startswith("never ran:") and holder in row["error"]
-    shown = runner.invoke(app, ["dlq", "show", dead["MessageId"]], env={"COLUMNS": "250"})
+    shown = runner.invoke(app, ["dlq", "show", dead["MessageId"]], env={"COLUMNS": "250"}, obj=cli_state(local))
     assert shown.exit_code == 0, shown.stdout + shown.stderr
     assert "SessionBusy" in shown.stdout and "never ran" in shown.stdout and holder in shown.stdout
 
     # WHEN the holder finishes and the operator redrives the message
     store.release_lease(session, token)
-    redrive = runner.invoke(app, ["dlq", "redrive", "--id", dead["MessageId"], "--queue", "results"])
+    redrive = runner.invoke(
+        app, ["dlq", "redrive", "--id", dead["MessageId"], "--queue", "results"], obj=cli_state(local)
+    )
     assert redrive.exit_code == 0, redrive.stdout + redrive.stderr
 
     # THEN the run succeeds with its note and its delivery, and the DLQ holds nothing of it
@@ -288,3 +256,47 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     # AND the one-time schedule deleted itself after firing
     left = local.client("scheduler").list_schedules(GroupName=local.outputs["ScheduleGroupName"])["Schedules"]
     assert not [s for s in left if s["Name"].startswith("wait-")]
+
+
+# --- a burst for one session ------------------------------------------------------------------
+
+
+def test_a_burst_of_fifty_completions_for_one_session_all_run_one_at_a_time(
+    local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN five concurrent consumers of the result queue (the template's MaximumConcurrency) and a
+    # session whose webhook takes about a second per delivery
+    assert local.poller("BackgroundResultFunction").concurrency == 5
+    session = uid("session-burst")
+    seed_session(store, session, receiver)
+    receiver.slow_next, receiver.slow_seconds = 10**6, 1.0
+    tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+
+    # WHEN 50 background tasks of that session finish at once
+    task_ids = [tasks.register_task(session, "web_research", {"query": f"q{n}"}) for n in range(BURST)]
+    for task_id in task_ids:
+        tasks.finish_task(task_id, "succeeded", f"result of {task_id}", summary_name=f"Research {task_id}")
+    run_ids = [f"bg:{t}" for t in task_ids]
+
+    # THEN every run succeeds, and no copy is left on the queue (waiting copies included)
+    def done() -> bool:
+        return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
+
+    wait_until(done, 600, f"all {BURST} runs succeeded", interval=2.0)
+    wait_until(lambda: queue_empty(local, "BackgroundResultQueue"), 120, "the result queue is empty")
+    # AND exactly one note per run, none for anyone else
+    notes = [e for e in store.history(session) if e.kind == "note"]
+    assert sorted(e.run_id for e in notes) == sorted(run_ids)
+    # AND each run's delivery reached the webhook exactly once
+    assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in run_ids}
+    # AND the runs never overlapped: each one's journal lies wholly after the previous one's
+    spans = run_spans(store, run_ids)
+    for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
+        assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
+    # AND none of them failed or was dead-lettered; each ran exactly once
+    assert all(store.failures(r) == [] for r in run_ids)
+    assert all(store.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
+    assert messages_of(local, "BackgroundResultDLQ", session) == []
+    # AND they did wait for each other: busy findings and waiting times were emitted as metrics
+    out = capsys.readouterr().out
+    assert '"SessionBusy"' in out and '"SessionWait"' in out

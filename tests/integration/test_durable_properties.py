@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
-from agentwake.agent.providers import build_provider
 from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.idempotency import run_idempotency
@@ -59,18 +58,20 @@ class Parked:
         return f"d{len(self.dead)}"
 
 
-class GatedProvider:
-    """The session's scripted provider, held at its first call until ``release`` is set."""
+class HeldStore:
+    """The store as one run sees it: that run, once it holds the session's lease, stops at its
+    first write (counting the attempt) until ``release`` is set. Everything else is the store."""
 
-    def __init__(self, spec: dict[str, Any], entered: threading.Event, release: threading.Event) -> None:
-        self.inner = build_provider(spec)
-        self.id = self.inner.id
-        self.entered, self.release = entered, release
+    def __init__(self, inner: FaultyStore, entered: threading.Event, release: threading.Event) -> None:
+        self._inner, self._entered, self._release = inner, entered, release
 
-    def complete(self, request: Any) -> Any:
-        self.entered.set()
-        assert self.release.wait(30), "the burst never released its first run"
-        return self.inner.complete(request)
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def begin_attempt(self, run_id: str, **kw: Any) -> int:
+        self._entered.set()
+        assert self._release.wait(30), "the burst never released its first run"
+        return self._inner.begin_attempt(run_id, **kw)
 
 
 def script(broken: bool) -> list[dict]:
@@ -228,10 +229,9 @@ class DurableRuns(RuleBasedStateMachine):
         first, rest = queued[0], queued[1:]
         entered, release = threading.Event(), threading.Event()
         gated = WakeDeps(
-            store=self.store,
+            store=HeldStore(self.store, entered, release),  # type: ignore[arg-type]
             settings=self.deps.settings,
             idempotency=self.deps.idempotency,
-            provider_factory=lambda spec: GatedProvider(spec, entered, release),
         )
         first_result: list[tuple[bool, Any]] = []
 
@@ -244,7 +244,7 @@ class DurableRuns(RuleBasedStateMachine):
         thread = threading.Thread(target=run_first)
         thread.start()
         try:
-            assert entered.wait(30), "the first run of the burst never reached its model call"
+            assert entered.wait(30), "the first run of the burst never took the session"
             for task in rest:
                 before = self.receives[task]
                 holders: list[str | None] = []

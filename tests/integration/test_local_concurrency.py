@@ -142,7 +142,9 @@ def test_an_sqs_event_source_runs_up_to_its_maximum_concurrency(server: MotoServ
     for n in range(12):
         sqs.send_message(QueueUrl=url, MessageBody=str(n))
     source = SqsEventSource(name="Work", queue_arn=arn, queue_url=url, batch_size=1, maximum_concurrency=3)
-    function = FunctionSpec("Worker", "worker", "arn:aws:lambda:us-east-1:123456789012:function:worker", "h.h", tmp_path)
+    function = FunctionSpec(
+        "Worker", "worker", "arn:aws:lambda:us-east-1:123456789012:function:worker", "h.h", tmp_path
+    )
     lock, inside, peak, handled = threading.Lock(), [0], [0], []
     three_at_once = threading.Barrier(3, timeout=30)
 
@@ -201,7 +203,9 @@ def test_one_time_schedules_fire_once_when_due_and_delete_themselves(server: Mot
     create("nightly", "cron(0 6 * * ? *)", "{}")
     fired: list[tuple[str, Any]] = []
     clock = [now.timestamp()]
-    schedules = OneTimeSchedules(scheduler, ["i11-group"], lambda arn, p: fired.append((arn, p)), clock=lambda: clock[0])
+    schedules = OneTimeSchedules(
+        scheduler, ["i11-group"], lambda arn, p: fired.append((arn, p)), clock=lambda: clock[0]
+    )
 
     # WHEN the firer looks twice
     first = schedules.fire_due()

@@ -202,7 +202,10 @@ def wait_background(
     decision = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
     if isinstance(decision, Wait):
         result_queue.send_later(
-            body=record.body, delay_s=decision.delay_s, attributes=record.attributes, wait=decision.state.to_attributes()
+            body=record.body,
+            delay_s=decision.delay_s,
+            attributes=record.attributes,
+            wait=decision.state.to_attributes(),
         )
         logger.info(
             "session busy: the result comes back later",
