@@ -3,6 +3,7 @@ reads ``os.environ``."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -32,6 +33,9 @@ class Settings(BaseModel):
     region: str | None = None
     #: print each run's steps to stderr (local use: AGENTWAKE_TRANSCRIPT=1)
     transcript: bool = False
+    #: the stack's price table for estimated run costs: provider id or model →
+    #: {"input_per_mtok": USD, "output_per_mtok": USD}; a session's own ``prices`` override it
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -59,7 +63,31 @@ class Settings(BaseModel):
             endpoint_url=get("AWS_ENDPOINT_URL"),
             region=get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
             transcript=(get("AGENTWAKE_TRANSCRIPT") or "").lower() in ("1", "true", "yes"),
+            prices=_prices(get("AGENTWAKE_PRICES")),
         )
+
+
+def _prices(raw: str | None) -> dict[str, dict[str, float]]:
+    """AGENTWAKE_PRICES: a JSON object of provider id or model → {input_per_mtok, output_per_mtok}."""
+    if not raw:
+        return {}
+    try:
+        table = json.loads(raw)
+        if not isinstance(table, dict):
+            raise ValueError("not a JSON object")
+        out = {}
+        for key, price in table.items():
+            if not isinstance(price, dict) or set(price) != {"input_per_mtok", "output_per_mtok"}:
+                raise ValueError(f"{key!r} needs exactly input_per_mtok and output_per_mtok")
+            out[str(key)] = {k: float(v) for k, v in price.items() if float(v) >= 0}
+            if len(out[str(key)]) != 2:
+                raise ValueError(f"{key!r} has a negative price")
+        return out
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            'AGENTWAKE_PRICES must be a JSON object like {"bedrock:amazon.nova-lite-v1:0": '
+            f'{{"input_per_mtok": 0.06, "output_per_mtok": 0.24}}}}: {exc}'
+        ) from exc
 
 
 @lru_cache(maxsize=1)
