@@ -77,12 +77,22 @@ def runs_show(
             ("status", run.status),
             ("attempts", run.attempts),
             ("steps", run.steps),
+            ("tokens", _tokens(run.usage)),
             ("started", when(run.started_at)),
             ("ended", when(run.ended_at)),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
         )
         out.print(facts_panel(rows, "run"))
     render_summary_tables(summary)
+
+
+def _tokens(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    text = f"{usage['input_tokens']} in / {usage['output_tokens']} out over {usage['model_calls']} model calls"
+    if usage.get("estimated_cost_usd") is not None:
+        text += f", estimated ${usage['estimated_cost_usd']:.6f}"
+    return text
 
 
 # --------------------------------------------------------------------------------------------
