@@ -181,7 +181,12 @@ def test_always_sends_the_final_answer_even_after_another_delivery(
     store: DynamoStore, receiver: CountingReceiver
 ) -> None:
     # GIVEN deliver_final=always and a model that messages the user, then answers
-    setup(store, receiver, [send("Your research is done."), {"text": "Summary: $0.12 per ACU-hour."}], deliver_final="always")
+    setup(
+        store,
+        receiver,
+        [send("Your research is done."), {"text": "Summary: $0.12 per ACU-hour."}],
+        deliver_final="always",
+    )
     # WHEN the run succeeds
     outcome = wake_for_background_result(message(), deps_for(store))
     # THEN the user got the message and then the final answer, each once
@@ -210,9 +215,7 @@ def test_the_forced_final_step_after_max_steps_is_delivered(store: DynamoStore, 
 # --- 2. runaway guards ---------------------------------------------------------------------------
 
 
-def test_identical_repeated_calls_stop_at_the_configured_count(
-    store: DynamoStore, receiver: CountingReceiver
-) -> None:
+def test_identical_repeated_calls_stop_at_the_configured_count(store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN a model that sends the very same message over and over (the reference framework's #8778),
     # with the default limit of 3 identical calls in a row
     same = send("Reminder: stand-up at 10.")
@@ -373,9 +376,14 @@ def test_a_retry_replays_the_runs_deliveries_and_says_how_many_remain(
     assert "If you send nothing, your final answer is sent to the user" in first_system
     # AND the retry's prompt says two remain and one was already sent in this run
     retry = seen[-1]
-    assert "You may send at most 2 more messages to the user in this run. 1 was already sent" in retry.messages[0].content
+    assert (
+        "You may send at most 2 more messages to the user in this run. 1 was already sent" in retry.messages[0].content
+    )
     # AND that delivery is in the replayed context as the model's own call and its result
-    assert any(m.role == "assistant" and m.tool_calls and m.tool_calls[0].name == "send_message_to_user" for m in retry.messages)
+    assert any(
+        m.role == "assistant" and m.tool_calls and m.tool_calls[0].name == "send_message_to_user"
+        for m in retry.messages
+    )
     assert any(m.role == "tool" and m.content.startswith("delivered (delivery_id=bg:t1#0#0") for m in retry.messages)
     # AND the user got the message once
     assert receiver.texts() == ["first"]

@@ -139,15 +139,14 @@ class RunLedger:
         """Token totals of the run, per provider and overall, with an estimated cost where the
         price table (keyed by provider id, else by model) names a price. JSON-able."""
         return usage_totals(
-            [
-                {"provider_id": c.provider_id, **c.usage.to_dict()}
-                for c in self.calls
-            ],
+            [{"provider_id": c.provider_id, **c.usage.to_dict()} for c in self.calls],
             prices,
         )
 
 
-def usage_totals(calls: list[dict[str, Any]], prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+def usage_totals(
+    calls: list[dict[str, Any]], prices: Mapping[str, Mapping[str, float]] | None = None
+) -> dict[str, Any]:
     """Sum per-call usage dicts (``provider_id``, ``model``, ``input_tokens``, ``output_tokens``,
     ``latency_ms``) per provider and overall; price each provider with ``prices``
     (``{"input_per_mtok": USD, "output_per_mtok": USD}`` per million tokens)."""

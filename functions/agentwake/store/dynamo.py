@@ -386,9 +386,7 @@ class DynamoStore:
             out[item["sk"]["S"][len("STEP#") :]] = json.loads(item["value"]["S"])
         return out
 
-    def journal_put(
-        self, run_id: str, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()
-    ) -> None:
+    def journal_put(self, run_id: str, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         """Journal one step. ``also``: more transaction items written with it in the same call (the
         session's daily token counter), so counting costs no extra round trip."""
         item = {

@@ -21,9 +21,7 @@ _DESCRIPTIONS = {
     "if_nothing_sent": (
         "Send a plain-text message to the user. If you send none, your final answer is sent to the user instead."
     ),
-    "always": (
-        "Send a plain-text message to the user. Your final answer is also sent to them at the end of the run."
-    ),
+    "always": ("Send a plain-text message to the user. Your final answer is also sent to them at the end of the run."),
 }
 
 
