@@ -174,7 +174,7 @@ def usage_totals(
             row["input_tokens"] * float(price.get("input_per_mtok", 0.0))
             + row["output_tokens"] * float(price.get("output_per_mtok", 0.0))
         ) / 1_000_000
-        row["estimated_cost_usd"] = round(cost, 6)
+        row["estimated_cost_usd"] = round(cost, 10)
         total_cost = (total_cost or 0.0) + cost
     input_tokens = sum(r["input_tokens"] for r in by_provider.values())
     output_tokens = sum(r["output_tokens"] for r in by_provider.values())
@@ -184,6 +184,6 @@ def usage_totals(
         "output_tokens": output_tokens,
         "total_tokens": input_tokens + output_tokens,
         "latency_ms": sum(r["latency_ms"] for r in by_provider.values()),
-        "estimated_cost_usd": None if total_cost is None else round(total_cost, 6),
+        "estimated_cost_usd": None if total_cost is None else round(total_cost, 10),
         "by_provider": by_provider,
     }
