@@ -387,3 +387,40 @@ def test_a_retry_replays_the_runs_deliveries_and_says_how_many_remain(
     assert any(m.role == "tool" and m.content.startswith("delivered (delivery_id=bg:t1#0#0") for m in retry.messages)
     # AND the user got the message once
     assert receiver.texts() == ["first"]
+
+
+# --- round trips ---------------------------------------------------------------------------------
+
+
+def test_daily_limits_cost_one_read_per_run_and_no_extra_write(store: DynamoStore, receiver: CountingReceiver) -> None:
+    # GIVEN two sessions with the same agent (a message, a lookup, an answer), one with daily limits
+    script = [send("hello"), {"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]
+    for session, extra in (("plain", {}), ("daily", {"max_tokens_per_day": 10_000, "max_deliveries_per_day": 10})):
+        seed_session(
+            store,
+            session,
+            providers=[{"type": "scripted", "id": "p", "script": script}],
+            delivery={"type": "webhook", "url": receiver.url},
+            **extra,
+        )
+    seed_task(store, "t-plain", "plain")
+    seed_task(store, "t-daily", "daily")
+    calls: list[str] = []
+    store.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    deps = deps_for(store)
+    # WHEN each is woken once
+    wake_for_background_result(message("t-plain", "plain"), deps)
+    plain, calls[:] = list(calls), []
+    wake_for_background_result(message("t-daily", "daily"), deps)
+    daily = list(calls)
+    # THEN the daily limits cost one GetItem (today's counters) and nothing else: the token counter
+    # rides on each step's journal write and the delivery counter on the delivery's own transaction
+    assert len(daily) == len(plain) + 1
+    assert daily.count("GetItem") == plain.count("GetItem") + 1
+    writes = ("PutItem", "TransactWriteItems", "UpdateItem")
+    assert sum(daily.count(w) for w in writes) == sum(plain.count(w) for w in writes)
+    # AND the counters hold what the run spent and sent
+    from agentwake.store.daily import DailyCounters
+
+    tokens, deliveries = DailyCounters(store, "daily").read()
+    assert deliveries == 1 and tokens == store.get_run("bg:t-daily").usage["total_tokens"]  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ from agentwake.agent.journal import StepJournal
 from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.providers import build_provider
 from agentwake.agent.providers.base import Provider
-from agentwake.agent.runner import RunEvent, Runner
+from agentwake.agent.runner import DeliverFinal, RunEvent, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import Message
@@ -99,7 +99,7 @@ def build_runner(
         chain = ProviderChain(providers, retry=policy, clock=clock, deadline=deadline)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    policy_final = getattr(session, "deliver_final", "never")
+    policy_final: DeliverFinal = getattr(session, "deliver_final", "never")
     return Runner(
         model=chain,
         tools=ToolRegistry([SendMessageToUser(channel, final_answer_delivered=policy_final)]),
