@@ -22,8 +22,8 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from tests.support.builders import seed_session, seed_task
 from tests.support.aws import REGION, Resources
+from tests.support.builders import seed_session, seed_task
 from tests.support.faults import Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
 
