@@ -84,6 +84,8 @@ def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(cl
     assert row["run_id"] == f"bg:{task_id}" and row["error_type"] == "BudgetExceeded" and row["attempts"] == 1
     run = cli_json(cli, "runs", "show", f"bg:{task_id}")["run"]
     assert run["status"] == "failed" and run["usage"]["total_tokens"] == 300
+    shown = cli("dlq", "show", row["message_id"][:8]).stdout
+    assert "BudgetExceeded" in shown and "model calls by provider" in shown and "260" in shown
 
     # WHEN the operator redrives it without raising the budget
     assert "moved 1, failed 0" in cli("dlq", "redrive", "--id", row["message_id"][:8]).stdout
@@ -236,3 +238,32 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
     assert all(
         ["provider", "service"] in b["_aws"]["CloudWatchMetrics"][0]["Dimensions"] for b in blobs if "provider" in b
     )
+
+
+def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: Cli, stack: Stack) -> None:
+    # GIVEN a session
+    cli("sessions", "put", "s-set")
+    # WHEN the operator sets the new settings by name
+    shown = cli_json(
+        cli,
+        "sessions",
+        "put",
+        "s-set",
+        "--set",
+        "deliver_final=never",
+        "--set",
+        "max_tokens_per_day=50000",
+        "--set",
+        'prices={"p": {"input_per_mtok": 3, "output_per_mtok": 15}}',
+    )
+    # THEN they are stored, validated, and shown
+    assert (shown["deliver_final"], shown["max_tokens_per_day"]) == ("never", 50000)
+    assert shown["prices"] == {"p": {"input_per_mtok": 3.0, "output_per_mtok": 15.0}}
+    assert "max_tokens_per_day" not in cli("sessions", "show", "s-set").stdout  # shown by meaning, not name
+    assert "50000 per day" in cli("sessions", "show", "s-set").stdout
+    # AND an unknown setting or a bad value is a clear error that changes nothing
+    bad = cli("sessions", "put", "s-set", "--set", "max_tokenz=5", expect=None)
+    assert bad.exit_code != 0 and "NAME a session setting" in bad.output
+    worse = cli("sessions", "put", "s-set", "--set", "deliver_final=sometimes", expect=None)
+    assert worse.exit_code != 0 and "deliver_final" in worse.output
+    assert stack.store.get_session("s-set").deliver_final == "never"  # type: ignore[union-attr]

@@ -263,3 +263,24 @@ def test_the_prompt_says_when_no_delivery_is_left() -> None:
     )
     assert "You may not send any more messages to the user in this run: its cap is reached." in system.content
     assert "3 were already sent in this run; they are shown below." in system.content
+
+
+def test_the_transcript_shows_tokens_per_step_and_the_final_delivery() -> None:
+    import io
+
+    from agentwake.agent.transcript import TranscriptPrinter
+
+    # GIVEN a run printed as a transcript
+    out = io.StringIO()
+    run = runner(
+        [{"text": "the answer", "input_tokens": 42, "output_tokens": 7}],
+        ListChannel(),
+        deliver_final="if_nothing_sent",
+    )
+    run.on_event = TranscriptPrinter(out=out)
+    # WHEN it runs
+    run.run()
+    # THEN each step shows its provider, tokens and latency, and the final answer's delivery
+    text = out.getvalue()
+    assert "step 0: model [p] 42 in / 7 out tokens, 0 ms" in text
+    assert "final answer delivered to the user (bg:t1#final)" in text
