@@ -13,13 +13,14 @@ import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwake.errors import ConfigError
 
 #: marks a variable the deployed template leaves unset (local use only)
-LOCAL_ONLY = {"local_only": True}
+LOCAL_ONLY: dict[str, Any] = {"local_only": True}
 
 
 def _env(name: str, *more: str) -> AliasChoices:
@@ -137,7 +138,7 @@ class Settings(BaseModel):
         return {
             env
             for env, name in cls.env_names().items()
-            if (cls.model_fields[name].json_schema_extra or {}).get("local_only") or not env.startswith("AGENTWAKE_")
+            if _is_local_only(cls.model_fields[name].json_schema_extra) or not env.startswith("AGENTWAKE_")
         }
 
     @classmethod
@@ -179,6 +180,10 @@ def _prices(raw: str | None) -> dict[str, dict[str, float]]:
             'AGENTWAKE_PRICES must be a JSON object like {"bedrock:amazon.nova-lite-v1:0": '
             f'{{"input_per_mtok": 0.06, "output_per_mtok": 0.24}}}}: {exc}'
         ) from exc
+
+
+def _is_local_only(extra: object) -> bool:
+    return isinstance(extra, dict) and bool(extra.get("local_only"))
 
 
 @lru_cache(maxsize=1)
