@@ -165,7 +165,8 @@ def record_gave_up(
         detail=decision.detail,
     )
     logger.error("gave up waiting for the session", extra={"holder": busy.holder, "waited_s": decision.waited_s})
-    store.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind)
+    usage = run.usage if run is not None else None  # what earlier attempts used, unchanged
+    store.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
 
 
 # --------------------------------------------------------------------------------------------
