@@ -138,7 +138,7 @@ def test_a_result_past_the_limit_is_recorded_and_dead_lettered_as_session_busy()
     assert status == "dead-lettered" and queue.calls == []
     [(failure, kw)] = store.failures
     assert (failure.run_id, failure.error_type, failure.attempt) == ("bg:t2", "SessionBusy", 0)
-    assert kw == {"task_id": "t2", "job_id": None, "kind": "background"}
+    assert kw == {"task_id": "t2", "job_id": None, "kind": "background", "usage": None}
     # AND the DLQ copy says why and who held the session
     [(name, sent)] = dlq.calls
     assert name == "send" and sent["error_type"] == "SessionBusy" and "bg:t1" in sent["reason"]
@@ -182,4 +182,4 @@ def test_a_cron_wake_past_the_limit_raises_session_busy_after_recording_it() -> 
     # THEN it raises (Lambda's retries, then CronFailureQueue) with the holder, and the failure is recorded
     assert raised.value.holder == "bg:t1"
     [(failure, kw)] = store.failures
-    assert failure.error_type == "SessionBusy" and kw == {"task_id": None, "job_id": "j1", "kind": "cron"}
+    assert failure.error_type == "SessionBusy" and kw == {"task_id": None, "job_id": "j1", "kind": "cron", "usage": None}
