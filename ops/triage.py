@@ -261,6 +261,20 @@ def _join_run(msg: DlqMessage, store: DynamoStore) -> None:
         msg.last_failure_at = summary.run.ended_at
 
 
+#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
+PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+
+
+def _valid_run_id(body: str) -> str | None:
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    try:
+        return BackgroundResultMessage.parse_body(body).run_id
+    except InvalidMessage:
+        return None
+
+
 def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
     from agentwake.errors import InvalidMessage
     from agentwake.wake.messages import BackgroundResultMessage
@@ -271,7 +285,18 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         msg.session_id = data.get("session_id") if isinstance(data.get("session_id"), str) else None
         msg.payload = data
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
-    if dead_lettered_type:
+    run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES else None
+    if run_id is not None:
+        # a run that failed for good (its budget) was dead-lettered by the handler: join its record
+        msg.kind = "background"
+        msg.run_id = run_id
+        msg.error_type = dead_lettered_type
+        msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
+        msg.error_source = "message-attributes"
+        _join_run(msg, store)
+    elif dead_lettered_type == "SessionBusy":
+        _describe_gave_up_waiting(msg, store)
+    elif dead_lettered_type:
         # a permanent input error the handler dead-lettered itself: it never became a run
         msg.kind = "invalid"
         msg.error_type = dead_lettered_type
@@ -299,6 +324,32 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         task = store.get_task(msg.task_id)
         if task is not None:
             msg.session_id = task.session_id
+
+
+def _describe_gave_up_waiting(msg: DlqMessage, store: DynamoStore) -> None:
+    """A result the handler dead-lettered after waiting past SessionWaitLimit: a run that never
+    started because another run held its session (the reason names that run)."""
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    msg.kind = "background"
+    try:
+        msg.run_id = BackgroundResultMessage.parse_body(msg.body).run_id
+    except InvalidMessage:
+        msg.kind = "invalid"
+    if msg.run_id is not None:
+        _join_run(msg, store)
+        # the run never started: no attempt (the SQS receive count says nothing here)
+        msg.attempts = msg.summary.run.attempts if msg.summary and msg.summary.run else 0
+    msg.error_type = "SessionBusy"
+    msg.error_detail = _attr(msg.message_attributes, ATTR_REASON) or msg.error_detail
+    msg.error_source = "message-attributes"
+    msg.trigger = {
+        "never_ran": "the session was busy",
+        "holder_run_id": _attr(msg.message_attributes, "agentwake-holder-run-id"),
+        "wait_count": _int(_attr(msg.message_attributes, "agentwake-wait-count")),
+        "original_message_id": _attr(msg.message_attributes, ATTR_ORIGINAL_ID),
+    }
 
 
 def _cron_input(data: Any) -> dict[str, Any] | None:

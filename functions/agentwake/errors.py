@@ -77,10 +77,40 @@ class CommitConflict(AgentwakeError):
     retryable = True
 
 
+class BudgetExceeded(RunFailed):
+    """The run went over its token budget (per run, or per session per day). Permanent: retrying
+    the same run spends more of what is already over budget. It is recorded, dead-lettered at once
+    with its reason, and a redrive without a raised budget stops again without calling the model."""
+
+    retryable = False
+
+
+#: runner error types that end a run for good (no retry can help), by the exception they raise
+_PERMANENT_RUN_FAILURES: dict[str, type[RunFailed]] = {"BudgetExceeded": BudgetExceeded}
+
+
+def run_failed(run_id: str, completion_text: str, failure_type: str) -> RunFailed:
+    """The exception for a run that ended in ERROR with ``failure_type`` (a runner error type)."""
+    cls = _PERMANENT_RUN_FAILURES.get(failure_type, RunFailed)
+    return cls(run_id, completion_text, failure_type=failure_type)
+
+
 class SessionBusy(AgentwakeError):
-    """Another wake of the same session holds the lease; try again later."""
+    """Another wake of the same session holds the lease; try again later.
+
+    Carries who waits (``run_id``) and who holds the session (``holder``, a run id), so that a
+    wake that gave up waiting can name the holder to the operator.
+    """
 
     retryable = True
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, session_id: str | None = None, holder: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.session_id = session_id
+        self.holder = holder
 
 
 class ConfigError(AgentwakeError):

@@ -1,4 +1,6 @@
-"""SQS adapters: the dead-letter path for permanent input errors, and the result queue producers use."""
+"""SQS adapters: the dead-letter path (permanent input errors, wakes that gave up waiting for their
+session), and the result queue (producers send to it; a result whose session is busy re-sends
+itself to it with a delay)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,19 @@ from typing import Any
 
 from agentwake.errors import ConfigError
 from agentwake.redact import redact
+
+#: message attributes agentwake puts on a message it dead-letters itself
+ATTR_ERROR_TYPE = "agentwake-error-type"
+ATTR_REASON = "agentwake-reason"
+ATTR_ORIGINAL_ID = "agentwake-original-message-id"
+ATTR_SOURCE = "agentwake-source-queue"
+ATTR_RECEIVE_COUNT = "agentwake-receive-count"
+#: how often a result found its session busy, and since when (epoch milliseconds) it waits
+ATTR_WAIT_COUNT = "agentwake-wait-count"
+ATTR_WAITING_SINCE = "agentwake-waiting-since"
+#: SQS's largest DelaySeconds
+MAX_DELAY_SECONDS = 900
+
 
 #: SQS's whole-message limit (body + attribute names, types and values)
 SQS_MAX_MESSAGE_BYTES = 256 * 1024
@@ -32,19 +47,17 @@ def cut_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
     return data[:room].decode("utf-8", errors="ignore") + marker
 
 
+def _attr(value: Any) -> dict[str, str]:
+    """An attribute value SQS accepts: redacted, only characters SQS allows, at most 1 KiB."""
+    text = cut_utf8(sqs_safe(redact(str(value))).strip(), MAX_ATTRIBUTE_BYTES)
+    return {"DataType": "String", "StringValue": text or "-"}
+
+
 def _attributes_size(attributes: dict[str, dict[str, str]]) -> int:
     return sum(
         len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode("utf-8"))
         for name, value in attributes.items()
     )
-
-
-#: message attributes agentwake puts on a message it dead-letters itself
-ATTR_ERROR_TYPE = "agentwake-error-type"
-ATTR_REASON = "agentwake-reason"
-ATTR_ORIGINAL_ID = "agentwake-original-message-id"
-ATTR_SOURCE = "agentwake-source-queue"
-ATTR_RECEIVE_COUNT = "agentwake-receive-count"
 
 
 class DeadLetters:
@@ -65,11 +78,11 @@ class DeadLetters:
         original_message_id: str,
         source: str = "",
         receive_count: str = "1",
+        extra: dict[str, str] | None = None,
     ) -> str:
         """Move a message to the DLQ with its reason attached. Raises if the send fails."""
         if not self.url:
             raise ConfigError("AGENTWAKE_RESULT_DLQ_URL is not set: cannot dead-letter a permanent input error")
-
         body, attributes = dead_letter_message(
             body=body,
             error_type=error_type,
@@ -77,28 +90,32 @@ class DeadLetters:
             original_message_id=original_message_id,
             source=source,
             receive_count=receive_count,
+            extra=extra,
         )
         resp = self.client.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes)
         return str(resp["MessageId"])
 
 
 def dead_letter_message(
-    *, body: str, error_type: str, reason: str, original_message_id: str, source: str = "", receive_count: str = "1"
+    *,
+    body: str,
+    error_type: str,
+    reason: str,
+    original_message_id: str,
+    source: str = "",
+    receive_count: str = "1",
+    extra: dict[str, str] | None = None,
 ) -> tuple[str, dict[str, dict[str, str]]]:
     """The body and attributes of a dead-lettered message, as SQS accepts them: only characters
     SQS allows, the reason redacted, every value at most 1 KiB, the whole message within 256 KiB."""
-
-    def attr(value: Any) -> dict[str, str]:
-        text = cut_utf8(sqs_safe(redact(str(value))).strip(), MAX_ATTRIBUTE_BYTES)
-        return {"DataType": "String", "StringValue": text or "-"}
-
     attributes = {
-        ATTR_ERROR_TYPE: attr(error_type),
-        ATTR_REASON: attr(reason),
-        ATTR_ORIGINAL_ID: attr(original_message_id),
-        ATTR_SOURCE: attr(source),
-        ATTR_RECEIVE_COUNT: attr(receive_count),
+        ATTR_ERROR_TYPE: _attr(error_type),
+        ATTR_REASON: _attr(reason),
+        ATTR_ORIGINAL_ID: _attr(original_message_id),
+        ATTR_SOURCE: _attr(source),
+        ATTR_RECEIVE_COUNT: _attr(receive_count),
     }
+    attributes.update({name: _attr(value) for name, value in (extra or {}).items()})
     safe_body = sqs_safe(body or "") or "(empty body)"
     notes = []
     if safe_body != (body or "(empty body)"):
@@ -108,5 +125,34 @@ def dead_letter_message(
         safe_body = cut_utf8(safe_body, room, marker="…[truncated to fit the DLQ]")
         notes.append("the body was cut to fit SQS's 256 KiB")
     if notes:
-        attributes[ATTR_BODY_SANITIZED] = attr("; ".join(notes))
+        attributes[ATTR_BODY_SANITIZED] = _attr("; ".join(notes))
     return safe_body, attributes
+
+
+class ResultQueue:
+    """The background-result queue, as the function itself writes to it: a delayed re-send."""
+
+    def __init__(self, queue_url: str | None, *, client: Any = None) -> None:
+        if client is None:
+            from agentwake.store.aws import client as make_client
+
+            client = make_client("sqs")
+        self.url = queue_url
+        self.client = client
+
+    def send_later(
+        self, *, body: str, delay_s: float, attributes: dict[str, dict[str, str]], wait: dict[str, str]
+    ) -> str:
+        """Send ``body`` again, visible after ``delay_s`` (at most 900 s), with the producer's
+        ``attributes`` (SQS API shape) and the ``wait`` state as agentwake attributes. Raises if the send fails."""
+        if not self.url:
+            raise ConfigError("AGENTWAKE_RESULT_QUEUE_URL is not set: cannot re-send a result to wait for its session")
+        merged = {name: value for name, value in attributes.items() if not name.startswith("agentwake-")}
+        merged.update({name: _attr(value) for name, value in wait.items()})
+        resp = self.client.send_message(
+            QueueUrl=self.url,
+            MessageBody=body,
+            DelaySeconds=max(0, min(MAX_DELAY_SECONDS, round(delay_s))),
+            MessageAttributes=merged,
+        )
+        return str(resp["MessageId"])

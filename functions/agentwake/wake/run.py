@@ -16,12 +16,13 @@ from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
 from agentwake.deadline import deadline_after, run_deadline
-from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy
+from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
 from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
+from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
 from agentwake.wake.prompt import WakeKind, build_wake_messages
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
@@ -75,6 +76,10 @@ class WakeOutcome:
     steps: int = 0
     final_text: str = ""
     deliveries: int = 0
+    #: the final answer was delivered to the user (deliver_final), by this attempt or an earlier one
+    final_delivered: bool = False
+    #: tokens, latency and estimated cost of the run (agentwake.agent.ledger.usage_totals)
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None) -> WakeOutcome:
@@ -94,7 +99,18 @@ def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = Non
     def run_once(run: dict[str, str]) -> dict[str, Any]:
         return asdict(_execute(spec, deps, remaining_ms))
 
-    return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+    try:
+        return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    except IdempotencyAlreadyInProgressError as exc:
+        # another copy of this very run is in progress: wait for it like for any busy session
+        raise SessionBusy(
+            f"run {spec.run_id} is in progress in another invocation; this copy will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=spec.run_id,
+        ) from exc
 
 
 def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
@@ -116,8 +132,12 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
     token = store.acquire_lease(spec.session_id, spec.run_id, lease_s)
     if token is None:
         holder = store.lease_holder(spec.session_id)
+        holder_id = holder[0] if holder else None
         raise SessionBusy(
-            f"session {spec.session_id} is busy with run {holder[0] if holder else '?'}; {spec.run_id} will retry"
+            f"session {spec.session_id} is busy with run {holder_id or '?'}; {spec.run_id} will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=holder_id,
         )
     try:
         return _run_leased(spec, deps, remaining_ms)
@@ -145,18 +165,28 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             for e in store.history_window(spec.session_id, session.history_window)
             if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
         ]
-        messages = build_wake_messages(persona=session.persona, kind=spec.kind, wake=spec.wake, history=history)
+        books = open_books(store, session, spec.run_id)
+        messages = build_wake_messages(
+            persona=session.persona,
+            kind=spec.kind,
+            wake=spec.wake,
+            history=history,
+            deliver_final=session.deliver_final,
+            deliveries_left=books.ledger.remaining_deliveries(),
+            deliveries_made=len(books.ledger.deliveries),
+        )
         # every HTTP exchange of the run ends by this (taken first: never later than the chain's)
         http_deadline = deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        channel = RecordingChannel(_channels(session, deps), store)
+        channel = RecordingChannel(_channels(session, deps), store, books.counters)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
             messages=messages,
-            journal=store.journal(spec.run_id),
+            journal=books.journal,
+            ledger=books.ledger,
             channel=channel,
             clock=deps.clock,
             deadline=deadline,
@@ -176,19 +206,22 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         raise
 
     _emit_run_metrics(runner)
+    emit_usage_metrics(runner)
     if runner.state is not AgentState.DONE:
-        _fail(spec, deps, attempt, runner.error_type or "RunFailed", runner.completion_text, runner)
-        raise RunFailed(spec.run_id, runner.completion_text, failure_type=runner.error_type or "RunFailed")
+        error_type = runner.error_type or "RunFailed"
+        _fail(spec, deps, attempt, error_type, runner.completion_text, runner, session=session)
+        raise run_failed(spec.run_id, runner.completion_text, error_type)
 
     try:
         store.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
-            note=spec.note(runner.completion_text),
+            note=note_with_final(spec.note(runner.completion_text), runner),
             steps=runner.steps_done,
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
+            usage=run_usage(runner, session, deps.settings),
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
@@ -215,6 +248,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         # bounded: the outcome is also the Powertools idempotency record (one DynamoDB item)
         final_text=truncate(runner.completion_text, 2000),
         deliveries=len(channel.sent),
+        final_delivered=runner.final_delivery_id is not None,
+        usage=run_usage(runner, session, deps.settings) or {},
     )
 
 
@@ -249,6 +284,7 @@ def _fail(
     runner: Any,
     *,
     best_effort: bool = False,
+    session: Any = None,
 ) -> None:
     failure = FailureRecord(
         run_id=spec.run_id,
@@ -262,7 +298,12 @@ def _fail(
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
     try:
-        deps.store.record_failure(failure, task_id=spec.task_id, job_id=spec.job_id)
+        deps.store.record_failure(
+            failure,
+            task_id=spec.task_id,
+            job_id=spec.job_id,
+            usage=run_usage(runner, session, deps.settings) if getattr(runner, "ledger", None) else None,
+        )
     except Exception:
         if not best_effort:
             raise
