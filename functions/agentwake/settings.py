@@ -16,7 +16,6 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     table_name: str = Field(min_length=1)
-    idempotency_table: str | None = None
     result_queue_url: str | None = None
     result_dlq_url: str | None = None
     schedule_group: str | None = None
@@ -46,7 +45,6 @@ class Settings(BaseModel):
             raise ConfigError("AGENTWAKE_TABLE is not set: point it at the agent table (see template.yaml)")
         return cls(
             table_name=table,
-            idempotency_table=get("AGENTWAKE_IDEMPOTENCY_TABLE"),
             result_queue_url=get("AGENTWAKE_RESULT_QUEUE_URL"),
             result_dlq_url=get("AGENTWAKE_RESULT_DLQ_URL"),
             schedule_group=get("AGENTWAKE_SCHEDULE_GROUP"),

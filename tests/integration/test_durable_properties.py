@@ -19,7 +19,6 @@ from moto import mock_aws
 
 from agentwake.errors import RunFailed
 from agentwake.settings import Settings
-from agentwake.store.idempotency import run_idempotency
 from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -51,11 +50,7 @@ class DurableRuns(RuleBasedStateMachine):
         ddb = boto3.client("dynamodb", region_name=REGION)
         self.store = FaultyStore(res.table, client=ddb)
         self.receiver = CountingReceiver().__enter__()
-        self.deps = WakeDeps(
-            store=self.store,
-            settings=Settings(table_name=res.table),
-            idempotency=run_idempotency(res.idempotency_table, client=ddb),
-        )
+        self.deps = WakeDeps(store=self.store, settings=Settings(table_name=res.table))
         self.broken = {"s0": False, "s1": False}
         for s in self.broken:
             self._put_session(s)

@@ -14,7 +14,6 @@ REGION = "us-east-1"
 @dataclass
 class Resources:
     table: str
-    idempotency_table: str
     queue_url: str
     dlq_url: str
     cron_failure_url: str
@@ -24,7 +23,6 @@ class Resources:
     def env(self) -> dict[str, str]:
         return {
             "AGENTWAKE_TABLE": self.table,
-            "AGENTWAKE_IDEMPOTENCY_TABLE": self.idempotency_table,
             "AGENTWAKE_RESULT_QUEUE_URL": self.queue_url,
             "AGENTWAKE_RESULT_DLQ_URL": self.dlq_url,
             "AGENTWAKE_SCHEDULE_GROUP": self.schedule_group,
@@ -52,12 +50,6 @@ def create_resources(max_receive_count: int = 5) -> Resources:
             }
         ],
     )
-    ddb.create_table(
-        TableName="agentwake-idempotency-test",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
     sqs = boto3.client("sqs", region_name=REGION)
     dlq = sqs.create_queue(QueueName="results-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -72,7 +64,6 @@ def create_resources(max_receive_count: int = 5) -> Resources:
     boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="agentwake-jobs")
     return Resources(
         table="agentwake-test",
-        idempotency_table="agentwake-idempotency-test",
         queue_url=queue,
         dlq_url=dlq,
         cron_failure_url=cron_failures,

@@ -48,7 +48,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bootstrap.wake_deps_for(context)  # build the adapters once, tell idempotency our remaining time
+    bootstrap.wake_deps()  # build the adapters once per process
     return dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )

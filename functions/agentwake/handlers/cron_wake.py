@@ -21,7 +21,7 @@ from agentwake.wake.messages import CronWakeInput
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    deps = bootstrap.wake_deps_for(context)
+    deps = bootstrap.wake_deps()
     try:
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:

@@ -31,7 +31,6 @@ DEFAULT_STACK_NAME = "agentwake"
 #: environment variable -> the stack output it stands for
 ENV_OUTPUTS: dict[str, str] = {
     "AGENTWAKE_TABLE": "AgentTableName",
-    "AGENTWAKE_IDEMPOTENCY_TABLE": "IdempotencyTableName",
     "AGENTWAKE_RESULT_QUEUE_URL": "BackgroundResultQueueUrl",
     "AGENTWAKE_RESULT_DLQ_URL": "BackgroundResultDLQUrl",
     "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
