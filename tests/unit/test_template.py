@@ -22,7 +22,7 @@ FUNCTIONS = {
     "BackgroundResultFunction": "agentwake.handlers.background_result.handler",
     "CronWakeFunction": "agentwake.handlers.cron_wake.handler",
 }
-TABLES = ("AgentTable", "IdempotencyTable")
+TABLES = ("AgentTable",)
 QUEUES = ("BackgroundResultQueue", "BackgroundResultDLQ", "CronFailureQueue", "SchedulerDLQ")
 
 
@@ -105,7 +105,8 @@ def test_environment_carries_every_name_of_the_architecture(template: dict[str, 
     assert env["AGENTWAKE_RUN_TIMEOUT_MARGIN_MS"] == "5000"
     assert env["POWERTOOLS_SERVICE_NAME"] == "agentwake"
     assert env["AGENTWAKE_TABLE"] == {"Ref": "AgentTable"}
-    assert env["AGENTWAKE_IDEMPOTENCY_TABLE"] == {"Ref": "IdempotencyTable"}
+    # no Powertools Idempotency table: the run record, lease and conditional commit give one outcome
+    assert not any("IDEMPOTENCY" in name for name in env)
     assert env["AGENTWAKE_RESULT_QUEUE_URL"] == {"Ref": "BackgroundResultQueue"}
     assert env["AGENTWAKE_RESULT_DLQ_URL"] == {"Ref": "BackgroundResultDLQ"}
     assert env["AGENTWAKE_SCHEDULE_GROUP"] == {"Ref": "ScheduleGroup"}
@@ -127,7 +128,8 @@ def test_function_runtime_architecture_alias_and_handler(template: dict[str, Any
     assert fn["Runtime"] == "python3.13"
     assert fn["Architectures"] == ["arm64"]
     assert fn["AutoPublishAlias"] == "live"
-    assert fn["Tracing"] == "Active"
+    # active tracing off: docs/architecture.md#tracing says why
+    assert fn["Tracing"] == "PassThrough"
     assert fn["Timeout"] == {"Ref": "FunctionTimeout"}
     assert fn["CodeUri"] == "functions/"
     assert fn["Handler"] == FUNCTIONS[logical_id]
@@ -259,13 +261,6 @@ def test_agent_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> 
     assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
 
 
-def test_idempotency_table_is_what_powertools_expects(template: dict[str, Any]) -> None:
-    p = props(template, "IdempotencyTable")
-    assert p["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
-    assert p["AttributeDefinitions"] == [{"AttributeName": "id", "AttributeType": "S"}]
-    assert p["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
-
-
 # ------------------------------------------------------------------ scheduler and IAM
 
 
@@ -307,9 +302,9 @@ def policies(template: dict[str, Any], logical_id: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
-def test_functions_use_both_tables_through_scoped_policy_templates(template: dict[str, Any], logical_id: str) -> None:
+def test_functions_use_the_agent_table_through_a_scoped_policy_template(template: dict[str, Any], logical_id: str) -> None:
     crud = [p["DynamoDBCrudPolicy"]["TableName"] for p in policies(template, logical_id) if "DynamoDBCrudPolicy" in p]
-    assert crud == [{"Ref": "AgentTable"}, {"Ref": "IdempotencyTable"}]
+    assert crud == [{"Ref": "AgentTable"}]
 
 
 def test_only_the_background_function_sends_to_the_result_dlq(template: dict[str, Any]) -> None:
@@ -370,7 +365,6 @@ def test_outputs(template: dict[str, Any]) -> None:
         "SchedulerDLQUrl",
         "SchedulerDLQArn",
         "AgentTableName",
-        "IdempotencyTableName",
         "ScheduleGroupName",
         "SchedulerRoleArn",
         "BackgroundResultFunctionArn",

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from agentwake.store.models import (
@@ -87,10 +88,43 @@ def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
 
 
-def _serializers() -> tuple[Any, Any]:
-    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+def to_attr(value: Any) -> dict[str, Any]:
+    """A plain value as a DynamoDB attribute value (what boto3's TypeSerializer does for the kinds
+    agentwake stores: str, bool, int, float, None, lists and maps), without importing boto3."""
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float | Decimal):
+        return {"N": str(value)}
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, list | tuple):
+        return {"L": [to_attr(v) for v in value]}
+    if isinstance(value, dict):
+        return {"M": {str(k): to_attr(v) for k, v in value.items()}}
+    raise TypeError(f"cannot store a {type(value).__name__} in DynamoDB")
 
-    return TypeSerializer(), TypeDeserializer()
+
+def from_attr(attr: dict[str, Any]) -> Any:
+    """The inverse of ``to_attr``; numbers come back as int when whole, else float."""
+    ((kind, value),) = attr.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        number = Decimal(value)
+        return int(number) if number == number.to_integral_value() else float(number)
+    if kind == "BOOL":
+        return bool(value)
+    if kind == "NULL":
+        return None
+    if kind == "L":
+        return [from_attr(v) for v in value]
+    if kind == "M":
+        return {k: from_attr(v) for k, v in value.items()}
+    if kind == "SS":
+        return set(value)
+    raise TypeError(f"unexpected DynamoDB attribute type {kind}")
 
 
 @dataclass
@@ -124,7 +158,6 @@ class DynamoStore:
         self.db = client
         self.now = now
         self.journal_ttl_s = journal_ttl_days * 86400
-        self._ser, self._deser = _serializers()
 
     # --- item (de)serialisation -------------------------------------------------------------
 
@@ -135,10 +168,10 @@ class DynamoStore:
             if value is None:
                 continue
             plain[key] = json.dumps(value) if key in model.JSON_FIELDS else value
-        return {k: self._ser.serialize(v) for k, v in plain.items()}
+        return {k: to_attr(v) for k, v in plain.items()}
 
     def _load(self, cls: type[M], item: dict[str, Any]) -> M:
-        plain = {k: self._deser.deserialize(v) for k, v in item.items()}
+        plain = {k: from_attr(v) for k, v in item.items()}
         for key in cls.JSON_FIELDS:
             if isinstance(plain.get(key), str):
                 plain[key] = json.loads(plain[key])
