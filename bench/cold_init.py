@@ -61,9 +61,8 @@ BODY = json.dumps(
 
 def _wake() -> None:
     """Everything a first background wake builds before its model call (no network)."""
-    from agentwake.handlers import background_result  # noqa: F401  (what Lambda imports)
-
     from agentwake import bootstrap
+    from agentwake.handlers import background_result  # noqa: F401  (what Lambda imports)
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
     from agentwake.wake.agent_factory import RecordingChannel, build_runner
     from agentwake.wake.messages import BackgroundResultMessage
@@ -91,7 +90,9 @@ def _wake() -> None:
     session = store._load(SessionConfig, session_item)
     store._load(Task, task_item)
     history = [store._load(HistoryEntry, i).to_message() for i in history_items]
-    messages = build_wake_messages(persona=session.persona, kind="background", wake={"task_id": msg.task_id}, history=history)
+    messages = build_wake_messages(
+        persona=session.persona, kind="background", wake={"task_id": msg.task_id}, history=history
+    )
     journal = store.journal(msg.run_id, fresh=True)
     build_runner(
         session=session,

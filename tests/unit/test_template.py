@@ -302,7 +302,9 @@ def policies(template: dict[str, Any], logical_id: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
-def test_functions_use_the_agent_table_through_a_scoped_policy_template(template: dict[str, Any], logical_id: str) -> None:
+def test_functions_use_the_agent_table_through_a_scoped_policy_template(
+    template: dict[str, Any], logical_id: str
+) -> None:
     crud = [p["DynamoDBCrudPolicy"]["TableName"] for p in policies(template, logical_id) if "DynamoDBCrudPolicy" in p]
     assert crud == [{"Ref": "AgentTable"}]
 
