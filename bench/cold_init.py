@@ -43,6 +43,8 @@ ENV = {
     "AGENTWAKE_SCHEDULE_GROUP": "agentwake-jobs",
     "POWERTOOLS_SERVICE_NAME": "agentwake",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
+    # as template.yaml sets it for the functions (it changes nothing for the floor, which has no model)
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",
 }
 
 BODY = json.dumps(
@@ -61,8 +63,13 @@ BODY = json.dumps(
 
 def _wake() -> None:
     """Everything a first background wake builds before its model call (no network)."""
+    import importlib
+
+    # the handler module first, as Lambda imports it (the order matters: Powertools' batch module
+    # imports its pydantic parser models when pydantic is already loaded)
+    importlib.import_module("agentwake.handlers.background_result")
+
     from agentwake import bootstrap
-    from agentwake.handlers import background_result  # noqa: F401  (what Lambda imports)
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
     from agentwake.wake.agent_factory import RecordingChannel, build_runner
     from agentwake.wake.messages import BackgroundResultMessage
