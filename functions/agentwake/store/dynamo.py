@@ -564,11 +564,11 @@ class DynamoStore:
         else:
             raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
         read = WakeRead()
-        models = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
+        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
         for item in found:
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
             if name is not None:
-                setattr(read, name, self._load(models[name], item))  # type: ignore[type-var]
+                setattr(read, name, self._load(models[name], item))
         return read
 
     def begin_run(
@@ -658,6 +658,8 @@ class DynamoStore:
             self._transact(items)
         except self.db.exceptions.TransactionCanceledException as exc:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
+            if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
+                raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
             if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
                 old = failed["run"].get("Item") or {}
                 if old.get("status", {}).get("S") == "succeeded":
