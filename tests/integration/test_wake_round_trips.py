@@ -19,10 +19,10 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.cron import wake_for_cron_job
-from agentwake.wake.messages import BackgroundResultMessage, CronWakeInput
+from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import WakeDeps
-from tests.integration.conftest import OK_SCRIPT, seed_session, seed_task
 from tests.support.aws import REGION
+from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
@@ -52,18 +52,6 @@ def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, CallCounter]]:
 
 def deps(store: DynamoStore) -> WakeDeps:
     return WakeDeps(store=store, settings=Settings.from_env())
-
-
-def message(task_id: str, session_id: str) -> BackgroundResultMessage:
-    return BackgroundResultMessage(
-        task_id=task_id,
-        session_id=session_id,
-        tool_name="web_research",
-        status="succeeded",
-        result_text="r",
-        summary_name="Research",
-        finished_at="2026-11-30T05:00:00Z",
-    )
 
 
 def seed_history(store: DynamoStore, session_id: str, n: int) -> None:

@@ -11,8 +11,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from agentwake.ops import triage
-from agentwake.ops.cli_common import (
+from agentwake_ops import triage
+from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     age,
@@ -26,7 +26,7 @@ from agentwake.ops.cli_common import (
     print_json,
     when,
 )
-from agentwake.ops.triage import DlqMessage, RedriveItem, RedriveReport, Selection
+from agentwake_ops.triage import DlqMessage, RedriveItem, RedriveReport, Selection
 
 app = typer.Typer(
     help="Triage the dead-letter queues: list, show, redrive, delete, purge, export.",
