@@ -217,15 +217,25 @@ def _distribution_files(name: str, seen: set[str]) -> list[tuple[Path, str]]:
     return out
 
 
-def bundle_bytes(*, without_ops: bool = False) -> tuple[int, int]:
-    """(zipped, unzipped) bytes of the CodeUri plus its requirements, zipped like ``sam build``."""
+def code_uris() -> dict[str, Path]:
+    """Each function of template.yaml and its CodeUri."""
+    from agentwake_local.template import load_template
+
+    template = load_template(ROOT / "template.yaml")
+    default = template.body["Globals"]["Function"].get("CodeUri")
+    return {
+        name: ROOT / ((spec.get("Properties") or {}).get("CodeUri") or default)
+        for name, spec in sorted(template.resources.items())
+        if spec.get("Type") == "AWS::Serverless::Function"
+    }
+
+
+def bundle_bytes(code: Path) -> tuple[int, int]:
+    """(zipped, unzipped) bytes of a CodeUri plus its requirements, zipped like ``sam build``."""
     files: list[tuple[Path, str]] = []
-    code = ROOT / "functions"
     for path in sorted(code.rglob("*")):
         rel = path.relative_to(code)
         if path.is_dir() or "__pycache__" in rel.parts or path.suffix == ".pyc":
-            continue
-        if without_ops and rel.parts[:2] == ("agentwake", "ops"):
             continue
         files.append((path, str(rel)))
     seen: set[str] = set()
@@ -279,12 +289,11 @@ def main() -> int:
         f"cold init (CPU, fresh interpreters, median of {r['runs']} alternating pairs): "
         f"floor {r['floor_ms']:.0f} ms, wake {r['wake_ms']:.0f} ms, ratio {r['ratio']:.2f} (budget 1.25)"
     )
-    zipped, raw = bundle_bytes()
-    zipped_rt, raw_rt = bundle_bytes(without_ops=True)
-    for fn in ("BackgroundResultFunction", "CronWakeFunction"):
+    for fn, code in code_uris().items():
+        zipped, raw = bundle_bytes(code)
         print(
-            f"bundle {fn} (CodeUri functions/ + requirements, zipped): {zipped / 1e6:.2f} MB "
-            f"({raw / 1e6:.1f} MB unzipped); without agentwake/ops: {zipped_rt / 1e6:.2f} MB"
+            f"bundle {fn} (CodeUri {code.relative_to(ROOT)}/ + requirements, zipped): "
+            f"{zipped / 1e6:.2f} MB ({raw / 1e6:.1f} MB unzipped)"
         )
     return 0
 
