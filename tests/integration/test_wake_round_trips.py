@@ -74,7 +74,7 @@ def seed_history(store: DynamoStore, session_id: str, n: int) -> None:
 def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
     # GIVEN a session whose agent answers in one step, and its finished task
     store, counter = counted
-    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
     seed_task(store, "t1", "s1")
     # WHEN the task's result wakes the agent
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
@@ -87,6 +87,21 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     assert [e.kind for e in store.history("s1")] == ["marker", "note"]
     assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply"]
     assert store.lease_holder("s1") is None
+
+
+def test_deliver_final_costs_two_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN a one-step agent whose session sends the final answer when nothing else was sent (default)
+    store, counter = counted
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
+    seed_task(store, "t1", "s1")
+    # WHEN it is woken
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN it costs a one-step wake plus two: the final reply is journaled before it is sent (so a
+    # retry cannot send a different answer), and the delivery is recorded at once after the send
+    # (so a crash before the commit cannot send it twice); its journal entry rides on the commit
+    assert len(calls) <= 4 + 2, calls
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply", "final.delivery"]
 
 
 def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(
@@ -110,7 +125,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
 def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
-    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
     store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -70,10 +70,20 @@ class Unwritten:
     """Journal steps and deliveries not yet written: they ride on the next write (commit or failure)."""
 
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    deliveries: list[dict[str, str]] = field(default_factory=list)
+    #: record_delivery keyword arguments (``also``: items counted with that delivery)
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    #: more transaction items that go with the steps (the session's daily token counter)
+    also: list[dict[str, Any]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.deliveries)
+        return bool(self.steps or self.deliveries or self.also)
+
+    def __add__(self, other: Unwritten) -> Unwritten:
+        return Unwritten(
+            steps={**self.steps, **other.steps},
+            deliveries=[*self.deliveries, *other.deliveries],
+            also=[*self.also, *other.also],
+        )
 
 
 class TaskExists(ValueError):
@@ -286,8 +296,11 @@ class DynamoStore:
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
         return self._get(run_pk(run_id), f"DELIVERY#{delivery_id}") is not None
 
-    def _delivery_items(self, *, run_id: str, delivery_id: str, session_id: str, text: str) -> list[tuple[str, Any]]:
-        """The delivery marker (once per delivery id) and its history entry, tagged ``delivery:{id}``."""
+    def _delivery_items(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, Any]]:
+        """The delivery marker (once per delivery id), its history entry and ``also`` (the session's
+        daily delivery counter), tagged ``delivery:{id}``: dropped together if it is recorded already."""
         marker = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": f"DELIVERY#{delivery_id}"},
@@ -305,11 +318,17 @@ class DynamoStore:
         )
         tag = f"delivery:{delivery_id}"
         put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
-        return [(tag, put), (tag, self._history_put(entry))]
+        return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
 
-    def record_delivery(self, *, run_id: str, delivery_id: str, session_id: str, text: str) -> bool:
-        """Append a delivered message to history, once per delivery id. False if already recorded."""
-        items = self._delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text)
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Append a delivered message to history, once per delivery id. False if already recorded.
+
+        ``also``: more transaction items written with it (the session's daily delivery counter)."""
+        items = self._delivery_items(
+            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+        )
         return not self._transact(items, droppable=frozenset({"delivery"}))
 
     # --- tasks --------------------------------------------------------------------------------
@@ -515,18 +534,29 @@ class DynamoStore:
         if not unwritten:
             return []
         items: list[tuple[str, Any]] = [("step", self._step_put(run_id, k, v)) for k, v in unwritten.steps.items()]
+        items += [("step", item) for item in unwritten.also]
         for d in unwritten.deliveries:
             items += self._delivery_items(**d)
         return items
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any], *, unwritten: Unwritten | None = None) -> None:
+    def journal_put(
+        self,
+        run_id: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        unwritten: Unwritten | None = None,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """Journal one completed step. With ``unwritten`` (deliveries sent during this step, steps
-        kept back), all of it lands in one transaction: a delivery's marker, its history entry and
-        the tool result that reports it are never apart."""
-        if not unwritten:
+        kept back) or ``also`` (the session's daily token counter), all of it lands in one
+        transaction: a delivery's marker, its history entry and the tool result that reports it
+        are never apart."""
+        if not unwritten and not also:
             self.db.put_item(**self._step_put(run_id, key, value)["Put"])
             return
-        items = [("step", self._step_put(run_id, key, value)), *self._unwritten_items(run_id, unwritten)]
+        items = [("step", self._step_put(run_id, key, value)), *(("step", item) for item in also)]
+        items += self._unwritten_items(run_id, unwritten)
         self._transact(items, droppable=frozenset({"delivery"}))
 
     def journal(self, run_id: str, *, fresh: bool = False) -> DynamoJournal:
@@ -697,6 +727,7 @@ class DynamoStore:
         disable_job: bool = False,
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed,
         the steps and deliveries not yet written (the run's last step), and the lease released.
@@ -705,6 +736,8 @@ class DynamoStore:
         A lease that is no longer ours (expired and taken) is left alone and the rest committed.
         """
         now = utcnow_iso()
+        # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
+        earlier = self._unwritten_items(run_id, unwritten)
         marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
         note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
         items: list[tuple[str, Any]] = [
@@ -716,13 +749,15 @@ class DynamoStore:
                     "Update": {
                         "TableName": self.table,
                         "Key": self._key(run_pk(run_id), "RUN"),
-                        "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps REMOVE last_error, last_error_type",
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
+                        "REMOVE last_error, last_error_type",
                         "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
-                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                         "ExpressionAttributeValues": {
                             ":s": {"S": "succeeded"},
                             ":now": {"S": now},
                             ":steps": {"N": str(steps)},
+                            ":u": {"S": json.dumps(usage or {})},
                         },
                     }
                 },
@@ -734,7 +769,7 @@ class DynamoStore:
             items.append(
                 ("job", self._job_update(job_id, "completed", last_error=None, last_run_at=now, disable=disable_job))
             )
-        items += self._unwritten_items(run_id, unwritten)
+        items += earlier
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
         try:
@@ -755,6 +790,7 @@ class DynamoStore:
         job_id: str | None = None,
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries not yet written, and the lease released. A task/job deleted mid-run
@@ -779,9 +815,10 @@ class DynamoStore:
                     "Update": {
                         "TableName": self.table,
                         "Key": self._key(run_pk(failure.run_id), "RUN"),
-                        "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, steps = :n",
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
+                        "steps = :n, #u = :u",
                         "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
-                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                         "ExpressionAttributeValues": {
                             ":s": {"S": "failed"},
                             ":ok": {"S": "succeeded"},
@@ -789,6 +826,7 @@ class DynamoStore:
                             ":e": {"S": truncate(failure.detail, 4000)},
                             ":t": {"S": failure.error_type},
                             ":n": {"N": str(failure.steps_done)},
+                            ":u": {"S": json.dumps(usage or {})},
                         },
                     }
                 },
@@ -889,11 +927,15 @@ class DynamoJournal:
     - A retry loads the run's completed steps and recorded delivery ids in one Query; a first
       attempt (no run record before it) has none, and reads nothing.
     - A reply that calls tools is written at once: its tools may act on the world.
-    - A delivery is staged when it is sent and lands in the same transaction as the tool step that
+    - A delivery is staged when it is sent and lands in the same transaction as the step that
       reports it (marker, history entry and tool result together).
-    - The run's last step (a reply without tool calls) is kept back and written by the commit (or
-      failure) transaction; anything kept back is written before a message is sent.
+    - The run's last steps (the reply without tool calls, deliver_final's entry) are kept back and
+      written by the commit (or failure) transaction, with the deliveries they report; anything
+      kept back is written before a message is sent.
     """
+
+    #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
+    LAST_STEP_KEYS = frozenset({"final.delivery"})
 
     def __init__(self, store: DynamoStore, run_id: str, *, fresh: bool = False) -> None:
         self.store = store
@@ -903,38 +945,48 @@ class DynamoJournal:
             self.delivered: set[str] = set()
         else:
             self.entries, self.delivered = store.run_journal(run_id)
+        #: steps kept back, with the deliveries they report and their counter items
         self.pending = Unwritten()
+        #: deliveries sent since the last step was put, not yet reported by any step
+        self.loose: list[dict[str, Any]] = []
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         value = _cap_journal_value(value)
         if self._keep_back(key, value):
-            self.pending.steps[key] = value
+            self.pending = self.pending + Unwritten(steps={key: value}, deliveries=self.loose, also=list(also))
         else:
-            self.store.journal_put(self.run_id, key, value, unwritten=self.pending or None)
+            rest = self.pending + Unwritten(deliveries=self.loose)
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
             self.pending = Unwritten()
+        self.loose = []
         self.entries[key] = value
 
-    @staticmethod
-    def _keep_back(key: str, value: dict[str, Any]) -> bool:
-        """The run's last step: a reply with no tool calls ends the run, so the commit writes it."""
-        return key.endswith(".reply") and not value.get("tool_calls")
+    def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
+        """The run's last step: the commit writes it (a reply with no tool calls ends the run)."""
+        return key in self.LAST_STEP_KEYS or (key.endswith(".reply") and not value.get("tool_calls"))
 
     def flush(self) -> None:
-        """Write whatever was kept back (before anything leaves the process)."""
+        """Write the steps kept back (before anything leaves the process)."""
         if self.pending.steps:
             *earlier, (key, value) = self.pending.steps.items()
-            rest = Unwritten(steps=dict(earlier), deliveries=self.pending.deliveries)
+            rest = Unwritten(steps=dict(earlier), deliveries=self.pending.deliveries, also=self.pending.also)
             self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
             self.pending = Unwritten()
 
-    def unwritten(self) -> Unwritten:
+    def unwritten(self, *, for_commit: bool = False) -> Unwritten:
+        """What the run's last transaction must write. A success also records the deliveries no step
+        reported yet; a failure does not (the step that sent them is redone, and resends them under
+        the same delivery id: the at-least-once edge of docs/durability.md)."""
+        if for_commit:
+            return self.pending + Unwritten(deliveries=self.loose)
         return self.pending
 
     def mark_written(self) -> None:
         self.pending = Unwritten()
+        self.loose = []
 
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
@@ -946,12 +998,21 @@ class DynamoJournal:
     def before_send(self) -> None:
         self.flush()
 
-    def record_delivery(self, *, run_id: str, delivery_id: str, session_id: str, text: str) -> bool:
-        """Stage a sent delivery: it is written with the tool step that reports it."""
-        if run_id != self.run_id:
-            return self.store.record_delivery(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text)
-        self.pending.deliveries.append(
-            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text}
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Stage a sent delivery: it is written with the step that reports it. The final answer's
+        delivery (deliver_final, ``{run_id}#final``) is not reported by a tool step: it is recorded
+        at once, so a crash before the commit cannot send it twice."""
+        if run_id != self.run_id or delivery_id == f"{self.run_id}#final":
+            recorded = self.store.record_delivery(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+            if run_id == self.run_id:
+                self.delivered.add(delivery_id)
+            return recorded
+        self.loose.append(
+            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
         )
         self.delivered.add(delivery_id)
         return True

@@ -15,7 +15,7 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
-from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy
+from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import (
@@ -24,11 +24,11 @@ from agentwake.store.dynamo import (
     Lease,
     LeaseHeld,
     RunAlreadySucceeded,
-    Unwritten,
     WakeRead,
 )
 from agentwake.store.models import FailureRecord
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
+from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
 from agentwake.wake.prompt import WakeKind, build_wake_messages
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
@@ -80,6 +80,10 @@ class WakeOutcome:
     steps: int = 0
     final_text: str = ""
     deliveries: int = 0
+    #: the final answer was delivered to the user (deliver_final), by this attempt or an earlier one
+    final_delivered: bool = False
+    #: tokens, latency and estimated cost of the run (agentwake.agent.ledger.usage_totals)
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 def execute_run(
@@ -159,18 +163,30 @@ def _run_leased(
             for e in store.history_window(spec.session_id, session.history_window)
             if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
         ]
-        messages = build_wake_messages(persona=session.persona, kind=spec.kind, wake=spec.wake, history=history)
+        failed.session = session
+        books = open_books(store, session, spec.run_id, fresh=first_attempt)
+        journal = books.journal if isinstance(books.journal, DynamoJournal) else books.journal.inner
+        failed.journal = journal
+        messages = build_wake_messages(
+            persona=session.persona,
+            kind=spec.kind,
+            wake=spec.wake,
+            history=history,
+            deliver_final=session.deliver_final,
+            deliveries_left=books.ledger.remaining_deliveries(),
+            deliveries_made=len(books.ledger.deliveries),
+        )
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        journal = store.journal(spec.run_id, fresh=first_attempt)
-        failed.journal = journal
-        channel = RecordingChannel(_channels(session, deps), journal)
+        # the journal records the deliveries: each lands with the step that reports it
+        channel = RecordingChannel(_channels(session, deps), journal, books.counters)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
             messages=messages,
-            journal=journal,
+            journal=books.journal,
+            ledger=books.ledger,
             channel=channel,
             clock=deps.clock,
             deadline=deadline,
@@ -189,21 +205,24 @@ def _run_leased(
         raise
 
     _emit_run_metrics(runner)
+    emit_usage_metrics(runner)
     if runner.state is not AgentState.DONE:
-        failed(attempt, runner.error_type or "RunFailed", runner.completion_text, runner)
-        raise RunFailed(spec.run_id, runner.completion_text, failure_type=runner.error_type or "RunFailed")
+        error_type = runner.error_type or "RunFailed"
+        failed(attempt, error_type, runner.completion_text, runner)
+        raise run_failed(spec.run_id, runner.completion_text, error_type)
 
     try:
         store.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
-            note=spec.note(runner.completion_text),
+            note=note_with_final(spec.note(runner.completion_text), runner),
             steps=runner.steps_done,
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
-            unwritten=journal.unwritten(),
+            unwritten=journal.unwritten(for_commit=True),
             lease=lease,
+            usage=run_usage(runner, session, deps.settings),
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
@@ -222,6 +241,8 @@ def _run_leased(
         steps=runner.steps_done,
         final_text=runner.completion_text,
         deliveries=len(channel.sent),
+        final_delivered=runner.final_delivery_id is not None,
+        usage=run_usage(runner, session, deps.settings) or {},
     )
 
 
@@ -256,6 +277,7 @@ class _Failer:
         self.deps = deps
         self.lease = lease
         self.journal: DynamoJournal | None = None
+        self.session: Any = None
 
     def __call__(self, attempt: int, error_type: str, detail: str, runner: Any, *, best_effort: bool = False) -> None:
         spec = self.spec
@@ -275,11 +297,12 @@ class _Failer:
                 failure,
                 task_id=spec.task_id,
                 job_id=spec.job_id,
-                # the steps kept back, so a retry does not pay for them again; not the staged
-                # deliveries: their tool step is not journaled, so the retry redoes it and resends
-                # under the same delivery id (docs/durability.md, the at-least-once edge)
-                unwritten=Unwritten(steps=self.journal.unwritten().steps) if self.journal is not None else None,
+                # the steps kept back, so a retry does not pay for them again; not the deliveries no
+                # step reports yet: that step is redone and resends them under the same delivery id
+                # (docs/durability.md, the at-least-once edge)
+                unwritten=self.journal.unwritten() if self.journal is not None else None,
                 lease=self.lease,
+                usage=run_usage(runner, self.session, self.deps.settings) if getattr(runner, "ledger", None) else None,
             )
         except Exception:
             if not best_effort:
