@@ -164,10 +164,25 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
     broken = [{"type": "scripted", "id": "p", "script": [SCRIPT[0], {"error": "auth"}]}]
     fixed = [{"type": "scripted", "id": "p", "script": [{"text": "replayed"}, {"text": "done"}]}]
     out = []
-    for session, providers in (("k1", one_step), ("k2", two_step), ("k3", broken), ("k4", one_step)):
-        store.put_session(SessionConfig(session_id=session, providers=providers, retry_base_delay_ms=0))
+    for session, providers, final in (
+        ("k1", one_step, "never"),
+        ("k2", two_step, "if_nothing_sent"),
+        ("k3", broken, "if_nothing_sent"),
+        ("k4", one_step, "never"),
+        ("k5", one_step, "if_nothing_sent"),
+    ):
+        store.put_session(
+            SessionConfig(session_id=session, providers=providers, retry_base_delay_ms=0, deliver_final=final)
+        )
         store.put_task(Task(task_id=f"{session}-t", session_id=session, tool_name="bench"))
     out.append(("one-step background", calls.of(lambda: wake_for_background_result(_message("k1-t", "k1"), deps)), 4))
+    out.append(
+        (
+            "one-step background, final answer sent (deliver_final)",
+            calls.of(lambda: wake_for_background_result(_message("k5-t", "k5"), deps)),
+            4 + 1,
+        )
+    )
     out.append(
         (
             "two-step background with a delivery",

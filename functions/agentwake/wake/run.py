@@ -152,7 +152,6 @@ def _run_leased(
     logger.append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=attempt)
 
     runner = None
-    journal: DynamoJournal | None = None
     failed = _Failer(spec, deps, lease)
     try:
         session = read.session
@@ -165,7 +164,8 @@ def _run_leased(
         ]
         failed.session = session
         books = open_books(store, session, spec.run_id, fresh=first_attempt)
-        journal = books.journal if isinstance(books.journal, DynamoJournal) else books.journal.inner
+        # the DynamoDB journal (under the daily token counter's wrapper, if the session has one)
+        journal: DynamoJournal = getattr(books.journal, "inner", books.journal)  # type: ignore[arg-type]
         failed.journal = journal
         messages = build_wake_messages(
             persona=session.persona,
