@@ -24,6 +24,7 @@ TransactWriteItems, so they grow with the table, not with the session.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import re
@@ -273,7 +274,8 @@ def main() -> int:
     parser.add_argument("--long", type=int, default=100_000, help="entries in the long history")
     parser.add_argument("--cold-runs", type=int, default=11, help="alternating cold-init pairs (>= 11)")
     args = parser.parse_args()
-    with mock_aws():
+    # the wakes print their EMF metrics to stdout; the report is what this script prints after
+    with mock_aws(), contextlib.redirect_stdout(io.StringIO()):
         res = create_resources()
         store = DynamoStore(res.table, client=boto3.client("dynamodb", region_name="us-east-1"))
         deps = WakeDeps(store=store, settings=Settings(table_name=res.table))
