@@ -145,10 +145,12 @@ def test_duplicate_concurrent_copies_make_one_run(store: DynamoStore, resources:
     first = threading.Thread(target=lambda: results.append(wake_for_background_result(message("t1", "s1"), deps)))
     first.start()
     assert entered.wait(10)
-    # WHEN a second copy of the same message arrives meanwhile: the session lease (which admits
-    # not even another copy of the run that holds it) turns it away, to be retried later
-    with pytest.raises(SessionBusy, match="busy with run bg:t1"):
+    # WHEN a second copy of the same message arrives meanwhile
+    # THEN the session lease (which admits not even another copy of the run that holds it) turns
+    # it away, and it waits like for any busy session (it is the holder itself)
+    with pytest.raises(SessionBusy, match="busy with run bg:t1") as busy:
         wake_for_background_result(message("t1", "s1"), deps)
+    assert busy.value.holder == "bg:t1"
     release.set()
     first.join(10)
     # THEN exactly one run happened, and the retried copy does nothing

@@ -791,10 +791,27 @@ class DynamoStore:
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries not yet written, and the lease released. A task/job deleted mid-run
-        or a lease no longer ours is left out, and the failure itself is still recorded."""
+        or a lease no longer ours is left out, and the failure itself is still recorded.
+
+        ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        """
+        identity, identity_values = "", {}
+        if kind is not None:
+            identity = (
+                ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
+                "gsi1pk = :g, gsi1sk = :rid, attempts = if_not_exists(attempts, :zero)"
+            )
+            identity_values = {
+                ":k": {"S": kind},
+                ":sid": {"S": failure.session_id},
+                ":rid": {"S": failure.run_id},
+                ":g": {"S": f"RUNS#{failure.session_id}"},
+                ":zero": {"N": "0"},
+            }
         items: list[tuple[str, Any]] = [
             (
                 "failure",
@@ -816,10 +833,11 @@ class DynamoStore:
                         "TableName": self.table,
                         "Key": self._key(run_pk(failure.run_id), "RUN"),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
-                        "steps = :n, #u = :u",
+                        "steps = :n, #u = :u" + identity,
                         "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
                         "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                         "ExpressionAttributeValues": {
+                            **identity_values,
                             ":s": {"S": "failed"},
                             ":ok": {"S": "succeeded"},
                             ":now": {"S": failure.at},

@@ -121,7 +121,10 @@ def execute_run(
         )
     except LeaseHeld as exc:
         raise SessionBusy(
-            f"session {spec.session_id} is busy with run {exc.holder or '?'}; {spec.run_id} will retry"
+            f"session {spec.session_id} is busy with run {exc.holder or '?'}; {spec.run_id} will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=exc.holder,
         ) from exc
     except RunAlreadySucceeded:
         return _already_succeeded(spec, existing.attempts if existing else 0)
