@@ -32,7 +32,6 @@ DEFAULT_STACK_NAME = "agentwake"
 #: (the runtime's own variables are named by agentwake.settings; the rest are the CLI's)
 ENV_OUTPUTS: dict[str, str] = {
     Settings.env_name("table_name"): "AgentTableName",
-    Settings.env_name("idempotency_table"): "IdempotencyTableName",
     Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
     Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
     Settings.env_name("schedule_group"): "ScheduleGroupName",

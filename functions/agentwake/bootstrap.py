@@ -1,13 +1,16 @@
-"""The composition root: settings and adapters, built once per process and cached."""
+"""The composition root: settings and adapters, built once per process and cached.
+
+Cold start builds only what every wake uses: the settings and one DynamoDB client. The Scheduler
+client is made on first use (deleting a run-once job's schedule), the SQS client only when a
+permanent input error is dead-lettered; provider adapters when a session names them.
+"""
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.idempotency import run_idempotency
 from agentwake.store.queues import DeadLetters, ResultQueue
 from agentwake.store.schedules import Schedules
 from agentwake.wake.run import WakeDeps
@@ -20,7 +23,6 @@ def wake_deps() -> WakeDeps:
         store=DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days),
         settings=settings,
         schedules=Schedules(settings.schedule_group),
-        idempotency=run_idempotency(settings.idempotency_table) if settings.idempotency_table else None,
         on_event=_transcript() if settings.transcript else None,
     )
 
@@ -31,15 +33,6 @@ def _transcript():  # type: ignore[no-untyped-def]
     from agentwake.agent.transcript import TranscriptPrinter
 
     return TranscriptPrinter(out=sys.stdout, indent="      ")
-
-
-def wake_deps_for(context: Any) -> WakeDeps:
-    """The cached deps, with Powertools Idempotency told this invocation's remaining time, so an
-    in-progress record left by a run that crashed expires with it and the retry can run."""
-    deps = wake_deps()
-    if deps.idempotency is not None:
-        deps.idempotency.config.register_lambda_context(context)
-    return deps
 
 
 @lru_cache(maxsize=1)

@@ -128,6 +128,7 @@ class JobsService:
                 dlq_arn=targets.scheduler_dlq_arn,
                 max_retries=targets.max_retries,
                 run_once=run_once,
+                session_id=session_id,
             )
         except Exception:
             self.store.delete_job(job_id)  # no job without its schedule
@@ -152,8 +153,9 @@ class JobsService:
 
     def run_now(self, job_id: str, *, now: datetime | None = None) -> str:
         """Invoke the cron function asynchronously, as the schedule would. Returns the run id."""
-        self.get(job_id)
+        job = self.get(job_id)
         stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
         scheduled_time = f"manual-{stamp}"
-        self.invoker(self._targets().cron_function_arn, {"job_id": job_id, "scheduled_time": scheduled_time})
+        payload = {"job_id": job_id, "scheduled_time": scheduled_time, "session_id": job.session_id}
+        self.invoker(self._targets().cron_function_arn, payload)
         return cron_run_id(job_id, scheduled_time)

@@ -33,11 +33,6 @@ class Settings(BaseModel):
     table_name: str = Field(
         min_length=1, validation_alias=_env("AGENTWAKE_TABLE", "table_name"), description="the agent table name"
     )
-    idempotency_table: str | None = Field(
-        default=None,
-        validation_alias=_env("AGENTWAKE_IDEMPOTENCY_TABLE", "idempotency_table"),
-        description="Powertools idempotency table name",
-    )
     result_queue_url: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_RESULT_QUEUE_URL", "result_queue_url"),

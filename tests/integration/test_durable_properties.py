@@ -25,7 +25,6 @@ from moto import mock_aws
 
 from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
-from agentwake.store.idempotency import run_idempotency
 from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -60,8 +59,9 @@ class Parked:
 
 
 class HeldStore:
-    """The store as one run sees it: that run, once it holds the session's lease, stops at its
-    first write (counting the attempt) until ``release`` is set. Everything else is the store."""
+    """The store as one run sees it: that run, once it holds the session's lease, stops right after
+    the write that took it (and counted the attempt) until ``release`` is set. Everything else is
+    the store."""
 
     def __init__(self, inner: FaultyStore, entered: threading.Event, release: threading.Event) -> None:
         self._inner, self._entered, self._release = inner, entered, release
@@ -69,10 +69,12 @@ class HeldStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def begin_attempt(self, run_id: str, **kw: Any) -> int:
+    def begin_run(self, **kw: Any) -> Any:
+        # the lease and the attempt are one write: hold the run right after it
+        lease = self._inner.begin_run(**kw)
         self._entered.set()
         assert self._release.wait(30), "the burst never released its first run"
-        return self._inner.begin_attempt(run_id, **kw)
+        return lease
 
 
 def script(broken: bool) -> list[dict]:
@@ -96,7 +98,6 @@ class DurableRuns(RuleBasedStateMachine):
         self.deps = WakeDeps(
             store=self.store,
             settings=Settings(table_name=res.table, session_wait_limit_s=WAIT_LIMIT_S, session_wait_max_delay_s=30),
-            idempotency=run_idempotency(res.idempotency_table, client=ddb),
         )
         self.now = 1_800_000_000.0  # the model's wall clock, moved by the rules
         self.parked = Parked()
@@ -235,7 +236,6 @@ class DurableRuns(RuleBasedStateMachine):
         gated = WakeDeps(
             store=HeldStore(self.store, entered, release),  # type: ignore[arg-type]
             settings=self.deps.settings,
-            idempotency=self.deps.idempotency,
         )
         first_result: list[tuple[bool, Any]] = []
 

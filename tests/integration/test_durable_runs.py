@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from botocore.exceptions import ClientError
 
 from agentwake.agent.providers import build_provider, scripted
@@ -16,7 +15,6 @@ from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.idempotency import run_idempotency
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, MAX_ITEM_BYTES, item_size
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.run import WakeDeps
@@ -44,12 +42,7 @@ def faulty(resources: Resources) -> FaultyStore:
 
 
 def make_deps(store: DynamoStore, resources: Resources, provider_factory=build_provider) -> WakeDeps:  # type: ignore[no-untyped-def]
-    return WakeDeps(
-        store=store,
-        settings=Settings.from_env(),
-        provider_factory=provider_factory,
-        idempotency=run_idempotency(resources.idempotency_table, client=boto3.client("dynamodb", region_name=REGION)),
-    )
+    return WakeDeps(store=store, settings=Settings.from_env(), provider_factory=provider_factory)
 
 
 def notes(store: DynamoStore, session_id: str) -> list:
@@ -154,10 +147,11 @@ def test_duplicate_concurrent_copies_make_one_run(store: DynamoStore, resources:
     first.start()
     assert entered.wait(10)
     # WHEN a second copy of the same message arrives meanwhile
-    # THEN it finds the run in progress and waits like for a busy session (it is the holder itself)
-    with pytest.raises(SessionBusy) as busy:
+    # THEN the session lease (which admits not even another copy of the run that holds it) turns
+    # it away, and it waits like for any busy session (it is the holder itself)
+    with pytest.raises(SessionBusy, match="busy with run bg:t1") as busy:
         wake_for_background_result(message("t1", "s1"), deps)
-    assert busy.value.holder == "bg:t1" and isinstance(busy.value.__cause__, IdempotencyAlreadyInProgressError)
+    assert busy.value.holder == "bg:t1"
     release.set()
     first.join(10)
     # THEN exactly one run happened, and the retried copy does nothing

@@ -45,6 +45,7 @@ def test_create_job_makes_the_item_and_its_schedule(
     # WHEN a job is created from six cron fields
     job = jobs.create(session_id="session-demo", name="Nightly", cron="0 6 * * ? *", timezone="Europe/Berlin")
     # THEN the job item exists and the schedule targets the alias with the scheduled-time placeholder
+    # (and the session, so the wake reads its config in its first batch read)
     assert store.get_job(job.job_id) is not None
     sched = jobs.schedules.get(job.schedule_name or "")
     assert sched is not None
@@ -53,7 +54,11 @@ def test_create_job_makes_the_item_and_its_schedule(
     assert sched["GroupName"] == resources.schedule_group
     target = sched["Target"]
     assert target["Arn"] == ALIAS_ARN and target["RoleArn"] == ROLE_ARN
-    assert json.loads(target["Input"]) == {"job_id": job.job_id, "scheduled_time": "<aws.scheduler.scheduled-time>"}
+    assert json.loads(target["Input"]) == {
+        "job_id": job.job_id,
+        "scheduled_time": "<aws.scheduler.scheduled-time>",
+        "session_id": "session-demo",
+    }
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 2
     assert target["DeadLetterConfig"]["Arn"] == DLQ_ARN
     assert [j.job_id for j in jobs.list()] == [job.job_id]

@@ -292,3 +292,19 @@ def test_cron_invalid_input_raises_clearly(store: DynamoStore) -> None:
 
     with pytest.raises(InvalidMessage, match="job_id"):
         invoke_cron({"hello": "world"})
+
+
+def test_a_duplicate_record_of_a_succeeded_run_does_nothing(store: DynamoStore) -> None:
+    # GIVEN a batch holding the same result twice (SQS delivers at least once), and a redrive
+    # of it later under a new messageId
+    seed_session(store, "session-demo")
+    seed_task(store, "task-dup", "session-demo")
+    body = result_body("task-dup", "session-demo")
+    # WHEN the batch is handled, then the redriven copy
+    first = invoke_background({"Records": [sqs_record(body, "copy-1"), sqs_record(body, "copy-2")]})
+    again = invoke_background({"Records": [sqs_record(body, "copy-3")]})
+    # THEN no record failed, the run ran once, and there is exactly one note
+    assert first["batchItemFailures"] == [] and again["batchItemFailures"] == []
+    run = store.get_run("bg:task-dup")
+    assert run is not None and run.status == "succeeded" and run.attempts == 1
+    assert [e.kind for e in store.history("session-demo")].count("note") == 1

@@ -15,7 +15,6 @@ REGION = "us-east-1"
 @dataclass
 class Resources:
     table: str
-    idempotency_table: str
     queue_url: str
     dlq_url: str
     cron_failure_url: str
@@ -27,7 +26,6 @@ class Resources:
     def env(self) -> dict[str, str]:
         return {
             "AGENTWAKE_TABLE": self.table,
-            "AGENTWAKE_IDEMPOTENCY_TABLE": self.idempotency_table,
             "AGENTWAKE_RESULT_QUEUE_URL": self.queue_url,
             "AGENTWAKE_RESULT_DLQ_URL": self.dlq_url,
             "AGENTWAKE_SCHEDULE_GROUP": self.schedule_group,
@@ -64,7 +62,6 @@ def create_resources(max_receive_count: int = 5) -> Resources:
     out = stack.outputs
     return Resources(
         table=out["AgentTableName"],
-        idempotency_table=out.get("IdempotencyTableName", ""),
         queue_url=out["BackgroundResultQueueUrl"],
         dlq_url=out["BackgroundResultDLQUrl"],
         cron_failure_url=out["CronFailureQueueUrl"],

@@ -13,8 +13,10 @@ BOUNDARIES = (
     "after_model_reply",  # the reply is journaled, its tool calls not yet run
     "after_tool_result",  # a tool result is journaled, the next step not yet started
     "after_send_before_journal",  # the webhook got the message; history/journal did not
-    "after_delivery_recorded",  # the delivery is in history; its tool result is not journaled
-    "after_journal_before_commit",  # every step journaled; the commit not attempted
+    # the delivery's marker, history entry and tool result land in one transaction, so "in
+    # history but its tool result not journaled" cannot happen: this is the moment right after it
+    "after_delivery_recorded",
+    "after_journal_before_commit",  # every step journaled but the last (the commit writes that); commit not attempted
     "inside_commit_not_landed",  # the commit transaction fails
     "after_commit_landed",  # the commit landed; the Lambda died before returning
 )
@@ -41,15 +43,20 @@ class FaultyStore(DynamoStore):
             raise Crash(boundary)
 
     def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
-        if ".tool." in key and value.get("tool") == "send_message_to_user":
-            self._fire("after_delivery_recorded")
+        unwritten = kw.get("unwritten")
+        delivered = bool(unwritten is not None and unwritten.deliveries)
+        if delivered:
+            self._fire("after_send_before_journal")  # sent; its marker/history/tool step not yet written
         super().journal_put(run_id, key, value, **kw)
         if key.endswith(".reply"):
             self._fire("after_model_reply")
         elif ".tool." in key:
+            if delivered:
+                self._fire("after_delivery_recorded")
             self._fire("after_tool_result")
 
     def record_delivery(self, **kw: Any) -> bool:
+        # a delivery recorded on its own (outside a journaled step)
         self._fire("after_send_before_journal")
         return super().record_delivery(**kw)
 

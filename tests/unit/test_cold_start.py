@@ -6,6 +6,7 @@ Measured for the record with ``python -X importtime -c "import agentwake.handler
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -32,3 +33,39 @@ def test_handler_import_stays_light(handler: str) -> None:
     # THEN nothing heavy that a session might not use is loaded
     assert {m.split(".")[0] for m in loaded} & FORBIDDEN_TOP == set()
     assert loaded & FORBIDDEN_MODULES == set()
+
+
+@pytest.mark.parametrize("handler", ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake"])
+def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handler: str) -> None:
+    # GIVEN a fresh interpreter with the function's environment
+    code = (
+        f"import sys, json, {handler}\n"
+        "from agentwake import bootstrap\n"
+        "from agentwake.store import aws\n"
+        "made = []\n"
+        "real = aws._session().create_client\n"
+        "aws._session().create_client = lambda service, **kw: made.append(service) or real(service, **kw)\n"
+        "bootstrap.wake_deps()\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'clients': made}))\n"
+    )
+    env = {
+        **os.environ,
+        "AGENTWAKE_TABLE": "t",
+        "AGENTWAKE_SCHEDULE_GROUP": "g",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    env.pop("AWS_ENDPOINT_URL", None)
+    # WHEN it imports the handler and builds what the first invocation builds (no AWS call is made)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    result = json.loads(out.stdout)
+    loaded = set(result["modules"])
+    # THEN exactly one client was made, for DynamoDB: SQS and Scheduler clients wait for their paths
+    assert result["clients"] == ["dynamodb"]
+    # AND neither boto3's resource layer, nor X-Ray, nor Powertools' parser models were loaded
+    # (Powertools' batch module loads its pydantic models if pydantic is imported before it)
+    tops = {m.split(".")[0] for m in loaded}
+    assert "boto3" not in tops and "s3transfer" not in tops
+    assert "aws_xray_sdk" not in tops
+    assert "aws_lambda_powertools.utilities.parser" not in loaded

@@ -18,7 +18,8 @@ from agentwake.secrets import resolve_secret
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # built on first use: a wake validates only the channel type its session names (cold start)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class LogSpec(_Spec):
@@ -34,14 +35,17 @@ class WebhookSpec(_Spec):
 
 
 DeliverySpec = Annotated[LogSpec | WebhookSpec, Field(discriminator="type")]
-_SPEC_ADAPTER: TypeAdapter[Any] = TypeAdapter(DeliverySpec)
+_SPECS: dict[str, type[LogSpec | WebhookSpec]] = {"log": LogSpec, "webhook": WebhookSpec}
 
 
 def parse_spec(raw: Any) -> LogSpec | WebhookSpec:
     if not isinstance(raw, dict):
         raise ConfigError(f"a delivery spec must be an object like {{'type': 'log'}}, got {type(raw).__name__}")
+    cls = _SPECS.get(raw.get("type"))  # type: ignore[arg-type]
     try:
-        return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
+        if cls is None:  # the union says what is wrong with the type
+            return TypeAdapter(DeliverySpec).validate_python(raw)  # type: ignore[no-any-return]
+        return cls.model_validate(raw)
     except ValidationError as exc:
         problems = describe_validation_error(exc, whole="(spec)")
         raise ConfigError(f"invalid delivery spec (type {raw.get('type')!r}): {problems}") from exc

@@ -91,7 +91,7 @@ def _parked(record: SQSRecord) -> ParkedRecord:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bootstrap.wake_deps_for(context)  # build the adapters once, tell idempotency our remaining time
+    bootstrap.wake_deps()  # build the adapters once per process
     # one processor per invocation: it holds this batch's successes and failures
     processor = BatchProcessor(event_type=EventType.SQS)
     return dict(

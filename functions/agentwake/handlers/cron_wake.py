@@ -25,7 +25,7 @@ from agentwake.wake.session_wait import WaitState, ran_after_waiting, wait_cron
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    deps = bootstrap.wake_deps_for(context)
+    deps = bootstrap.wake_deps()
     try:
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:

@@ -1,5 +1,10 @@
-"""boto3 clients, created once per process and cached. botocore's standard retry mode handles
-throttling of DynamoDB/SQS/Scheduler calls; we do not hand-roll retries for them."""
+"""AWS clients, created once per process and service, on first use, from one botocore session.
+
+botocore directly, not boto3: the runtime only needs low-level clients, and importing boto3 adds
+its resource layer (and s3transfer) to every cold start. One shared session means the second
+client reuses the first one's loaded endpoint data and credentials. botocore's standard retry mode
+handles throttling of DynamoDB/SQS/Scheduler calls; we do not hand-roll retries for them.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,17 @@ from typing import Any
 
 
 @cache
+def _session() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session()
+
+
+@cache
 def client(service: str, region: str | None = None, endpoint_url: str | None = None) -> Any:
-    import boto3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
+    return _session().create_client(
         service,
         region_name=region,
         endpoint_url=endpoint_url,
@@ -22,3 +33,4 @@ def client(service: str, region: str | None = None, endpoint_url: str | None = N
 
 def reset_clients() -> None:
     client.cache_clear()
+    _session.cache_clear()

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from agentwake.errors import CommitConflict
@@ -36,6 +37,57 @@ class RunAlreadySucceeded(Exception):
     """The commit found the run already succeeded: a duplicate copy, nothing to do."""
 
 
+class LeaseHeld(Exception):
+    """Another run holds the session's lease (or another copy of this run started meanwhile)."""
+
+    def __init__(self, session_id: str, holder: str | None) -> None:
+        super().__init__(f"session {session_id} is busy with run {holder or '?'}")
+        self.session_id = session_id
+        self.holder = holder
+
+
+@dataclass
+class WakeRead:
+    """What a wake reads before it starts, in one BatchGetItem: the run, the task or job, the session."""
+
+    run: RunRecord | None = None
+    task: Task | None = None
+    job: Job | None = None
+    session: SessionConfig | None = None
+
+
+@dataclass
+class Lease:
+    """A held session lease and the attempt it was taken for (one conditional write took both)."""
+
+    session_id: str
+    token: str
+    attempt: int
+    #: set once a commit/failure transaction (or release_lease) deleted it, or it is known lost
+    released: bool = False
+
+
+@dataclass
+class Unwritten:
+    """Journal steps and deliveries not yet written: they ride on the next write (commit or failure)."""
+
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: record_delivery keyword arguments (``also``: items counted with that delivery)
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    #: more transaction items that go with the steps (the session's daily token counter)
+    also: list[dict[str, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.deliveries or self.also)
+
+    def __add__(self, other: Unwritten) -> Unwritten:
+        return Unwritten(
+            steps={**self.steps, **other.steps},
+            deliveries=[*self.deliveries, *other.deliveries],
+            also=[*self.also, *other.also],
+        )
+
+
 class TaskExists(ValueError):
     """A task id is registered already; reusing it would make the new result look like a duplicate."""
 
@@ -48,10 +100,43 @@ def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
 
 
-def _serializers() -> tuple[Any, Any]:
-    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+def to_attr(value: Any) -> dict[str, Any]:
+    """A plain value as a DynamoDB attribute value (what boto3's TypeSerializer does for the kinds
+    agentwake stores: str, bool, int, float, None, lists and maps), without importing boto3."""
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float | Decimal):
+        return {"N": str(value)}
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, list | tuple):
+        return {"L": [to_attr(v) for v in value]}
+    if isinstance(value, dict):
+        return {"M": {str(k): to_attr(v) for k, v in value.items()}}
+    raise TypeError(f"cannot store a {type(value).__name__} in DynamoDB")
 
-    return TypeSerializer(), TypeDeserializer()
+
+def from_attr(attr: dict[str, Any]) -> Any:
+    """The inverse of ``to_attr``; numbers come back as int when whole, else float."""
+    ((kind, value),) = attr.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        number = Decimal(value)
+        return int(number) if number == number.to_integral_value() else float(number)
+    if kind == "BOOL":
+        return bool(value)
+    if kind == "NULL":
+        return None
+    if kind == "L":
+        return [from_attr(v) for v in value]
+    if kind == "M":
+        return {k: from_attr(v) for k, v in value.items()}
+    if kind == "SS":
+        return set(value)
+    raise TypeError(f"unexpected DynamoDB attribute type {kind}")
 
 
 @dataclass
@@ -85,7 +170,6 @@ class DynamoStore:
         self.db = client
         self.now = now
         self.journal_ttl_s = journal_ttl_days * 86400
-        self._ser, self._deser = _serializers()
 
     # --- item (de)serialisation -------------------------------------------------------------
 
@@ -96,10 +180,10 @@ class DynamoStore:
             if value is None:
                 continue
             plain[key] = json.dumps(value) if key in model.JSON_FIELDS else value
-        return {k: self._ser.serialize(v) for k, v in plain.items()}
+        return {k: to_attr(v) for k, v in plain.items()}
 
     def _load(self, cls: type[M], item: dict[str, Any]) -> M:
-        plain = {k: self._deser.deserialize(v) for k, v in item.items()}
+        plain = {k: from_attr(v) for k, v in item.items()}
         for key in cls.JSON_FIELDS:
             if isinstance(plain.get(key), str):
                 plain[key] = json.loads(plain[key])
@@ -129,6 +213,34 @@ class DynamoStore:
             if limit is not None or "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def _transact(
+        self, items: list[tuple[str, dict[str, Any]]], *, droppable: frozenset[str] = frozenset()
+    ) -> set[str]:
+        """One TransactWriteItems of ``(tag, item)`` pairs. When every item whose condition failed
+        has a droppable tag (the part before ``:``), those items are dropped and the rest is written
+        in one more call (a lease that is no longer ours, a task/job deleted mid-run, a delivery
+        recorded already). Returns the dropped tags. Otherwise re-raises TransactionCanceledException
+        with ``failed_tags`` ({tag: cancellation reason}) set on it."""
+        dropped: set[str] = set()
+        while items:
+            try:
+                self.db.transact_write_items(TransactItems=[item for _, item in items])
+                return dropped
+            except self.db.exceptions.TransactionCanceledException as exc:
+                reasons = exc.response.get("CancellationReasons", [])
+                failed = {
+                    tag: r for (tag, _), r in zip(items, reasons, strict=False) if r.get("Code") not in (None, "None")
+                }
+                exc.failed_tags = failed  # type: ignore[attr-defined]
+                if not failed or not all(
+                    r.get("Code") == "ConditionalCheckFailed" and tag.split(":")[0] in droppable
+                    for tag, r in failed.items()
+                ):
+                    raise
+                dropped |= set(failed)
+                items = [(t, i) for t, i in items if t not in failed]
+        return dropped
 
     def _history_sk(self) -> str:
         # time-ordered and unique: nanoseconds since the epoch, then a random suffix
@@ -186,12 +298,11 @@ class DynamoStore:
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
         return self._get(run_pk(run_id), f"DELIVERY#{delivery_id}") is not None
 
-    def record_delivery(
+    def _delivery_items(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
-    ) -> bool:
-        """Append a delivered message to history, once per delivery id. False if already recorded.
-
-        ``also``: more transaction items written with it (the session's daily delivery counter)."""
+    ) -> list[tuple[str, Any]]:
+        """The delivery marker (once per delivery id), its history entry and ``also`` (the session's
+        daily delivery counter), tagged ``delivery:{id}``: dropped together if it is recorded already."""
         marker = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": f"DELIVERY#{delivery_id}"},
@@ -207,26 +318,20 @@ class DynamoStore:
             run_id=run_id,
             delivery_id=delivery_id,
         )
-        try:
-            self.db.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": marker,
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    self._history_put(entry),
-                    *also,
-                ]
-            )
-        except self.db.exceptions.TransactionCanceledException as exc:
-            reasons = exc.response.get("CancellationReasons", [])
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                return False
-            raise
-        return True
+        tag = f"delivery:{delivery_id}"
+        put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
+        return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Append a delivered message to history, once per delivery id. False if already recorded.
+
+        ``also``: more transaction items written with it (the session's daily delivery counter)."""
+        items = self._delivery_items(
+            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+        )
+        return not self._transact(items, droppable=frozenset({"delivery"}))
 
     # --- tasks --------------------------------------------------------------------------------
 
@@ -388,23 +493,229 @@ class DynamoStore:
             out[item["sk"]["S"][len("STEP#") :]] = json.loads(item["value"]["S"])
         return out
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
-        """Journal one step. ``also``: more transaction items written with it in the same call (the
-        session's daily token counter), so counting costs no extra round trip."""
-        item = {
-            "pk": {"S": run_pk(run_id)},
-            "sk": {"S": f"STEP#{key}"},
-            "value": {"S": json.dumps(value, ensure_ascii=False)},
-            "at": {"S": utcnow_iso()},
-            "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+    def run_journal(self, run_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        """A retry's one read of its run: the completed steps and the delivery ids already recorded
+        (one Query of the run's partition, failure records filtered out; sized by the run's steps,
+        never by the conversation)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "FilterExpression": "NOT begins_with(sk, :failure)",
+            "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}, ":failure": {"S": "FAILURE#"}},
+            "ConsistentRead": True,
         }
-        if also:
-            self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": item}}, *also])
-        else:
-            self.db.put_item(TableName=self.table, Item=item)
+        steps: dict[str, dict[str, Any]] = {}
+        delivered: set[str] = set()
+        while True:
+            resp = self.db.query(**kwargs)
+            for item in resp.get("Items", []):
+                sk = item["sk"]["S"]
+                if sk.startswith("STEP#"):
+                    steps[sk[len("STEP#") :]] = json.loads(item["value"]["S"])
+                elif sk.startswith("DELIVERY#"):
+                    delivered.add(sk[len("DELIVERY#") :])
+            if "LastEvaluatedKey" not in resp:
+                return steps, delivered
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
-    def journal(self, run_id: str) -> DynamoJournal:
-        return DynamoJournal(self, run_id)
+    def _step_put(self, run_id: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": run_pk(run_id)},
+                    "sk": {"S": f"STEP#{key}"},
+                    "value": {"S": json.dumps(value, ensure_ascii=False)},
+                    "at": {"S": utcnow_iso()},
+                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                },
+            }
+        }
+
+    def _unwritten_items(self, run_id: str, unwritten: Unwritten | None) -> list[tuple[str, Any]]:
+        if not unwritten:
+            return []
+        items: list[tuple[str, Any]] = [("step", self._step_put(run_id, k, v)) for k, v in unwritten.steps.items()]
+        items += [("step", item) for item in unwritten.also]
+        for d in unwritten.deliveries:
+            items += self._delivery_items(**d)
+        return items
+
+    def journal_put(
+        self,
+        run_id: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        unwritten: Unwritten | None = None,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Journal one completed step. With ``unwritten`` (deliveries sent during this step, steps
+        kept back) or ``also`` (the session's daily token counter), all of it lands in one
+        transaction: a delivery's marker, its history entry and the tool result that reports it
+        are never apart."""
+        if not unwritten and not also:
+            self.db.put_item(**self._step_put(run_id, key, value)["Put"])
+            return
+        items = [("step", self._step_put(run_id, key, value)), *(("step", item) for item in also)]
+        items += self._unwritten_items(run_id, unwritten)
+        self._transact(items, droppable=frozenset({"delivery"}))
+
+    def journal(self, run_id: str, *, fresh: bool = False) -> DynamoJournal:
+        """The run's journal. ``fresh``: the run had no record before this attempt, so there is
+        nothing to read (a first attempt skips the journal read)."""
+        return DynamoJournal(self, run_id, fresh=fresh)
+
+    # --- the wake path: one batch read, one conditional write to start, one transaction to end ---
+
+    def read_wake(
+        self,
+        *,
+        run_id: str,
+        session_id: str | None = None,
+        task_id: str | None = None,
+        job_id: str | None = None,
+    ) -> WakeRead:
+        """The run record, the task or job and the session config in one (consistent) BatchGetItem."""
+        keys: dict[tuple[str, str], str] = {(run_pk(run_id), "RUN"): "run"}
+        if task_id is not None:
+            keys[(f"TASK#{task_id}", "TASK")] = "task"
+        if job_id is not None:
+            keys[(f"JOB#{job_id}", "JOB")] = "job"
+        if session_id is not None:
+            keys[(session_pk(session_id), "CONFIG")] = "session"
+        request: dict[str, Any] = {self.table: {"Keys": [self._key(pk, sk) for pk, sk in keys], "ConsistentRead": True}}
+        found: list[dict[str, Any]] = []
+        for attempt in range(8):
+            resp = self.db.batch_get_item(RequestItems=request)
+            found += resp.get("Responses", {}).get(self.table, [])
+            request = resp.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
+        else:
+            raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
+        read = WakeRead()
+        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
+        for item in found:
+            name = keys.get((item["pk"]["S"], item["sk"]["S"]))
+            if name is not None:
+                setattr(read, name, self._load(models[name], item))
+        return read
+
+    def begin_run(
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        seconds: float,
+        previous: RunRecord | None,
+        job_id: str | None = None,
+    ) -> Lease:
+        """Take the session's lease and count the attempt in one TransactWriteItems.
+
+        Raises LeaseHeld (another run holds the session, or another copy of this run started since
+        ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
+        """
+        now = self.now()
+        token = uuid.uuid4().hex
+        attempt = (previous.attempts if previous is not None else 0) + 1
+        lease_put = {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": session_pk(session_id)},
+                    "sk": {"S": "LEASE"},
+                    "holder": {"S": run_id},
+                    "token": {"S": token},
+                    "lease_until": {"N": f"{now + seconds:.3f}"},
+                    "acquired_at": {"S": utcnow_iso()},
+                },
+                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now",
+                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        values: dict[str, Any] = {
+            ":running": {"S": "running"},
+            ":k": {"S": kind},
+            ":sid": {"S": session_id},
+            ":now": {"S": utcnow_iso()},
+            ":rid": {"S": run_id},
+            ":g": {"S": f"RUNS#{session_id}"},
+            ":n": {"N": str(attempt)},
+        }
+        if previous is None:
+            condition = "attribute_not_exists(pk)"
+        else:
+            # optimistic: the attempt count read with the run is still the one stored
+            values[":succeeded"] = {"S": "succeeded"}
+            values[":prev"] = {"N": str(previous.attempts)}
+            condition = "#s <> :succeeded AND attempts = :prev"
+            if previous.attempts == 0:
+                condition = "#s <> :succeeded AND (attempts = :prev OR attribute_not_exists(attempts))"
+        run_update = {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(run_pk(run_id), "RUN"),
+                "UpdateExpression": (
+                    "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :rid, attempts = :n"
+                ),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+        if job_id is not None:
+            items.append(
+                (
+                    "job",
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": self._key(f"JOB#{job_id}", "JOB"),
+                            "UpdateExpression": "SET #s = :s",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeNames": {"#s": "status"},
+                            "ExpressionAttributeValues": {":s": {"S": "running"}},
+                        }
+                    },
+                )
+            )
+        try:
+            self._transact(items)
+        except self.db.exceptions.TransactionCanceledException as exc:
+            failed: dict[str, Any] = getattr(exc, "failed_tags", {})
+            if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
+                raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
+            if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
+                old = failed["run"].get("Item") or {}
+                if old.get("status", {}).get("S") == "succeeded":
+                    raise RunAlreadySucceeded(run_id) from exc
+                raise LeaseHeld(session_id, run_id) from exc  # another copy of this run started meanwhile
+            if "lease" in failed:
+                holder = (failed["lease"].get("Item") or {}).get("holder", {}).get("S")
+                raise LeaseHeld(session_id, holder) from exc
+            raise
+        return Lease(session_id=session_id, token=token, attempt=attempt)
+
+    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
+        return (
+            "lease",
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": self._key(session_pk(lease.session_id), "LEASE"),
+                    "ConditionExpression": "#t = :me",
+                    "ExpressionAttributeNames": {"#t": "token"},
+                    "ExpressionAttributeValues": {":me": {"S": lease.token}},
+                }
+            },
+        )
 
     def commit_success(
         self,
@@ -416,44 +727,58 @@ class DynamoStore:
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
+        unwritten: Unwritten | None = None,
+        lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
     ) -> None:
-        """One transaction: marker + note in history, run succeeded, task woken / job completed.
+        """One transaction: marker + note in history, run succeeded, task woken / job completed,
+        the steps and deliveries not yet written (the run's last step), and the lease released.
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
+        A lease that is no longer ours (expired and taken) is left alone and the rest committed.
         """
         now = utcnow_iso()
+        # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
+        earlier = self._unwritten_items(run_id, unwritten)
         marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
         note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
-        items = [
-            self._history_put(marker),
-            self._history_put(note_entry),
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": self._key(run_pk(run_id), "RUN"),
-                    "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
-                    "REMOVE last_error, last_error_type",
-                    "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
-                    "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
-                    "ExpressionAttributeValues": {
-                        ":s": {"S": "succeeded"},
-                        ":now": {"S": now},
-                        ":steps": {"N": str(steps)},
-                        ":u": {"S": json.dumps(usage or {})},
-                    },
-                }
-            },
+        items: list[tuple[str, Any]] = [
+            ("marker", self._history_put(marker)),
+            ("note", self._history_put(note_entry)),
+            (
+                "run",
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": self._key(run_pk(run_id), "RUN"),
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
+                        "REMOVE last_error, last_error_type",
+                        "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
+                        "ExpressionAttributeValues": {
+                            ":s": {"S": "succeeded"},
+                            ":now": {"S": now},
+                            ":steps": {"N": str(steps)},
+                            ":u": {"S": json.dumps(usage or {})},
+                        },
+                    }
+                },
+            ),
         ]
         if task_id is not None:
-            items.append(self._task_update(task_id, "woken", None))
+            items.append(("task", self._task_update(task_id, "woken", None)))
         if job_id is not None:
-            items.append(self._job_update(job_id, "completed", last_error=None, last_run_at=now, disable=disable_job))
+            items.append(
+                ("job", self._job_update(job_id, "completed", last_error=None, last_run_at=now, disable=disable_job))
+            )
+        items += earlier
+        if lease is not None and not lease.released:
+            items.append(self._lease_delete(lease))
         try:
-            self.db.transact_write_items(TransactItems=items)
+            self._transact(items, droppable=frozenset({"lease", "delivery"}))
         except self.db.exceptions.TransactionCanceledException as exc:
-            reasons = exc.response.get("CancellationReasons", [])
-            if len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
+            run_reason = getattr(exc, "failed_tags", {}).get("run")
+            if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
                 # read, not assumed: only a run already succeeded is a duplicate to ignore
                 run = self.get_run(run_id)
                 if run is not None and run.status == "succeeded":
@@ -464,6 +789,8 @@ class DynamoStore:
                     "not a duplicate of a succeeded run"
                 ) from exc
             raise
+        if lease is not None:
+            lease.released = True  # deleted, or found not ours any more
 
     def record_failure(
         self,
@@ -471,10 +798,14 @@ class DynamoStore:
         *,
         task_id: str | None = None,
         job_id: str | None = None,
+        unwritten: Unwritten | None = None,
+        lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
     ) -> None:
-        """One transaction: the failure record, run failed + last error, task/job failed + last_error.
+        """One transaction: the failure record, run failed + last error, task/job failed + last_error,
+        the steps and deliveries not yet written, and the lease released. A task/job deleted mid-run
+        or a lease no longer ours is left out, and the failure itself is still recorded.
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
         """
@@ -491,54 +822,59 @@ class DynamoStore:
                 ":g": {"S": f"RUNS#{failure.session_id}"},
                 ":zero": {"N": "0"},
             }
-        items: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": self._item(
-                        failure,
-                        run_pk(failure.run_id),
-                        f"FAILURE#{failure.attempt:05d}#{failure.at}",
-                    ),
-                }
-            },
-            {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": self._key(run_pk(failure.run_id), "RUN"),
-                    "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
-                    "steps = :n, #u = :u" + identity,
-                    "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
-                    "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
-                    "ExpressionAttributeValues": {
-                        **identity_values,
-                        ":s": {"S": "failed"},
-                        ":ok": {"S": "succeeded"},
-                        ":now": {"S": failure.at},
-                        ":e": {"S": truncate(failure.detail, 4000)},
-                        ":t": {"S": failure.error_type},
-                        ":n": {"N": str(failure.steps_done)},
-                        ":u": {"S": json.dumps(usage or {})},
-                    },
-                }
-            },
+        items: list[tuple[str, Any]] = [
+            (
+                "failure",
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._item(
+                            failure,
+                            run_pk(failure.run_id),
+                            f"FAILURE#{failure.attempt:05d}#{failure.at}",
+                        ),
+                    }
+                },
+            ),
+            (
+                "run",
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": self._key(run_pk(failure.run_id), "RUN"),
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
+                        "steps = :n, #u = :u" + identity,
+                        "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
+                        "ExpressionAttributeValues": {
+                            **identity_values,
+                            ":s": {"S": "failed"},
+                            ":ok": {"S": "succeeded"},
+                            ":now": {"S": failure.at},
+                            ":e": {"S": truncate(failure.detail, 4000)},
+                            ":t": {"S": failure.error_type},
+                            ":n": {"N": str(failure.steps_done)},
+                            ":u": {"S": json.dumps(usage or {})},
+                        },
+                    }
+                },
+            ),
         ]
-        targets = []
         if task_id is not None:
-            targets.append(self._task_update(task_id, "failed", failure.detail))
+            items.append(("target", self._task_update(task_id, "failed", failure.detail)))
         if job_id is not None:
-            targets.append(
-                self._job_update(job_id, "failed", last_error=failure.detail, last_run_at=None, disable=False)
+            items.append(
+                (
+                    "target",
+                    self._job_update(job_id, "failed", last_error=failure.detail, last_run_at=None, disable=False),
+                )
             )
-        try:
-            self.db.transact_write_items(TransactItems=items + targets)
-        except self.db.exceptions.TransactionCanceledException as exc:
-            reasons = exc.response.get("CancellationReasons", [])
-            gone = [r.get("Code") for r in reasons[len(items) :]]
-            if not targets or "ConditionalCheckFailed" not in gone:
-                raise
-            # the task/job was deleted mid-run: the failure itself must still be recorded
-            self.db.transact_write_items(TransactItems=items)
+        items += self._unwritten_items(failure.run_id, unwritten)
+        if lease is not None and not lease.released:
+            items.append(self._lease_delete(lease))
+        self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+        if lease is not None:
+            lease.released = True
 
     def failures(self, run_id: str) -> list[FailureRecord]:
         return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), "FAILURE#")]
@@ -614,23 +950,100 @@ class DynamoStore:
 
 
 class DynamoJournal:
-    """The StepJournal port on DynamoDB: loads the run's completed steps once, writes each new one."""
+    """The StepJournal port on DynamoDB, and the recorder of the run's deliveries.
 
-    def __init__(self, store: DynamoStore, run_id: str) -> None:
+    - A retry loads the run's completed steps and recorded delivery ids in one Query; a first
+      attempt (no run record before it) has none, and reads nothing.
+    - A reply that calls tools is written at once: its tools may act on the world.
+    - A delivery is staged when it is sent and lands in the same transaction as the step that
+      reports it (marker, history entry and tool result together).
+    - The run's last steps (the reply without tool calls, deliver_final's entry) are kept back and
+      written by the commit (or failure) transaction, with the deliveries they report; anything
+      kept back is written before a message is sent.
+    """
+
+    #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
+    LAST_STEP_KEYS = frozenset({"final.delivery"})
+
+    def __init__(self, store: DynamoStore, run_id: str, *, fresh: bool = False) -> None:
         self.store = store
         self.run_id = run_id
-        self.entries = store.journal_entries(run_id)
+        if fresh:
+            self.entries: dict[str, dict[str, Any]] = {}
+            self.delivered: set[str] = set()
+        else:
+            self.entries, self.delivered = store.run_journal(run_id)
+        #: steps kept back, with the deliveries they report and their counter items
+        self.pending = Unwritten()
+        #: deliveries sent since the last step was put, not yet reported by any step
+        self.loose: list[dict[str, Any]] = []
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
     def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         value = _cap_journal_value(value)
-        if also:
-            self.store.journal_put(self.run_id, key, value, also=also)
+        if self._keep_back(key, value):
+            self.pending = self.pending + Unwritten(steps={key: value}, deliveries=self.loose, also=list(also))
         else:
-            self.store.journal_put(self.run_id, key, value)
+            rest = self.pending + Unwritten(deliveries=self.loose)
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
+            self.pending = Unwritten()
+        self.loose = []
         self.entries[key] = value
+
+    def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
+        """The run's last step: the commit writes it (a reply with no tool calls ends the run)."""
+        return key in self.LAST_STEP_KEYS or (key.endswith(".reply") and not value.get("tool_calls"))
+
+    def flush(self) -> None:
+        """Write the steps kept back (before anything leaves the process)."""
+        if self.pending.steps:
+            *earlier, (key, value) = self.pending.steps.items()
+            rest = Unwritten(steps=dict(earlier), deliveries=self.pending.deliveries, also=self.pending.also)
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
+            self.pending = Unwritten()
+
+    def unwritten(self, *, for_commit: bool = False) -> Unwritten:
+        """What the run's last transaction must write. A success also records the deliveries no step
+        reported yet; a failure does not (the step that sent them is redone, and resends them under
+        the same delivery id: the at-least-once edge of docs/durability.md)."""
+        if for_commit:
+            return self.pending + Unwritten(deliveries=self.loose)
+        return self.pending
+
+    def mark_written(self) -> None:
+        self.pending = Unwritten()
+        self.loose = []
+
+    # --- the recorder port of RecordingChannel -----------------------------------------------
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool:
+        if run_id != self.run_id:
+            return self.store.has_delivery(run_id, delivery_id)
+        return delivery_id in self.delivered
+
+    def before_send(self) -> None:
+        self.flush()
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Stage a sent delivery: it is written with the step that reports it. The final answer's
+        delivery (deliver_final, ``{run_id}#final``) is not reported by a tool step: it is recorded
+        at once, so a crash before the commit cannot send it twice."""
+        if run_id != self.run_id or delivery_id == f"{self.run_id}#final":
+            recorded = self.store.record_delivery(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+            if run_id == self.run_id:
+                self.delivered.add(delivery_id)
+            return recorded
+        self.loose.append(
+            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
+        )
+        self.delivered.add(delivery_id)
+        return True
 
 
 def _cap_journal_value(value: dict[str, Any]) -> dict[str, Any]:

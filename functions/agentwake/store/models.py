@@ -40,7 +40,8 @@ def truncate(text: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 class _Stored(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # built on first use, not at import: a wake validates only the few kinds it reads (cold start)
+    model_config = ConfigDict(extra="ignore", defer_build=True)
     #: fields stored as JSON strings (nested structures; avoids DynamoDB Decimal round trips)
     JSON_FIELDS: ClassVar[frozenset[str]] = frozenset()
 

@@ -11,12 +11,17 @@ from agentwake.errors import ConfigError
 
 class Schedules:
     def __init__(self, group: str | None, *, client: Any = None) -> None:
-        if client is None:
+        self.group = group
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        """Made on first use: most wakes never touch a schedule, so cold start does not build it."""
+        if self._client is None:
             from agentwake.store.aws import client as make_client
 
-            client = make_client("scheduler")
-        self.group = group
-        self.client = client
+            self._client = make_client("scheduler")
+        return self._client
 
     def _group(self) -> str:
         if not self.group:
@@ -35,12 +40,16 @@ class Schedules:
         dlq_arn: str | None = None,
         max_retries: int = 2,
         run_once: bool = False,
+        session_id: str | None = None,
     ) -> None:
+        wake: dict[str, str] = {"job_id": job_id, "scheduled_time": "<aws.scheduler.scheduled-time>"}
+        if session_id:
+            wake["session_id"] = session_id  # lets the wake read the session config in its first batch read
         target: dict[str, Any] = {
             "Arn": target_arn,
             "RoleArn": role_arn,
             # <aws.scheduler.scheduled-time> is replaced by the Scheduler at each firing
-            "Input": json.dumps({"job_id": job_id, "scheduled_time": "<aws.scheduler.scheduled-time>"}),
+            "Input": json.dumps(wake),
             "RetryPolicy": {"MaximumRetryAttempts": max_retries, "MaximumEventAgeInSeconds": 3600},
         }
         if dlq_arn:

@@ -21,8 +21,9 @@ from agentwake.errors import ConfigError, StepInterrupted
 
 class RecordingChannel:
     """Sends through the target session's own channel; a delivery already recorded is never sent
-    again, and each delivered message is appended to that session's history at once, whatever
-    the run's outcome later.
+    again, and each delivered message is appended to that session's history whatever the run's
+    outcome later: the DynamoDB journal stages it and writes it in the same transaction as the
+    tool step that reports the send (docs/durability.md).
 
     The at-least-once edge: a crash after ``send`` and before ``record_delivery`` means a retry
     sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
@@ -38,6 +39,9 @@ class RecordingChannel:
     def send(self, delivery: Delivery) -> None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
             return
+        before_send = getattr(self.recorder, "before_send", None)
+        if before_send is not None:
+            before_send()  # every step kept back so far is durable before anything leaves
         # DeliveryError here (incl. an unknown target session) is a tool result the model sees
         self.channel_for(delivery.session_id).send(delivery)
         self.sent.append(delivery)

@@ -27,9 +27,10 @@ class RunBooks:
     counters: Any = None
 
 
-def open_books(store: Any, session: Any, run_id: str) -> RunBooks:
-    """The run's journal and ledger. Costs one extra read only for a session with daily limits."""
-    journal: Any = store.journal(run_id)
+def open_books(store: Any, session: Any, run_id: str, *, fresh: bool = False) -> RunBooks:
+    """The run's journal and ledger. Costs one extra read only for a session with daily limits.
+    ``fresh``: a first attempt, whose journal is empty and is not read."""
+    journal: Any = store.journal(run_id, fresh=fresh)
     counters = None
     tokens_today = deliveries_today = 0
     if has_daily_limits(session):

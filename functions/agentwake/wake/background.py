@@ -30,7 +30,9 @@ def wake_for_background_result(
     Nothing is written before the task, its token and its session are checked.
     """
     logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=msg.run_id)
-    task = deps.store.get_task(msg.task_id)
+    # one batch read: the task, the run and the session config (checked against the task below)
+    read = deps.store.read_wake(run_id=msg.run_id, task_id=msg.task_id, session_id=msg.session_id)
+    task = read.task
     if task is None:
         raise UnknownTask(f"no task is registered with id {msg.task_id!r}")
     if not task.token_matches(msg.task_token):
@@ -63,4 +65,4 @@ def wake_for_background_result(
         note=lambda final: background_note(msg, final, task),
         task_id=msg.task_id,
     )
-    return execute_run(spec, deps, remaining_ms=remaining_ms)
+    return execute_run(spec, deps, remaining_ms=remaining_ms, read=read)

@@ -23,7 +23,9 @@ def wake_for_cron_job(
 ) -> WakeOutcome | None:
     """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR."""
     logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
-    job = deps.store.get_job(wake.job_id)
+    # one batch read: the job, the run, and the session config when the schedule names the session
+    read = deps.store.read_wake(run_id=wake.run_id, job_id=wake.job_id, session_id=wake.session_id)
+    job = read.job
     if job is None or not job.enabled:
         logger.warning(
             "cron wake for a job that does not exist; nothing to do"
@@ -33,6 +35,9 @@ def wake_for_cron_job(
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         return None
     logger.append_keys(session_id=job.session_id)
+    if read.session is None or read.session.session_id != job.session_id:
+        # the job is the authority on its session: a schedule that named none (or another) costs a read
+        read.session = deps.store.get_session(job.session_id)
     spec = RunSpec(
         run_id=wake.run_id,
         kind="cron",
@@ -50,7 +55,7 @@ def wake_for_cron_job(
         job_id=job.job_id,
         disable_job_on_success=job.run_once,
     )
-    outcome = execute_run(spec, deps, remaining_ms=remaining_ms)
+    outcome = execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
     if job.run_once and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
         # the job is already disabled by the commit; a schedule that fires again finds it disabled
         try:

@@ -101,12 +101,15 @@ def _depth(data: Any) -> int:
 
 
 class CronWakeInput(BaseModel):
-    """The EventBridge Scheduler input: ``{"job_id": ..., "scheduled_time": <aws.scheduler.scheduled-time>}``."""
+    """The EventBridge Scheduler input: ``{"job_id": ..., "scheduled_time": <aws.scheduler.scheduled-time>,
+    "session_id": ...}``. ``session_id`` only lets the wake read the session config in its first
+    batch read; the job item stays the authority on which session the job belongs to."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     job_id: str = Field(pattern=ID_PATTERN)
     scheduled_time: str = Field(min_length=1, max_length=64)
+    session_id: str | None = Field(default=None, pattern=ID_PATTERN)
 
     @property
     def run_id(self) -> str:

@@ -19,7 +19,14 @@ from agentwake.deadline import deadline_after, run_deadline
 from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
-from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
+from agentwake.store.dynamo import (
+    DynamoJournal,
+    DynamoStore,
+    Lease,
+    LeaseHeld,
+    RunAlreadySucceeded,
+    WakeRead,
+)
 from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
 from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
@@ -50,8 +57,6 @@ class WakeDeps:
     on_event: Callable[[RunEvent], None] | None = None
     #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
     schedules: Any = None
-    #: Powertools idempotency on the run id (agentwake.store.idempotency); None runs without it
-    idempotency: Any = None
 
 
 @dataclass(frozen=True)
@@ -82,44 +87,21 @@ class WakeOutcome:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
-def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None) -> WakeOutcome:
-    """Run once per run id: through Powertools Idempotency when configured."""
-    if deps.idempotency is None:
-        return _execute(spec, deps, remaining_ms)
-    from dataclasses import asdict
+def execute_run(
+    spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None, read: WakeRead | None = None
+) -> WakeOutcome:
+    """Run once per run id. Exactly one outcome comes from the run record (a succeeded run is not
+    run again), the session lease (taken with the attempt count in one conditional write: two
+    copies never run at once) and the conditional commit (a second note cannot land).
 
-    from aws_lambda_powertools.utilities.idempotency import idempotent_function
-
-    @idempotent_function(
-        data_keyword_argument="run",
-        config=deps.idempotency.config,
-        persistence_store=deps.idempotency.persistence,
-        key_prefix="agentwake-run",
-    )
-    def run_once(run: dict[str, str]) -> dict[str, Any]:
-        return asdict(_execute(spec, deps, remaining_ms))
-
-    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
-
-    try:
-        return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
-    except IdempotencyAlreadyInProgressError as exc:
-        # another copy of this very run is in progress: wait for it like for any busy session
-        raise SessionBusy(
-            f"run {spec.run_id} is in progress in another invocation; this copy will retry",
-            run_id=spec.run_id,
-            session_id=spec.session_id,
-            holder=spec.run_id,
-        ) from exc
-
-
-def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
+    ``read`` is what the wake use case read in its one batch read (run, task/job, session config).
+    """
     store = deps.store
-    existing = store.get_run(spec.run_id)
+    if read is None:
+        read = store.read_wake(run_id=spec.run_id, session_id=spec.session_id)
+    existing = read.run
     if existing is not None and existing.status == "succeeded":
-        logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
-        metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
-        return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=existing.attempts)
+        return _already_succeeded(spec, existing.attempts)
 
     if remaining_ms is not None and remaining_ms < deps.settings.min_run_budget_ms:
         # late in a batch: starting now would end in a deadline ERROR that burns a retry and
@@ -129,35 +111,54 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
             f"{spec.run_id} will run on a later receive"
         )
     lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
-    token = store.acquire_lease(spec.session_id, spec.run_id, lease_s)
-    if token is None:
-        holder = store.lease_holder(spec.session_id)
-        holder_id = holder[0] if holder else None
+    try:
+        lease = store.begin_run(
+            run_id=spec.run_id,
+            kind=spec.kind,
+            session_id=spec.session_id,
+            seconds=lease_s,
+            previous=existing,
+            job_id=spec.job_id,
+        )
+    except LeaseHeld as exc:
         raise SessionBusy(
-            f"session {spec.session_id} is busy with run {holder_id or '?'}; {spec.run_id} will retry",
+            f"session {spec.session_id} is busy with run {exc.holder or '?'}; {spec.run_id} will retry",
             run_id=spec.run_id,
             session_id=spec.session_id,
-            holder=holder_id,
-        )
+            holder=exc.holder,
+        ) from exc
+    except RunAlreadySucceeded:
+        return _already_succeeded(spec, existing.attempts if existing else 0)
     try:
-        return _run_leased(spec, deps, remaining_ms)
+        return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
     finally:
-        store.release_lease(spec.session_id, token)
+        if not lease.released:
+            store.release_lease(spec.session_id, lease.token)
 
 
-def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
+def _already_succeeded(spec: RunSpec, attempt: int) -> WakeOutcome:
+    logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
+    metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
+    return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
+
+
+def _run_leased(
+    spec: RunSpec,
+    deps: WakeDeps,
+    remaining_ms: int | None,
+    lease: Lease,
+    read: WakeRead,
+    *,
+    first_attempt: bool,
+) -> WakeOutcome:
     store = deps.store
-    try:
-        attempt = store.begin_attempt(spec.run_id, kind=spec.kind, session_id=spec.session_id)
-    except store.db.exceptions.ConditionalCheckFailedException:
-        return WakeOutcome(run_id=spec.run_id, status="already_succeeded")
+    attempt = lease.attempt
     logger.append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=attempt)
-    if spec.job_id:
-        store.set_job_running(spec.job_id)
 
     runner = None
+    failed = _Failer(spec, deps, lease)
     try:
-        session = store.get_session(spec.session_id)
+        session = read.session
         if session is None:
             raise ConfigError(f"session {spec.session_id} has no config (agentwake sessions put {spec.session_id})")
         history = [
@@ -165,7 +166,11 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             for e in store.history_window(spec.session_id, session.history_window)
             if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
         ]
-        books = open_books(store, session, spec.run_id)
+        failed.session = session
+        books = open_books(store, session, spec.run_id, fresh=first_attempt)
+        # the DynamoDB journal (under the daily token counter's wrapper, if the session has one)
+        journal: DynamoJournal = getattr(books.journal, "inner", books.journal)  # type: ignore[arg-type]
+        failed.journal = journal
         messages = build_wake_messages(
             persona=session.persona,
             kind=spec.kind,
@@ -180,7 +185,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        channel = RecordingChannel(_channels(session, deps), store, books.counters)
+        # the journal records the deliveries: each lands with the step that reports it
+        channel = RecordingChannel(_channels(session, deps), journal, books.counters)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
@@ -198,18 +204,18 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         with run_deadline(http_deadline):
             runner.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
-        _fail(spec, deps, attempt, exc.error_type, str(exc), runner)
+        failed(attempt, exc.error_type, str(exc), runner)
         raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
     except Exception as exc:
         # a crash (store outage, bug): record it for the operator, then let the trigger retry
-        _fail(spec, deps, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
+        failed(attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
         raise
 
     _emit_run_metrics(runner)
     emit_usage_metrics(runner)
     if runner.state is not AgentState.DONE:
         error_type = runner.error_type or "RunFailed"
-        _fail(spec, deps, attempt, error_type, runner.completion_text, runner, session=session)
+        failed(attempt, error_type, runner.completion_text, runner)
         raise run_failed(spec.run_id, runner.completion_text, error_type)
 
     try:
@@ -221,6 +227,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
+            unwritten=journal.unwritten(for_commit=True),
+            lease=lease,
             usage=run_usage(runner, session, deps.settings),
         )
     except RunAlreadySucceeded:
@@ -228,16 +236,9 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
     except Exception as exc:
         # throttled, conflicting or cancelled commit: the run is not a success; say why, then retry
-        _fail(
-            spec,
-            deps,
-            attempt,
-            type(exc).__name__,
-            f"the commit failed: {type(exc).__name__}: {exc}",
-            runner,
-            best_effort=True,
-        )
+        failed(attempt, type(exc).__name__, f"the commit failed: {type(exc).__name__}: {exc}", runner, best_effort=True)
         raise
+    journal.mark_written()
     metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": runner.steps_done, "replayed_steps": runner.replayed_steps})
     return WakeOutcome(
@@ -245,7 +246,7 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         status="succeeded",
         attempt=attempt,
         steps=runner.steps_done,
-        # bounded: the outcome is also the Powertools idempotency record (one DynamoDB item)
+        # bounded: the outcome is returned to the handler and may be logged
         final_text=truncate(runner.completion_text, 2000),
         deliveries=len(channel.sent),
         final_delivered=runner.final_delivery_id is not None,
@@ -275,36 +276,46 @@ def _emit_run_metrics(runner: Any) -> None:
         metrics.add_metric(name="ProviderFailover", unit="Count", value=chain.failovers)
 
 
-def _fail(
-    spec: RunSpec,
-    deps: WakeDeps,
-    attempt: int,
-    error_type: str,
-    detail: str,
-    runner: Any,
-    *,
-    best_effort: bool = False,
-    session: Any = None,
-) -> None:
-    failure = FailureRecord(
-        run_id=spec.run_id,
-        session_id=spec.session_id,
-        attempt=attempt,
-        error_type=error_type,
-        detail=detail,
-        provider_errors=dict(getattr(runner, "provider_errors", {}) or {}),
-        steps_done=getattr(runner, "steps_done", 0),
-    )
-    metrics.add_metric(name="RunFailed", unit="Count", value=1)
-    logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
-    try:
-        deps.store.record_failure(
-            failure,
-            task_id=spec.task_id,
-            job_id=spec.job_id,
-            usage=run_usage(runner, session, deps.settings) if getattr(runner, "ledger", None) else None,
+class _Failer:
+    """Records a failed attempt: the failure, the run/task/job status, the steps kept back (so a
+    retry does not call the model again for them) and the lease release, in one transaction."""
+
+    def __init__(self, spec: RunSpec, deps: WakeDeps, lease: Lease) -> None:
+        self.spec = spec
+        self.deps = deps
+        self.lease = lease
+        self.journal: DynamoJournal | None = None
+        self.session: Any = None
+
+    def __call__(self, attempt: int, error_type: str, detail: str, runner: Any, *, best_effort: bool = False) -> None:
+        spec = self.spec
+        failure = FailureRecord(
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            attempt=attempt,
+            error_type=error_type,
+            detail=detail,
+            provider_errors=dict(getattr(runner, "provider_errors", {}) or {}),
+            steps_done=getattr(runner, "steps_done", 0),
         )
-    except Exception:
-        if not best_effort:
-            raise
-        logger.exception("could not record the failure")
+        metrics.add_metric(name="RunFailed", unit="Count", value=1)
+        logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
+        try:
+            self.deps.store.record_failure(
+                failure,
+                task_id=spec.task_id,
+                job_id=spec.job_id,
+                # the steps kept back, so a retry does not pay for them again; not the deliveries no
+                # step reports yet: that step is redone and resends them under the same delivery id
+                # (docs/durability.md, the at-least-once edge)
+                unwritten=self.journal.unwritten() if self.journal is not None else None,
+                lease=self.lease,
+                usage=run_usage(runner, self.session, self.deps.settings) if getattr(runner, "ledger", None) else None,
+            )
+        except Exception:
+            if not best_effort:
+                raise
+            logger.exception("could not record the failure")
+        else:
+            if self.journal is not None:
+                self.journal.mark_written()

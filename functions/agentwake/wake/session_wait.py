@@ -6,8 +6,8 @@ back later, with backoff and jitter, carrying how often and since when it waits.
 - A background result re-sends itself to the result queue with ``DelaySeconds`` and the wait state
   as message attributes; the original record is reported as handled only once the re-send
   succeeded (a failed re-send is a batch item failure: the record comes back, nothing is lost).
-  If both copies survive (the delete of the original failed), the run's idempotency absorbs the
-  second one.
+  If both copies survive (the delete of the original failed), the run record, the lease and the
+  conditional commit absorb the second one.
 - A cron wake creates a one-time EventBridge Scheduler schedule ``at(...)`` with its own input plus
   the wait state, targeting the function ARN it was invoked through, deleted after it fires. It
   then comes back as the same kind of asynchronous invocation, with Lambda's retries and the

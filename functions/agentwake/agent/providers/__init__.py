@@ -19,7 +19,8 @@ INLINE_KEY_FIELDS = ("api_key", "apiKey", "key", "token", "authorization")
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # built on first use: a wake validates only the provider types its session names (cold start)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: unique within a chain; fallbacks with the same id are dropped
     id: str = ""
@@ -87,13 +88,21 @@ class BedrockSpec(_Spec):
 
 
 ProviderSpec = Annotated[ScriptedSpec | OpenAISpec | BedrockSpec, Field(discriminator="type")]
-_SPEC_ADAPTER: TypeAdapter[Any] = TypeAdapter(ProviderSpec)
+_SPECS: dict[str, type[ScriptedSpec | OpenAISpec | BedrockSpec]] = {
+    "scripted": ScriptedSpec,
+    "openai": OpenAISpec,
+    "bedrock": BedrockSpec,
+}
 
 
 def parse_spec(raw: dict[str, Any]) -> ScriptedSpec | OpenAISpec | BedrockSpec:
     """Validate a provider spec. The error names fields and problems, never the spec's values."""
+    # the spec class is picked by "type" (validating the whole union would build every spec model)
+    cls = _SPECS.get(raw.get("type")) if isinstance(raw, dict) else None  # type: ignore[arg-type]
     try:
-        return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
+        if cls is None:
+            return TypeAdapter(ProviderSpec).validate_python(raw)  # type: ignore[no-any-return]  # says what is wrong
+        return cls.model_validate(raw)
     except ValidationError as exc:
         kind = raw.get("type") if isinstance(raw, dict) else None
         problems = describe_validation_error(exc, whole="(spec)")

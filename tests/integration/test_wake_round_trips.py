@@ -1,0 +1,181 @@
+"""DynamoDB round trips per wake, counted at the client (botocore ``before-call`` events).
+
+Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 4 DynamoDB calls,
+background or cron; each further model step adds at most 1 and each delivery at most 1; a retry
+adds the one read of its journal; and the count does not depend on the conversation's length.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from agentwake.errors import RunFailed
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.models import Job
+from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.cron import wake_for_cron_job
+from agentwake.wake.messages import CronWakeInput
+from agentwake.wake.run import WakeDeps
+from tests.support.aws import REGION
+from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
+
+ONE_STEP = [{"text": "Nothing to tell the user."}]
+#: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
+LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
+
+
+class CallCounter:
+    """Every DynamoDB API call the store's client makes, by operation name, in order."""
+
+    def __init__(self, client: object) -> None:
+        self.calls: list[str] = []
+        client.meta.events.register("before-call.dynamodb", self._count)  # type: ignore[attr-defined]
+
+    def _count(self, model: object, **_: object) -> None:
+        self.calls.append(model.name)  # type: ignore[attr-defined]
+
+    def during(self, fn) -> list[str]:  # type: ignore[no-untyped-def]
+        start = len(self.calls)
+        fn()
+        return self.calls[start:]
+
+
+@pytest.fixture
+def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, CallCounter]]:
+    yield store, CallCounter(store.db)
+
+
+def deps(store: DynamoStore) -> WakeDeps:
+    return WakeDeps(store=store, settings=Settings.from_env())
+
+
+def seed_history(store: DynamoStore, session_id: str, n: int) -> None:
+    table = boto3.resource("dynamodb", region_name=REGION).Table(store.table)
+    with table.batch_writer() as batch:  # BatchWriteItem, 25 items a call
+        for i in range(n):
+            batch.put_item(
+                Item={
+                    "pk": f"SESSION#{session_id}",
+                    "sk": f"MSG#{i:020d}#x",
+                    "session_id": session_id,
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"message {i}",
+                    "kind": "message",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            )
+
+
+def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN a session whose agent answers in one step, and its finished task
+    store, counter = counted
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
+    seed_task(store, "t1", "s1")
+    # WHEN the task's result wakes the agent
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
+    # one history query (under the lease, so it sees the previous wake's note), one commit
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
+    assert len(calls) <= 4
+    # AND the run really succeeded, with its note and its only step journaled by the commit
+    assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert [e.kind for e in store.history("s1")] == ["marker", "note"]
+    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply"]
+    assert store.lease_holder("s1") is None
+
+
+def test_deliver_final_costs_two_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN a one-step agent whose session sends the final answer when nothing else was sent (default)
+    store, counter = counted
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
+    seed_task(store, "t1", "s1")
+    # WHEN it is woken
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN it costs a one-step wake plus two: the final reply is journaled before it is sent (so a
+    # retry cannot send a different answer), and the delivery is recorded at once after the send
+    # (so a crash before the commit cannot send it twice); its journal entry rides on the commit
+    assert len(calls) <= 4 + 2, calls
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply", "final.delivery"]
+
+
+def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(
+    counted: tuple[DynamoStore, CallCounter],
+) -> None:
+    # GIVEN an agent that messages the user (step 0), then answers (step 1)
+    store, counter = counted
+    seed_session(store, "s1")  # OK_SCRIPT
+    seed_task(store, "t1", "s1")
+    # WHEN it is woken
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN 4 + 1 (the second step) + 1 (the delivery) calls at most
+    assert len(calls) <= 4 + 1 + 1, calls
+    # AND everything a durable run needs is written: the delivery in history before the note,
+    # both steps and the tool result journaled
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply", "000.tool.00", "001.reply"]
+    assert len(OK_SCRIPT) == 2
+
+
+def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN a job of a session whose agent answers in one step
+    store, counter = counted
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
+    store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
+    wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
+    # WHEN the schedule fires (its input names the session, as JobsService schedules it)
+    calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
+    # THEN the same four calls as a background wake
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
+    job = store.get_job("j1")
+    assert job is not None and job.status == "completed" and job.last_run_at
+    # AND a schedule that does not name the session (made before it did) costs one read more
+    legacy = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T07:00:00Z")
+    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 5
+
+
+def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
+    counted: tuple[DynamoStore, CallCounter],
+) -> None:
+    # GIVEN an agent that messages the user, then every provider fails at the second step
+    store, counter = counted
+    broken = [{"type": "scripted", "id": "p", "script": [OK_SCRIPT[0], {"error": "auth"}]}]
+    seed_session(store, "s1", providers=broken)
+    seed_task(store, "t1", "s1")
+
+    def failing() -> None:
+        with pytest.raises(RunFailed):
+            wake_for_background_result(message("t1", "s1"), deps(store))
+
+    # WHEN the first attempt fails: 4 calls, with the failure transaction in place of the commit,
+    # plus one for the first step and one for its delivery
+    first = counter.during(failing)
+    assert len(first) <= 4 + 1 + 1, first
+    # AND after the provider is fixed, the retry replays step 0 and runs step 1
+    fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: replayed"}, {"text": "done"}]}]
+    seed_session(store, "s1", providers=fixed)
+    retry = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN the retry costs a one-step wake plus the one read of its journal
+    assert retry.count("Query") == 2 and len(retry) <= 4 + 1, retry
+    assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+
+
+def test_calls_do_not_depend_on_the_conversation_length(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN two sessions with the same agent, one with 10 history entries and one with many
+    store, counter = counted
+    for session_id, length in (("short", 10), ("long", LONG_HISTORY)):
+        seed_session(store, session_id, history_window=20)
+        seed_history(store, session_id, length)
+        seed_task(store, f"t-{session_id}", session_id)
+    # WHEN each is woken
+    short = counter.during(lambda: wake_for_background_result(message("t-short", "short"), deps(store)))
+    long = counter.during(lambda: wake_for_background_result(message("t-long", "long"), deps(store)))
+    # THEN they make the same calls, and the window read touched at most the window
+    assert short == long, (short, long)
+    assert store.count_history_reads("long", 20) == 20
