@@ -13,6 +13,7 @@ background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -23,9 +24,11 @@ from types import TracebackType
 from typing import Any
 
 from infra.local import lambda_runtime
+from infra.local import timing as timing_defaults
 from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
 from infra.local.lambda_runtime import Invocation
 from infra.local.poller import PollResult, SqsPoller
+from infra.local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
 from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
 from infra.local.template import (
     DEFAULT_STACK_NAME,
@@ -35,6 +38,7 @@ from infra.local.template import (
     load_template,
     provision,
 )
+from infra.local.timing import Timing
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +94,9 @@ class LocalStackRuntime:
         *,
         stack_name: str = DEFAULT_STACK_NAME,
         region: str = DEFAULT_REGION,
-        async_retry_delays: float | Sequence[float] = 0.0,
+        async_retry_delays: float | Sequence[float] | None = None,
+        timing: Timing | None = None,
+        clock: Clock = utcnow,
         write_state: bool = True,
         home: str | Path | None = None,
         on_env_change: Callable[[], None] | None = lambda_runtime.default_on_env_change,
@@ -103,7 +109,12 @@ class LocalStackRuntime:
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
-        self.async_retry_delays = async_retry_delays
+        # no waits unless asked: tests drive retries themselves; `local up` passes timing.local()
+        self.timing = timing or timing_defaults.immediate(None)
+        if async_retry_delays is not None:
+            delays = [async_retry_delays] if isinstance(async_retry_delays, int | float) else async_retry_delays
+            self.timing = dataclasses.replace(self.timing, async_retry_delays=tuple(float(d) for d in delays))
+        self.clock = clock
         self.write_state = write_state
         self.home = home
         self.on_env_change = on_env_change
@@ -119,6 +130,7 @@ class LocalStackRuntime:
         self.visibility_timeout_override: int | None = None
         self.pollers: list[SqsPoller] = []
         self.async_invoker: AsyncInvoker | None = None
+        self.scheduler: LocalScheduler | None = None
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
@@ -179,6 +191,10 @@ class LocalStackRuntime:
             raise RuntimeError(f"no local stack is running (no live {state_path(home)})")
         options.setdefault("stack_name", state.get("stack_name", DEFAULT_STACK_NAME))
         options.setdefault("region", state.get("region", DEFAULT_REGION))
+        if state.get("timing") and "timing" not in options and "async_retry_delays" not in options:
+            recorded = dict(state["timing"])
+            recorded["async_retry_delays"] = tuple(recorded.get("async_retry_delays") or ())
+            options["timing"] = Timing(**recorded)
         runtime = cls(write_state=False, home=home, **options)
         runtime._endpoint_url = state["endpoint_url"]
         runtime._provision(
@@ -194,13 +210,20 @@ class LocalStackRuntime:
     ) -> None:
         self.template_path = Path(template_path).resolve()
         self.parameter_overrides = dict(parameter_overrides or {})
+        if visibility_timeout_override is None:
+            visibility_timeout_override = self.timing.visibility_timeout_override
         self.visibility_timeout_override = visibility_timeout_override
         self._session = boto3_session(self.region)
         template = load_template(
             self.template_path, self.parameter_overrides, stack_name=self.stack_name, region=self.region
         )
         self._stack = provision(template, self.endpoint_url, session=self._session)
-        self.async_invoker = AsyncInvoker(self._invoke_for_async, self._deliver, retry_delays=self.async_retry_delays)
+        self.async_invoker = AsyncInvoker(
+            self._invoke_for_async, self._deliver, retry_delays=self.timing.async_retry_delays
+        )
+        self.scheduler = LocalScheduler(
+            self.client("scheduler"), self.client("sqs"), self._invoke_target, timing=self.timing, clock=self.clock
+        )
         self.pollers = [
             SqsPoller(
                 function,
@@ -254,12 +277,20 @@ class LocalStackRuntime:
             poller.start()
         if self.async_invoker is not None:
             self.async_invoker.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     def stop_background(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
         for poller in self.pollers:
             poller.stop()
         if self.async_invoker is not None:
             self.async_invoker.stop()
+
+    @property
+    def async_retry_delays(self) -> tuple[float, ...]:
+        return self.timing.async_retry_delays
 
     # -- what is running ------------------------------------------------------------------
 
@@ -328,6 +359,7 @@ class LocalStackRuntime:
                 "template_path": str(self.template_path),
                 "parameter_overrides": self.parameter_overrides,
                 "visibility_timeout_override": self.visibility_timeout_override,
+                "timing": dataclasses.asdict(self.timing),
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "env_file": str(env_file),
                 "resources": {lid: r.ref for lid, r in self.stack.resources.items()},
@@ -381,6 +413,24 @@ class LocalStackRuntime:
         self, function: FunctionSpec, event: Any, request_id: str, invoked_function_arn: str | None
     ) -> Invocation:
         return self._invoke(function, event, request_id, invoked_function_arn)
+
+    def _invoke_target(self, target_arn: str, event: Any) -> None:
+        """EventBridge Scheduler's target invocation: Lambda (asynchronously) or an SQS queue."""
+        service = target_arn.split(":")[2] if target_arn.count(":") >= 5 else ""
+        if service == "sqs":
+            try:
+                url = self.client("sqs").get_queue_url(QueueName=target_arn.rsplit(":", 1)[-1])["QueueUrl"]
+            except Exception as exc:
+                raise TargetInvocationError("AWS.SQS.NonExistentQueue", f"queue not found: {target_arn}") from exc
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(event))
+            return
+        try:
+            self.stack.function(target_arn)
+        except KeyError:
+            raise TargetInvocationError(
+                "AWS.Lambda.ResourceNotFoundException", f"Function not found: {target_arn}"
+            ) from None
+        self.invoke_async(target_arn, event)
 
     def _invoker_for(self, function: FunctionSpec) -> Callable[[Any], Invocation]:
         return lambda event: self._invoke(function, event, None, None)
