@@ -2,6 +2,7 @@
 
     agentwake local up [--faithful]          moto + template.yaml + SQS pollers + async queue + scheduler, until Ctrl-C
     agentwake local status                   the running local stack (endpoint, resources, functions)
+    agentwake local seed                     create what events/ names (local up does it unless --no-seed)
     agentwake local env [--docker-host H]    env.json for `sam local invoke --env-vars`
     agentwake invoke FUNCTION -e events/X.json
                                              run a function as `sam local invoke` would, without Docker:
@@ -116,6 +117,9 @@ def up(
             "minutes), Scheduler's retry backoff. Default: all of them shortened for people at a keyboard.",
         ),
     ] = False,
+    seed: Annotated[
+        bool, typer.Option("--seed/--no-seed", help="Create the sessions, tasks and job that events/ names.")
+    ] = True,
 ) -> None:
     """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads."""
     if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
@@ -137,6 +141,9 @@ def up(
         signal.signal(signum, lambda *_: stop.set())
     typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}  (template {template})")
     typer.echo(chosen.describe())
+    if seed and "AgentTableName" in runtime.outputs:
+        created = runtime.seed()
+        typer.echo(f"seeded what events/ names: {', '.join(created) or 'already there'}")
     typer.echo(f"state: {state_path()}  env.json: {state_path().parent / 'env.json'}")
     for logical_id, resource in runtime.stack.resources.items():
         if resource.provisioned:
@@ -160,6 +167,19 @@ def status() -> None:
         typer.echo(f"no local stack is running (no live {state_path()})", err=True)
         raise typer.Exit(1)
     _echo_json(state)
+
+
+@app.command("seed")
+def seed_command() -> None:
+    """Create the sessions, tasks and job that the sample events in events/ name, on the running stack."""
+    state = read_state()
+    if state is None:
+        typer.echo(
+            f"error: no local stack is running (no live {state_path()}); start one: agentwake local up", err=True
+        )
+        raise typer.Exit(1)
+    created = LocalStackRuntime.attach(state=state).seed()
+    typer.echo(f"seeded: {', '.join(created)}" if created else "already seeded: nothing to create")
 
 
 @app.command("env")

@@ -414,6 +414,16 @@ class LocalStackRuntime:
     ) -> Invocation:
         return self._invoke(function, event, request_id, invoked_function_arn)
 
+    def seed(self) -> list[str]:
+        """Create what the sample events in events/ name (``infra.local.seed``); returns what was new."""
+        from agentwake.store.dynamo import DynamoStore
+        from infra.local.seed import seed
+
+        table = self.outputs.get("AgentTableName")
+        if not table:
+            raise RuntimeError("this template has no AgentTableName output: nothing to seed")
+        return seed(DynamoStore(str(table), client=self.client("dynamodb")))
+
     def _invoke_target(self, target_arn: str, event: Any) -> None:
         """EventBridge Scheduler's target invocation: Lambda (asynchronously) or an SQS queue."""
         service = target_arn.split(":")[2] if target_arn.count(":") >= 5 else ""
