@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench soak validate clean
+.PHONY: test demo lint typecheck bench bench-5000 soak validate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,3 +54,7 @@ soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
+	$(PY) bench/bench_local.py --n 500
+
+bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about an hour)
+	$(PY) bench/bench_local.py --n 5000

@@ -208,3 +208,29 @@ def restore_env(previous: Mapping[str, str | None], target: dict[str, str] | Non
             target_env.pop(key, None)
         else:
             target_env[key] = value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m infra.local.server [--port N]``: the patched moto server alone, until SIGTERM/Ctrl-C.
+
+    Prints its endpoint on the first line (benchmarks run it in a process of its own to measure it).
+    """
+    import argparse
+    import signal
+    import threading
+
+    parser = argparse.ArgumentParser(description="the embedded moto server, alone")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with MotoServer(args.host, args.port) as server:
+        print(server.endpoint_url, flush=True)
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
