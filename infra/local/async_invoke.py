@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.local.functions import LATEST, Destination, FunctionSpec
 from infra.local.lambda_runtime import Invocation
-from infra.local.template import LATEST, Destination, FunctionSpec
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.local.functions import LATEST, FunctionSpec
 from infra.local.server import apply_env, restore_env
-from infra.local.template import LATEST, FunctionSpec
 
 logger = logging.getLogger(__name__)
 

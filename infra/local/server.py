@@ -211,7 +211,7 @@ def restore_env(previous: Mapping[str, str | None], target: dict[str, str] | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m infra.local.server [--port N]``: the patched moto server alone, until SIGTERM/Ctrl-C.
+    """The patched moto server alone, until SIGTERM/Ctrl-C (``python -c "from infra.local.server import main; main()"``).
 
     Prints its endpoint on the first line (benchmarks run it in a process of its own to measure it).
     """
@@ -230,7 +230,3 @@ def main(argv: list[str] | None = None) -> int:
         print(server.endpoint_url, flush=True)
         stop.wait()
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

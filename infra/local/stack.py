@@ -26,18 +26,13 @@ from typing import Any
 from infra.local import lambda_runtime
 from infra.local import timing as timing_defaults
 from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from infra.local.functions import Destination, FunctionSpec
 from infra.local.lambda_runtime import Invocation
 from infra.local.poller import PollResult, SqsPoller
+from infra.local.provision import LocalStack, provision
 from infra.local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
 from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
-from infra.local.template import (
-    DEFAULT_STACK_NAME,
-    Destination,
-    FunctionSpec,
-    LocalStack,
-    load_template,
-    provision,
-)
+from infra.local.template import DEFAULT_STACK_NAME, load_template
 from infra.local.timing import Timing
 
 logger = logging.getLogger(__name__)

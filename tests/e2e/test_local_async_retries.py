@@ -26,9 +26,9 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig
 from infra.local import timing
 from infra.local.async_invoke import AsyncInvoker
+from infra.local.functions import EventInvokeConfig, FunctionSpec
 from infra.local.lambda_runtime import Invocation
 from infra.local.stack import LocalStackRuntime
-from infra.local.template import EventInvokeConfig, FunctionSpec
 from tests.integration.conftest import OK_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[2]
