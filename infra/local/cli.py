@@ -178,7 +178,11 @@ def seed_command() -> None:
             f"error: no local stack is running (no live {state_path()}); start one: agentwake local up", err=True
         )
         raise typer.Exit(1)
-    created = LocalStackRuntime.attach(state=state).seed()
+    try:
+        created = LocalStackRuntime.attach(state=state).seed()
+    except RuntimeError as exc:  # a template without agentwake's table
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"seeded: {', '.join(created)}" if created else "already seeded: nothing to create")
 
 
