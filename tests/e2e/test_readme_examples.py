@@ -49,6 +49,7 @@ class Running:
     env: dict[str, str]
     output: list[str] = field(default_factory=list)
     task_ids: list[str] = field(default_factory=list)
+    minutely_job: str = ""
 
     def wait_for_output(self, text: str) -> None:
         deadline = time.monotonic() + WAIT_S
@@ -79,6 +80,12 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     reader.start()
     try:
         running.wait_for_output("Ctrl-C to stop")
+        # a job every minute, created first: it fires while the README's commands run
+        ok(run(running, '.venv/bin/agentwake sessions put minutely --provider \'{"type": "scripted"}\''))
+        created = ok(
+            run(running, ".venv/bin/agentwake jobs create --session minutely --name Minutely --cron 'rate(1 minute)'")
+        )
+        running.minutely_job = re.search(r"Created job ([\w-]+)", created.stdout).group(1)  # type: ignore[union-attr]
         yield running
     finally:
         process.send_signal(signal.SIGINT)
@@ -236,3 +243,14 @@ def test_the_readme_examples_do_what_the_readme_says(local_up: Running) -> None:
     # WHEN each README command runs in turn  THEN each does what the README says
     for command, (_prefix, check) in zip(readme_commands(), CHECKS, strict=True):
         check(local_up, command)
+
+
+def test_a_rate_job_fires_under_local_up(local_up: Running) -> None:
+    # GIVEN a `rate(1 minute)` job created when `local up` started (see the fixture)
+    # WHEN a minute has passed  THEN the scheduler of `local up` fired it: a note, its run succeeded
+    result = eventually(
+        local_up, ".venv/bin/agentwake history show minutely", lambda r: "[CronJob] Minutely" in r.stdout
+    )
+    assert "[CronJob] Minutely" in result.stdout, result.stdout
+    [job] = [j for j in agentwake_json(local_up, "jobs", "list") if j["job_id"] == local_up.minutely_job]
+    assert job["last_run_at"] and job["enabled"] is True  # recurring: still enabled
