@@ -13,6 +13,12 @@ Three things in moto grow with everything ever written, and the local stack writ
 3. **Query on the primary key** (``Table.query`` → ``Table.all_items``): moto lists *and sorts*
    every item of the table, then keeps those of the queried partition. The patch hands the query
    the queried partition only; index queries and scans keep moto's behaviour.
+4. **SQS with many messages** (``Message.visible``/``delayed``,
+   ``SQSBackend.is_message_valid_based_on_retention_period``): every received message recomputed
+   *all* the queue's attributes (three scans of the queue, each building two datetimes per message)
+   just to read its retention period, so one ReceiveMessage on a queue of 2,500 messages took
+   seconds. The patch reads the retention period directly and compares visibility and delay times
+   with one clock reading per message. Scans of the queue remain (moto keeps a list), but cheap.
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -44,6 +50,11 @@ PINNED: dict[str, str] = {
         "0b5c3b73cdccf3268b7266a17c96e2f7e675bd20fe3f28326a1e95ffa38cf8fe"
     ),
     "moto.dynamodb.models.table.Table.query": ("c08e16587862d4cab6982bb4749693a7727345c3f10084d73f139d8bc8093a15"),
+    "moto.sqs.models.Message.visible": ("1abcc7861b9a4c5b0c3be942fe350954284299399d4b2f6db6161b685cfc74d9"),
+    "moto.sqs.models.Message.delayed": ("815515980283b0b02234403fceaaa7381e8ddbb3cfa7f2b29a7c8ac3c53ff2eb"),
+    "moto.sqs.models.SQSBackend.is_message_valid_based_on_retention_period": (
+        "9c430561cf6d7cb41f2a0c147bd697a94b4ca23265bc0dea6253a16ea103c493"
+    ),
     "moto.dynamodb.models.table.Table.all_items": ("2091a7dc1699504cd07211a2971cbfaa082b82c419b4a36ca59dab20fac685f0"),
 }
 
@@ -79,6 +90,8 @@ def _resolve(dotted: str) -> Any:
 
 def source_digest(function: Callable[..., Any]) -> str:
     """sha256 of a function's source, the way ``PINNED`` records it."""
+    if isinstance(function, property):
+        function = function.fget  # type: ignore[assignment]
     function = inspect.unwrap(getattr(function, "__agentwake_original__", function))
     return hashlib.sha256(textwrap.dedent(inspect.getsource(function)).encode()).hexdigest()
 
@@ -122,6 +135,7 @@ def apply() -> None:
         _untrack_model_instances()
         _transactions_copy_only_what_they_touch()
         _primary_key_queries_read_one_partition()
+        _sqs_cost_independent_of_queue_length()
         _applied = True
         logger.debug("moto %s patched: no instance tracking, item-level rollback, partition queries", MOTO_VERSION)
 
@@ -346,3 +360,34 @@ def _primary_key_queries_read_one_partition() -> None:
     all_items.__agentwake_original__ = original_all_items  # type: ignore[attr-defined]
     Table.query = query  # type: ignore[method-assign]
     Table.all_items = all_items  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 4. SQS: no full attribute recomputation per message, one cheap clock reading per check
+
+
+def _sqs_cost_independent_of_queue_length() -> None:
+    import time
+
+    from moto.sqs.models import Message, SQSBackend
+
+    original_visible = Message.visible
+    original_delayed = Message.delayed
+    original_retention = SQSBackend.is_message_valid_based_on_retention_period
+
+    def visible(self: Any) -> bool:
+        return bool(time.time() * 1000.0 > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(time.time() * 1000.0 < self.delayed_until)
+
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention_period = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention_period + message.sent_timestamp / 1000 > time.time())
+
+    visible.__agentwake_original__ = original_visible.fget  # type: ignore[attr-defined]
+    delayed.__agentwake_original__ = original_delayed.fget  # type: ignore[attr-defined]
+    is_message_valid_based_on_retention_period.__agentwake_original__ = original_retention  # type: ignore[attr-defined]
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]

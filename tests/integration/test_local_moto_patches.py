@@ -259,3 +259,42 @@ def test_a_moto_whose_patched_function_changed_stops_the_local_stack_with_what_t
 def test_a_function_moto_no_longer_has_is_reported_too() -> None:
     with pytest.raises(moto_patches.MotoPatchError, match="not found"):
         moto_patches.check({"moto.dynamodb.models.table.Table.no_such_function": "0" * 64})
+
+
+def test_an_sqs_receive_does_not_rescan_the_queue_per_message(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unpatched, each received message recomputed every attribute of the queue (three scans of all its
+    messages) to read the retention period: one receive of 10 on 2,500 messages took seconds."""
+    from moto.sqs.models import Queue
+
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="patches-queue")["QueueUrl"]
+    computed = [0]
+    attributes = Queue.attributes
+
+    def counting(self: Any) -> Any:
+        computed[0] += 1
+        return attributes.fget(self)  # type: ignore[attr-defined]
+
+    def attribute_computations_per_receive(queued: int) -> int:
+        while (
+            int(
+                sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"][
+                    "ApproximateNumberOfMessages"
+                ]
+            )
+            < queued
+        ):
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(10)])
+        computed[0] = 0
+        with monkeypatch.context() as mp:
+            mp.setattr(Queue, "attributes", property(counting))
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+        assert len(received) == 10
+        return computed[0]
+
+    # GIVEN a queue of 100 messages, then of 1,000  WHEN 10 are received
+    # THEN the queue's attributes are not recomputed for each (unpatched: twice per message)
+    assert attribute_computations_per_receive(100) == attribute_computations_per_receive(1_000) == 0
