@@ -3,7 +3,7 @@
     make bench              (N = 500)     make bench-5000     (N = 5,000)
     .venv/bin/python bench/bench_local.py --n 500 [--failing-percent 10] [--sessions 100]
 
-The embedded moto server runs in a process of its own (``infra.local.server.main``) so its
+The embedded moto server runs in a process of its own (``agentwake_local.server.main``) so its
 memory is its own. This process runs the local stack on it, provisioned from template.yaml, with
 its background threads as ``agentwake local up`` runs them (Lambda's SQS poller, the async queue,
 the scheduler), and a webhook receiver on 127.0.0.1.
@@ -54,8 +54,8 @@ from botocore.client import BaseClient  # noqa: E402
 
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
 from agentwake.store.models import SessionConfig, Task  # noqa: E402
-from infra.local import timing  # noqa: E402
-from infra.local.stack import LocalStackRuntime  # noqa: E402
+from agentwake_local import timing  # noqa: E402
+from agentwake_local.stack import LocalStackRuntime  # noqa: E402
 from tests.support.receiver import CountingReceiver  # noqa: E402
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
@@ -72,7 +72,7 @@ WAIT_S = 3600
 
 def start_server() -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, "-c", "from infra.local.server import main; raise SystemExit(main())"],
+        [sys.executable, "-c", "from agentwake_local.server import main; raise SystemExit(main())"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

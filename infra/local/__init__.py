@@ -16,11 +16,11 @@
 Nothing here is imported by the Lambda bundle; moto is only needed by ``server``.
 """
 
-from infra.local.functions import FunctionSpec
-from infra.local.provision import LocalStack, provision
-from infra.local.server import DEFAULT_REGION, MotoServer, aws_env
-from infra.local.stack import LocalStackRuntime, read_state, state_path
-from infra.local.template import Resource, Template, load_template
+from agentwake_local.functions import FunctionSpec
+from agentwake_local.provision import LocalStack, provision
+from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env
+from agentwake_local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.template import Resource, Template, load_template
 
 __all__ = [
     "DEFAULT_REGION",

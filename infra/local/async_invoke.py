@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.functions import LATEST, Destination, FunctionSpec
-from infra.local.lambda_runtime import Invocation
+from agentwake_local.functions import LATEST, Destination, FunctionSpec
+from agentwake_local.lambda_runtime import Invocation
 
 logger = logging.getLogger(__name__)
 

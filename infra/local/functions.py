@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.local.server import DEFAULT_REGION
-from infra.local.template import (
+from agentwake_local.server import DEFAULT_REGION
+from agentwake_local.template import (
     NO_VALUE,
     Resolver,
     Resource,

@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local import provisioners
-from infra.local.functions import (
+from agentwake_local import provisioners
+from agentwake_local.functions import (
     FUNCTION_TYPES,
     FunctionSpec,
     attach_raw_lambda_config,
     declare_function,
     function_spec,
 )
-from infra.local.template import Resolver, Resource, Template, TemplateError, physical_name, references
+from agentwake_local.template import Resolver, Resource, Template, TemplateError, physical_name, references
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class LocalStack:
     """The provisioned stack: resources by logical id, functions by logical id, resolved outputs."""
 
     template: Template
-    endpoint_url: str
+    endpoint_url: str | None
     resources: dict[str, Resource]
     functions: dict[str, FunctionSpec]
     outputs: dict[str, Any]
@@ -74,16 +74,17 @@ class LocalStack:
 
 def provision(
     template: Template,
-    endpoint_url: str,
+    endpoint_url: str | None,
     *,
     session: Any = None,
 ) -> LocalStack:
-    """Create the template's resources in the local AWS at ``endpoint_url``; idempotent.
+    """Create the template's resources in the local AWS at ``endpoint_url`` (None: the default AWS
+    endpoints, as inside moto's ``mock_aws()`` in tests); idempotent.
 
     Provisioning an already provisioned stack again (another process attaching to a running local
     stack) finds the existing resources and creates only what the template gained since.
     """
-    from infra.local.server import boto3_session
+    from agentwake_local.server import boto3_session
 
     context = provisioners.ProvisionContext(
         template=template,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.schedule_expressions import Rate, ScheduleExpressionError, next_fire, parse
-from infra.local.timing import Timing
+from agentwake_local.timing import Timing
 
 logger = logging.getLogger(__name__)
 

@@ -139,7 +139,7 @@ HEALTH_TIMEOUT_S = 10.0
 def prepare_moto() -> None:
     """Patch moto for the embedded server (``moto_patches``); raises ``MotoPatchError`` when the
     installed moto is not the one the patches were written for."""
-    from infra.local import moto_patches
+    from agentwake_local import moto_patches
 
     moto_patches.apply()
 
@@ -211,7 +211,7 @@ def restore_env(previous: Mapping[str, str | None], target: dict[str, str] | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The patched moto server alone, until SIGTERM/Ctrl-C (``python -c "from infra.local.server import main; main()"``).
+    """The patched moto server alone, until SIGTERM/Ctrl-C (``python -c "from agentwake_local.server import main; main()"``).
 
     Prints its endpoint on the first line (benchmarks run it in a process of its own to measure it).
     """

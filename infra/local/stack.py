@@ -23,17 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from infra.local import lambda_runtime
-from infra.local import timing as timing_defaults
-from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
-from infra.local.functions import Destination, FunctionSpec
-from infra.local.lambda_runtime import Invocation
-from infra.local.poller import PollResult, SqsPoller
-from infra.local.provision import LocalStack, provision
-from infra.local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
-from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
-from infra.local.template import DEFAULT_STACK_NAME, load_template
-from infra.local.timing import Timing
+from agentwake_local import lambda_runtime
+from agentwake_local import timing as timing_defaults
+from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from agentwake_local.functions import Destination, FunctionSpec
+from agentwake_local.lambda_runtime import Invocation
+from agentwake_local.poller import PollResult, SqsPoller
+from agentwake_local.provision import LocalStack, provision
+from agentwake_local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
+from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
+from agentwake_local.template import DEFAULT_STACK_NAME, load_template
+from agentwake_local.timing import Timing
 
 logger = logging.getLogger(__name__)
 
@@ -410,9 +410,9 @@ class LocalStackRuntime:
         return self._invoke(function, event, request_id, invoked_function_arn)
 
     def seed(self) -> list[str]:
-        """Create what the sample events in events/ name (``infra.local.seed``); returns what was new."""
+        """Create what the sample events in events/ name (``agentwake_local.seed``); returns what was new."""
         from agentwake.store.dynamo import DynamoStore
-        from infra.local.seed import seed
+        from agentwake_local.seed import seed
 
         table = self.outputs.get("AgentTableName")
         if not table:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from infra.local.server import ACCOUNT_ID, DEFAULT_REGION
+from agentwake_local.server import ACCOUNT_ID, DEFAULT_REGION
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ import pytest
 
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig
-from infra.local import timing
-from infra.local.async_invoke import AsyncInvoker
-from infra.local.functions import EventInvokeConfig, FunctionSpec
-from infra.local.lambda_runtime import Invocation
-from infra.local.stack import LocalStackRuntime
-from tests.integration.conftest import OK_SCRIPT
+from agentwake_local import timing
+from agentwake_local.async_invoke import AsyncInvoker
+from agentwake_local.functions import EventInvokeConfig, FunctionSpec
+from agentwake_local.lambda_runtime import Invocation
+from agentwake_local.stack import LocalStackRuntime
+from tests.support.builders import OK_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTWAKE_BIN = Path(sys.executable).parent / "agentwake"

@@ -18,11 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.ops.cli import app
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import SessionConfig
-from infra.local.stack import LocalStackRuntime
-from tests.integration.conftest import OK_SCRIPT
+from agentwake_local.stack import LocalStackRuntime
+from agentwake_ops.cli import app
+from tests.support.builders import seed_session
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -50,13 +49,7 @@ def store(local: LocalStackRuntime) -> DynamoStore:
 @pytest.fixture
 def session(store: DynamoStore) -> str:
     session_id = f"session-{uuid.uuid4().hex[:8]}"
-    store.put_session(
-        SessionConfig(
-            session_id=session_id,
-            providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
-            retry_base_delay_ms=0,
-        )
-    )
+    seed_session(store, session_id)
     return session_id
 
 

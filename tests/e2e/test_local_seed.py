@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agentwake.store.dynamo import DynamoStore
-from infra.local.cli import app
-from infra.local.stack import LocalStackRuntime
+from agentwake_local.cli import app
+from agentwake_local.stack import LocalStackRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"

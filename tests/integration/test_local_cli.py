@@ -1,4 +1,4 @@
-"""``agentwake local ...`` / ``agentwake invoke`` (infra.local.cli) on the toy template."""
+"""``agentwake local ...`` / ``agentwake invoke`` (agentwake_local.cli) on the toy template."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.local.cli import app
-from infra.local.server import MotoServer
-from infra.local.stack import LocalStackRuntime
+from agentwake_local.cli import app
+from agentwake_local.server import MotoServer
+from agentwake_local.stack import LocalStackRuntime
 
 TOY_DIR = (Path(__file__).parent / "toy").resolve()
 TEMPLATE = TOY_DIR / "template.yaml"
@@ -109,7 +109,7 @@ def test_status_env_and_invoke_use_the_running_stack(home: Path, event_file: Pat
 def test_local_up_outside_the_repository_finds_a_template_or_says_how_to_point_at_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.local import cli as local_cli
+    from agentwake_local import cli as local_cli
 
     elsewhere = tmp_path / "some" / "dir"
     elsewhere.mkdir(parents=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.server import HEALTH_PATH, MotoServer, free_port, is_reachable, probe
-from infra.local.stack import LocalStackRuntime, read_state
+from agentwake_local.server import HEALTH_PATH, MotoServer, free_port, is_reachable, probe
+from agentwake_local.stack import LocalStackRuntime, read_state
 
 TOY_TEMPLATE = (Path(__file__).parent / "toy" / "template.yaml").resolve()
 
@@ -52,7 +52,7 @@ def test_a_busy_stack_stays_recorded_as_running(
     with LocalStackRuntime(home=tmp_path).start(TOY_TEMPLATE) as running:
         real = running.endpoint_url
         monkeypatch.setattr(
-            "infra.local.stack.is_reachable", lambda url: is_reachable(silent_listener if url == real else url, 0.5)
+            "agentwake_local.stack.is_reachable", lambda url: is_reachable(silent_listener if url == real else url, 0.5)
         )
         # WHEN another process looks for it  THEN it is found, not "no local stack is running"
         state = read_state(tmp_path)

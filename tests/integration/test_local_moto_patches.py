@@ -3,7 +3,7 @@
 Measured as work done, never as wall-clock time: the model objects moto creates while a request
 runs (each one an allocation it may keep), and the items a Query lists before it keeps those of
 its partition. The server runs in this process, so both are counted directly. Without
-``infra.local.moto_patches`` a TransactWriteItems on a 10,000-item table deep-copies the whole table
+``agentwake_local.moto_patches`` a TransactWriteItems on a 10,000-item table deep-copies the whole table
 (10,000+ objects) and a Query lists and sorts every item; with it, both are the same at 100 items
 as at 10,000.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from infra.local import moto_patches
-from infra.local.server import ACCOUNT_ID, DEFAULT_REGION, MotoServer, boto3_session
+from agentwake_local import moto_patches
+from agentwake_local.server import ACCOUNT_ID, DEFAULT_REGION, MotoServer, boto3_session
 
 TABLE = "patches-table"
 SMALL, LARGE = 100, 10_000

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.poller import InvalidBatchResponse, batch_item_failures
-from infra.local.provision import provision
-from infra.local.template import TemplateError, load_template, parse_template
+from agentwake_local.poller import InvalidBatchResponse, batch_item_failures
+from agentwake_local.provision import provision
+from agentwake_local.template import TemplateError, load_template, parse_template
 
 UNREACHABLE = "http://127.0.0.1:9"  # provisioning must fail before talking to AWS
 
