@@ -63,6 +63,11 @@ def notes(store: DynamoStore, session_id: str) -> list[Any]:
     return [e for e in store.history(session_id) if e.kind == "note"]
 
 
+def created_at(local: LocalStackRuntime, schedule_name: str) -> dt.datetime:
+    schedule = local.client("scheduler").get_schedule(Name=schedule_name, GroupName=local.outputs["ScheduleGroupName"])
+    return schedule["CreationDate"].astimezone(dt.UTC)
+
+
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
@@ -99,8 +104,8 @@ def test_a_one_time_job_fires_once_at_its_time_with_a_note(
 
 def test_a_rate_job_fires_every_period(local: LocalStackRuntime, store: DynamoStore, session: str) -> None:
     # GIVEN a job created with `agentwake jobs create --cron 'rate(5 minutes)'`
-    created = now()
     job = agentwake("jobs", "create", "--session", session, "--name", "Every five", "--cron", "rate(5 minutes)")
+    created = created_at(local, job["schedule_name"])  # a rate counts from its schedule's creation
     assert local.scheduler is not None
 
     def fire(at: dt.datetime) -> list[Any]:
@@ -109,6 +114,7 @@ def test_a_rate_job_fires_every_period(local: LocalStackRuntime, store: DynamoSt
     # WHEN the scheduler ticks over the next twelve minutes
     assert fire(created + dt.timedelta(minutes=4)) == []
     first = fire(created + dt.timedelta(minutes=5, seconds=2))
+    assert [(f.outcome, str(f.error)) for f in first] == [("invoked", "None")]
     assert fire(created + dt.timedelta(minutes=6)) == []
     second = fire(created + dt.timedelta(minutes=10, seconds=2))
 
@@ -127,7 +133,6 @@ def test_a_schedule_whose_target_cannot_be_invoked_lands_in_the_scheduler_dlq(lo
     group = local.outputs["ScheduleGroupName"]
     name = f"broken-{uuid.uuid4().hex[:8]}"
     missing = local.outputs["CronWakeFunctionArn"] + "-deleted:live"
-    start = now()
     local.client("scheduler").create_schedule(
         Name=name,
         GroupName=group,
@@ -141,6 +146,7 @@ def test_a_schedule_whose_target_cannot_be_invoked_lands_in_the_scheduler_dlq(lo
             "DeadLetterConfig": {"Arn": local.outputs["SchedulerDLQArn"]},
         },
     )
+    start = created_at(local, name)
     assert local.scheduler is not None
 
     # WHEN it comes due and the scheduler keeps ticking (no backoff in this stack's timing)
@@ -198,7 +204,7 @@ def test_a_schedule_outside_its_start_and_end_dates_does_not_fire(local: LocalSt
 
     # THEN it is silent before its start, fires within its window, and is silent after its end
     assert fired(start + dt.timedelta(minutes=30)) == []
-    [inside] = fired(start + dt.timedelta(hours=1, seconds=30))
-    assert start + dt.timedelta(hours=1) <= inside.scheduled_time <= start + dt.timedelta(hours=1, seconds=30)
+    [inside] = fired(start + dt.timedelta(hours=1, seconds=61))  # the first whole minute after its start
+    assert start + dt.timedelta(hours=1) <= inside.scheduled_time <= start + dt.timedelta(hours=1, seconds=61)
     assert fired(start + dt.timedelta(hours=3)) == []
     local.client("scheduler").delete_schedule(Name=name, GroupName=group)
