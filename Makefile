@@ -56,5 +56,5 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 	$(PY) bench/bench_wake.py
 	$(PY) bench/bench_local.py --n 500
 
-bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about an hour)
+bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)
 	$(PY) bench/bench_local.py --n 5000
