@@ -6,8 +6,9 @@
         local.invoke("CronWakeFunction", event)         # RequestResponse
         local.invoke_async("CronWakeFunction", event)   # Event: retries + on-failure destination
 
-``start(..., background=True)`` (the "up" mode) also runs every poller and the async queue on
-background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
+``start(..., background=True)`` (the "up" mode) also runs every poller (as many at once as the
+event source's MaximumConcurrency), the async queue and the scheduler (every schedule of the stack
+fires) on background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
 (default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
 """
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentwake_local import lambda_runtime
+from agentwake_local import async_invoke, lambda_runtime
 from agentwake_local import timing as timing_defaults
 from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
 from agentwake_local.functions import Destination, FunctionSpec
@@ -99,8 +100,10 @@ class LocalStackRuntime:
         poll_interval: float = 0.2,
         server_host: str = "127.0.0.1",
         server_port: int = 0,
+        async_concurrency: int = async_invoke.DEFAULT_CONCURRENCY,
     ) -> None:
         self.stack_name = stack_name
+        self.async_concurrency = async_concurrency
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
@@ -214,10 +217,19 @@ class LocalStackRuntime:
         )
         self._stack = provision(template, self.endpoint_url, session=self._session)
         self.async_invoker = AsyncInvoker(
-            self._invoke_for_async, self._deliver, retry_delays=self.timing.async_retry_delays
+            self._invoke_for_async,
+            self._deliver,
+            retry_delays=self.timing.async_retry_delays,
+            concurrency=self.async_concurrency,
         )
+        # every schedule of the stack (one-time ones too: a cron wake waiting for its busy session)
         self.scheduler = LocalScheduler(
-            self.client("scheduler"), self.client("sqs"), self._invoke_target, timing=self.timing, clock=self.clock
+            self.client("scheduler"),
+            self.client("sqs"),
+            self._invoke_target,
+            timing=self.timing,
+            clock=self.clock,
+            interval=min(1.0, self.poll_interval),
         )
         self.pollers = [
             SqsPoller(
@@ -436,6 +448,12 @@ class LocalStackRuntime:
                 "AWS.Lambda.ResourceNotFoundException", f"Function not found: {target_arn}"
             ) from None
         self.invoke_async(target_arn, event)
+
+    def fire_due_schedules(self) -> list[str]:
+        """Fire the schedules whose time has come (the background mode does this on its own); the
+        names of those whose target was invoked."""
+        assert self.scheduler is not None
+        return [f.name for f in self.scheduler.tick() if f.outcome == "invoked"]
 
     def _invoker_for(self, function: FunctionSpec) -> Callable[[Any], Invocation]:
         return lambda event: self._invoke(function, event, None, None)
