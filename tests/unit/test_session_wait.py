@@ -182,9 +182,4 @@ def test_a_cron_wake_past_the_limit_raises_session_busy_after_recording_it() -> 
     # THEN it raises (Lambda's retries, then CronFailureQueue) with the holder, and the failure is recorded
     assert raised.value.holder == "bg:t1"
     [(failure, kw)] = store.failures
-    assert failure.error_type == "SessionBusy" and kw == {
-        "task_id": None,
-        "job_id": "j1",
-        "kind": "cron",
-        "usage": None,
-    }
+    assert failure.error_type == "SessionBusy" and kw == {"task_id": None, "job_id": "j1", "kind": "cron", "usage": None}
