@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench soak fuzz validate clean
+.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,3 +57,7 @@ fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
+	$(PY) bench/bench_local.py --n 500
+
+bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)
+	$(PY) bench/bench_local.py --n 5000

@@ -1,8 +1,9 @@
 """Lambda's asynchronous invocation (``InvocationType=Event``), emulated locally.
 
 As on Lambda: the event is queued; an attempt that ends in a function error is retried up to
-``MaximumRetryAttempts`` times (Lambda waits about 1 then 2 minutes; locally the delays are
-configurable, 0 by default) with the same request id; an event older than
+``MaximumRetryAttempts`` times (Lambda waits about 1 then 2 minutes; ``agentwake local up`` waits
+the same divided by ``timing.LOCAL_SPEEDUP``, ``--faithful`` the real thing; ``LocalStackRuntime``
+used directly does not wait unless given a ``timing``) with the same request id; an event older than
 ``MaximumEventAgeInSeconds`` is not retried. The outcome goes to the EventInvokeConfig
 destination as Lambda's invocation record::
 
@@ -31,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentwake_local.functions import LATEST, Destination, FunctionSpec
 from agentwake_local.lambda_runtime import Invocation
-from agentwake_local.template import LATEST, Destination, FunctionSpec
 
 logger = logging.getLogger(__name__)
 

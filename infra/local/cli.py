@@ -1,7 +1,8 @@
 """``agentwake local ...`` and ``agentwake invoke``: the embedded local AWS from the command line.
 
-    agentwake local up                       moto + template.yaml + SQS pollers + async queue, until Ctrl-C
+    agentwake local up [--faithful]          moto + template.yaml + SQS pollers + async queue + scheduler, until Ctrl-C
     agentwake local status                   the running local stack (endpoint, resources, functions)
+    agentwake local seed                     create what events/ names (local up does it unless --no-seed)
     agentwake local env [--docker-host H]    env.json for `sam local invoke --env-vars`
     agentwake invoke FUNCTION -e events/X.json
                                              run a function as `sam local invoke` would, without Docker:
@@ -15,6 +16,7 @@ Registered with the operator CLI by ``agentwake_local.cli_plugin`` (entry point 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -25,7 +27,10 @@ from typing import Annotated, Any
 
 import typer
 
+from agentwake_local import timing
+from agentwake_local.moto_patches import MotoPatchError
 from agentwake_local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.template import TemplateError
 
 app = typer.Typer(
     name="local",
@@ -35,7 +40,42 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-TemplateOption = Annotated[Path, typer.Option("--template", "-t", help="SAM template to provision.", dir_okay=False)]
+TemplateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--template",
+        "-t",
+        help="SAM template to provision (default: template.yaml here or in a parent directory, "
+        "else the agentwake repository's).",
+        dir_okay=False,
+    ),
+]
+TEMPLATE_NAME = "template.yaml"
+
+
+def find_template(given: Path | None, cwd: Path | None = None) -> Path:
+    """The template to provision: ``given``, else ``template.yaml`` in ``cwd`` or a parent, else the
+    one of the repository this package runs from. Exits with a message saying how to point at one."""
+    if given is not None:
+        if not given.is_file():
+            typer.echo(f"error: no template at {given} (give the path of a SAM template.yaml)", err=True)
+            raise typer.Exit(2)
+        return given
+    here = (cwd or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / TEMPLATE_NAME).is_file():
+            return directory / TEMPLATE_NAME
+    repository = Path(__file__).resolve().parents[2] / TEMPLATE_NAME  # an editable install of agentwake
+    if repository.is_file():
+        return repository
+    typer.echo(
+        f"error: no {TEMPLATE_NAME} in {here} or any parent directory.\n"
+        "  run from the agentwake repository, or point at a template:   agentwake local up --template PATH",
+        err=True,
+    )
+    raise typer.Exit(2)
+
+
 OverridesOption = Annotated[
     list[str] | None,
     typer.Option("--parameter-overrides", "-p", help="Template parameter as Key=Value (repeatable)."),
@@ -59,26 +99,52 @@ def _echo_json(data: Any) -> None:
 
 @app.command()
 def up(
-    template: TemplateOption = Path("template.yaml"),
+    template: TemplateOption = None,
     parameter_overrides: OverridesOption = None,
     host: Annotated[str, typer.Option(help="Address to bind (0.0.0.0 lets Docker containers reach it).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 0,
     visibility_timeout_override: Annotated[
         int | None,
-        typer.Option(help="Seconds before a failed SQS record is retried (default: the queue's own timeout)."),
+        typer.Option(
+            help=f"Seconds before a failed SQS record is received again (default: "
+            f"{timing.LOCAL_VISIBILITY_TIMEOUT_S}; with --faithful: the queue's own VisibilityTimeout)."
+        ),
     ] = None,
+    faithful: Annotated[
+        bool,
+        typer.Option(
+            "--faithful",
+            help="AWS's timing: the template's visibility timeouts, Lambda's async retry delays (1 then 2 "
+            "minutes), Scheduler's retry backoff. Default: all of them shortened for people at a keyboard.",
+        ),
+    ] = False,
+    seed: Annotated[
+        bool, typer.Option("--seed/--no-seed", help="Create the sessions, tasks and job that events/ names.")
+    ] = True,
 ) -> None:
-    """Run the local stack until Ctrl-C: pollers and the async queue on background threads."""
+    """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads."""
     if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         logging.getLogger("botocore").setLevel(logging.WARNING)
-    runtime = LocalStackRuntime(server_host=host, server_port=port).start(
-        template, _overrides(parameter_overrides), visibility_timeout_override, background=True
-    )
+    chosen = timing.faithful() if faithful else timing.local()
+    if visibility_timeout_override is not None:
+        chosen = dataclasses.replace(chosen, visibility_timeout_override=visibility_timeout_override)
+    template = find_template(template)
+    try:
+        runtime = LocalStackRuntime(server_host=host, server_port=port, timing=chosen).start(
+            template, _overrides(parameter_overrides), background=True
+        )
+    except (TemplateError, MotoPatchError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}")
+    typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}  (template {template})")
+    typer.echo(chosen.describe())
+    if seed and "AgentTableName" in runtime.outputs:
+        created = runtime.seed()
+        typer.echo(f"seeded what events/ names: {', '.join(created) or 'already there'}")
     typer.echo(f"state: {state_path()}  env.json: {state_path().parent / 'env.json'}")
     for logical_id, resource in runtime.stack.resources.items():
         if resource.provisioned:
@@ -102,6 +168,23 @@ def status() -> None:
         typer.echo(f"no local stack is running (no live {state_path()})", err=True)
         raise typer.Exit(1)
     _echo_json(state)
+
+
+@app.command("seed")
+def seed_command() -> None:
+    """Create the sessions, tasks and job that the sample events in events/ name, on the running stack."""
+    state = read_state()
+    if state is None:
+        typer.echo(
+            f"error: no local stack is running (no live {state_path()}); start one: agentwake local up", err=True
+        )
+        raise typer.Exit(1)
+    try:
+        created = LocalStackRuntime.attach(state=state).seed()
+    except RuntimeError as exc:  # a template without agentwake's table
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"seeded: {', '.join(created)}" if created else "already seeded: nothing to create")
 
 
 @app.command("env")
@@ -166,7 +249,7 @@ def invoke(
             "--env-vars", "-n", help="JSON file of environment overrides, as for `sam local invoke`.", dir_okay=False
         ),
     ] = None,
-    template: TemplateOption = Path("template.yaml"),
+    template: TemplateOption = None,
     parameter_overrides: OverridesOption = None,
     asynchronous: Annotated[
         bool, typer.Option("--async", help="Invoke as Event: retries, then the on-failure destination.")
@@ -191,12 +274,14 @@ def invoke(
         where = f"the local stack at {runtime.endpoint_url}"
     elif os.environ.get("AWS_ENDPOINT_URL"):
         endpoint = os.environ["AWS_ENDPOINT_URL"]
-        runtime = LocalStackRuntime(write_state=False).start(
-            template, _overrides(parameter_overrides), endpoint_url=endpoint
+        runtime = LocalStackRuntime(write_state=False, timing=timing.local()).start(
+            find_template(template), _overrides(parameter_overrides), endpoint_url=endpoint
         )
         where = f"the endpoint {endpoint} (AWS_ENDPOINT_URL)"
     elif throwaway:
-        runtime = LocalStackRuntime(write_state=False).start(template, _overrides(parameter_overrides))
+        runtime = LocalStackRuntime(write_state=False, timing=timing.local()).start(
+            find_template(template), _overrides(parameter_overrides)
+        )
         where = f"a throwaway local stack at {runtime.endpoint_url}"
     else:
         typer.echo(f"error: {NO_STACK_HELP}", err=True)

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentwake_local.functions import LATEST, FunctionSpec
 from agentwake_local.server import apply_env, restore_env
-from agentwake_local.template import LATEST, FunctionSpec
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentwake_local.functions import FunctionSpec, SqsEventSource
 from agentwake_local.lambda_runtime import Invocation
-from agentwake_local.template import FunctionSpec, SqsEventSource
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Each is idempotent (get-or-create) so that a second process can attach to a running local stack
 by provisioning the same template again. Add a type here and it appears locally with no other
-change; ``template.provision`` skips types that have no entry in ``PROVISIONERS``.
+change; ``provision.provision`` skips types that have no entry in ``PROVISIONERS``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from agentwake_local.template import Resource, Template, TemplateError, _bool, _int, physical_name
+from agentwake_local.template import Resource, Template, TemplateError, as_bool, as_int, physical_name
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ def _tags_list(tags: Any) -> list[dict[str, str]]:
 def _throughput(raw: Any) -> dict[str, int]:
     raw = raw or {}
     return {
-        "ReadCapacityUnits": _int(raw.get("ReadCapacityUnits"), 5) or 5,
-        "WriteCapacityUnits": _int(raw.get("WriteCapacityUnits"), 5) or 5,
+        "ReadCapacityUnits": as_int(raw.get("ReadCapacityUnits"), 5) or 5,
+        "WriteCapacityUnits": as_int(raw.get("WriteCapacityUnits"), 5) or 5,
     }
 
 
@@ -108,7 +108,7 @@ def _create_table(ctx: ProvisionContext, name: str, props: Mapping[str, Any]) ->
         request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
     sse = props.get("SSESpecification")
     if sse:
-        request["SSESpecification"] = {"Enabled": _bool(sse.get("SSEEnabled"))}
+        request["SSESpecification"] = {"Enabled": as_bool(sse.get("SSEEnabled"))}
         for key in ("SSEType", "KMSMasterKeyId"):
             if sse.get(key):
                 request["SSESpecification"][key] = sse[key]
@@ -132,7 +132,7 @@ def provision_table(ctx: ProvisionContext, logical_id: str, props: dict[str, Any
         table = ddb.describe_table(TableName=name)["Table"]
 
     ttl = props.get("TimeToLiveSpecification")
-    if ttl and _bool(ttl.get("Enabled")):
+    if ttl and as_bool(ttl.get("Enabled")):
         current = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
         if current.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
             ddb.update_time_to_live(
@@ -140,7 +140,7 @@ def provision_table(ctx: ProvisionContext, logical_id: str, props: dict[str, Any
                 TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
             )
     pitr = props.get("PointInTimeRecoverySpecification")
-    if pitr and _bool(pitr.get("PointInTimeRecoveryEnabled")):
+    if pitr and as_bool(pitr.get("PointInTimeRecoveryEnabled")):
         try:
             ddb.update_continuous_backups(
                 TableName=name,
@@ -155,24 +155,6 @@ def provision_table(ctx: ProvisionContext, logical_id: str, props: dict[str, Any
     return Resource(logical_id, "AWS::DynamoDB::Table", name, attributes, props, provisioned=True)
 
 
-def provision_simple_table(ctx: ProvisionContext, logical_id: str, props: dict[str, Any]) -> Resource:
-    """``AWS::Serverless::SimpleTable``: a single-key on-demand table."""
-    key = props.get("PrimaryKey") or {"Name": "id", "Type": "String"}
-    key_type = {"String": "S", "Number": "N", "Binary": "B"}[key.get("Type", "String")]
-    table_props = {
-        "TableName": props.get("TableName"),
-        "KeySchema": [{"AttributeName": key["Name"], "KeyType": "HASH"}],
-        "AttributeDefinitions": [{"AttributeName": key["Name"], "AttributeType": key_type}],
-        "BillingMode": "PAY_PER_REQUEST" if not props.get("ProvisionedThroughput") else "PROVISIONED",
-        "ProvisionedThroughput": props.get("ProvisionedThroughput"),
-        "SSESpecification": props.get("SSESpecification"),
-        "Tags": props.get("Tags"),
-    }
-    resource = provision_table(ctx, logical_id, {k: v for k, v in table_props.items() if v})
-    resource.type = "AWS::Serverless::SimpleTable"
-    return resource
-
-
 # --------------------------------------------------------------------------------------------
 # SQS
 
@@ -181,7 +163,7 @@ _SQS_NOT_ATTRIBUTES = ("QueueName", "Tags")
 
 def provision_queue(ctx: ProvisionContext, logical_id: str, props: dict[str, Any]) -> Resource:
     sqs = ctx.client("sqs")
-    fifo = _bool(props.get("FifoQueue"))
+    fifo = as_bool(props.get("FifoQueue"))
     name = physical_name(ctx.template, logical_id, props.get("QueueName"), 80, ".fifo" if fifo else "")
     attributes: dict[str, str] = {}
     for key, value in props.items():
@@ -298,7 +280,7 @@ _SNS_SUBSCRIPTION_ATTRIBUTES = (
 
 def provision_topic(ctx: ProvisionContext, logical_id: str, props: dict[str, Any]) -> Resource:
     sns = ctx.client("sns")
-    fifo = _bool(props.get("FifoTopic"))
+    fifo = as_bool(props.get("FifoTopic"))
     name = physical_name(ctx.template, logical_id, props.get("TopicName"), 256, ".fifo" if fifo else "")
     attributes = {
         key: _attribute_str(props[key])
@@ -385,7 +367,6 @@ def provision_role(ctx: ProvisionContext, logical_id: str, props: dict[str, Any]
 
 PROVISIONERS: dict[str, Provisioner] = {
     "AWS::DynamoDB::Table": provision_table,
-    "AWS::Serverless::SimpleTable": provision_simple_table,
     "AWS::SQS::Queue": provision_queue,
     "AWS::Scheduler::ScheduleGroup": provision_schedule_group,
     "AWS::Scheduler::Schedule": provision_schedule,

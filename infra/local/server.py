@@ -85,6 +85,7 @@ class MotoServer:
     def start(self) -> MotoServer:
         if self._server is not None:
             return self
+        prepare_moto()
         from moto.server import ThreadedMotoServer
 
         if self.quiet:
@@ -183,13 +184,55 @@ def reset(endpoint_url: str) -> None:
         pass
 
 
-def is_reachable(endpoint_url: str, timeout: float = 1.0) -> bool:
-    """True if a moto server answers at ``endpoint_url`` (used to spot a stale state file)."""
+#: moto's own configuration document: a small constant answer, whatever the server holds
+HEALTH_PATH = "/moto-api/config"
+#: a server that accepted the connection but has not answered yet is busy, not gone
+HEALTH_TIMEOUT_S = 10.0
+
+
+def prepare_moto() -> None:
+    """Patch moto for the embedded server (``moto_patches``); raises ``MotoPatchError`` when the
+    installed moto is not the one the patches were written for."""
+    from agentwake_local import moto_patches
+
+    moto_patches.apply()
+
+
+def probe(endpoint_url: str, timeout: float = HEALTH_TIMEOUT_S) -> str:
+    """``"up"`` (it answered), ``"busy"`` (it accepted the connection, no answer within ``timeout``)
+    or ``"down"`` (nothing listens there, or it is not a moto server).
+
+    Constant time: one small request whose answer does not depend on what the server holds.
+    """
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint_url)
+    if not parts.hostname:
+        return "down"
     try:
-        with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=timeout):
-            return True
+        sock = socket.create_connection((parts.hostname, parts.port or 80), timeout=min(timeout, 5.0))
     except OSError:
-        return False
+        return "down"
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    connection.sock = sock
+    sock.settimeout(timeout)
+    try:
+        connection.request("GET", HEALTH_PATH)
+        response = connection.getresponse()
+        response.read(65536)
+        return "up" if 200 <= response.status < 300 else "down"
+    except TimeoutError:
+        return "busy"
+    except (OSError, http.client.HTTPException):
+        return "down"
+    finally:
+        connection.close()
+
+
+def is_reachable(endpoint_url: str, timeout: float = HEALTH_TIMEOUT_S) -> bool:
+    """True if a moto server listens at ``endpoint_url`` (answering, or busy answering others)."""
+    return probe(endpoint_url, timeout) != "down"
 
 
 def apply_env(env: Mapping[str, str | None], target: dict[str, str] | None = None) -> dict[str, str | None]:
@@ -219,3 +262,25 @@ def restore_env(previous: Mapping[str, str | None], target: dict[str, str] | Non
             target_env.pop(key, None)
         else:
             target_env[key] = value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The patched moto server alone, until SIGTERM/Ctrl-C (``python -c "from agentwake_local.server import main; main()"``).
+
+    Prints its endpoint on the first line (benchmarks run it in a process of its own to measure it).
+    """
+    import argparse
+    import signal
+    import threading
+
+    parser = argparse.ArgumentParser(description="the embedded moto server, alone")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with MotoServer(args.host, args.port) as server:
+        print(server.endpoint_url, flush=True)
+        stop.wait()
+    return 0

@@ -7,13 +7,14 @@
         local.invoke_async("CronWakeFunction", event)   # Event: retries + on-failure destination
 
 ``start(..., background=True)`` (the "up" mode) also runs every poller (as many at once as the
-event source's MaximumConcurrency), the async queue and the firing of one-time schedules on
-background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
+event source's MaximumConcurrency), the async queue and the scheduler (every schedule of the stack
+fires) on background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
 (default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -24,19 +25,16 @@ from types import TracebackType
 from typing import Any
 
 from agentwake_local import async_invoke, lambda_runtime
+from agentwake_local import timing as timing_defaults
 from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
-from agentwake_local.at_schedules import OneTimeSchedules
+from agentwake_local.functions import Destination, FunctionSpec
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.poller import PollResult, SqsPoller
+from agentwake_local.provision import LocalStack, provision
+from agentwake_local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
 from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
-from agentwake_local.template import (
-    DEFAULT_STACK_NAME,
-    Destination,
-    FunctionSpec,
-    LocalStack,
-    load_template,
-    provision,
-)
+from agentwake_local.template import DEFAULT_STACK_NAME, load_template
+from agentwake_local.timing import Timing
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +94,9 @@ class LocalStackRuntime:
         *,
         stack_name: str = DEFAULT_STACK_NAME,
         region: str = DEFAULT_REGION,
-        async_retry_delays: float | Sequence[float] = 0.0,
+        async_retry_delays: float | Sequence[float] | None = None,
+        timing: Timing | None = None,
+        clock: Clock = utcnow,
         write_state: bool = True,
         home: str | Path | None = None,
         on_env_change: Callable[[], None] | None = lambda_runtime.default_on_env_change,
@@ -111,7 +111,12 @@ class LocalStackRuntime:
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
-        self.async_retry_delays = async_retry_delays
+        # no waits unless asked: tests drive retries themselves; `local up` passes timing.local()
+        self.timing = timing or timing_defaults.immediate(None)
+        if async_retry_delays is not None:
+            delays = [async_retry_delays] if isinstance(async_retry_delays, int | float) else async_retry_delays
+            self.timing = dataclasses.replace(self.timing, async_retry_delays=tuple(float(d) for d in delays))
+        self.clock = clock
         self.write_state = write_state
         self.home = home
         self.on_env_change = on_env_change
@@ -127,7 +132,7 @@ class LocalStackRuntime:
         self.visibility_timeout_override: int | None = None
         self.pollers: list[SqsPoller] = []
         self.async_invoker: AsyncInvoker | None = None
-        self.one_time_schedules: OneTimeSchedules | None = None
+        self.scheduler: LocalScheduler | None = None
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
@@ -188,6 +193,10 @@ class LocalStackRuntime:
             raise RuntimeError(f"no local stack is running (no live {state_path(home)})")
         options.setdefault("stack_name", state.get("stack_name", DEFAULT_STACK_NAME))
         options.setdefault("region", state.get("region", DEFAULT_REGION))
+        if state.get("timing") and "timing" not in options and "async_retry_delays" not in options:
+            recorded = dict(state["timing"])
+            recorded["async_retry_delays"] = tuple(recorded.get("async_retry_delays") or ())
+            options["timing"] = Timing(**recorded)
         runtime = cls(write_state=False, home=home, **options)
         runtime._endpoint_url = state["endpoint_url"]
         runtime._provision(
@@ -203,6 +212,8 @@ class LocalStackRuntime:
     ) -> None:
         self.template_path = Path(template_path).resolve()
         self.parameter_overrides = dict(parameter_overrides or {})
+        if visibility_timeout_override is None:
+            visibility_timeout_override = self.timing.visibility_timeout_override
         self.visibility_timeout_override = visibility_timeout_override
         self._session = boto3_session(self.region)
         template = load_template(
@@ -212,8 +223,17 @@ class LocalStackRuntime:
         self.async_invoker = AsyncInvoker(
             self._invoke_for_async,
             self._deliver,
-            retry_delays=self.async_retry_delays,
+            retry_delays=self.timing.async_retry_delays,
             concurrency=self.async_concurrency,
+        )
+        # every schedule of the stack (one-time ones too: a cron wake waiting for its busy session)
+        self.scheduler = LocalScheduler(
+            self.client("scheduler"),
+            self.client("sqs"),
+            self._invoke_target,
+            timing=self.timing,
+            clock=self.clock,
+            interval=min(1.0, self.poll_interval),
         )
         self.pollers = [
             SqsPoller(
@@ -229,12 +249,6 @@ class LocalStackRuntime:
             for source in function.sqs_events
             if source.enabled and source.queue_url
         ]
-        self.one_time_schedules = OneTimeSchedules(
-            self.client("scheduler"),
-            [r.ref for r in self._stack.resources.values() if r.type == "AWS::Scheduler::ScheduleGroup"],
-            self._fire_schedule,
-            interval=self.poll_interval,
-        )
         logger.info(
             "local stack %s on %s: %d resources, %d functions, %d SQS pollers",
             self.stack_name,
@@ -274,16 +288,20 @@ class LocalStackRuntime:
             poller.start()
         if self.async_invoker is not None:
             self.async_invoker.start()
-        if self.one_time_schedules is not None:
-            self.one_time_schedules.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     def stop_background(self) -> None:
-        if self.one_time_schedules is not None:
-            self.one_time_schedules.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         for poller in self.pollers:
             poller.stop()
         if self.async_invoker is not None:
             self.async_invoker.stop()
+
+    @property
+    def async_retry_delays(self) -> tuple[float, ...]:
+        return self.timing.async_retry_delays
 
     # -- what is running ------------------------------------------------------------------
 
@@ -354,6 +372,7 @@ class LocalStackRuntime:
                 "template_path": str(self.template_path),
                 "parameter_overrides": self.parameter_overrides,
                 "visibility_timeout_override": self.visibility_timeout_override,
+                "timing": dataclasses.asdict(self.timing),
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "env_file": str(env_file),
                 "resources": {lid: r.ref for lid, r in self.stack.resources.items()},
@@ -408,6 +427,40 @@ class LocalStackRuntime:
     ) -> Invocation:
         return self._invoke(function, event, request_id, invoked_function_arn)
 
+    def seed(self) -> list[str]:
+        """Create what the sample events in events/ name (``agentwake_local.seed``); returns what was new."""
+        from agentwake.store.dynamo import DynamoStore
+        from agentwake_local.seed import seed
+
+        table = self.outputs.get("AgentTableName")
+        if not table:
+            raise RuntimeError("this template has no AgentTableName output: nothing to seed")
+        return seed(DynamoStore(str(table), client=self.client("dynamodb")))
+
+    def _invoke_target(self, target_arn: str, event: Any) -> None:
+        """EventBridge Scheduler's target invocation: Lambda (asynchronously) or an SQS queue."""
+        service = target_arn.split(":")[2] if target_arn.count(":") >= 5 else ""
+        if service == "sqs":
+            try:
+                url = self.client("sqs").get_queue_url(QueueName=target_arn.rsplit(":", 1)[-1])["QueueUrl"]
+            except Exception as exc:
+                raise TargetInvocationError("AWS.SQS.NonExistentQueue", f"queue not found: {target_arn}") from exc
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(event))
+            return
+        try:
+            self.stack.function(target_arn)
+        except KeyError:
+            raise TargetInvocationError(
+                "AWS.Lambda.ResourceNotFoundException", f"Function not found: {target_arn}"
+            ) from None
+        self.invoke_async(target_arn, event)
+
+    def fire_due_schedules(self) -> list[str]:
+        """Fire the schedules whose time has come (the background mode does this on its own); the
+        names of those whose target was invoked."""
+        assert self.scheduler is not None
+        return [f.name for f in self.scheduler.tick() if f.outcome == "invoked"]
+
     def _invoker_for(self, function: FunctionSpec) -> Callable[[Any], Invocation]:
         return lambda event: self._invoke(function, event, None, None)
 
@@ -441,17 +494,6 @@ class LocalStackRuntime:
             logger.warning("destination type %s (%s) is not emulated locally", destination.type, destination.arn)
             return
         logger.info("async destination %s %s <- %s", destination.type, destination.arn, condition)
-
-    # -- EventBridge Scheduler one-time schedules -----------------------------------------
-
-    def _fire_schedule(self, target_arn: str, payload: Any) -> None:
-        self.invoke_async(target_arn, payload)
-
-    def fire_due_schedules(self) -> list[str]:
-        """Fire the one-time ``at(...)`` schedules whose time has come (the background mode does
-        this on its own); the names of those fired."""
-        assert self.one_time_schedules is not None
-        return self.one_time_schedules.fire_due()
 
     # -- SQS event source mappings --------------------------------------------------------
 

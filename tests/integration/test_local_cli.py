@@ -104,3 +104,31 @@ def test_status_env_and_invoke_use_the_running_stack(home: Path, event_file: Pat
 
     # AND once it stopped, status says nothing is running
     assert CliRunner().invoke(app, ["status"]).exit_code == 1
+
+
+def test_local_up_outside_the_repository_finds_a_template_or_says_how_to_point_at_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake_local import cli as local_cli
+
+    elsewhere = tmp_path / "some" / "dir"
+    elsewhere.mkdir(parents=True)
+    # GIVEN a directory with no template.yaml in it or above it
+    # WHEN the template is looked for  THEN the agentwake checkout's own is used
+    assert local_cli.find_template(None, elsewhere) == Path(local_cli.__file__).resolve().parents[2] / "template.yaml"
+    # AND a template.yaml in a parent directory wins over it
+    (tmp_path / "template.yaml").write_text(TEMPLATE.read_text())
+    assert local_cli.find_template(None, elsewhere) == tmp_path / "template.yaml"
+
+    # GIVEN no template anywhere (an installed package, not a checkout)
+    (tmp_path / "template.yaml").unlink()
+    monkeypatch.setattr(local_cli, "__file__", str(tmp_path / "site-packages" / "infra" / "local" / "cli.py"))
+    monkeypatch.chdir(elsewhere)
+    # WHEN `agentwake local up` runs there  THEN it says how to point at one, no traceback
+    result = CliRunner().invoke(app, ["up"])
+    assert result.exit_code == 2
+    assert "no template.yaml in" in result.output and "--template PATH" in result.output
+    assert "Traceback" not in result.output
+    # AND a --template that does not exist is named
+    missing = CliRunner().invoke(app, ["up", "--template", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2 and "no template at" in missing.output

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from agentwake_local.at_schedules import OneTimeSchedules
+from agentwake_local.functions import FunctionSpec, SqsEventSource
 from agentwake_local.lambda_runtime import EnvironmentGate, Invocation
 from agentwake_local.poller import SqsPoller
 from agentwake_local.server import MotoServer, boto3_session
-from agentwake_local.template import FunctionSpec, SqsEventSource
 
 
 @pytest.fixture(scope="module")

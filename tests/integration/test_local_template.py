@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agentwake_local.poller import InvalidBatchResponse, batch_item_failures
-from agentwake_local.template import TemplateError, load_template, parse_template, provision
+from agentwake_local.provision import provision
+from agentwake_local.template import TemplateError, load_template, parse_template
 
 UNREACHABLE = "http://127.0.0.1:9"  # provisioning must fail before talking to AWS
 
@@ -149,6 +150,27 @@ Resources:
 
     # WHEN provisioning / THEN the error names the function property and the id
     with pytest.raises(TemplateError, match="Fn.Environment: unknown logical id 'Missing'"):
+        provision(load_template(path), UNREACHABLE)
+
+
+def test_an_intrinsic_the_local_stack_does_not_resolve_is_refused_by_name(tmp_path: Path) -> None:
+    # GIVEN a function whose environment uses Fn::FindInMap (agentwake's template uses none of it)
+    path = write(
+        tmp_path,
+        """
+Mappings:
+  Sizes: { small: { memory: "128" } }
+Resources:
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: m.h
+      Environment: { Variables: { X: !FindInMap [Sizes, small, memory] } }
+""",
+    )
+
+    # WHEN provisioning / THEN it is refused, naming the intrinsic (never passed on as a literal dict)
+    with pytest.raises(TemplateError, match="Fn::FindInMap is not supported by the local stack"):
         provision(load_template(path), UNREACHABLE)
 
 

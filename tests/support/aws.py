@@ -56,7 +56,7 @@ def _session() -> boto3.session.Session:
 def create_resources(max_receive_count: int = 5) -> Resources:
     """Provision template.yaml's resources on moto (inside ``mock_aws()``) with the local stack's
     own provisioner, as ``agentwake local up`` does on the embedded server."""
-    from agentwake_local.template import provision
+    from agentwake_local.provision import provision
 
     stack = provision(_template(max_receive_count), None, session=_session())
     out = stack.outputs

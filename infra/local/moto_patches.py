@@ -1,0 +1,393 @@
+"""Patches that make the embedded moto server's cost per request independent of what it holds.
+
+Three things in moto grow with everything ever written, and the local stack writes a lot:
+
+1. **model instance tracking** (``BaseModel.__new__``): every model object ever created (each
+   DynamoDB item, each copy of one, each SQS message) is appended to a class-level list that only
+   ``/moto-api/reset`` empties; it exists for the ``/moto-api/data.json`` dashboard. The embedded
+   server does not track them (the health check does not use data.json).
+2. **TransactWriteItems' rollback** (``DynamoDBBackend.transact_write_items``): moto deep-copies
+   every table a transaction names before it starts, so one wake's commit copies the whole table.
+   The replacement below copies only the items the transaction touches and puts exactly those back
+   on a cancellation. Otherwise it is moto's own code, line for line.
+3. **Query on the primary key** (``Table.query`` → ``Table.all_items``): moto lists *and sorts*
+   every item of the table, then keeps those of the queried partition. The patch hands the query
+   the queried partition only; index queries and scans keep moto's behaviour.
+4. **SQS with many messages** (``Message.visible``/``delayed``,
+   ``SQSBackend.is_message_valid_based_on_retention_period``): every received message recomputed
+   *all* the queue's attributes (three scans of the queue, each building two datetimes per message)
+   just to read its retention period, so one ReceiveMessage on a queue of 2,500 messages took
+   seconds. The patch reads the retention period directly and compares visibility and delay times
+   with one clock reading per message. Scans of the queue remain (moto keeps a list), but cheap.
+
+Pinned: every patched function is checked against the sha256 of its source in the moto version
+the patch was written for. A moto upgrade that changes one of them stops the local stack at start
+(``MotoPatchError``, saying which function and what to do) instead of silently running a patch
+written for other code.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import hashlib
+import inspect
+import logging
+import textwrap
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: the moto release the patches were written against (pyproject's `local` extra pins it)
+MOTO_VERSION = "5.2.5"
+
+#: dotted name -> sha256 of the function's source (textwrap.dedent(inspect.getsource(f)))
+PINNED: dict[str, str] = {
+    "moto.core.common_models.BaseModel.__new__": ("122d2cd5b02113e59b0f471e3f73a6f9b11ac81aa7be77db488e30dcd269b993"),
+    "moto.dynamodb.models.DynamoDBBackend.transact_write_items": (
+        "0b5c3b73cdccf3268b7266a17c96e2f7e675bd20fe3f28326a1e95ffa38cf8fe"
+    ),
+    "moto.dynamodb.models.table.Table.query": ("c08e16587862d4cab6982bb4749693a7727345c3f10084d73f139d8bc8093a15"),
+    "moto.sqs.models.Message.visible": ("1abcc7861b9a4c5b0c3be942fe350954284299399d4b2f6db6161b685cfc74d9"),
+    "moto.sqs.models.Message.delayed": ("815515980283b0b02234403fceaaa7381e8ddbb3cfa7f2b29a7c8ac3c53ff2eb"),
+    "moto.sqs.models.SQSBackend.is_message_valid_based_on_retention_period": (
+        "9c430561cf6d7cb41f2a0c147bd697a94b4ca23265bc0dea6253a16ea103c493"
+    ),
+    "moto.dynamodb.models.table.Table.all_items": ("2091a7dc1699504cd07211a2971cbfaa082b82c419b4a36ca59dab20fac685f0"),
+}
+
+
+class MotoPatchError(RuntimeError):
+    """The installed moto is not the one the local stack's patches were written for."""
+
+
+_lock = threading.Lock()
+_applied = False
+#: (table, hash key) of the primary-key Query running in this thread, if any
+_QUERY_PARTITION: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "agentwake_query_partition", default=None
+)
+
+
+def _resolve(dotted: str) -> Any:
+    """``package.module.Class.function`` -> the function, as defined (not bound, not inherited)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:split])
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            obj = obj.__dict__[attribute] if isinstance(obj, type) else getattr(obj, attribute)
+        return obj
+    raise ImportError(dotted)
+
+
+def source_digest(function: Callable[..., Any]) -> str:
+    """sha256 of a function's source, the way ``PINNED`` records it."""
+    if isinstance(function, property):
+        function = function.fget  # type: ignore[assignment]
+    function = inspect.unwrap(getattr(function, "__agentwake_original__", function))
+    return hashlib.sha256(textwrap.dedent(inspect.getsource(function)).encode()).hexdigest()
+
+
+def installed_moto_version() -> str:
+    from importlib.metadata import version
+
+    return version("moto")
+
+
+def check(pins: Mapping[str, str] | None = None) -> None:
+    """Raise ``MotoPatchError`` unless every pinned function has the pinned source."""
+    pins = PINNED if pins is None else pins
+    installed = installed_moto_version()
+    changed: list[str] = []
+    for dotted, digest in pins.items():
+        try:
+            function = _resolve(dotted)
+            found = source_digest(function)
+        except (ImportError, AttributeError, KeyError, OSError, TypeError) as exc:
+            changed.append(f"{dotted} (not found: {exc})")
+            continue
+        if found != digest:
+            changed.append(dotted)
+    if changed:
+        raise MotoPatchError(
+            f"moto {installed} is not the moto the local stack's patches were written for ({MOTO_VERSION}): "
+            f"{', '.join(changed)} changed. Install the pinned version (pip install -e '.[local]', which "
+            f"pins moto=={MOTO_VERSION}), or re-check infra/local/moto_patches.py against the new moto "
+            "and update PINNED."
+        )
+
+
+def apply() -> None:
+    """Check the pins, then patch moto in this process (idempotent). Raises ``MotoPatchError``."""
+    global _applied
+    with _lock:
+        if _applied:
+            return
+        check()
+        _untrack_model_instances()
+        _transactions_copy_only_what_they_touch()
+        _primary_key_queries_read_one_partition()
+        _sqs_cost_independent_of_queue_length()
+        _applied = True
+        logger.debug("moto %s patched: no instance tracking, item-level rollback, partition queries", MOTO_VERSION)
+
+
+def applied() -> bool:
+    return _applied
+
+
+# --------------------------------------------------------------------------------------------
+# 1. no model instance tracking
+
+
+def _untrack_model_instances() -> None:
+    from moto.core import common_models
+    from moto.core.model_instances import reset_model_data
+
+    original = common_models.BaseModel.__new__
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(cls)
+
+    __new__.__agentwake_original__ = original  # type: ignore[attr-defined]
+    common_models.BaseModel.__new__ = __new__  # type: ignore[assignment,method-assign]
+    reset_model_data()  # forget what was tracked before
+
+
+# --------------------------------------------------------------------------------------------
+# 2. TransactWriteItems rolls back the items it touched, not whole tables
+
+
+class _TouchedItems:
+    """The items a transaction is about to change, as they were before (None: absent)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.before: dict[tuple[str, Any, Any], Any] = {}
+        self.streams: dict[str, int] = {}
+
+    def remember(self, table_name: str, key: dict[str, Any]) -> None:
+        table = self.backend.get_table(table_name)
+        hash_key, range_key = self.backend.get_keys_value(table, key)
+        slot = (table.name, hash_key, range_key)
+        if slot in self.before:
+            return
+        self.before[slot] = copy.deepcopy(table.get_item(hash_key, range_key))
+        if table.stream_shard is not None and table.name not in self.streams:
+            self.streams[table.name] = len(table.stream_shard.items)
+
+    def restore(self) -> None:
+        for (table_name, hash_key, range_key), item in self.before.items():
+            table = self.backend.tables.get(table_name)
+            if table is None:
+                continue
+            if range_key is not None:
+                partition = table.items.get(hash_key)
+                if item is None:
+                    if partition is not None:
+                        partition.pop(range_key, None)
+                        if not partition:
+                            table.items.pop(hash_key, None)
+                else:
+                    table.items[hash_key][range_key] = item
+            elif item is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = item
+        for table_name, length in self.streams.items():
+            table = self.backend.tables.get(table_name)
+            if table is not None and table.stream_shard is not None:
+                del table.stream_shard.items[length:]
+
+
+def _transactions_copy_only_what_they_touch() -> None:
+    from moto.dynamodb import models
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MockValidationException,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+
+    get_filter = models.get_filter_expression
+    original = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if len(transact_items) > 100:
+            raise TooManyTransactionsException()
+        # moto copies every named table here; only the items the transaction touches are kept
+        touched = _TouchedItems(self)
+
+        target_items: set[tuple[str, str]] = set()
+
+        def check_unicity(table_name: str, key: dict[str, Any]) -> None:
+            item = (str(table_name), str(dict(sorted(key.items()))))
+            if item in target_items:
+                raise MultipleTransactionsException()
+            target_items.add(item)
+
+        errors: list[Any] = []
+        for item in transact_items:
+            original_item: dict[str, Any] | None = None
+            if len(list(item.keys())) > 1:
+                raise TransactWriteSingleOpException
+
+            try:
+                op_type, op = next(iter(item.items()))
+                if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                    raise ValueError("Unsupported transaction operation")
+
+                table_name = op["TableName"]
+                condition_expression = op.get("ConditionExpression")
+                expression_attribute_names = op.get("ExpressionAttributeNames")
+                expression_attribute_values = op.get("ExpressionAttributeValues")
+                return_values_on_condition_check_failure = op.get("ReturnValuesOnConditionCheckFailure")
+
+                if op_type == "Put":
+                    attrs = op["Item"]
+                    table = self.get_table(table_name)
+                    key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+                    if table.range_key_attr is not None:
+                        key[table.range_key_attr] = attrs[table.range_key_attr]
+                else:
+                    key = op["Key"]
+
+                check_unicity(table_name, key)
+                if op_type != "ConditionCheck":
+                    touched.remember(table_name, key)
+
+                current = self.get_item(table_name, key)
+                if condition_expression is not None:
+                    condition_op = get_filter(
+                        condition_expression,
+                        expression_attribute_names,
+                        expression_attribute_values,
+                    )
+                    if not condition_op.expr(current):
+                        if return_values_on_condition_check_failure == "ALL_OLD" and current:
+                            original_item = current.to_json()["Attributes"]
+                        raise ConditionalCheckFailed(item=original_item)
+
+                if op_type == "Put":
+                    attrs = op["Item"]
+                    self.put_item(
+                        table_name,
+                        attrs,
+                        condition_expression=condition_expression,
+                        expression_attribute_names=expression_attribute_names,
+                        expression_attribute_values=expression_attribute_values,
+                    )
+                elif op_type == "Delete":
+                    self.delete_item(
+                        table_name,
+                        key,
+                        condition_expression=condition_expression,
+                        expression_attribute_names=expression_attribute_names,
+                        expression_attribute_values=expression_attribute_values,
+                    )
+                elif op_type == "Update":
+                    update_expression = op["UpdateExpression"]
+                    self.update_item(
+                        table_name,
+                        key,
+                        update_expression=update_expression,
+                        condition_expression=condition_expression,
+                        expression_attribute_names=expression_attribute_names,
+                        expression_attribute_values=expression_attribute_values,
+                    )
+                errors.append((None, None, None))
+            except (MultipleTransactionsException, MockValidationException):
+                touched.restore()
+                raise
+            except ConditionalCheckFailed as e:
+                errors.append(("ConditionalCheckFailed", str(e.message), original_item))
+            except Exception as e:  # as moto: any other failure cancels the transaction with its reason
+                errors.append((type(e).__name__, str(e), original_item))
+
+        if any(code is not None for code, _, _ in errors):
+            touched.restore()
+            raise TransactionCanceledException(errors)
+
+    transact_write_items.__agentwake_original__ = original  # type: ignore[attr-defined]
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 3. a primary-key Query reads its partition, not the whole table
+
+
+def _primary_key_queries_read_one_partition() -> None:
+    from moto.dynamodb.models.table import Table
+
+    original_query = Table.query
+    original_all_items = Table.all_items
+    signature = inspect.signature(original_query)
+
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        hash_key = bound.arguments.get("hash_key")
+        if bound.arguments.get("index_name") or hash_key is None:
+            return original_query(self, *args, **kwargs)
+        token = _QUERY_PARTITION.set((self, hash_key))
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            _QUERY_PARTITION.reset(token)
+
+    def all_items(self: Any) -> list[Any]:
+        partition = _QUERY_PARTITION.get()
+        if partition is None or partition[0] is not self:
+            return original_all_items(self)
+        bucket = self.items.get(partition[1])  # .get: never create an empty partition
+        if bucket is None:
+            return []
+        if not self.range_key_attr:
+            return [bucket]
+        # the caller keeps the items of this hash key and sorts them by range key itself
+        return list(bucket.values())
+
+    query.__agentwake_original__ = original_query  # type: ignore[attr-defined]
+    all_items.__agentwake_original__ = original_all_items  # type: ignore[attr-defined]
+    Table.query = query  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 4. SQS: no full attribute recomputation per message, one cheap clock reading per check
+
+
+def _sqs_cost_independent_of_queue_length() -> None:
+    import time
+
+    from moto.sqs.models import Message, SQSBackend
+
+    original_visible = Message.visible
+    original_delayed = Message.delayed
+    original_retention = SQSBackend.is_message_valid_based_on_retention_period
+
+    def visible(self: Any) -> bool:
+        return bool(time.time() * 1000.0 > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(time.time() * 1000.0 < self.delayed_until)
+
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention_period = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention_period + message.sent_timestamp / 1000 > time.time())
+
+    visible.__agentwake_original__ = original_visible.fget  # type: ignore[attr-defined]
+    delayed.__agentwake_original__ = original_delayed.fget  # type: ignore[attr-defined]
+    is_message_valid_based_on_retention_period.__agentwake_original__ = original_retention  # type: ignore[attr-defined]
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]

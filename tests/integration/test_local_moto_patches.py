@@ -1,0 +1,300 @@
+"""The embedded moto server's cost per request does not grow with what its tables hold.
+
+Measured as work done, never as wall-clock time: the model objects moto creates while a request
+runs (each one an allocation it may keep), and the items a Query lists before it keeps those of
+its partition. The server runs in this process, so both are counted directly. Without
+``agentwake_local.moto_patches`` a TransactWriteItems on a 10,000-item table deep-copies the whole table
+(10,000+ objects) and a Query lists and sorts every item; with it, both are the same at 100 items
+as at 10,000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from agentwake_local import moto_patches
+from agentwake_local.server import ACCOUNT_ID, DEFAULT_REGION, MotoServer, boto3_session
+
+TABLE = "patches-table"
+SMALL, LARGE = 100, 10_000
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MotoServer]:
+    with MotoServer() as moto_server:
+        yield moto_server
+
+
+@pytest.fixture
+def ddb(server: MotoServer) -> Any:
+    server.reset()
+    client = boto3_session().client("dynamodb", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    client.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    )
+    return client
+
+
+def fill(count: int) -> None:
+    """``count`` items in other partitions, written straight into the server's backend (fast)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[ACCOUNT_ID][DEFAULT_REGION]
+    for i in range(count):
+        backend.put_item(
+            TABLE, {"pk": {"S": f"SESSION#other-{i % 500}"}, "sk": {"S": f"MSG#{i:08d}"}, "text": {"S": "x" * 200}}
+        )
+
+
+@dataclass
+class Work:
+    models_created: int = 0  # moto model objects (items, their copies) created
+    items_listed: int = 0  # items a Query looked at before keeping its partition's
+
+
+def work(call: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Work:
+    """What the server did for ``call``: counted in moto itself, around the patched functions."""
+    from moto.core.common_models import BaseModel
+    from moto.dynamodb.models.table import Table
+
+    counted = Work()
+    new, all_items = BaseModel.__new__, Table.all_items
+
+    def counting_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        counted.models_created += 1
+        return new(cls, *args, **kwargs)
+
+    def counting_all_items(self: Any) -> list[Any]:
+        items = all_items(self)
+        counted.items_listed += len(items)
+        return items
+
+    with monkeypatch.context() as mp:
+        mp.setattr(BaseModel, "__new__", counting_new)
+        mp.setattr(Table, "all_items", counting_all_items)
+        call()
+    return counted
+
+
+def wake_commit(ddb: Any, n: int) -> None:
+    """What a wake's commit does: a transaction of puts and an update, plus one that is cancelled."""
+    ddb.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "SESSION#me"}, "sk": {"S": f"MSG#{n}a"}}}},
+            {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "SESSION#me"}, "sk": {"S": f"MSG#{n}b"}}}},
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": {"pk": {"S": "RUN#me"}, "sk": {"S": "RUN"}},
+                    "UpdateExpression": "SET attempts = :n",
+                    "ExpressionAttributeValues": {":n": {"N": str(n)}},
+                }
+            },
+        ]
+    )
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "SESSION#me"}, "sk": {"S": f"MSG#{n}c"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "RUN#me"}, "sk": {"S": "RUN"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+
+def history_read(ddb: Any) -> None:
+    ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+        ExpressionAttributeValues={":pk": {"S": "SESSION#me"}, ":p": {"S": "MSG#"}},
+        ScanIndexForward=False,
+        Limit=20,
+    )
+
+
+def cost_at(ddb: Any, items: int, already: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Work, Work]:
+    fill(items - already)
+    return work(lambda: wake_commit(ddb, items), monkeypatch), work(lambda: history_read(ddb), monkeypatch)
+
+
+def test_per_transaction_and_per_query_work_does_not_grow_with_the_table(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the embedded server with 100 items in the table, then with 10,000
+    small_commit, small_read = cost_at(ddb, SMALL, 0, monkeypatch)
+    large_commit, large_read = cost_at(ddb, LARGE, SMALL, monkeypatch)
+
+    # THEN a wake's transactions (one committed, one cancelled and rolled back) create as many
+    # model objects at 10,000 items as at 100 (an unpatched moto copies the whole table: 10,000+)
+    assert small_commit.models_created > 0
+    assert large_commit.models_created <= 2 * small_commit.models_created + 10, (small_commit, large_commit)
+    # AND its history read looks at its own partition only (unpatched: every item of the table)
+    assert small_read.items_listed <= 10 and large_read.items_listed <= 10, (small_read, large_read)
+
+
+def test_a_cancelled_transaction_puts_back_exactly_the_items_it_touched(ddb: Any) -> None:
+    # GIVEN an item another transaction will update in place, and a neighbour it never touches
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}, "attempts": {"N": "1"}})
+    ddb.put_item(TableName=TABLE, Item={"pk": {"S": "RUN#r"}, "sk": {"S": "OTHER"}, "v": {"S": "kept"}})
+
+    # WHEN a transaction updates it, deletes the neighbour's twin, puts a new item, then fails a check
+    with pytest.raises(ddb.exceptions.TransactionCanceledException) as cancelled:
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}},
+                        "UpdateExpression": "SET attempts = :n, extra = :x",
+                        "ExpressionAttributeValues": {":n": {"N": "2"}, ":x": {"S": "written"}},
+                    }
+                },
+                {"Put": {"TableName": TABLE, "Item": {"pk": {"S": "RUN#r"}, "sk": {"S": "NEW"}}}},
+                {"Delete": {"TableName": TABLE, "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "OTHER"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "MISSING"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+    # THEN DynamoDB's answer is unchanged: the last operation's condition failed
+    codes = [r["Code"] for r in cancelled.value.response["CancellationReasons"]]
+    assert codes == ["None", "None", "None", "ConditionalCheckFailed"]
+    # AND the partition is exactly as before: the update undone, the put gone, the delete undone
+    items = ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "RUN#r"}},
+        ConsistentRead=True,
+    )["Items"]
+    assert sorted((i["sk"]["S"], i.get("attempts", i.get("v"))) for i in items) == [
+        ("OTHER", {"S": "kept"}),
+        ("RUN", {"N": "1"}),
+    ]
+    assert all("extra" not in i for i in items)
+
+
+def test_a_primary_key_query_still_pages_and_sorts_within_its_partition(ddb: Any) -> None:
+    # GIVEN 25 items of one partition written out of order, among other partitions
+    for i in (7, 3, 24, 0, 12, *range(25)):
+        ddb.put_item(TableName=TABLE, Item={"pk": {"S": "P#1"}, "sk": {"S": f"K#{i:03d}"}})
+        ddb.put_item(TableName=TABLE, Item={"pk": {"S": f"P#{i + 2}"}, "sk": {"S": "K#000"}})
+
+    # WHEN it is read newest first in pages of 10
+    seen: list[str] = []
+    kwargs: dict[str, Any] = {
+        "TableName": TABLE,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+        "ExpressionAttributeValues": {":pk": {"S": "P#1"}, ":p": {"S": "K#"}},
+        "ScanIndexForward": False,
+        "Limit": 10,
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        seen += [i["sk"]["S"] for i in page["Items"]]
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # THEN every item of the partition came back once, in order, and nothing of the others
+    assert seen == [f"K#{i:03d}" for i in reversed(range(25))]
+    assert (
+        ddb.query(
+            TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "P#nothing"}}
+        )["Items"]
+        == []
+    )
+
+
+def test_the_server_keeps_no_model_instances(ddb: Any) -> None:
+    # GIVEN items written through the server
+    from moto.dynamodb.models.dynamo_type import Item
+
+    for i in range(50):
+        ddb.put_item(TableName=TABLE, Item={"pk": {"S": "P"}, "sk": {"S": str(i)}})
+    # THEN moto's instance tracker holds none of them (it would hold each one forever)
+    assert Item.instances_tracked == []  # type: ignore[attr-defined]
+
+
+def test_the_installed_moto_is_the_one_the_patches_were_written_for() -> None:
+    # GIVEN the moto this project installs  THEN every patched function has its pinned source
+    # (this test fails first when a moto upgrade changes what the local stack patches)
+    assert moto_patches.installed_moto_version() == moto_patches.MOTO_VERSION
+    moto_patches.check()
+    assert moto_patches.applied()
+
+
+def test_a_moto_whose_patched_function_changed_stops_the_local_stack_with_what_to_do() -> None:
+    # GIVEN a pin that does not match the installed function (as after a moto upgrade)
+    pins = {**moto_patches.PINNED, "moto.dynamodb.models.DynamoDBBackend.transact_write_items": "0" * 64}
+
+    # WHEN the patches are checked  THEN the error names the function, the versions and the way out
+    with pytest.raises(moto_patches.MotoPatchError) as raised:
+        moto_patches.check(pins)
+    message = str(raised.value)
+    assert "DynamoDBBackend.transact_write_items" in message
+    assert moto_patches.MOTO_VERSION in message and "pip install" in message
+    assert "Table.query" not in message  # only what changed
+
+
+def test_a_function_moto_no_longer_has_is_reported_too() -> None:
+    with pytest.raises(moto_patches.MotoPatchError, match="not found"):
+        moto_patches.check({"moto.dynamodb.models.table.Table.no_such_function": "0" * 64})
+
+
+def test_an_sqs_receive_does_not_rescan_the_queue_per_message(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unpatched, each received message recomputed every attribute of the queue (three scans of all its
+    messages) to read the retention period: one receive of 10 on 2,500 messages took seconds."""
+    from moto.sqs.models import Queue
+
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="patches-queue")["QueueUrl"]
+    computed = [0]
+    attributes = Queue.attributes
+
+    def counting(self: Any) -> Any:
+        computed[0] += 1
+        return attributes.fget(self)  # type: ignore[attr-defined]
+
+    def attribute_computations_per_receive(queued: int) -> int:
+        while (
+            int(
+                sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"][
+                    "ApproximateNumberOfMessages"
+                ]
+            )
+            < queued
+        ):
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(10)])
+        computed[0] = 0
+        with monkeypatch.context() as mp:
+            mp.setattr(Queue, "attributes", property(counting))
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+        assert len(received) == 10
+        return computed[0]
+
+    # GIVEN a queue of 100 messages, then of 1,000  WHEN 10 are received
+    # THEN the queue's attributes are not recomputed for each (unpatched: twice per message)
+    assert attribute_computations_per_receive(100) == attribute_computations_per_receive(1_000) == 0
