@@ -26,6 +26,15 @@ class TasksService:
     def register_task(
         self, session_id: str, tool_name: str, args: dict[str, Any] | None = None, *, task_id: str | None = None
     ) -> str:
+        import re
+
+        from agentwake.errors import InvalidMessage
+        from agentwake.wake.messages import ID_PATTERN
+
+        for what, value in (("session id", session_id), ("task id", task_id)):
+            # the completion message would be refused: the task could only get stuck in `running`
+            if value is not None and not re.fullmatch(ID_PATTERN, value):
+                raise InvalidMessage(f"invalid {what} {value!r}: the completion message requires {ID_PATTERN}")
         task = Task(
             task_id=task_id or f"task-{uuid.uuid4().hex[:16]}",
             session_id=session_id,

@@ -92,7 +92,7 @@ def test_sessions_put_reads_a_providers_file_and_refuses_bad_specs(cli: Cli, sta
     assert cli_json(cli, "sessions", "put", "s2", "--providers-file", str(path))["providers"][0]["id"] == "from-file"
     # a provider type nobody knows, bad JSON, an out-of-range limit: one line each, nothing written
     for args, needle in (
-        (["--provider", '{"type": "nope"}'], "invalid provider spec"),
+        (["--provider", '{"type": "nope"}'], "unknown provider type 'nope'"),
         (["--provider", "{not json"], "--provider is not valid JSON"),
         (["--max-steps", "500"], "max_steps"),
         (["--delivery", '{"type": "webhook"}'], "invalid delivery spec"),

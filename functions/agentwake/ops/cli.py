@@ -11,6 +11,7 @@ outputs of --stack-name (see ``agentwake.ops.context``).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from typing import Annotated, Any
@@ -22,6 +23,10 @@ from typer.exceptions import TyperException
 from agentwake.ops import cli_admin, cli_dlq
 from agentwake.ops.cli_common import CliState, state
 from agentwake.ops.context import OpsError, OpsOptions
+
+#: commands of the embedded local AWS (``infra.local.cli``), imported only when one is used or listed
+LOCAL_MODULE = "infra.local.cli"
+LAZY_COMMANDS = ("local", "invoke")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -52,8 +57,83 @@ def error_message(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+#: typer's type labels in --help, as a person reads them
+_PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "FILE", "bool": ""}
+
+
+def _plain_metavars() -> None:
+    """``--help`` shows ``TEXT``/``INTEGER`` and nothing for flags, not typer's ``<bool>``/``<list[str]>``."""
+    from typer import core
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        original = cls.display_type_rich
+        if getattr(original, "_agentwake_plain", False):
+            continue
+
+        def display(self: Any, ctx: Any, _original: Any = original) -> str | None:
+            if getattr(self, "is_flag", False) or getattr(self, "count", False):
+                return None
+            if self.metavar is not None:
+                return str(self.metavar)
+            label = _original(self, ctx)
+            if label is None:
+                return None
+            bare = str(label).removesuffix("...").strip("<>").removeprefix("list[").removesuffix("]")
+            bare = bare.removesuffix(" range")
+            plain = _PLAIN_TYPES.get(bare, bare.upper())
+            return plain or None
+
+        display._agentwake_plain = True  # type: ignore[attr-defined]
+        cls.display_type_rich = display  # type: ignore[method-assign]
+
+
+_plain_metavars()
+
+
+def _local_available() -> bool:
+    try:
+        return importlib.util.find_spec(LOCAL_MODULE) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _lazy_command(name: str) -> Any:
+    """The click command for ``agentwake local`` / ``agentwake invoke``, built on first use."""
+    module = importlib.import_module(LOCAL_MODULE)
+    if name == "local":
+        local_app = getattr(module, "app", None)
+        if not isinstance(local_app, typer.Typer):
+            return None
+        command = typer.main.get_command(local_app)
+        command.name = "local"
+        return command
+    holder = typer.Typer()
+    register = getattr(module, "register", None)
+    if not callable(register):
+        return None
+    register(holder)
+    group = typer.main.get_group(holder)
+    return group.get_command(None, name)  # type: ignore[arg-type]
+
+
 class OpsGroup(TyperGroup):
-    """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback)."""
+    """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback).
+
+    The local stack's commands are listed by name and imported only when used (or when the root
+    ``--help`` describes them), so that every other command starts without them.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = list(super().list_commands(ctx))
+        if _local_available():
+            names += [n for n in LAZY_COMMANDS if n not in names]
+        return names
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS and _local_available():
+            command = _lazy_command(cmd_name)
+        return command
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -106,25 +186,6 @@ app.add_typer(cli_admin.history_app, name="history")
 app.add_typer(cli_admin.jobs_app, name="jobs")
 app.add_typer(cli_admin.sessions_app, name="sessions")
 app.add_typer(cli_admin.tasks_app, name="tasks")
-
-
-def _add_local_commands() -> None:
-    """``agentwake local ...`` when the embedded local AWS (``infra.local.cli``) is installed."""
-    try:
-        if importlib.util.find_spec("infra.local.cli") is None:
-            return
-    except (ImportError, ValueError):
-        return
-    module = importlib.import_module("infra.local.cli")
-    local_app = getattr(module, "app", None)
-    if isinstance(local_app, typer.Typer):
-        app.add_typer(local_app, name="local")
-    register = getattr(module, "register", None)
-    if callable(register):
-        register(app)
-
-
-_add_local_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

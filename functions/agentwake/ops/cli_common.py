@@ -1,21 +1,29 @@
-"""What every CLI command shares: the state object, the lazily built OpsContext, output helpers."""
+"""What every CLI command shares: the state object, the lazily built OpsContext, output helpers.
+
+Imports stay light (typer only): rich, boto3 and the store load when a command needs them, so that
+``--help`` and commands that fail early answer at once.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
 
-from agentwake.ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
+from agentwake.ops.context import InvokeAsync, OpsError, OpsOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.panel import Panel
+
+    from agentwake.ops.context import OpsContext
+    from agentwake.ops.progress import Progress
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
@@ -33,6 +41,8 @@ class CliState:
 
     def ops(self) -> OpsContext:
         if self.context is None:
+            from agentwake.ops.context import resolve_context
+
             self.context = resolve_context(self.options, self.env, invoke_async=self.invoke_async)
         return self.context
 
@@ -50,11 +60,41 @@ def ops(ctx: typer.Context) -> OpsContext:
 
 def console() -> Console:
     # created per call: it binds to the sys.stdout of the moment (CliRunner swaps it)
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
 def err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def progress(as_json: bool) -> Progress:
+    """A progress bar on stderr for a person watching; silent with --json or without a terminal."""
+    from agentwake.ops.progress import for_cli
+
+    return for_cli(as_json)
+
+
+#: the rule the message model applies to task and session ids (agentwake.wake.messages.ID_PATTERN)
+ID_RULE = "1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit"
+
+
+def check_id(value: str, what: str) -> str:
+    """Refuse an id the message model would reject: it could never be woken, only get stuck."""
+    from agentwake.wake.messages import ID_PATTERN
+
+    if not re.fullmatch(ID_PATTERN, value):
+        raise OpsError(f"invalid {what} {value!r}: a {what} is {ID_RULE}")
+    return value
 
 
 def print_json(data: Any) -> None:
@@ -123,7 +163,10 @@ __all__ = [
     "console",
     "dash",
     "err_console",
+    "escape",
+    "check_id",
     "fail",
+    "progress",
     "ops",
     "parse_json_option",
     "print_json",
@@ -135,6 +178,9 @@ __all__ = [
 def facts_panel(rows: Iterable[tuple[str, Any]], title: str) -> Panel:
     """A bold-label / value grid in a panel: how `runs show`, `dlq show` and `sessions show` print
     one record. Values are escaped; None shows as a dash."""
+    from rich.panel import Panel
+    from rich.table import Table
+
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")

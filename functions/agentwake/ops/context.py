@@ -19,12 +19,12 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentwake.jobs import JobsService, JobTargets
-from agentwake.store.dynamo import DynamoStore
-from agentwake.store.schedules import Schedules
-from agentwake.tasks import TasksService
+if TYPE_CHECKING:  # the CLI imports this module for --help: keep boto3/pydantic off that path
+    from agentwake.jobs import JobsService
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.tasks import TasksService
 
 DEFAULT_STACK_NAME = "agentwake"
 
@@ -97,6 +97,8 @@ class OpsContext:
     invoke_async: InvokeAsync
     description: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
+    #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see ops.sqs_scan)
+    scan_hold_seconds: int = 60
     _arns: dict[str, str] = field(default_factory=dict, repr=False)
 
     def queue_url(self, role: str) -> str:
@@ -196,14 +198,31 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_local_state() -> dict[str, Any] | None:
+    """The running local stack's state file, if its process is alive.
+
+    No HTTP probe of the server here: a command must not pay for a health check it does not need
+    (a server that is gone shows up as a connection error on the command's first call).
+    """
     try:
         from infra.local.stack import read_state
     except ImportError:  # the `local` extra is not installed: there can be no local stack
         return None
     try:
-        return read_state()
+        state = read_state(check=False)
     except Exception:
         return None
+    if not state:
+        return None
+    try:
+        pid = int(state.get("pid", 0))
+        if pid <= 0:
+            return None
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except PermissionError:
+        return state
+    except (OSError, ValueError, TypeError):
+        return None
+    return state
 
 
 def _boto3_session(profile: str | None, region: str | None) -> Any:
@@ -235,6 +254,11 @@ def build_context(
         else:
             session = _boto3_session(options.profile, discovery.region)
     from botocore.config import Config
+
+    from agentwake.jobs import JobsService, JobTargets
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.store.schedules import Schedules
+    from agentwake.tasks import TasksService
 
     config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
     clients: dict[str, Any] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentwake.errors import ConfigError
+from agentwake.store.models import utcnow_iso
 
 #: message attributes agentwake puts on a message it dead-letters itself
 ATTR_ERROR_TYPE = "agentwake-error-type"
@@ -12,6 +13,8 @@ ATTR_REASON = "agentwake-reason"
 ATTR_ORIGINAL_ID = "agentwake-original-message-id"
 ATTR_SOURCE = "agentwake-source-queue"
 ATTR_RECEIVE_COUNT = "agentwake-receive-count"
+#: when agentwake dead-lettered it (ISO-8601 UTC): the operator's "in the DLQ since"
+ATTR_DEAD_LETTERED_AT = "agentwake-dead-lettered-at"
 
 
 class DeadLetters:
@@ -49,6 +52,7 @@ class DeadLetters:
                 ATTR_ORIGINAL_ID: attr(original_message_id),
                 ATTR_SOURCE: attr(source),
                 ATTR_RECEIVE_COUNT: attr(receive_count),
+                ATTR_DEAD_LETTERED_AT: attr(utcnow_iso()),
             },
         )
         return str(resp["MessageId"])

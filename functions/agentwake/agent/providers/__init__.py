@@ -68,11 +68,30 @@ ProviderSpec = Annotated[ScriptedSpec | OpenAISpec | BedrockSpec, Field(discrimi
 _SPEC_ADAPTER: TypeAdapter[Any] = TypeAdapter(ProviderSpec)
 
 
+#: the provider types a spec may name
+PROVIDER_TYPES = ("scripted", "openai", "bedrock")
+
+
 def parse_spec(raw: dict[str, Any]) -> ScriptedSpec | OpenAISpec | BedrockSpec:
+    """Validate a spec; a ConfigError says in one line which type or field is wrong."""
+    from pydantic import ValidationError
+
+    allowed = ", ".join(PROVIDER_TYPES)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a provider spec must be a JSON object with a type ({allowed}), got {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind is None:
+        raise ConfigError(f"a provider spec needs a type: one of {allowed}")
+    if kind not in PROVIDER_TYPES:
+        raise ConfigError(f"unknown provider type {kind!r}: the allowed types are {allowed}")
     try:
         return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
-    except Exception as exc:
-        raise ConfigError(f"invalid provider spec {raw!r}: {exc}") from exc
+    except ValidationError as exc:
+        # loc starts with the union's tag (the type): name the spec's own fields only
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or '(spec)'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise ConfigError(f"invalid {kind} provider spec: {problems}") from exc
 
 
 def build_provider(spec: ScriptedSpec | OpenAISpec | BedrockSpec | dict[str, Any]) -> Provider:
