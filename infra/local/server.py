@@ -87,6 +87,9 @@ class MotoServer:
             return self
         from moto.server import ThreadedMotoServer
 
+        from infra.local import moto_sqs_speed
+
+        moto_sqs_speed.apply()
         if self.quiet:
             # werkzeug logs one line per request at INFO; keep the local stack's own lines readable.
             werkzeug_logger = logging.getLogger("werkzeug")

@@ -12,9 +12,9 @@ from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake.ops import dlq_actions, sqs_scan
-from agentwake.ops.dlq_view import Selection
 from agentwake.ops.cli_common import CliState
 from agentwake.ops.context import resolve_context
+from agentwake.ops.dlq_view import Selection
 from agentwake.store.models import Job
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import FakeLambdaContext

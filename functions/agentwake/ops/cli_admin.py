@@ -58,7 +58,9 @@ def _since(value: str) -> str:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise OpsError(f"--since takes an ISO time (2026-11-30T06:00:00Z) or a duration (30m, 6h, 2d), got {value!r}") from None
+        raise OpsError(
+            f"--since takes an ISO time (2026-11-30T06:00:00Z) or a duration (30m, 6h, 2d), got {value!r}"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -78,11 +80,16 @@ def runs_list(
     ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Only runs whose latest attempt started since: an ISO time, or 30m / 6h / 2d.", metavar="WHEN"),
+        typer.Option(
+            "--since",
+            help="Only runs whose latest attempt started since: an ISO time, or 30m / 6h / 2d.",
+            metavar="WHEN",
+        ),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Runs per page.", min=1, max=1000)] = 20,
     before: Annotated[
-        str | None, typer.Option("--before", help="The cursor a previous page printed: the next, older page.", metavar="CURSOR")
+        str | None,
+        typer.Option("--before", help="The cursor a previous page printed: the next, older page.", metavar="CURSOR"),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -122,7 +129,11 @@ def runs_list(
             str(r.steps),
             when(r.started_at),
             when(r.ended_at),
-            escape(f"{r.last_error_type}: {(r.last_error or '').splitlines()[0] if r.last_error else ''}" if r.last_error_type else "-"),
+            escape(
+                f"{r.last_error_type}: {(r.last_error or '').splitlines()[0] if r.last_error else ''}"
+                if r.last_error_type
+                else "-"
+            ),
         )
     out.print(table)
     if page.next_before:
@@ -130,7 +141,9 @@ def runs_list(
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
 
 
-@runs_app.command("show", epilog="Examples: agentwake runs show bg:task-1234 --transcript  |  agentwake runs show bg:task-1234 --json")
+@runs_app.command(
+    "show", epilog="Examples: agentwake runs show bg:task-1234 --transcript  |  agentwake runs show bg:task-1234 --json"
+)
 def runs_show(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="bg:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
@@ -293,7 +306,17 @@ def jobs_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         out.print("No jobs.")
         return
     table = Table(title=f"{len(jobs)} job(s)")
-    for column in ("job id", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error"):
+    for column in (
+        "job id",
+        "name",
+        "session",
+        "schedule",
+        "next fire times",
+        "status",
+        "enabled",
+        "last run",
+        "last error",
+    ):
         table.add_column(column, overflow="fold")
     for j in jobs:
         table.add_row(
@@ -343,6 +366,7 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     if provider and providers_file:
         raise OpsError("give either --provider (repeatable) or --providers-file, not both")
     from agentwake.errors import ConfigError
+
     raw: Any
     if providers_file is not None:
         try:
@@ -482,7 +506,9 @@ def sessions_delete(
     context = ops(ctx)
     store = OperatorStore(context.store)
     if context.store.get_session(session) is None and not context.store.history_window(session, 1):
-        fail(f"no session {session!r} (list the jobs and runs that name one with: agentwake jobs list / agentwake runs list)")
+        fail(
+            f"no session {session!r} (list the jobs and runs that name one with: agentwake jobs list / agentwake runs list)"
+        )
     jobs = [j for j in context.jobs.list() if j.session_id == session]
     tasks = [t for t in store.tasks_of_session(session) if t.status in ("running", "finished")]
     if (jobs or tasks) and not force:

@@ -352,7 +352,9 @@ def delete(
     from_file: Annotated[
         str | None,
         typer.Option(
-            "--from", help="Delete exactly the messages of this export file (or a file of ids, one a line).", metavar="FILE"
+            "--from",
+            help="Delete exactly the messages of this export file (or a file of ids, one a line).",
+            metavar="FILE",
         ),
     ] = None,
     queue: QueueOpt = "all",

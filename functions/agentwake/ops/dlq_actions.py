@@ -152,9 +152,7 @@ def claim(
             scanners[url] = scanner
             result = scanner.run()
             result.require_complete(what)
-            joined += _join(
-                ctx, name, url, result.messages(), progress, keep_alive=lambda s=scanner: s.renew_due()
-            )
+            joined += _join(ctx, name, url, result.messages(), progress, keep_alive=lambda s=scanner: s.renew_due())
         chosen = filter_messages(joined, selection)
         progress.phase(f"claiming {len(chosen)} message(s)", total=len(chosen))
         for url, scanner in scanners.items():
@@ -327,8 +325,10 @@ def redrive(
         names = [n for n in names if n != "results"]
 
     if dry_run:
-        listed = [m for name in names for m in list_messages(ctx, name, progress=progress)] if queue != "all" else (
-            list_messages(ctx, progress=progress)
+        listed = (
+            [m for name in names for m in list_messages(ctx, name, progress=progress)]
+            if queue != "all"
+            else (list_messages(ctx, progress=progress))
         )
         chosen = [m for m in filter_messages(listed, selection) if m.queue in names]
         report.planned = [RedriveItem(m.message_id, m.queue, m.run_id, _action(m)) for m in chosen]

@@ -397,8 +397,6 @@ def _describe_scheduler(msg: DlqMessage, store: DynamoStore) -> None:
         msg.error_detail = "the body is not a schedule input {job_id, scheduled_time}"
 
 
-
-
 # --------------------------------------------------------------------------------------------
 # choosing messages
 

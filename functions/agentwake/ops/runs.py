@@ -127,7 +127,9 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
             if step.get("truncated"):
                 entry.lines.append("(the reply was cut by the model's token limit)")
             for call in step.get("tool_calls") or []:
-                entry.lines.append(f"calls {call.get('name')}({_arguments(call.get('arguments', '{}'))}) [id {call.get('id')}]")
+                entry.lines.append(
+                    f"calls {call.get('name')}({_arguments(call.get('arguments', '{}'))}) [id {call.get('id')}]"
+                )
             if not entry.lines:
                 entry.lines.append("(an empty reply)")
         else:
@@ -137,7 +139,9 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
         entries.append(entry)
     for d in summary.deliveries:
         entries.append(
-            TranscriptEntry("delivery", d.get("at"), f"delivery {d['delivery_id']} to session {d['session_id']}", [d["text"]])
+            TranscriptEntry(
+                "delivery", d.get("at"), f"delivery {d['delivery_id']} to session {d['session_id']}", [d["text"]]
+            )
         )
     for f in summary.failures:
         entry = TranscriptEntry("failure", f.at, f"attempt {f.attempt} failed: {f.error_type}", [f.detail])
