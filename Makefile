@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench soak validate clean
+.PHONY: test demo lint typecheck bench soak validate clean dlq-scale
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,3 +54,7 @@ soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
+	$(PY) bench/bench_cli.py
+
+dlq-scale: $(VENV)/.dev-installed  ## the DLQ scan tests at 10,000 messages on the local moto server (minutes)
+	AGENTWAKE_DLQ_SCALE=10000 $(PY) -m pytest -q tests/e2e/test_dlq_scale.py

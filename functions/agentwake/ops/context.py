@@ -200,18 +200,19 @@ def _one_line(exc: BaseException) -> str:
 def _read_local_state() -> dict[str, Any] | None:
     """The running local stack's state file, if its process is alive.
 
-    No HTTP probe of the server here: a command must not pay for a health check it does not need
-    (a server that is gone shows up as a connection error on the command's first call).
+    Read directly (``$AGENTWAKE_HOME/local.json``, as ``infra.local.stack.state_path`` names it)
+    rather than through ``infra.local``, whose import a command does not need; and no HTTP probe of
+    the server: a command must not pay for a health check it does not need (a server that is gone
+    shows up as a connection error on the command's first call).
     """
+    from pathlib import Path
+
+    home = Path(os.environ.get("AGENTWAKE_HOME") or Path.home() / ".agentwake")
     try:
-        from infra.local.stack import read_state
-    except ImportError:  # the `local` extra is not installed: there can be no local stack
+        state = json.loads((home / "local.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
-    try:
-        state = read_state(check=False)
-    except Exception:
-        return None
-    if not state:
+    if not isinstance(state, dict) or not state.get("endpoint_url"):
         return None
     try:
         pid = int(state.get("pid", 0))
@@ -276,7 +277,8 @@ def build_context(
     table = outputs.get("AgentTableName")
     if not table:
         raise OpsError(f"the agent table is unknown ({description_hint('AgentTableName')})")
-    store = DynamoStore(table, client=client("dynamodb"))
+    # lazy: a command that never reads the table (most DLQ listings) never builds its client
+    store = DynamoStore(table, client=_Lazy(lambda: client("dynamodb")))
     sqs = client("sqs")
     queues = {role: outputs[out] for role, out in QUEUE_OUTPUTS.items() if outputs.get(out)}
 
