@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=100)
     args = parser.parse_args()
 
-    from infra.local.server import MotoServer, aws_env
+    from agentwake_local.server import MotoServer, aws_env
     from tests.support.aws import REGION, create_resources
 
     agentwake = str(Path(sys.executable).parent / "agentwake")

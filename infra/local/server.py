@@ -87,7 +87,7 @@ class MotoServer:
             return self
         from moto.server import ThreadedMotoServer
 
-        from infra.local import moto_sqs_speed
+        from agentwake_local import moto_sqs_speed
 
         moto_sqs_speed.apply()
         if self.quiet:

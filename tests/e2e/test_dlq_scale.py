@@ -19,12 +19,13 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.ops.cli import app
-from agentwake.ops.cli_common import CliState
-from agentwake.ops.context import resolve_context
 from agentwake.settings import reset_caches
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
-from infra.local.server import MotoServer, aws_env
+from agentwake_local.server import MotoServer, aws_env
+from agentwake_ops.cli import app
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import resolve_context
+from agentwake_ops.sqs_scan import queue_name
 from tests.support.aws import REGION, Resources, create_resources
 
 SCALE = int(os.environ.get("AGENTWAKE_DLQ_SCALE", "1000"))
@@ -181,7 +182,7 @@ def test_messages_held_by_another_reader_make_the_scan_fail_loudly(local: Resour
         assert result.exit_code == 1, result.output
         assert result.stdout == ""
         assert result.stderr == (
-            "error: listing the results DLQ: the scan of results-dlq saw 20 message(s) but cannot be sure "
+            f"error: listing the results DLQ: the scan of {queue_name(local.dlq_url)} saw 20 message(s) but cannot be sure "
             "it saw them all (10 message(s) are in flight but were never received by this scan (another reader or a "
             "redrive in progress holds them)); nothing was changed — run it again\n"
         ).replace("listing the results DLQ", "listing the results DLQ" if result is listed else "export --delete")

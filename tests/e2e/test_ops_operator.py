@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentwake.ops import dlq_actions
-from agentwake.ops.cli_common import CliState
-from agentwake.ops.context import resolve_context
 from agentwake.store.queues import ATTR_DEAD_LETTERED_AT
+from agentwake_ops import dlq_actions
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import resolve_context
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED, dead_letter_unknown_task, make_failed_background_run
 

@@ -14,15 +14,14 @@ from botocore.exceptions import ClientError
 from agentwake.agent.providers import build_provider, scripted
 from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.errors import RunFailed, SessionBusy
-from agentwake.ops.runs import run_summary
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.idempotency import run_idempotency
 from agentwake.wake.background import wake_for_background_result
-from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from tests.integration.conftest import seed_session, seed_task
+from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
+from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
 
@@ -50,18 +49,6 @@ def make_deps(store: DynamoStore, resources: Resources, provider_factory=build_p
         settings=Settings.from_env(),
         provider_factory=provider_factory,
         idempotency=run_idempotency(resources.idempotency_table, client=boto3.client("dynamodb", region_name=REGION)),
-    )
-
-
-def message(task_id: str, session_id: str) -> BackgroundResultMessage:
-    return BackgroundResultMessage(
-        task_id=task_id,
-        session_id=session_id,
-        tool_name="web_research",
-        status="succeeded",
-        result_text="the result",
-        summary_name="Research",
-        finished_at="2026-11-30T05:00:00Z",
     )
 
 

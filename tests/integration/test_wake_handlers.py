@@ -15,9 +15,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from agentwake.errors import RunFailed
 from agentwake.handlers import background_result, cron_wake
 from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
-from agentwake.store.models import Job
-from tests.integration.conftest import FAILING_PROVIDERS, seed_session, seed_task
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
+from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session, seed_task
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -48,19 +47,6 @@ def result_body(task_id: str, session_id: str, **over: Any) -> str:
     }
     body.update(over)
     return json.dumps(body)
-
-
-def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
-    store.put_job(
-        Job(
-            job_id=job_id,
-            session_id=session_id,
-            name="Nightly report",
-            description="summarise yesterday's sign-ups",
-            schedule_expression="cron(0 6 * * ? *)",
-            **kw,
-        )
-    )
 
 
 def invoke_background(event: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +114,9 @@ def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
     assert history[1].content == MARKER_TEXT and history[1].role == "user"
     note = history[2].content
     assert note.startswith("[BackgroundTask] Aurora pricing research (task_id=task-ok-1) finished. Result: ")
-    assert note.endswith("I told the user the research is done.")
+    assert "I told the user the research is done." in note
+    # AND the note says the final answer was not sent as well: the agent had messaged the user itself
+    assert note.endswith("[final answer not delivered to the user: the run already delivered 1 message(s)]")
     assert store.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
     assert store.get_run("bg:task-ok-1").status == "succeeded"  # type: ignore[union-attr]
 

@@ -16,7 +16,7 @@ FORBIDDEN_MODULES = {
     "agentwake.agent.providers.openai_compat",
     "agentwake.agent.providers.bedrock",
     "agentwake.delivery.webhook",
-    "agentwake.ops.cli",
+    "agentwake_ops.cli",
     "urllib.request",
     "http.client",
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.ops.sqs_scan import Scanner
+from agentwake_ops.sqs_scan import Scanner
 
 
 class ClockedSqs:

@@ -1,7 +1,7 @@
 """Table access only the operator CLI needs (no wake path uses it): a run's whole partition, runs by
 session from the ``gsi1`` index, a session's tasks, deleting a session. Table design:
 docs/table-design.md. The read models built on these (run summaries, transcripts) live with the
-CLI, in ``agentwake.ops.runs``.
+CLI, in ``agentwake_ops.runs``.
 """
 
 from __future__ import annotations

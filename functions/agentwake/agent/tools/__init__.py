@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.types import ToolCall, ToolSpec
 from agentwake.errors import StepInterrupted, describe_validation_error
+
+if TYPE_CHECKING:
+    from agentwake.agent.ledger import RunLedger
+
+#: the call index part of the final answer's delivery id (deliver_final)
+FINAL = "final"
 
 
 @dataclass(frozen=True)
@@ -23,10 +29,17 @@ class ToolContext:
     role: Literal["user", "admin"] = "user"
     step: int = 0
     call_index: int = 0
+    #: what the run spent and sent so far, and its caps (None: no caps, nothing counted)
+    ledger: RunLedger | None = field(default=None, compare=False, repr=False)
+    #: the run's final answer sent by deliver_final, not a tool call of the model
+    final: bool = False
 
     @property
     def delivery_id(self) -> str:
-        """Stable across retries and redrives: run id + step + call index."""
+        """Stable across retries and redrives: run id + step + call index (``{run_id}#final`` for
+        the final answer that deliver_final sends)."""
+        if self.final:
+            return f"{self.run_id}#{FINAL}"
         return f"{self.run_id}#{self.step}#{self.call_index}"
 
     def for_call(self, step: int, call_index: int) -> ToolContext:
@@ -60,6 +73,9 @@ class ToolRegistry:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(t.spec() for t in self._tools.values())

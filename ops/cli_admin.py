@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from agentwake.ops.cli_common import (
+from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     check_id,
@@ -21,9 +21,9 @@ from agentwake.ops.cli_common import (
     ops,
     parse_json_option,
     print_json,
+    user_error,
     when,
 )
-from agentwake.ops.context import OpsError
 
 if TYPE_CHECKING:
     from agentwake.store.models import SessionConfig
@@ -58,7 +58,7 @@ def _since(value: str) -> str:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise OpsError(
+        raise user_error(
             f"--since takes an ISO time (2026-11-30T06:00:00Z) or a duration (30m, 6h, 2d), got {value!r}"
         ) from None
     if moment.tzinfo is None:
@@ -94,12 +94,12 @@ def runs_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest attempt first, a page at a time."""
-    from agentwake.ops.runs import list_runs
+    from agentwake_ops.runs import list_runs
 
     if session is not None:
         check_id(session, "session id")
     if status is not None and status not in RUN_STATUSES:
-        raise OpsError(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+        raise user_error(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     page = list_runs(
         ops(ctx).store,
         session_id=session,
@@ -156,9 +156,9 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status and attempts, every failed attempt, steps journaled, deliveries made."""
-    from agentwake.ops.cli_dlq import render_summary_tables
-    from agentwake.ops.runs import run_summary
-    from agentwake.ops.runs import transcript as build_transcript
+    from agentwake_ops.cli_dlq import render_summary_tables
+    from agentwake_ops.runs import run_summary
+    from agentwake_ops.runs import transcript as build_transcript
 
     summary = run_summary(ops(ctx).store, run_id)
     if summary.empty:
@@ -182,6 +182,7 @@ def runs_show(
             ("status", run.status),
             ("attempts", run.attempts),
             ("steps", run.steps),
+            ("tokens", _tokens(run.usage)),
             ("started", when(run.started_at)),
             ("ended", when(run.ended_at)),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
@@ -199,6 +200,15 @@ def runs_show(
                     out.print(Text(f"    {part}"))
         return
     render_summary_tables(summary)
+
+
+def _tokens(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    text = f"{usage['input_tokens']} in / {usage['output_tokens']} out over {usage['model_calls']} model calls"
+    if usage.get("estimated_cost_usd") is not None:
+        text += f", estimated ${usage['estimated_cost_usd']:.6f}"
+    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,7 +374,7 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     from agentwake.agent.providers import parse_spec
 
     if provider and providers_file:
-        raise OpsError("give either --provider (repeatable) or --providers-file, not both")
+        raise user_error("give either --provider (repeatable) or --providers-file, not both")
     from agentwake.errors import ConfigError
 
     raw: Any
@@ -372,13 +382,13 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
         try:
             raw = json.loads(providers_file.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise OpsError(f"cannot read {providers_file}: {exc.strerror}") from exc
+            raise user_error(f"cannot read {providers_file}: {exc.strerror}") from exc
         except ValueError as exc:
-            raise OpsError(f"{providers_file} is not valid JSON: {exc}") from exc
+            raise user_error(f"{providers_file} is not valid JSON: {exc}") from exc
         if isinstance(raw, dict) and "providers" in raw:
             raw = raw["providers"]
         if not isinstance(raw, list) or not raw:
-            raise OpsError(f"{providers_file} must hold a non-empty JSON list of provider specs (primary first)")
+            raise user_error(f"{providers_file} must hold a non-empty JSON list of provider specs (primary first)")
     elif provider:
         raw = [parse_json_option(p, "--provider") for p in provider]
     else:
@@ -386,11 +396,11 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     for index, spec in enumerate(raw):
         where = "--provider" if provider else f"{providers_file} item {index + 1}"
         if not isinstance(spec, dict):
-            raise OpsError(f'{where}: a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}')
+            raise user_error(f'{where}: a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}')
         try:
             parse_spec(spec)
         except ConfigError as exc:
-            raise OpsError(f"{where}: {exc}") from None
+            raise user_error(f"{where}: {exc}") from None
     return list(raw)
 
 
@@ -421,6 +431,18 @@ def sessions_put(
         str | None, typer.Option("--delivery", help='Where messages go, as JSON: {"type":"log"} or a webhook.')
     ] = None,
     role: Annotated[str | None, typer.Option("--role", help="user or admin.", metavar="user|admin")] = None,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help=(
+                "Any other session setting as NAME=VALUE (VALUE is JSON, else text; null clears it), e.g. "
+                "deliver_final=always, max_tokens_per_run=20000, max_deliveries_per_day=5, "
+                'prices=\'{"p": {"input_per_mtok": 3, "output_per_mtok": 15}}\'. Repeatable.'
+            ),
+            metavar="NAME=VALUE",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
@@ -447,10 +469,25 @@ def sessions_put(
         data["delivery"] = spec
     if role is not None:
         if role not in ("user", "admin"):
-            raise OpsError(f"--role must be user or admin, got {role!r}")
+            raise user_error(f"--role must be user or admin, got {role!r}")
         data["role"] = role
+    for item in setting or ():
+        name, sep, raw = item.partition("=")
+        if not sep or name.strip() not in SessionConfig.model_fields or name.strip() in ("session_id", "updated_at"):
+            raise user_error(f"--set takes NAME=VALUE with NAME a session setting, got {item!r}")
+        try:
+            data[name.strip()] = json.loads(raw)
+        except ValueError:
+            data[name.strip()] = raw
     data["updated_at"] = utcnow_iso()
-    config = SessionConfig.model_validate(data)
+    from pydantic import ValidationError
+
+    from agentwake.errors import describe_validation_error
+
+    try:
+        config = SessionConfig.model_validate(data)
+    except ValidationError as exc:
+        raise user_error(f"invalid session config: {describe_validation_error(exc)}") from exc
     store.put_session(config)
     if as_json:
         print_json(config.model_dump(mode="json"))
@@ -485,6 +522,11 @@ def _print_session(config: SessionConfig) -> None:
         ("history window", config.history_window),
         ("delivery", json.dumps(config.delivery)),
         ("role", config.role),
+        ("deliver final", config.deliver_final),
+        ("repeated calls", f"the model is told at {config.max_repeated_tool_calls} identical calls in a row"),
+        ("deliveries", f"{config.max_deliveries_per_run} per run, {dash(config.max_deliveries_per_day)} per day"),
+        ("token budget", f"{dash(config.max_tokens_per_run)} per run, {dash(config.max_tokens_per_day)} per day"),
+        *((f"price {key}", json.dumps(price.model_dump())) for key, price in config.prices.items()),
         ("updated", when(config.updated_at)),
     ]
     console().print(facts_panel(rows, "session"))
@@ -553,7 +595,7 @@ def tasks_register(
     context = ops(ctx)
     tool_args = parse_json_option(args, "--args") if args else {}
     if not isinstance(tool_args, dict):
-        raise OpsError("--args must be a JSON object")
+        raise user_error("--args must be a JSON object")
     if context.store.get_session(session) is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     task_id = context.tasks.register_task(session, tool, tool_args)
@@ -582,7 +624,7 @@ def tasks_finish(
 
     check_id(task_id, "task id")
     if status not in ("succeeded", "failed"):
-        raise OpsError(f"--status must be succeeded or failed, got {status!r}")
+        raise user_error(f"--status must be succeeded or failed, got {status!r}")
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
     context = ops(ctx)
     if context.store.get_task(task_id) is None:

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentwake.ops.context import OpsError
-from agentwake.ops.runs import RunSummary, run_summary
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import cron_run_id
 from agentwake.store.queues import (
@@ -42,6 +40,8 @@ from agentwake.store.queues import (
     ATTR_RECEIVE_COUNT,
     ATTR_SOURCE,
 )
+from agentwake_ops.context import OpsError
+from agentwake_ops.runs import RunSummary, run_summary
 
 #: the DLQs by the short name the CLI uses -> queue role in OpsContext
 DLQS: dict[str, str] = {"results": "results-dlq", "cron": "cron-failures", "scheduler": "scheduler-dlq"}
@@ -266,6 +266,29 @@ def _join_run(msg: DlqMessage, store: DynamoStore) -> None:
         msg.last_failure_at = summary.run.ended_at
 
 
+#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
+PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+
+
+def _valid_run_id(body: str) -> str | None:
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    try:
+        return BackgroundResultMessage.parse_body(body).run_id
+    except InvalidMessage:
+        return None
+
+
+def _stamp_dead_lettered(msg: DlqMessage) -> None:
+    """A message agentwake sent to the DLQ itself: it reached the DLQ when it was stamped (or sent)."""
+    stamped = _attr(msg.message_attributes, ATTR_DEAD_LETTERED_AT)
+    if stamped:
+        msg.in_dlq_since, msg.in_dlq_since_source = stamped, ATTR_DEAD_LETTERED_AT
+    else:  # dead-lettered before the attribute existed: its own send is the move
+        msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (agentwake sent it to the DLQ)"
+
+
 def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
     from agentwake.errors import InvalidMessage
     from agentwake.wake.messages import BackgroundResultMessage
@@ -276,7 +299,17 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         msg.session_id = data.get("session_id") if isinstance(data.get("session_id"), str) else None
         msg.payload = data
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
-    if dead_lettered_type:
+    run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES else None
+    if run_id is not None:
+        # a run that failed for good (its budget) was dead-lettered by the handler: join its record
+        msg.kind = "background"
+        msg.run_id = run_id
+        msg.error_type = dead_lettered_type
+        msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
+        msg.error_source = "message-attributes"
+        _join_run(msg, store)
+        _stamp_dead_lettered(msg)
+    elif dead_lettered_type:
         # a permanent input error the handler dead-lettered itself: it never became a run
         msg.kind = "invalid"
         msg.error_type = dead_lettered_type
@@ -284,11 +317,7 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         msg.error_source = "message-attributes"
         msg.attempts = _int(_attr(msg.message_attributes, ATTR_RECEIVE_COUNT))
         msg.first_failure_at = msg.last_failure_at = msg.sent_at
-        stamped = _attr(msg.message_attributes, ATTR_DEAD_LETTERED_AT)
-        if stamped:
-            msg.in_dlq_since, msg.in_dlq_since_source = stamped, ATTR_DEAD_LETTERED_AT
-        else:  # dead-lettered before the attribute existed: its own send is the move
-            msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (agentwake sent it to the DLQ)"
+        _stamp_dead_lettered(msg)
         msg.trigger = {
             "original_message_id": _attr(msg.message_attributes, ATTR_ORIGINAL_ID),
             "source_queue": _attr(msg.message_attributes, ATTR_SOURCE),

@@ -6,13 +6,11 @@
     agentwake dlq redrive --id ID           resume the run where it stopped
 
 Resources are found from the AGENTWAKE_* variables, a running local stack, or the CloudFormation
-outputs of --stack-name (see ``agentwake.ops.context``).
+outputs of --stack-name (see ``agentwake_ops.context``).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 from typing import Annotated, Any
 
@@ -20,42 +18,8 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from agentwake.ops import cli_admin, cli_dlq
-from agentwake.ops.cli_common import CliState, state
-from agentwake.ops.context import OpsError, OpsOptions
-
-#: commands of the embedded local AWS (``infra.local.cli``), imported only when one is used or listed
-LOCAL_MODULE = "infra.local.cli"
-LAZY_COMMANDS = ("local", "invoke")
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from botocore.exceptions import BotoCoreError, ClientError
-    from pydantic import ValidationError
-
-    from agentwake.errors import AgentwakeError
-    from agentwake.jobs import JobError
-
-    return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
-
-
-def error_message(exc: BaseException) -> str:
-    """One line for an error the operator can act on."""
-    from botocore.exceptions import ClientError
-    from pydantic import ValidationError
-
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        op = getattr(exc, "operation_name", "") or "AWS call"
-        return f"{op} failed: {err.get('Code', 'ClientError')}: {err.get('Message', '')}".rstrip(": ")
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()[:5])
-        return f"invalid {exc.title}: {problems}"
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
+from agentwake_ops import cli_admin, cli_dlq
+from agentwake_ops.cli_common import CliState, state
 
 #: typer's type labels in --help, as a person reads them
 _PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "FILE", "bool": ""}
@@ -90,49 +54,51 @@ def _plain_metavars() -> None:
 _plain_metavars()
 
 
-def _local_available() -> bool:
-    try:
-        return importlib.util.find_spec(LOCAL_MODULE) is not None
-    except (ImportError, ValueError):
-        return False
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from botocore.exceptions import BotoCoreError, ClientError
+    from pydantic import ValidationError
+
+    from agentwake.errors import AgentwakeError
+    from agentwake.jobs import JobError
+    from agentwake_ops.context import OpsError
+
+    return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
 
 
-def _lazy_command(name: str) -> Any:
-    """The click command for ``agentwake local`` / ``agentwake invoke``, built on first use."""
-    module = importlib.import_module(LOCAL_MODULE)
-    if name == "local":
-        local_app = getattr(module, "app", None)
-        if not isinstance(local_app, typer.Typer):
-            return None
-        command = typer.main.get_command(local_app)
-        command.name = "local"
-        return command
-    holder = typer.Typer()
-    register = getattr(module, "register", None)
-    if not callable(register):
-        return None
-    register(holder)
-    group = typer.main.get_group(holder)
-    return group.get_command(None, name)  # type: ignore[arg-type]
+def error_message(exc: BaseException) -> str:
+    """One line for an error the operator can act on."""
+    from botocore.exceptions import ClientError
+    from pydantic import ValidationError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        op = getattr(exc, "operation_name", "") or "AWS call"
+        return f"{op} failed: {err.get('Code', 'ClientError')}: {err.get('Message', '')}".rstrip(": ")
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()[:5])
+        return f"invalid {exc.title}: {problems}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 class OpsGroup(TyperGroup):
     """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback).
 
-    The local stack's commands are listed by name and imported only when used (or when the root
-    ``--help`` describes them), so that every other command starts without them.
+    Plugin commands (``agentwake local …``, ``agentwake invoke``: see ``agentwake_ops.plugins``) are
+    loaded only when a command is not one of the CLI's own, or when the root ``--help`` lists them,
+    so every other command starts without importing them.
     """
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = list(super().list_commands(ctx))
-        if _local_available():
-            names += [n for n in LAZY_COMMANDS if n not in names]
-        return names
+        return names + [n for n in _plugin_commands() if n not in names]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
-        if command is None and cmd_name in LAZY_COMMANDS and _local_available():
-            command = _lazy_command(cmd_name)
+        if command is None:
+            command = _plugin_commands().get(cmd_name)
         return command
 
     def invoke(self, ctx: Any) -> Any:
@@ -175,6 +141,8 @@ def _root(
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="AWS named profile (default: AWS_PROFILE).")] = None,
 ) -> None:
+    from agentwake_ops.context import OpsOptions
+
     obj = ctx.ensure_object(CliState)
     obj.options = OpsOptions(stack_name=stack_name, region=region, profile=profile)
     state(ctx)
@@ -188,8 +156,31 @@ app.add_typer(cli_admin.sessions_app, name="sessions")
 app.add_typer(cli_admin.tasks_app, name="tasks")
 
 
+_PLUGIN_COMMANDS: dict[str, Any] | None = None
+
+
+def _plugin_commands() -> dict[str, Any]:
+    """The click commands other packages register (see ``agentwake_ops.plugins``), built once."""
+    global _PLUGIN_COMMANDS
+    if _PLUGIN_COMMANDS is None:
+        from agentwake_ops.plugins import registry
+
+        reg = registry()
+        holder = typer.Typer()
+        for sub_app, name in reg.groups:
+            holder.add_typer(sub_app, name=name)
+        for fn, name in reg.commands:
+            holder.command(name)(fn)
+        group = typer.main.get_group(holder) if (reg.groups or reg.commands) else None
+        _PLUGIN_COMMANDS = {}
+        if group is not None:
+            for name in group.list_commands(None):  # type: ignore[arg-type]
+                _PLUGIN_COMMANDS[name] = group.get_command(None, name)  # type: ignore[arg-type]
+    return _PLUGIN_COMMANDS
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The console script: ``agentwake = agentwake.ops.cli:main``."""
+    """The console script: ``agentwake = agentwake_ops.cli:main``."""
     try:
         app(args=argv, prog_name="agentwake", standalone_mode=True)
     except SystemExit as exc:

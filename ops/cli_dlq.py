@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentwake.ops.cli_common import (
+from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     age,
@@ -26,10 +26,10 @@ from agentwake.ops.cli_common import (
 )
 
 if TYPE_CHECKING:
-    from agentwake.ops.dlq_actions import RedriveReport
-    from agentwake.ops.dlq_view import DlqMessage
+    from agentwake_ops.dlq_actions import RedriveReport
+    from agentwake_ops.dlq_view import DlqMessage
 
-#: the DLQs by their short name (agentwake.ops.dlq_view.DLQS, kept here so --help imports nothing)
+#: the DLQs by their short name (agentwake_ops.dlq_view.DLQS, kept here so --help imports nothing)
 QUEUES = ("results", "cron", "scheduler")
 
 app = typer.Typer(
@@ -44,7 +44,7 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
 
 
 def _check_queue(queue: str) -> str:
-    from agentwake.ops.dlq_view import queue_names
+    from agentwake_ops.dlq_view import queue_names
 
     queue_names(queue)  # raises OpsError with the valid choices
     return queue
@@ -71,8 +71,8 @@ def list_(
 
     Every message is seen exactly once, or the command says it could not be sure and exits 1.
     """
-    from agentwake.ops.dlq_actions import list_messages
-    from agentwake.ops.dlq_view import DLQS, Selection
+    from agentwake_ops.dlq_actions import list_messages
+    from agentwake_ops.dlq_view import DLQS, Selection
 
     if session is not None:
         check_id(session, "session id")
@@ -92,7 +92,7 @@ def list_(
         return
     from rich.table import Table
 
-    from agentwake.ops.dlq_view import first_line
+    from agentwake_ops.dlq_view import first_line
 
     out = console()
     if not messages:
@@ -132,7 +132,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries."""
-    from agentwake.ops.dlq_actions import find_message
+    from agentwake_ops.dlq_actions import find_message
 
     bar = progress(as_json)
     try:
@@ -150,7 +150,7 @@ def render_message(msg: DlqMessage) -> None:
     from rich.syntax import Syntax
     from rich.table import Table
 
-    from agentwake.ops.dlq_view import json_safe_attributes
+    from agentwake_ops.dlq_view import json_safe_attributes
 
     out = console()
     rows = [
@@ -203,6 +203,7 @@ def render_message(msg: DlqMessage) -> None:
 def render_summary_tables(summary: Any) -> None:
     from rich.table import Table
 
+    render_usage(summary)
     out = console()
     if summary.failures:
         table = Table(title=f"failed attempts ({len(summary.failures)})", title_justify="left", show_lines=True)
@@ -237,19 +238,63 @@ def render_summary_tables(summary: Any) -> None:
         out.print("No message was delivered to the user by this run.")
 
 
+def render_usage(summary: Any) -> None:
+    """Tokens, latency and estimated cost of the run's model calls, per provider (``runs show``,
+    ``dlq show``)."""
+    from rich.table import Table
+
+    usage = (summary.run.usage if summary.run is not None else None) or {}
+    providers = usage.get("by_provider") or {}
+    if not providers:
+        return
+    table = Table(title="model calls by provider", title_justify="left")
+    for column in ("provider", "model", "calls", "input tokens", "output tokens", "latency", "estimated cost"):
+        table.add_column(column, overflow="fold")
+
+    def cost(value: Any) -> str:
+        return "-" if value is None else f"${value:.6f}"
+
+    for pid, row in providers.items():
+        table.add_row(
+            escape(pid),
+            escape(dash(row.get("model"))),
+            str(row.get("calls", 0)),
+            str(row.get("input_tokens", 0)),
+            str(row.get("output_tokens", 0)),
+            f"{row.get('latency_ms', 0)} ms",
+            cost(row.get("estimated_cost_usd")),
+        )
+    table.add_row(
+        "total",
+        "",
+        str(usage.get("model_calls", 0)),
+        str(usage.get("input_tokens", 0)),
+        str(usage.get("output_tokens", 0)),
+        f"{usage.get('latency_ms', 0)} ms",
+        cost(usage.get("estimated_cost_usd")),
+    )
+    console().print(table)
+
+
 def _step_summary(step: dict[str, Any]) -> str:
     parts = []
     if step.get("tool"):
         parts.append(f"tool {step['tool']} ->")
     text = step.get("text") or step.get("content") or ""
     if text:
-        from agentwake.ops.dlq_view import first_line
+        from agentwake_ops.dlq_view import first_line
 
         parts.append(first_line(str(text), 120))
     calls = step.get("tool_calls") or []
     if calls:
         names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
         parts.append(f"calls {names}")
+    usage = step.get("usage")
+    if isinstance(usage, dict):
+        parts.append(
+            f"[{step.get('provider_id') or '?'}: {usage.get('input_tokens', 0)} in / "
+            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms, attempt {usage.get('attempt', 1)}]"
+        )
     return " ".join(parts) or "-"
 
 
@@ -283,8 +328,8 @@ def redrive(
 
     Background results are sent back to the background-result queue, then deleted from the DLQ (never the other way round). Cron and scheduler failures re-invoke CronWakeFunction asynchronously with the original job id and scheduled time, then are deleted. --all on the results DLQ uses SQS's StartMessageMoveTask where the endpoint offers it.
     """
-    from agentwake.ops.dlq_actions import redrive as run_redrive
-    from agentwake.ops.dlq_view import Selection
+    from agentwake_ops.dlq_actions import redrive as run_redrive
+    from agentwake_ops.dlq_view import Selection
 
     if session is not None:
         check_id(session, "session id")
@@ -362,8 +407,8 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete DLQ messages for good: one by id, or exactly those of an export file (asks first)."""
-    from agentwake.ops.dlq_actions import delete_messages, find_message, ids_from_file
-    from agentwake.ops.dlq_view import Selection
+    from agentwake_ops.dlq_actions import delete_messages, find_message, ids_from_file
+    from agentwake_ops.dlq_view import Selection
 
     if (message_id is None) == (from_file is None):
         fail("give either one message ID or --from FILE")
@@ -421,9 +466,9 @@ def purge(
     yes: YesOpt = False,
 ) -> None:
     """Delete every message of one DLQ (shows the count, asks for confirmation; there is no undo)."""
-    from agentwake.ops.dlq_actions import purge as run_purge
-    from agentwake.ops.dlq_view import DLQS
-    from agentwake.ops.sqs_scan import queue_counts
+    from agentwake_ops.dlq_actions import purge as run_purge
+    from agentwake_ops.dlq_view import DLQS
+    from agentwake_ops.sqs_scan import queue_counts
 
     if queue not in DLQS:
         fail(f"unknown queue {queue!r}: purge one of {', '.join(DLQS)}")
@@ -463,7 +508,7 @@ def export(
 
     Every message is written exactly once, or the command says it could not be sure and writes nothing.
     """
-    from agentwake.ops.dlq_actions import export as run_export
+    from agentwake_ops.dlq_actions import export as run_export
 
     context = ops(ctx)
     if delete:

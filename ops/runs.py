@@ -132,10 +132,24 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                 )
             if not entry.lines:
                 entry.lines.append("(an empty reply)")
+            usage = step.get("usage")
+            if isinstance(usage, dict):
+                entry.lines.append(
+                    f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
+                    f"{usage.get('latency_ms', 0)} ms"
+                )
+        elif key == "final.delivery":
+            delivered = step.get("delivery_id")
+            title = f"final answer delivered as {delivered}" if delivered else "final answer not delivered"
+            entry = TranscriptEntry("final", step.get("at"), title)
+            if step.get("not_delivered"):
+                entry.lines.append(f"why: {step['not_delivered']}")
         else:
             tool = step.get("tool") or "?"
             entry = TranscriptEntry("tool", step.get("at"), f"step {number}: tool {tool} returned")
             entry.lines.append(str(step.get("content", "")))
+            if step.get("deliveries"):
+                entry.lines.append(f"deliveries made: {', '.join(str(d) for d in step['deliveries'])}")
         entries.append(entry)
     for d in summary.deliveries:
         entries.append(

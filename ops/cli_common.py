@@ -16,14 +16,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from agentwake.ops.context import InvokeAsync, OpsError, OpsOptions
-
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.panel import Panel
 
-    from agentwake.ops.context import OpsContext
-    from agentwake.ops.progress import Progress
+    from agentwake_ops.context import OpsContext, OpsOptions
+    from agentwake_ops.plugins import InvokeAsync
+    from agentwake_ops.progress import Progress
+
+
+def _default_options() -> OpsOptions:
+    from agentwake_ops.context import OpsOptions
+
+    return OpsOptions()
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
@@ -34,14 +39,14 @@ class CliState:
     """``ctx.obj`` of every command. Tests pass one in (``CliRunner.invoke(app, ..., obj=...)``)
     to inject a ready context or an ``invoke_async``."""
 
-    options: OpsOptions = field(default_factory=OpsOptions)
+    options: OpsOptions = field(default_factory=_default_options)
     context: OpsContext | None = None
     invoke_async: InvokeAsync | None = None
     env: Mapping[str, str] | None = None
 
     def ops(self) -> OpsContext:
         if self.context is None:
-            from agentwake.ops.context import resolve_context
+            from agentwake_ops.context import resolve_context
 
             self.context = resolve_context(self.options, self.env, invoke_async=self.invoke_async)
         return self.context
@@ -79,7 +84,7 @@ def escape(text: str) -> str:
 
 def progress(as_json: bool) -> Progress:
     """A progress bar on stderr for a person watching; silent with --json or without a terminal."""
-    from agentwake.ops.progress import for_cli
+    from agentwake_ops.progress import for_cli
 
     return for_cli(as_json)
 
@@ -91,6 +96,7 @@ ID_RULE = "1-128 characters: letters, digits and _ . : @ -, starting with a lett
 def check_id(value: str, what: str) -> str:
     """Refuse an id the message model would reject: it could never be woken, only get stuck."""
     from agentwake.wake.messages import ID_PATTERN
+    from agentwake_ops.context import OpsError
 
     if not re.fullmatch(ID_PATTERN, value):
         raise OpsError(f"invalid {what} {value!r}: a {what} is {ID_RULE}")
@@ -116,7 +122,16 @@ def confirm(question: str, yes: bool, *, what: str) -> None:
         fail("aborted; nothing changed")
 
 
+def user_error(message: str) -> Exception:
+    """An OpsError (``error: <message>``, exit 1), built without importing the context at start-up."""
+    from agentwake_ops.context import OpsError
+
+    return OpsError(message)
+
+
 def parse_json_option(value: str, option: str) -> Any:
+    from agentwake_ops.context import OpsError
+
     try:
         return json.loads(value)
     except json.JSONDecodeError as exc:
@@ -157,7 +172,6 @@ __all__ = [
     "JSON_HELP",
     "YES_HELP",
     "CliState",
-    "OpsError",
     "age",
     "confirm",
     "console",
@@ -170,6 +184,7 @@ __all__ = [
     "ops",
     "parse_json_option",
     "print_json",
+    "user_error",
     "state",
     "when",
 ]

@@ -3,7 +3,7 @@
 Resolution order, first match wins:
 
 1. explicit environment: ``AGENTWAKE_TABLE`` and the other ``AGENTWAKE_*`` variables (``ENV_OUTPUTS``);
-2. a running local stack: the state file ``infra.local`` writes (``$AGENTWAKE_HOME/local.json``),
+2. a running local stack: the state file the local stack plugin reads (``$AGENTWAKE_HOME/local.json``),
    with its endpoint and outputs — unless ``--stack-name`` or ``--profile`` names a real stack;
 3. the CloudFormation outputs of ``--stack-name`` (default ``agentwake``) in ``--region`` with
    ``--profile``.
@@ -13,31 +13,32 @@ Plain Python (no typer/rich): tests and other tools build an ``OpsContext`` dire
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the CLI imports this module for --help: keep boto3/pydantic off that path
-    from agentwake.jobs import JobsService
-    from agentwake.store.dynamo import DynamoStore
-    from agentwake.tasks import TasksService
+from agentwake.jobs import JobsService, JobTargets
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.schedules import Schedules
+from agentwake.tasks import TasksService
+from agentwake_ops.plugins import InvokeAsync
 
 DEFAULT_STACK_NAME = "agentwake"
 
 #: environment variable -> the stack output it stands for
+#: (the runtime's own variables are named by agentwake.settings; the rest are the CLI's)
 ENV_OUTPUTS: dict[str, str] = {
-    "AGENTWAKE_TABLE": "AgentTableName",
-    "AGENTWAKE_IDEMPOTENCY_TABLE": "IdempotencyTableName",
-    "AGENTWAKE_RESULT_QUEUE_URL": "BackgroundResultQueueUrl",
-    "AGENTWAKE_RESULT_DLQ_URL": "BackgroundResultDLQUrl",
+    Settings.env_name("table_name"): "AgentTableName",
+    Settings.env_name("idempotency_table"): "IdempotencyTableName",
+    Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
+    Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
+    Settings.env_name("schedule_group"): "ScheduleGroupName",
     "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
     "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
     "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
-    "AGENTWAKE_SCHEDULE_GROUP": "ScheduleGroupName",
     "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",
     "AGENTWAKE_CRON_FUNCTION_ARN": "CronWakeFunctionAliasArn",
 }
@@ -51,9 +52,6 @@ QUEUE_OUTPUTS: dict[str, str] = {
     "scheduler-dlq": "SchedulerDLQUrl",
 }
 QUEUE_ROLES = tuple(QUEUE_OUTPUTS)
-
-#: (function logical id, payload) -> a short description of what happened
-InvokeAsync = Callable[[str, dict[str, Any]], Any]
 
 
 class OpsError(Exception):
@@ -83,6 +81,8 @@ class Discovery:
     region: str | None = None
     endpoint_url: str | None = None
     local_state: dict[str, Any] | None = None
+    #: env discovery with an endpoint: how to find out, when needed, whether a local stack runs there
+    read_local_state: Callable[[], dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -97,7 +97,7 @@ class OpsContext:
     invoke_async: InvokeAsync
     description: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
-    #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see ops.sqs_scan)
+    #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see sqs_scan)
     scan_hold_seconds: int = 60
     _arns: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -144,12 +144,17 @@ def discover(
     if "AgentTableName" in outputs:
         region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         endpoint = env.get("AWS_ENDPOINT_URL") or None
-        state = None
-        if endpoint:  # the same endpoint as a running local stack: invoke through it
-            local = (read_local_state or _read_local_state)()
-            if local and local.get("endpoint_url") == endpoint:
-                state = local
-        return Discovery("env", "the AGENTWAKE_* environment variables", outputs, region, endpoint, state)
+        # whether that endpoint is a running local stack matters only to a command that invokes a
+        # function (redrive of a cron failure, jobs run-now): asked then, not on every command
+        return Discovery(
+            "env",
+            "the AGENTWAKE_* environment variables",
+            outputs,
+            region,
+            endpoint,
+            None,
+            read_local_state=read_local_state or _read_local_state,
+        )
 
     if options.stack_name is None and options.profile is None:
         state = (read_local_state or _read_local_state)()
@@ -198,32 +203,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_local_state() -> dict[str, Any] | None:
-    """The running local stack's state file, if its process is alive.
+    """The running local stack, through the plugin that registered it (none: the `local` extra is
+    not installed, so there can be no local stack)."""
+    from agentwake_ops.plugins import local_stack
 
-    Read directly (``$AGENTWAKE_HOME/local.json``, as ``infra.local.stack.state_path`` names it)
-    rather than through ``infra.local``, whose import a command does not need; and no HTTP probe of
-    the server: a command must not pay for a health check it does not need (a server that is gone
-    shows up as a connection error on the command's first call).
-    """
-    from pathlib import Path
-
-    home = Path(os.environ.get("AGENTWAKE_HOME") or Path.home() / ".agentwake")
-    try:
-        state = json.loads((home / "local.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or not state.get("endpoint_url"):
-        return None
-    try:
-        pid = int(state.get("pid", 0))
-        if pid <= 0:
-            return None
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except PermissionError:
-        return state
-    except (OSError, ValueError, TypeError):
-        return None
-    return state
+    hooks = local_stack()
+    return hooks.read_state() if hooks is not None else None
 
 
 def _boto3_session(profile: str | None, region: str | None) -> Any:
@@ -256,11 +241,6 @@ def build_context(
             session = _boto3_session(options.profile, discovery.region)
     from botocore.config import Config
 
-    from agentwake.jobs import JobsService, JobTargets
-    from agentwake.store.dynamo import DynamoStore
-    from agentwake.store.schedules import Schedules
-    from agentwake.tasks import TasksService
-
     config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
     clients: dict[str, Any] = {}
 
@@ -283,8 +263,17 @@ def build_context(
     queues = {role: outputs[out] for role, out in QUEUE_OUTPUTS.items() if outputs.get(out)}
 
     if invoke_async is None:
+        hooks = None
         if discovery.local_state is not None:
-            invoke_async = LocalInvoker(discovery.local_state)
+            from agentwake_ops.plugins import local_stack
+
+            hooks = local_stack()
+        if hooks is not None and discovery.local_state is not None:
+            invoke_async = hooks.invoker(discovery.local_state)
+        elif discovery.read_local_state is not None and discovery.endpoint_url:
+            invoke_async = _InvokerForEndpoint(
+                discovery.endpoint_url, discovery.read_local_state, LambdaInvoker(outputs, lambda: client("lambda"))
+            )
         else:
             invoke_async = LambdaInvoker(outputs, lambda: client("lambda"))
 
@@ -359,6 +348,32 @@ class _Lazy:
 # asynchronous invocation
 
 
+class _InvokerForEndpoint:
+    """Invokes on the local stack running at ``endpoint`` if there is one, else through Lambda;
+    decided on the first invocation (reading the local stack's state costs a command nothing
+    until it invokes)."""
+
+    def __init__(
+        self, endpoint: str, read_local_state: Callable[[], dict[str, Any] | None], fallback: InvokeAsync
+    ) -> None:
+        self.endpoint = endpoint
+        self.read_local_state = read_local_state
+        self.fallback = fallback
+        self._chosen: InvokeAsync | None = None
+
+    def __call__(self, logical_id: str, payload: dict[str, Any]) -> Any:
+        if self._chosen is None:
+            self._chosen = self.fallback
+            state = self.read_local_state()
+            if state and state.get("endpoint_url") == self.endpoint:
+                from agentwake_ops.plugins import local_stack
+
+                hooks = local_stack()
+                if hooks is not None:
+                    self._chosen = hooks.invoker(state)
+        return self._chosen(logical_id, payload)
+
+
 class LambdaInvoker:
     """``lambda:Invoke`` with InvocationType=Event on the function's alias (or its ARN)."""
 
@@ -377,30 +392,3 @@ class LambdaInvoker:
         arn = self.target(logical_id)
         resp = self.client().invoke(FunctionName=arn, InvocationType="Event", Payload=json.dumps(payload).encode())
         return f"queued on {arn} (HTTP {resp.get('StatusCode', '?')})"
-
-
-class LocalInvoker:
-    """Lambda's asynchronous invocation on the running local stack, emulated in this process.
-
-    The local stack's async queue lives in the process that runs it; from another process the
-    invocation runs here (retries, then the on-failure destination on the same local queues).
-    """
-
-    def __init__(self, state: dict[str, Any]) -> None:
-        self.state = state
-        self._runtime: Any = None
-
-    def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
-        if self._runtime is None:
-            try:
-                from infra.local.stack import LocalStackRuntime
-            except ImportError as exc:
-                raise OpsError(f"cannot invoke on the local stack: {exc} (pip install -e '.[local]')") from exc
-            self._runtime = LocalStackRuntime.attach(state=self.state)
-        # the function runs in this process: its logs and metrics go to stderr, so that stdout
-        # stays the CLI's own output (--json must stay parseable)
-        with contextlib.redirect_stdout(sys.stderr):
-            pending = self._runtime.invoke_async(logical_id, payload, wait=True)
-            outcome = pending.wait() if hasattr(pending, "wait") else pending
-        attempts = len(getattr(outcome, "attempts", []) or [])
-        return f"ran on the local stack: {getattr(outcome, 'condition', '?')} after {attempts} attempt(s)"

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.ops.context import OpsError
+from agentwake_ops.context import OpsError
 
 #: seconds each received message is held invisible while the scan pages on (renewed as it goes)
 SCAN_HOLD_SECONDS = 60

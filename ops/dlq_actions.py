@@ -1,6 +1,6 @@
 """What an operator does to DLQ messages: list, claim, redrive, delete, purge, export.
 
-Every operation reads the queue through one complete scan (``agentwake.ops.sqs_scan``): if the scan
+Every operation reads the queue through one complete scan (``agentwake_ops.sqs_scan``): if the scan
 cannot be sure it saw every message, the operation changes nothing and raises ``IncompleteScan``.
 
 - Redrive sends first and deletes after: an interrupted move leaves at worst a duplicate, which the
@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.ops.context import OpsContext, OpsError
-from agentwake.ops.dlq_view import DLQS, DlqMessage, Selection, describe, filter_messages, first_line, queue_names
-from agentwake.ops.progress import SILENT, Progress
-from agentwake.ops.sqs_scan import MAX_VISIBILITY_SECONDS, IncompleteScan, Scanner, delete_batch, queue_name
+from agentwake_ops.context import OpsContext, OpsError
+from agentwake_ops.dlq_view import DLQS, DlqMessage, Selection, describe, filter_messages, first_line, queue_names
+from agentwake_ops.progress import SILENT, Progress
+from agentwake_ops.sqs_scan import MAX_VISIBILITY_SECONDS, IncompleteScan, Scanner, delete_batch, queue_name
 
 #: at least this long a redrive/delete/export holds the messages it claimed (renewed while it works)
 CLAIM_HOLD_SECONDS = 120
