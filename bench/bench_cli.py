@@ -94,7 +94,7 @@ def main() -> int:
                 times[name].append(elapsed)
 
     floor = statistics.median(times['python -c "import boto3"'])
-    print(f"CLI latency, median of {args.runs} alternating runs (floor: python -c \"import boto3\")")
+    print(f'CLI latency, median of {args.runs} alternating runs (floor: python -c "import boto3")')
     for name, values in times.items():
         median = statistics.median(values)
         print(f"  {name:<45} {median:6.3f} s   {median / floor:5.2f}x floor")

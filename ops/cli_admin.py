@@ -396,7 +396,9 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     for index, spec in enumerate(raw):
         where = "--provider" if provider else f"{providers_file} item {index + 1}"
         if not isinstance(spec, dict):
-            raise user_error(f'{where}: a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}')
+            raise user_error(
+                f'{where}: a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}'
+            )
         try:
             parse_spec(spec)
         except ConfigError as exc:

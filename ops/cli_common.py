@@ -30,6 +30,7 @@ def _default_options() -> OpsOptions:
 
     return OpsOptions()
 
+
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
 

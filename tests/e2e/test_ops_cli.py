@@ -126,7 +126,7 @@ def test_tasks_history_and_runs(cli: Cli, stack: Stack) -> None:
         "unknown-task"
         in cli("tasks", "finish", "unknown-task", "--status", "succeeded", "--result", "x", expect=1).stderr
     )
-    assert "does not exist" in cli("tasks", "register", "--session", "nobody", "--tool", "t", expect=1).stderr
+    assert "no session 'nobody'" in cli("tasks", "register", "--session", "nobody", "--tool", "t", expect=1).stderr
     assert "no run" in cli("runs", "show", "bg:nothing", expect=1).stderr
 
 

@@ -367,7 +367,7 @@ def test_runs_show_transcript_of_a_run_that_delivered_failed_and_was_redriven(cl
     assert delivery["lines"] == ["Working on your research."]
     # AND the tool call with its arguments, its result naming the same delivery, and the model's replies
     assert 'calls send_message_to_user({"text": "Working on your research."})' in text
-    assert f"delivered (delivery_id={delivery_id})" in text
+    assert f"delivered (delivery_id={delivery_id}" in text and f"deliveries made: {delivery_id}" in text
     assert "says: All done." in text
     assert "provider p: AccessDenied: invalid credentials (scripted)" in text
     assert text.count(f"delivery {delivery_id}") == 1
