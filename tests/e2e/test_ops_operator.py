@@ -402,3 +402,24 @@ def test_runs_list_is_newest_first_filtered_and_paginated(cli: Cli, stack: Stack
 
 
 FIXED_CHAIN = [FIXED]
+
+
+# --------------------------------------------------------------------------------------------
+# a fast CLI (the latency itself is measured in `make bench`, never asserted on time)
+
+
+def test_the_cli_starts_without_boto3_pydantic_rich_or_the_local_stack() -> None:
+    # GIVEN a fresh interpreter
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agentwake_ops.cli\n"
+        "heavy = ('boto3', 'botocore', 'pydantic', 'rich', 'agentwake.settings', 'agentwake_local', "
+        "'agentwake_ops.context')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    # WHEN the CLI module is imported (what every command and --help pays first)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # THEN none of the heavy packages came with it: each command imports what it uses
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
