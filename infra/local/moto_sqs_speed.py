@@ -9,12 +9,17 @@
    rebuilding each message's list of past handles: renewing or releasing the holds of a scan of
    n messages costs n². Handles are indexed as moto issues them (``Message.mark_received``); a
    handle the index does not know goes to moto's own code, which raises what AWS raises.
+3. **Whole-queue attributes for one value.** For every message it returns, ReceiveMessage reads the
+   queue's retention period through ``get_queue_attributes``, which counts every message of the
+   queue (visible, in flight, delayed) three times over; SendMessage does the same to read
+   ``ContentBasedDeduplication``. Both now read the one attribute they need.
 
 Written for moto 5.2.5 (pyproject pins it); another version is left unpatched (slower, not wrong).
 """
 
 from __future__ import annotations
 
+import contextvars
 import time
 import weakref
 from typing import Any
@@ -23,6 +28,8 @@ MOTO_VERSION = "5.2.5"
 _applied = False
 #: every receipt handle moto issued -> its message (a handle stays valid while its message lives)
 _HANDLES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+#: inside SendMessage (which reads one attribute of the queue)
+_SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentwake_sqs_sending", default=False)
 
 
 def apply() -> bool:
@@ -74,6 +81,32 @@ def apply() -> bool:
             queue.pending_messages.remove(message)
         return None
 
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention_period = int(self.get_queue(queue_name).message_retention_period)
+        retain_until = retention_period + message.sent_timestamp / 1000
+        return not retain_until <= unix_time()
+
+    original_send = models.SQSBackend.send_message
+    original_attributes = models.Queue.attributes
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if _SENDING.get():
+            # SendMessage only reads ContentBasedDeduplication here: no need to count the queue
+            if not self.fifo_queue:  # moto lists the attribute for FIFO queues only
+                return {}
+            return {"ContentBasedDeduplication": str(bool(self.content_based_deduplication)).lower()}
+        return original_attributes.fget(self)  # type: ignore[no-any-return]
+
+    def send_message(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _SENDING.set(True)
+        try:
+            return original_send(self, *args, **kwargs)
+        finally:
+            _SENDING.reset(token)
+
+    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+    models.SQSBackend.send_message = send_message  # type: ignore[method-assign]
+    models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.Message.mark_received = mark_received  # type: ignore[method-assign]
     models.SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
     _applied = True
