@@ -84,7 +84,11 @@ def _dom_matches(rule: frozenset[int] | str | tuple[str, int], day: date, last: 
         return day.day in rule
     if rule == "L":
         return day.day == last
-    target = last if rule == "LW" else min(rule[1], last)  # type: ignore[index]
+    if rule == "LW":
+        target = last
+    else:
+        assert isinstance(rule, tuple)
+        target = min(rule[1], last)
     return day.day == _nearest_weekday(day.year, day.month, target, last)
 
 
@@ -184,7 +188,8 @@ def parse(expression: str) -> Expression:
         if not match:
             raise ScheduleExpressionError(f"at(...) takes yyyy-mm-ddThh:mm:ss, got {body!r}")
         try:
-            return At(datetime(*(int(g) for g in match.groups())))  # type: ignore[misc]
+            year, month, day, hour, minute, second = (int(g) for g in match.groups())
+            return At(datetime(year, month, day, hour, minute, second))
         except ValueError as exc:
             raise ScheduleExpressionError(f"at({body}): {exc}") from exc
     if kind == "rate":
