@@ -152,7 +152,7 @@ def claim(
             scanners[url] = scanner
             result = scanner.run()
             result.require_complete(what)
-            joined += _join(ctx, name, url, result.messages(), progress, keep_alive=lambda s=scanner: s.renew_due())
+            joined += _join(ctx, name, url, result.messages(), progress, keep_alive=scanner.renew_due)
         chosen = filter_messages(joined, selection)
         progress.phase(f"claiming {len(chosen)} message(s)", total=len(chosen))
         for url, scanner in scanners.items():

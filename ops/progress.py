@@ -55,8 +55,12 @@ class RichProgress(Progress):
         self._task = self._bar.add_task(description, total=total)
 
     def update(self, completed: int, total: int | None = None) -> None:
-        if self._task is not None:
-            self._bar.update(self._task, completed=completed, **({"total": total} if total is not None else {}))
+        if self._task is None:
+            return
+        if total is None:
+            self._bar.update(self._task, completed=completed)
+        else:
+            self._bar.update(self._task, completed=completed, total=total)
 
     def advance(self, amount: int = 1) -> None:
         if self._task is not None:

@@ -87,7 +87,7 @@ def apply() -> bool:
         return not retain_until <= unix_time()
 
     original_send = models.SQSBackend.send_message
-    original_attributes = models.Queue.attributes
+    original_attributes: Any = models.Queue.__dict__["attributes"]  # the property object
 
     def attributes(self: Any) -> dict[str, Any]:
         if _SENDING.get():
