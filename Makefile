@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean
+.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean dlq-scale
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
 	$(PY) bench/bench_local.py --n 500
+	$(PY) bench/bench_cli.py
 
 bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)
 	$(PY) bench/bench_local.py --n 5000
+
+dlq-scale: $(VENV)/.dev-installed  ## the DLQ scan tests at 10,000 messages on the local moto server (minutes)
+	AGENTWAKE_DLQ_SCALE=10000 $(PY) -m pytest -q tests/e2e/test_dlq_scale.py

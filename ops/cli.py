@@ -20,7 +20,38 @@ from typer.exceptions import TyperException
 
 from agentwake_ops import cli_admin, cli_dlq
 from agentwake_ops.cli_common import CliState, state
-from agentwake_ops.context import OpsError, OpsOptions
+
+#: typer's type labels in --help, as a person reads them
+_PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "FILE", "bool": ""}
+
+
+def _plain_metavars() -> None:
+    """``--help`` shows ``TEXT``/``INTEGER`` and nothing for flags, not typer's ``<bool>``/``<list[str]>``."""
+    from typer import core
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        original = cls.display_type_rich
+        if getattr(original, "_agentwake_plain", False):
+            continue
+
+        def display(self: Any, ctx: Any, _original: Any = original) -> str | None:
+            if getattr(self, "is_flag", False) or getattr(self, "count", False):
+                return None
+            if self.metavar is not None:
+                return str(self.metavar)
+            label = _original(self, ctx)
+            if label is None:
+                return None
+            bare = str(label).removesuffix("...").strip("<>").removeprefix("list[").removesuffix("]")
+            bare = bare.removesuffix(" range")
+            plain = _PLAIN_TYPES.get(bare, bare.upper())
+            return plain or None
+
+        display._agentwake_plain = True  # type: ignore[attr-defined]
+        cls.display_type_rich = display  # type: ignore[method-assign]
+
+
+_plain_metavars()
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -29,6 +60,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     from agentwake.errors import AgentwakeError
     from agentwake.jobs import JobError
+    from agentwake_ops.context import OpsError
 
     return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
 
@@ -52,7 +84,22 @@ def error_message(exc: BaseException) -> str:
 
 
 class OpsGroup(TyperGroup):
-    """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback)."""
+    """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback).
+
+    Plugin commands (``agentwake local …``, ``agentwake invoke``: see ``agentwake_ops.plugins``) are
+    loaded only when a command is not one of the CLI's own, or when the root ``--help`` lists them,
+    so every other command starts without importing them.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = list(super().list_commands(ctx))
+        return names + [n for n in _plugin_commands() if n not in names]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            command = _plugin_commands().get(cmd_name)
+        return command
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -94,6 +141,8 @@ def _root(
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="AWS named profile (default: AWS_PROFILE).")] = None,
 ) -> None:
+    from agentwake_ops.context import OpsOptions
+
     obj = ctx.ensure_object(CliState)
     obj.options = OpsOptions(stack_name=stack_name, region=region, profile=profile)
     state(ctx)
@@ -107,18 +156,27 @@ app.add_typer(cli_admin.sessions_app, name="sessions")
 app.add_typer(cli_admin.tasks_app, name="tasks")
 
 
-def _add_plugin_commands() -> None:
-    """Commands other packages register (``agentwake local …``, ``agentwake invoke``): see plugins."""
-    from agentwake_ops.plugins import registry
-
-    reg = registry()
-    for sub_app, name in reg.groups:
-        app.add_typer(sub_app, name=name)
-    for fn, name in reg.commands:
-        app.command(name)(fn)
+_PLUGIN_COMMANDS: dict[str, Any] | None = None
 
 
-_add_plugin_commands()
+def _plugin_commands() -> dict[str, Any]:
+    """The click commands other packages register (see ``agentwake_ops.plugins``), built once."""
+    global _PLUGIN_COMMANDS
+    if _PLUGIN_COMMANDS is None:
+        from agentwake_ops.plugins import registry
+
+        reg = registry()
+        holder = typer.Typer()
+        for sub_app, name in reg.groups:
+            holder.add_typer(sub_app, name=name)
+        for fn, name in reg.commands:
+            holder.command(name)(fn)
+        group = typer.main.get_group(holder) if (reg.groups or reg.commands) else None
+        _PLUGIN_COMMANDS = {}
+        if group is not None:
+            for name in group.list_commands(None):  # type: ignore[arg-type]
+                _PLUGIN_COMMANDS[name] = group.get_command(None, name)  # type: ignore[arg-type]
+    return _PLUGIN_COMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:

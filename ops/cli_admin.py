@@ -4,70 +4,173 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from pydantic import ValidationError
-from rich.markup import escape
-from rich.table import Table
 
-from agentwake.errors import describe_validation_error
-from agentwake.store.dynamo import RunSummary
-from agentwake.store.models import SessionConfig, background_run_id, utcnow_iso
 from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
+    check_id,
     confirm,
     console,
     dash,
+    escape,
     facts_panel,
     fail,
     ops,
     parse_json_option,
     print_json,
+    user_error,
     when,
 )
-from agentwake_ops.context import OpsError
+
+if TYPE_CHECKING:
+    from agentwake.store.models import SessionConfig
 
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
 
 runs_app = typer.Typer(
-    help="Look at one run: its record, failed attempts, journaled steps, deliveries.", no_args_is_help=True
+    help="Runs: list them newest first; show one with every attempt, step and delivery.", no_args_is_help=True
 )
 history_app = typer.Typer(help="Read a session's conversation history.", no_args_is_help=True)
 jobs_app = typer.Typer(help="Cron jobs: one EventBridge Scheduler schedule per job.", no_args_is_help=True)
 sessions_app = typer.Typer(help="Session configs: persona, provider chain, limits, delivery.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Background tasks: register one, send its completion message.", no_args_is_help=True)
 
+RUN_STATUSES = ("running", "succeeded", "failed")
+
 
 # --------------------------------------------------------------------------------------------
 # runs
 
 
-def summary_dict(summary: RunSummary) -> dict[str, Any]:
-    return {
-        "run": summary.run.model_dump(mode="json") if summary.run else None,
-        "failures": [f.model_dump(mode="json") for f in summary.failures],
-        "steps": summary.steps,
-        "deliveries": summary.deliveries,
-    }
+def _since(value: str) -> str:
+    """``--since``: an ISO date/time (UTC), or a duration back from now: 30m, 6h, 2d."""
+    from datetime import UTC, datetime, timedelta
+
+    text = value.strip()
+    units = {"m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        moment = datetime.now(UTC) - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise user_error(
+            f"--since takes an ISO time (2026-11-30T06:00:00Z) or a duration (30m, 6h, 2d), got {value!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-@runs_app.command("show", epilog="Example: agentwake runs show bg:task-1234 --json")
+@runs_app.command(
+    "list",
+    epilog="Examples: agentwake runs list --session s1 --status failed  |  agentwake runs list --since 6h --json",
+)
+def runs_list(
+    ctx: typer.Context,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session's runs (a Query of its index partition).")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs in this state.", metavar="running|succeeded|failed")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only runs whose latest attempt started since: an ISO time, or 30m / 6h / 2d.",
+            metavar="WHEN",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Runs per page.", min=1, max=1000)] = 20,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="The cursor a previous page printed: the next, older page.", metavar="CURSOR"),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, newest attempt first, a page at a time."""
+    from agentwake_ops.runs import list_runs
+
+    if session is not None:
+        check_id(session, "session id")
+    if status is not None and status not in RUN_STATUSES:
+        raise user_error(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    page = list_runs(
+        ops(ctx).store,
+        session_id=session,
+        status=status,
+        since=_since(since) if since else None,
+        before=before,
+        limit=limit,
+    )
+    if as_json:
+        print_json({"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before})
+        return
+    from rich.table import Table
+
+    out = console()
+    if not page.runs:
+        out.print("No runs" + (" match the filters." if session or status or since or before else "."))
+        return
+    table = Table(title=f"{len(page.runs)} run(s), newest first")
+    for column in ("run id", "session", "status", "attempts", "steps", "started", "ended", "last error"):
+        table.add_column(column, overflow="fold")
+    for r in page.runs:
+        table.add_row(
+            escape(r.run_id),
+            escape(r.session_id),
+            r.status,
+            str(r.attempts),
+            str(r.steps),
+            when(r.started_at),
+            when(r.ended_at),
+            escape(
+                f"{r.last_error_type}: {(r.last_error or '').splitlines()[0] if r.last_error else ''}"
+                if r.last_error_type
+                else "-"
+            ),
+        )
+    out.print(table)
+    if page.next_before:
+        out.print(f"More: add --before '{escape(page.next_before)}'", style="dim")
+    out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
+
+
+@runs_app.command(
+    "show", epilog="Examples: agentwake runs show bg:task-1234 --transcript  |  agentwake runs show bg:task-1234 --json"
+)
 def runs_show(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="bg:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
+    transcript: Annotated[
+        bool,
+        typer.Option(
+            "--transcript", help="Every journaled step in order: replies, tool calls and results, deliveries, failures."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status and attempts, every failed attempt, steps journaled, deliveries made."""
     from agentwake_ops.cli_dlq import render_summary_tables
+    from agentwake_ops.runs import run_summary
+    from agentwake_ops.runs import transcript as build_transcript
 
-    summary = ops(ctx).store.run_summary(run_id)
-    if summary.run is None and not (summary.failures or summary.steps or summary.deliveries):
-        fail(f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME)")
+    summary = run_summary(ops(ctx).store, run_id)
+    if summary.empty:
+        fail(
+            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
+            "find them with: agentwake runs list --session SESSION)"
+        )
     if as_json:
-        print_json({"run_id": run_id, **summary_dict(summary)})
+        data: dict[str, Any] = {"run_id": run_id, **summary.as_dict()}
+        if transcript:
+            data["transcript"] = [e.as_dict() for e in build_transcript(summary)]
+        print_json(data)
         return
     out = console()
     run = summary.run
@@ -85,6 +188,17 @@ def runs_show(
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
         )
         out.print(facts_panel(rows, "run"))
+    if transcript:
+        from rich.text import Text
+
+        out.print("transcript", style="bold")
+        for entry in build_transcript(summary):
+            style = {"failure": "red", "outcome": "bold", "delivery": "green"}.get(entry.kind, "")
+            out.print(Text(f"[{when(entry.at)}] {entry.title}", style=style))
+            for line in entry.lines:
+                for part in line.splitlines() or [""]:
+                    out.print(Text(f"    {part}"))
+        return
     render_summary_tables(summary)
 
 
@@ -109,13 +223,19 @@ def history_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the newest history entries of a session, oldest first (notes, markers, deliveries, messages)."""
-    entries = ops(ctx).store.history_window(session, last)
+    check_id(session, "session id")
+    store = ops(ctx).store
+    entries = store.history_window(session, last)
+    if not entries and store.get_session(session) is None:
+        fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     if as_json:
         print_json([e.model_dump(mode="json") for e in entries])
         return
+    from rich.table import Table
+
     out = console()
     if not entries:
-        out.print(f"No history for session {escape(session)}.")
+        out.print(f"No history for session {escape(session)} yet.")
         return
     table = Table(title=f"last {len(entries)} entries of {escape(session)}", show_lines=True)
     for column in ("time", "role", "kind", "run id", "content"):
@@ -130,7 +250,18 @@ def history_show(
 
 
 def _job_dict(job: Any) -> dict[str, Any]:
-    return dict(job.model_dump(mode="json"))
+    from agentwake.jobs import next_fire_times
+
+    return {**job.model_dump(mode="json"), "next_fire_times": [t.isoformat() for t in next_fire_times(job)]}
+
+
+def _fires(job: Any) -> str:
+    from agentwake.jobs import next_fire_times
+
+    times = next_fire_times(job)
+    if not times:
+        return "-"
+    return ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times)
 
 
 @jobs_app.command(
@@ -150,7 +281,15 @@ def jobs_create(
     description: Annotated[str, typer.Option("--description", help="What the agent should do when woken.")] = "",
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a cron job and its schedule (give exactly one of --cron and --at)."""
+    """Create a cron job and its schedule (give exactly one of --cron and --at).
+
+    The expression is checked with EventBridge Scheduler's rules first: six cron fields, '?' in
+    exactly one of day-of-month and day-of-week, every value in its range.
+    """
+    from agentwake.jobs import schedule_expression
+
+    check_id(session, "session id")
+    schedule_expression(cron, at)  # refuse a bad expression before looking anything up
     job = ops(ctx).jobs.create(
         session_id=session, name=name, cron=cron, at=at, timezone=timezone, description=description
     )
@@ -160,6 +299,7 @@ def jobs_create(
     console().print(
         f"Created job {job.job_id}: {escape(job.schedule_expression)} ({job.timezone}), schedule {job.schedule_name}."
     )
+    console().print(f"Next fire times ({job.timezone}): {_fires(job)}")
 
 
 @jobs_app.command("list", epilog="Example: agentwake jobs list --json")
@@ -169,12 +309,24 @@ def jobs_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         print_json([_job_dict(j) for j in jobs])
         return
+    from rich.table import Table
+
     out = console()
     if not jobs:
         out.print("No jobs.")
         return
     table = Table(title=f"{len(jobs)} job(s)")
-    for column in ("job id", "name", "session", "schedule", "status", "enabled", "last run", "last error"):
+    for column in (
+        "job id",
+        "name",
+        "session",
+        "schedule",
+        "next fire times",
+        "status",
+        "enabled",
+        "last run",
+        "last error",
+    ):
         table.add_column(column, overflow="fold")
     for j in jobs:
         table.add_row(
@@ -182,6 +334,7 @@ def jobs_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             escape(j.name),
             escape(j.session_id),
             escape(f"{j.schedule_expression} {j.timezone}"),
+            escape(_fires(j)),
             j.status,
             "yes" if j.enabled else "no",
             when(j.last_run_at),
@@ -221,27 +374,35 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     from agentwake.agent.providers import parse_spec
 
     if provider and providers_file:
-        raise OpsError("give either --provider (repeatable) or --providers-file, not both")
+        raise user_error("give either --provider (repeatable) or --providers-file, not both")
+    from agentwake.errors import ConfigError
+
     raw: Any
     if providers_file is not None:
         try:
             raw = json.loads(providers_file.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise OpsError(f"cannot read {providers_file}: {exc.strerror}") from exc
+            raise user_error(f"cannot read {providers_file}: {exc.strerror}") from exc
         except ValueError as exc:
-            raise OpsError(f"{providers_file} is not valid JSON: {exc}") from exc
+            raise user_error(f"{providers_file} is not valid JSON: {exc}") from exc
         if isinstance(raw, dict) and "providers" in raw:
             raw = raw["providers"]
         if not isinstance(raw, list) or not raw:
-            raise OpsError(f"{providers_file} must hold a non-empty JSON list of provider specs (primary first)")
+            raise user_error(f"{providers_file} must hold a non-empty JSON list of provider specs (primary first)")
     elif provider:
         raw = [parse_json_option(p, "--provider") for p in provider]
     else:
         return None
-    for spec in raw:
+    for index, spec in enumerate(raw):
+        where = "--provider" if provider else f"{providers_file} item {index + 1}"
         if not isinstance(spec, dict):
-            raise OpsError(f'a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}')
-        parse_spec(spec)  # ConfigError naming the problem
+            raise user_error(
+                f'{where}: a provider spec must be a JSON object like {{"type": "scripted"}}, got {spec!r}'
+            )
+        try:
+            parse_spec(spec)
+        except ConfigError as exc:
+            raise user_error(f"{where}: {exc}") from None
     return list(raw)
 
 
@@ -287,6 +448,9 @@ def sessions_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
+    from agentwake.store.models import SessionConfig, utcnow_iso
+
+    check_id(session, "session id")
     store = ops(ctx).store
     existing = store.get_session(session)
     data: dict[str, Any] = existing.model_dump() if existing else {"session_id": session}
@@ -307,21 +471,25 @@ def sessions_put(
         data["delivery"] = spec
     if role is not None:
         if role not in ("user", "admin"):
-            raise OpsError(f"--role must be user or admin, got {role!r}")
+            raise user_error(f"--role must be user or admin, got {role!r}")
         data["role"] = role
     for item in setting or ():
         name, sep, raw = item.partition("=")
         if not sep or name.strip() not in SessionConfig.model_fields or name.strip() in ("session_id", "updated_at"):
-            raise OpsError(f"--set takes NAME=VALUE with NAME a session setting, got {item!r}")
+            raise user_error(f"--set takes NAME=VALUE with NAME a session setting, got {item!r}")
         try:
             data[name.strip()] = json.loads(raw)
         except ValueError:
             data[name.strip()] = raw
     data["updated_at"] = utcnow_iso()
+    from pydantic import ValidationError
+
+    from agentwake.errors import describe_validation_error
+
     try:
         config = SessionConfig.model_validate(data)
     except ValidationError as exc:
-        raise OpsError(f"invalid session config: {describe_validation_error(exc)}") from exc
+        raise user_error(f"invalid session config: {describe_validation_error(exc)}") from exc
     store.put_session(config)
     if as_json:
         print_json(config.model_dump(mode="json"))
@@ -337,6 +505,7 @@ def sessions_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a session's config: persona, provider chain, limits, delivery, role."""
+    check_id(session, "session id")
     config = ops(ctx).store.get_session(session)
     if config is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
@@ -365,6 +534,48 @@ def _print_session(config: SessionConfig) -> None:
     console().print(facts_panel(rows, "session"))
 
 
+@sessions_app.command("delete", epilog="Example: agentwake sessions delete s1 --yes")
+def sessions_delete(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Argument(help="The session id.", metavar="SESSION")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Delete even while jobs or unfinished tasks still reference the session.")
+    ] = False,
+    yes: YesOpt = False,
+) -> None:
+    """Delete a session: its config and its history (refuses while jobs or unfinished tasks use it)."""
+    from agentwake.store.operator import OperatorStore
+
+    check_id(session, "session id")
+    context = ops(ctx)
+    store = OperatorStore(context.store)
+    if context.store.get_session(session) is None and not context.store.history_window(session, 1):
+        fail(
+            f"no session {session!r} (list the jobs and runs that name one with: agentwake jobs list / agentwake runs list)"
+        )
+    jobs = [j for j in context.jobs.list() if j.session_id == session]
+    tasks = [t for t in store.tasks_of_session(session) if t.status in ("running", "finished")]
+    if (jobs or tasks) and not force:
+        users = []
+        if jobs:
+            users.append(f"{len(jobs)} job(s) ({', '.join(j.job_id for j in jobs[:5])})")
+        if tasks:
+            users.append(f"{len(tasks)} unfinished task(s) ({', '.join(t.task_id for t in tasks[:5])})")
+        fail(
+            f"session {session!r} is still used by {' and '.join(users)}: delete those first "
+            "(agentwake jobs delete JOB_ID), or pass --force"
+        )
+    confirm(f"Delete session {session} (config and history) for good?", yes, what="delete a session")
+    removed = store.delete_session(session)
+    console().print(f"Deleted session {escape(session)} ({removed} item(s): config, history, lease).")
+    if jobs or tasks:
+        console().print(
+            f"Left in place: {len(jobs)} job(s) and {len(tasks)} task(s) that name it; their wakes will fail "
+            "until they are deleted.",
+            style="yellow",
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # tasks
 
@@ -383,12 +594,15 @@ def tasks_register(
 
     The token is shown once (agentwake keeps only its hash): `tasks finish` needs it.
     """
+    from agentwake.store.models import background_run_id
+
+    check_id(session, "session id")
     context = ops(ctx)
     tool_args = parse_json_option(args, "--args") if args else {}
     if not isinstance(tool_args, dict):
-        raise OpsError("--args must be a JSON object")
+        raise user_error("--args must be a JSON object")
     if context.store.get_session(session) is None:
-        raise OpsError(f"session {session!r} does not exist; create it first (agentwake sessions put {session})")
+        fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     registered = context.tasks.register_task(session, tool, tool_args)
     task_id = registered.task_id
     if as_json:
@@ -432,10 +646,16 @@ def tasks_finish(
     as_json: JsonOpt = False,
 ) -> None:
     """Send the task's completion message to the background-result queue; it wakes the agent."""
+    from agentwake.store.models import background_run_id
+
+    check_id(task_id, "task id")
     if status not in ("succeeded", "failed"):
-        raise OpsError(f"--status must be succeeded or failed, got {status!r}")
+        raise user_error(f"--status must be succeeded or failed, got {status!r}")
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
-    message_id = ops(ctx).tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
+    context = ops(ctx)
+    if context.store.get_task(task_id) is None:
+        fail(f"no task {task_id!r} (register one with: agentwake tasks register --session SESSION --tool TOOL)")
+    message_id = context.tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
     if as_json:
         print_json({"task_id": task_id, "message_id": message_id, "run_id": background_run_id(task_id)})
         return

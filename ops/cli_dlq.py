@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.panel import Panel
-from rich.syntax import Syntax
-from rich.table import Table
 
-from agentwake_ops import triage
 from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     age,
+    check_id,
     confirm,
     console,
     dash,
     err_console,
+    escape,
     facts_panel,
     fail,
     ops,
     print_json,
+    progress,
     when,
 )
-from agentwake_ops.triage import DlqMessage, RedriveItem, RedriveReport, Selection
+
+if TYPE_CHECKING:
+    from agentwake_ops.dlq_actions import RedriveReport
+    from agentwake_ops.dlq_view import DlqMessage
+
+#: the DLQs by their short name (agentwake_ops.dlq_view.DLQS, kept here so --help imports nothing)
+QUEUES = ("results", "cron", "scheduler")
 
 app = typer.Typer(
     help="Triage the dead-letter queues: list, show, redrive, delete, purge, export.",
@@ -40,7 +44,9 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
 
 
 def _check_queue(queue: str) -> str:
-    triage.queue_names(queue)  # raises OpsError with the valid choices
+    from agentwake_ops.dlq_view import queue_names
+
+    queue_names(queue)  # raises OpsError with the valid choices
     return queue
 
 
@@ -61,17 +67,33 @@ def list_(
     session: Annotated[str | None, typer.Option("--session", help="Only messages of this session.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List DLQ messages with run id, session, attempts, age and last error (none is consumed)."""
+    """List DLQ messages with run id, session, attempts, time in the DLQ and last error (none is consumed).
+
+    Every message is seen exactly once, or the command says it could not be sure and exits 1.
+    """
+    from agentwake_ops.dlq_actions import list_messages
+    from agentwake_ops.dlq_view import DLQS, Selection
+
+    if session is not None:
+        check_id(session, "session id")
     context = ops(ctx)
     if queue == "all":
-        for name, role in triage.DLQS.items():
+        for name, role in DLQS.items():
             if not context.has_queue(role):
                 err_console().print(f"note: the {name} DLQ is unknown here and is not listed", style="yellow")
-    messages = triage.list_messages(context, _check_queue(queue))
+    bar = progress(as_json)
+    try:
+        messages = list_messages(context, _check_queue(queue), progress=bar)
+    finally:
+        bar.close()
     messages = [m for m in messages if Selection(error_type=error_type, session_id=session).matches(m)]
     if as_json:
         print_json([m.view() for m in messages])
         return
+    from rich.table import Table
+
+    from agentwake_ops.dlq_view import first_line
+
     out = console()
     if not messages:
         out.print(
@@ -79,7 +101,7 @@ def list_(
         )
         return
     table = Table(title=f"{len(messages)} DLQ message(s)", show_lines=False)
-    for column in ("id", "queue", "run id", "session", "attempts", "age", "last error", "detail"):
+    for column in ("id", "queue", "run id", "session", "attempts", "in DLQ for", "last error", "detail"):
         table.add_column(column, overflow="fold")
     for m in messages:
         table.add_row(
@@ -90,7 +112,7 @@ def list_(
             dash(m.attempts),
             age(m.age_seconds),
             escape(dash(m.error_type)),
-            escape(triage.first_line(m.error_detail) or "-"),
+            escape(first_line(m.error_detail) or "-"),
         )
     out.print(table)
     out.print("Show one in full: agentwake dlq show ID", style="dim")
@@ -110,7 +132,13 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries."""
-    msg = triage.find_message(ops(ctx), message_id, _check_queue(queue))
+    from agentwake_ops.dlq_actions import find_message
+
+    bar = progress(as_json)
+    try:
+        msg = find_message(ops(ctx), message_id, _check_queue(queue), progress=bar)
+    finally:
+        bar.close()
     if as_json:
         print_json(msg.full())
         return
@@ -118,6 +146,12 @@ def show(
 
 
 def render_message(msg: DlqMessage) -> None:
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    from agentwake_ops.dlq_view import json_safe_attributes, safe_json
+
     out = console()
     rows = [
         ("message id", msg.message_id),
@@ -130,7 +164,14 @@ def render_message(msg: DlqMessage) -> None:
         ("attempts", msg.attempts),
         ("first failure", when(msg.first_failure_at)),
         ("last failure", when(msg.last_failure_at)),
-        ("in the DLQ since", f"{when(msg.sent_at)} ({age(msg.age_seconds)} ago)"),
+        (
+            "in the DLQ since",
+            f"{when(msg.in_dlq_since)} ({age(msg.age_seconds)} ago; from {dash(msg.in_dlq_since_source)})"
+            if msg.in_dlq_since
+            else "unknown",
+        ),
+        ("sent by the producer", when(msg.sent_at)),
+        ("times received", f"{dash(msg.receive_count)} (SQS's count: every listing adds one)"),
         ("last error", f"{dash(msg.error_type)} (from {dash(msg.error_source)})"),
         *((key.replace("_", " "), value) for key, value in msg.trigger.items() if value is not None),
     ]
@@ -138,7 +179,7 @@ def render_message(msg: DlqMessage) -> None:
     if msg.error_detail:
         out.print(Panel(escape(msg.error_detail), title="last error detail", expand=False))
 
-    parsed = triage.safe_json(msg.body)
+    parsed = safe_json(msg.body)
     try:
         body: Any = Syntax(json.dumps(parsed, indent=2), "json", word_wrap=True) if parsed is not None else None
     except (ValueError, RecursionError):
@@ -150,7 +191,7 @@ def render_message(msg: DlqMessage) -> None:
         grid = Table("attribute", "value", title="attributes", title_justify="left")
         for key, value in sorted(msg.attributes.items()):
             grid.add_row(escape(key), escape(str(value)))
-        for key, value in sorted(triage.json_safe_attributes(msg.message_attributes).items()):
+        for key, value in sorted(json_safe_attributes(msg.message_attributes).items()):
             shown = value.get("StringValue", value.get("BinaryValueBase64", ""))
             grid.add_row(escape(f"{key} (message attribute)"), escape(str(shown)))
         out.print(grid)
@@ -163,6 +204,9 @@ def render_message(msg: DlqMessage) -> None:
 
 
 def render_summary_tables(summary: Any) -> None:
+    from rich.table import Table
+
+    render_usage(summary)
     out = console()
     if summary.failures:
         table = Table(title=f"failed attempts ({len(summary.failures)})", title_justify="left", show_lines=True)
@@ -183,7 +227,6 @@ def render_summary_tables(summary: Any) -> None:
         out.print(table)
     else:
         out.print("No step is journaled: a redrive starts this run from its first step.")
-    render_usage(summary)
     if summary.deliveries:
         table = Table(
             title=f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
@@ -201,6 +244,8 @@ def render_summary_tables(summary: Any) -> None:
 def render_usage(summary: Any) -> None:
     """Tokens, latency and estimated cost of the run's model calls, per provider (``runs show``,
     ``dlq show``)."""
+    from rich.table import Table
+
     usage = (summary.run.usage if summary.run is not None else None) or {}
     providers = usage.get("by_provider") or {}
     if not providers:
@@ -240,7 +285,9 @@ def _step_summary(step: dict[str, Any]) -> str:
         parts.append(f"tool {step['tool']} ->")
     text = step.get("text") or step.get("content") or ""
     if text:
-        parts.append(triage.first_line(str(text), 120))
+        from agentwake_ops.dlq_view import first_line
+
+        parts.append(first_line(str(text), 120))
     calls = step.get("tool_calls") or []
     if calls:
         names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
@@ -284,37 +331,18 @@ def redrive(
 
     Background results are sent back to the background-result queue, then deleted from the DLQ (never the other way round). Cron and scheduler failures re-invoke CronWakeFunction asynchronously with the original job id and scheduled time, then are deleted. --all on the results DLQ uses SQS's StartMessageMoveTask where the endpoint offers it.
     """
+    from agentwake_ops.dlq_actions import redrive as run_redrive
+    from agentwake_ops.dlq_view import Selection
+
+    if session is not None:
+        check_id(session, "session id")
     selection = Selection(ids=tuple(ids or ()), error_type=error_type, session_id=session, everything=everything)
     context = ops(ctx)
-    progress_state: dict[str, Any] = {}
-    err = err_console()
-
-    def on_start(total: int) -> None:
-        if total > 5 and not as_json:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            bar = Progress(TextColumn("redriving"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err)
-            bar.start()
-            progress_state["bar"] = bar
-            progress_state["task"] = bar.add_task("redrive", total=total)
-
-    def on_progress(_item: RedriveItem) -> None:
-        if "bar" in progress_state:
-            progress_state["bar"].advance(progress_state["task"])
-
+    bar = progress(as_json)
     try:
-        report = triage.redrive(
-            context,
-            selection,
-            queue=_check_queue(queue),
-            dry_run=dry_run,
-            rate=rate,
-            on_start=on_start,
-            on_progress=on_progress,
-        )
+        report = run_redrive(context, selection, queue=_check_queue(queue), dry_run=dry_run, rate=rate, progress=bar)
     finally:
-        if "bar" in progress_state:
-            progress_state["bar"].stop()
+        bar.close()
     if as_json:
         print_json(report.as_dict())
     else:
@@ -324,6 +352,8 @@ def redrive(
 
 
 def _print_report(report: RedriveReport) -> None:
+    from rich.table import Table
+
     out = console()
     if report.native_fallback:
         out.print(escape(report.native_fallback), style="yellow")
@@ -358,25 +388,78 @@ def _print_report(report: RedriveReport) -> None:
 # delete, purge, export
 
 
-@app.command("delete", epilog="Example: agentwake dlq delete 3f2a9c1b --queue results --yes")
+@app.command(
+    "delete",
+    epilog="Examples: agentwake dlq delete 3f2a9c1b --yes  |  agentwake dlq delete --from dlq.jsonl --yes",
+)
 def delete(
     ctx: typer.Context,
-    message_id: Annotated[str, typer.Argument(help="The message id (or a unique prefix).", metavar="ID")],
+    message_id: Annotated[
+        str | None, typer.Argument(help="The message id (or a unique prefix).", metavar="ID", show_default=False)
+    ] = None,
+    from_file: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Delete exactly the messages of this export file (or a file of ids, one a line).",
+            metavar="FILE",
+        ),
+    ] = None,
     queue: QueueOpt = "all",
     yes: YesOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Delete one DLQ message for good (asks for confirmation)."""
+    """Delete DLQ messages for good: one by id, or exactly those of an export file (asks first)."""
+    from agentwake_ops.dlq_actions import delete_messages, find_message, ids_from_file
+    from agentwake_ops.dlq_view import Selection
+
+    if (message_id is None) == (from_file is None):
+        fail("give either one message ID or --from FILE")
     context = ops(ctx)
-    msg = triage.find_message(context, message_id, _check_queue(queue))
-    confirm(
-        f"Delete DLQ message {msg.message_id} ({msg.queue}, run {dash(msg.run_id)}, {dash(msg.error_type)})?",
-        yes,
-        what="delete a DLQ message",
-    )
-    deleted = triage.delete_messages(context, [msg.message_id], queue=msg.queue)
-    if not deleted:
-        fail(f"message {msg.message_id} is no longer in the {msg.queue} DLQ")
-    console().print(f"Deleted {msg.message_id} from the {msg.queue} DLQ.")
+    if from_file is not None:
+        wanted = ids_from_file(from_file)
+        confirm(
+            f"Delete the {len(wanted)} message(s) listed in {from_file} from the DLQ for good?",
+            yes,
+            what="delete DLQ messages",
+        )
+        selection = Selection(ids=tuple(wanted), exact=True)
+        scope = _check_queue(queue)
+    else:
+        assert message_id is not None
+        msg = find_message(context, message_id, _check_queue(queue))
+        confirm(
+            f"Delete DLQ message {msg.message_id} ({msg.queue}, run {dash(msg.run_id)}, {dash(msg.error_type)})?",
+            yes,
+            what="delete a DLQ message",
+        )
+        selection, scope = Selection(ids=(msg.message_id,), exact=True), msg.queue
+    bar = progress(as_json)
+    try:
+        report = delete_messages(context, selection, queue=scope, progress=bar)
+    finally:
+        bar.close()
+    _print_delete(report, as_json)
+    if not report.ok or (message_id is not None and not report.deleted):
+        raise typer.Exit(1)
+
+
+def _print_delete(report: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "deleted": [m.message_id for m in report.deleted],
+                "failed": report.failed,
+                "missing": report.missing,
+            }
+        )
+        return
+    out = console()
+    out.print(f"Deleted {len(report.deleted)} message(s) from the DLQ.")
+    if report.missing:
+        out.print(f"{len(report.missing)} id(s) were not in the DLQ (already redriven or deleted).")
+    for mid, why in report.failed.items():
+        out.print(f"not deleted, still in the DLQ: {escape(mid)}: {escape(why)}", style="red")
 
 
 @app.command("purge", epilog="Example: agentwake dlq purge scheduler --yes")
@@ -385,28 +468,74 @@ def purge(
     queue: Annotated[str, typer.Argument(help="The DLQ to empty: results, cron or scheduler.", metavar="QUEUE")],
     yes: YesOpt = False,
 ) -> None:
-    """Delete every message of one DLQ (asks for confirmation; there is no undo)."""
-    if queue not in triage.DLQS:
-        fail(f"unknown queue {queue!r}: purge one of {', '.join(triage.DLQS)}")
+    """Delete every message of one DLQ (shows the count, asks for confirmation; there is no undo)."""
+    from agentwake_ops.dlq_actions import purge as run_purge
+    from agentwake_ops.dlq_view import DLQS
+    from agentwake_ops.sqs_scan import queue_counts
+
+    if queue not in DLQS:
+        fail(f"unknown queue {queue!r}: purge one of {', '.join(DLQS)}")
     context = ops(ctx)
-    url = context.queue_url(triage.DLQS[queue])
-    count = context.sqs.get_queue_attributes(
-        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    )["Attributes"]
-    total = int(count.get("ApproximateNumberOfMessages", 0)) + int(
-        count.get("ApproximateNumberOfMessagesNotVisible", 0)
+    url = context.queue_url(DLQS[queue])
+    visible, in_flight, delayed = queue_counts(context.sqs, url)
+    total = visible + in_flight + delayed
+    confirm(
+        f"Purge {total} message(s) (as the queue counts them) from the {queue} DLQ ({url})? "
+        "Keep a copy first with: agentwake dlq export --out FILE --delete",
+        yes,
+        what=f"purge the {queue} DLQ",
     )
-    confirm(f"Purge about {total} message(s) from the {queue} DLQ ({url})?", yes, what=f"purge the {queue} DLQ")
-    triage.purge(context, queue)
-    console().print(f"Purged the {queue} DLQ (about {total} message(s)).")
+    run_purge(context, queue)
+    console().print(f"Purged the {queue} DLQ ({total} message(s)).")
 
 
-@app.command("export", epilog="Example: agentwake dlq export --out dlq.jsonl --queue results")
+@app.command(
+    "export",
+    epilog="Examples: agentwake dlq export --out dlq.jsonl --queue results  |  agentwake dlq export --out dlq.jsonl --delete --yes",
+)
 def export(
     ctx: typer.Context,
-    out: Annotated[str, typer.Option("--out", "-o", help="The JSON Lines file to write.")],
+    out: Annotated[str, typer.Option("--out", "-o", help="The JSON Lines file to write.", metavar="FILE")],
     queue: QueueOpt = "all",
+    delete: Annotated[
+        bool,
+        typer.Option(
+            "--delete",
+            help="Then delete exactly the exported messages (only once the file is written and synced to disk).",
+        ),
+    ] = False,
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Export every DLQ message as JSON Lines: joined view, failure records, raw body and attributes."""
-    count = triage.export(ops(ctx), out, queue=_check_queue(queue))
-    console().print(f"Wrote {count} message(s) to {escape(out)}.")
+    """Export every DLQ message as JSON Lines: joined view, failure records, raw body and attributes.
+
+    Every message is written exactly once, or the command says it could not be sure and writes nothing.
+    """
+    from agentwake_ops.dlq_actions import export as run_export
+
+    context = ops(ctx)
+    if delete:
+        confirm(f"Export the DLQ to {out} and then delete every exported message?", yes, what="export --delete")
+    bar = progress(as_json)
+    try:
+        report = run_export(context, out, queue=_check_queue(queue), delete=delete, progress=bar)
+    finally:
+        bar.close()
+    deleted = report.deleted
+    if as_json:
+        print_json(
+            {
+                "path": report.path,
+                "written": report.written,
+                "deleted": None if deleted is None else len(deleted.deleted),
+                "not_deleted": None if deleted is None else deleted.failed,
+            }
+        )
+    else:
+        console().print(f"Wrote {report.written} message(s) to {escape(out)}.")
+        if deleted is not None:
+            console().print(f"Deleted {len(deleted.deleted)} exported message(s) from the DLQ.")
+            for mid, why in deleted.failed.items():
+                console().print(f"not deleted, still in the DLQ: {escape(mid)}: {escape(why)}", style="red")
+    if deleted is not None and not deleted.ok:
+        raise typer.Exit(1)

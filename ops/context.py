@@ -80,6 +80,8 @@ class Discovery:
     region: str | None = None
     endpoint_url: str | None = None
     local_state: dict[str, Any] | None = None
+    #: env discovery with an endpoint: how to find out, when needed, whether a local stack runs there
+    read_local_state: Callable[[], dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -94,6 +96,8 @@ class OpsContext:
     invoke_async: InvokeAsync
     description: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
+    #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see sqs_scan)
+    scan_hold_seconds: int = 60
     _arns: dict[str, str] = field(default_factory=dict, repr=False)
 
     def queue_url(self, role: str) -> str:
@@ -139,12 +143,17 @@ def discover(
     if "AgentTableName" in outputs:
         region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         endpoint = env.get("AWS_ENDPOINT_URL") or None
-        state = None
-        if endpoint:  # the same endpoint as a running local stack: invoke through it
-            local = (read_local_state or _read_local_state)()
-            if local and local.get("endpoint_url") == endpoint:
-                state = local
-        return Discovery("env", "the AGENTWAKE_* environment variables", outputs, region, endpoint, state)
+        # whether that endpoint is a running local stack matters only to a command that invokes a
+        # function (redrive of a cron failure, jobs run-now): asked then, not on every command
+        return Discovery(
+            "env",
+            "the AGENTWAKE_* environment variables",
+            outputs,
+            region,
+            endpoint,
+            None,
+            read_local_state=read_local_state or _read_local_state,
+        )
 
     if options.stack_name is None and options.profile is None:
         state = (read_local_state or _read_local_state)()
@@ -247,7 +256,8 @@ def build_context(
     table = outputs.get("AgentTableName")
     if not table:
         raise OpsError(f"the agent table is unknown ({description_hint('AgentTableName')})")
-    store = DynamoStore(table, client=client("dynamodb"))
+    # lazy: a command that never reads the table (most DLQ listings) never builds its client
+    store = DynamoStore(table, client=_Lazy(lambda: client("dynamodb")))
     sqs = client("sqs")
     queues = {role: outputs[out] for role, out in QUEUE_OUTPUTS.items() if outputs.get(out)}
 
@@ -259,6 +269,10 @@ def build_context(
             hooks = local_stack()
         if hooks is not None and discovery.local_state is not None:
             invoke_async = hooks.invoker(discovery.local_state)
+        elif discovery.read_local_state is not None and discovery.endpoint_url:
+            invoke_async = _InvokerForEndpoint(
+                discovery.endpoint_url, discovery.read_local_state, LambdaInvoker(outputs, lambda: client("lambda"))
+            )
         else:
             invoke_async = LambdaInvoker(outputs, lambda: client("lambda"))
 
@@ -331,6 +345,32 @@ class _Lazy:
 
 # --------------------------------------------------------------------------------------------
 # asynchronous invocation
+
+
+class _InvokerForEndpoint:
+    """Invokes on the local stack running at ``endpoint`` if there is one, else through Lambda;
+    decided on the first invocation (reading the local stack's state costs a command nothing
+    until it invokes)."""
+
+    def __init__(
+        self, endpoint: str, read_local_state: Callable[[], dict[str, Any] | None], fallback: InvokeAsync
+    ) -> None:
+        self.endpoint = endpoint
+        self.read_local_state = read_local_state
+        self.fallback = fallback
+        self._chosen: InvokeAsync | None = None
+
+    def __call__(self, logical_id: str, payload: dict[str, Any]) -> Any:
+        if self._chosen is None:
+            self._chosen = self.fallback
+            state = self.read_local_state()
+            if state and state.get("endpoint_url") == self.endpoint:
+                from agentwake_ops.plugins import local_stack
+
+                hooks = local_stack()
+                if hooks is not None:
+                    self._chosen = hooks.invoker(state)
+        return self._chosen(logical_id, payload)
 
 
 class LambdaInvoker:

@@ -39,7 +39,41 @@ class JobTargets:
 
 def schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
     """Return (expression, run_once). ``cron`` takes ``cron(...)``, ``rate(...)`` or the six cron
-    fields; ``at`` takes ``yyyy-mm-ddThh:mm:ss`` (local to the job's timezone)."""
+    fields; ``at`` takes ``yyyy-mm-ddThh:mm:ss`` (local to the job's timezone). Validated with
+    EventBridge Scheduler's rules (``agentwake.schedule_expressions``) before AWS sees it."""
+    expression, run_once = _schedule_expression(cron, at)
+    from agentwake.schedule_expressions import ScheduleExpressionError, parse
+
+    try:
+        parse(expression)
+    except ScheduleExpressionError as exc:
+        raise JobError(f"invalid schedule {expression}: {exc}") from exc
+    return expression, run_once
+
+
+def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
+    """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
+    from agentwake.schedule_expressions import ScheduleExpressionError, next_fire, zone
+
+    if not job.enabled:
+        return []
+    moment = now or datetime.now(UTC)
+    anchor = datetime.fromisoformat(job.created_at.replace("Z", "+00:00"))
+    out: list[datetime] = []
+    try:
+        tz = zone(job.timezone)
+        while len(out) < count:
+            fire = next_fire(job.schedule_expression, moment, job.timezone, anchor=anchor)
+            if fire is None:
+                break
+            out.append(fire.astimezone(tz))
+            moment = fire
+    except ScheduleExpressionError:
+        return out
+    return out
+
+
+def _schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
     if (cron is None) == (at is None):
         raise JobError("give exactly one of a cron expression or a one-time 'at' time")
     if at is not None:
@@ -101,7 +135,7 @@ class JobsService:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise JobError(f"unknown timezone {timezone!r}") from exc
         if self.store.get_session(session_id) is None:
-            raise JobError(f"session {session_id!r} does not exist; create it first (agentwake sessions put)")
+            raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
         job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
         if self.store.get_job(job_id) is not None:
             raise JobError(f"job {job_id!r} already exists")
@@ -141,7 +175,7 @@ class JobsService:
     def get(self, job_id: str) -> Job:
         job = self.store.get_job(job_id)
         if job is None:
-            raise JobError(f"no job {job_id!r}")
+            raise JobError(f"no job {job_id!r} (list the jobs with: agentwake jobs list)")
         return job
 
     def delete(self, job_id: str) -> Job:

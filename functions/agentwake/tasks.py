@@ -57,6 +57,15 @@ class TasksService:
         self, session_id: str, tool_name: str, args: dict[str, Any] | None = None, *, task_id: str | None = None
     ) -> RegisteredTask:
         """Register a task; returns its id and its token (stored only as a hash: keep it)."""
+        import re
+
+        from agentwake.errors import InvalidMessage
+        from agentwake.wake.messages import ID_PATTERN
+
+        for what, value in (("session id", session_id), ("task id", task_id)):
+            # the completion message would be refused: the task could only get stuck in `running`
+            if value is not None and not re.fullmatch(ID_PATTERN, value):
+                raise InvalidMessage(f"invalid {what} {value!r}: the completion message requires {ID_PATTERN}")
         token = new_task_token()
         task = Task(
             task_id=task_id or f"task-{uuid.uuid4().hex[:16]}",

@@ -10,7 +10,6 @@ import contextlib
 import sys
 from typing import Any
 
-from agentwake_ops.context import OpsError
 from agentwake_ops.plugins import LocalStackHooks, Registry
 
 
@@ -45,6 +44,7 @@ class LocalInvoker:
     def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
         if self._runtime is None:
             from agentwake_local.stack import LocalStackRuntime
+            from agentwake_ops.context import OpsError  # here: `agentwake --help` need not load the store
 
             try:
                 self._runtime = LocalStackRuntime.attach(state=self.state)

@@ -30,6 +30,7 @@ from agentwake_local.stack import LocalStackRuntime, read_state
 from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import OpsOptions, build_context, discover
+from agentwake_ops.runs import run_summary
 from tests.support.builders import OK_SCRIPT
 from tests.support.receiver import CountingReceiver
 
@@ -133,7 +134,7 @@ def run_spans(store: DynamoStore, run_ids: list[str]) -> list[tuple[str, str, st
     """(first, last, run id) of every run's journaled steps and recorded deliveries, in time order."""
     spans = []
     for run_id in run_ids:
-        summary = store.run_summary(run_id)
+        summary = run_summary(store, run_id)
         times = [s["at"] for s in summary.steps] + [d["at"] for d in summary.deliveries]
         assert times, f"{run_id} journaled nothing"
         spans.append((min(times), max(times), run_id))

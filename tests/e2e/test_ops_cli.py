@@ -92,7 +92,7 @@ def test_sessions_put_reads_a_providers_file_and_refuses_bad_specs(cli: Cli, sta
     assert cli_json(cli, "sessions", "put", "s2", "--providers-file", str(path))["providers"][0]["id"] == "from-file"
     # a provider type nobody knows, bad JSON, an out-of-range limit: one line each, nothing written
     for args, needle in (
-        (["--provider", '{"type": "nope"}'], "invalid provider spec"),
+        (["--provider", '{"type": "nope"}'], "unknown provider type 'nope'"),
         (["--provider", "{not json"], "--provider is not valid JSON"),
         (["--max-steps", "500"], "max_steps"),
         (["--delivery", '{"type": "webhook"}'], "invalid delivery spec"),
@@ -142,7 +142,7 @@ def test_tasks_history_and_runs(cli: Cli, stack: Stack) -> None:
             "tasks", "finish", "unknown-task", "--token", "awt_x", "--status", "succeeded", "--result", "x", expect=1
         ).stderr
     )
-    assert "does not exist" in cli("tasks", "register", "--session", "nobody", "--tool", "t", expect=1).stderr
+    assert "no session 'nobody'" in cli("tasks", "register", "--session", "nobody", "--tool", "t", expect=1).stderr
     assert "no run" in cli("runs", "show", "bg:nothing", expect=1).stderr
 
 
@@ -274,7 +274,7 @@ def test_the_lambda_handlers_never_import_the_cli_libraries() -> None:
     code = (
         "import sys\n"
         "import agentwake.handlers.background_result, agentwake.handlers.cron_wake\n"
-        "import agentwake_ops.context, agentwake_ops.triage\n"
+        "import agentwake_ops.context, agentwake_ops.dlq_actions\n"
         "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))\n"
     )
     # WHEN both handlers (and the CLI's plain-Python modules) are imported

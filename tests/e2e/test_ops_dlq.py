@@ -12,9 +12,10 @@ from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake.store.models import Job
-from agentwake_ops import triage
+from agentwake_ops import dlq_actions, sqs_scan
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
+from agentwake_ops.dlq_view import Selection
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import FakeLambdaContext
 
@@ -311,7 +312,8 @@ def test_cron_and_scheduler_failures_are_listed_and_redriven_through_invoke_asyn
     assert known["kind"] == "cron" and known["session_id"] == "s-cron" and known["attempts"] == 1
     assert known["error_type"] == "AllProvidersFailed" and known["error_source"] == "failure-record"
     gone = rows["cron:job-gone:2026-11-29T06:00:00Z"]
-    assert gone["error_type"] == "Sandbox.Timedout" and gone["error"] == "Task timed out after 120.00 seconds"
+    assert gone["error_type"] == "Sandbox.Timedout"
+    assert gone["error"] == "Task timed out after 120.00 seconds\nmore"  # --json: the whole text
     assert gone["attempts"] == 3 and gone["error_source"] == "destination-record"
     assert sched["error_type"] == "AWS.Lambda.TooManyRequestsException" and sched["error"] == "Rate exceeded"
     assert sched["attempts"] == 3 and sched["session_id"] == "s-cron"
@@ -356,8 +358,8 @@ def test_peek_pages_through_more_than_one_batch(stack: Stack) -> None:
             QueueUrl=stack.res.scheduler_dlq_url, MessageBody=json.dumps({"job_id": f"j{i}", "scheduled_time": "t"})
         )
     # WHEN peeked twice
-    first = triage.peek(stack.sqs, stack.res.scheduler_dlq_url)
-    second = triage.peek(stack.sqs, stack.res.scheduler_dlq_url)
+    first = sqs_scan.peek(stack.sqs, stack.res.scheduler_dlq_url).messages()
+    second = sqs_scan.peek(stack.sqs, stack.res.scheduler_dlq_url).messages()
     # THEN every message is seen once each time, and all stay visible
     assert len({m["MessageId"] for m in first}) == len(first) == 23
     assert {m["MessageId"] for m in second} == {m["MessageId"] for m in first}
@@ -379,17 +381,17 @@ def test_a_paced_redrive_keeps_to_its_rate(cli: Cli, stack: Stack) -> None:
         now[0] += seconds
 
     # WHEN they are redriven at 2 per second (on a clock that only the sleeps move)
-    report = triage.redrive(
-        context, triage.Selection(everything=True), queue="scheduler", rate=2, sleep=sleep, clock=lambda: now[0]
+    report = dlq_actions.redrive(
+        context, Selection(everything=True), queue="scheduler", rate=2, sleep=sleep, clock=lambda: now[0]
     )
     # THEN all moved, and the move took (n - 1) / rate seconds
     assert len(report.moved) == 7 and report.ok
     assert sum(sleeps) == pytest.approx(3.0)
     assert len(stack.invocations) == 7
-    # AND through the CLI a bulk move shows a progress bar and a summary
+    # AND through the CLI (stderr is not a terminal here: no progress bar) a bulk move prints a summary
     for i in range(7):
         stack.sqs.send_message(
             QueueUrl=stack.res.scheduler_dlq_url, MessageBody=json.dumps({"job_id": f"k{i}", "scheduled_time": "t"})
         )
     result = cli("dlq", "redrive", "--all", "--queue", "scheduler")
-    assert "redriving" in result.stderr and "moved 7, failed 0" in result.stdout
+    assert "moved 7, failed 0" in result.stdout and result.stderr == ""

@@ -18,6 +18,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, MAX_ITEM_BYTES, item_size
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.run import WakeDeps
+from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore
@@ -116,7 +117,7 @@ def test_error_after_a_delivery_then_fix_and_redrive(
     assert outcome.status == "succeeded" and outcome.attempt == 6
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
     assert receiver.texts() == ["first"]
-    assert store.run_summary("bg:t1").steps[0]["key"] == "000.reply"
+    assert run_summary(store, "bg:t1").steps[0]["key"] == "000.reply"
 
 
 class GatedProvider:
@@ -179,8 +180,8 @@ def test_two_results_for_one_session_do_not_overlap(store: DynamoStore, resource
     first.join(10)
     assert wake_for_background_result(message("tb", "s1"), deps_b).status == "succeeded"
     # THEN their journaled steps do not interleave in time
-    a = [s["at"] for s in store.run_summary("bg:ta").steps]
-    b = [s["at"] for s in store.run_summary("bg:tb").steps]
+    a = [s["at"] for s in run_summary(store, "bg:ta").steps]
+    b = [s["at"] for s in run_summary(store, "bg:tb").steps]
     assert a and b and max(a) < min(b)
     assert len(notes(store, "s1")) == 2
 
@@ -228,7 +229,7 @@ def test_run_summary_is_what_an_operator_reads(
         with pytest.raises(RunFailed):
             wake_for_background_result(message("t1", "s1"), deps)
     # WHEN the operator reads its summary through the store API
-    summary = store.run_summary("bg:t1")
+    summary = run_summary(store, "bg:t1")
     # THEN it has the attempts, the last error, each failure, the journaled steps and the delivery
     assert summary.run is not None and summary.run.attempts == 2 and summary.run.status == "failed"
     assert summary.run.last_error_type == "AllProvidersFailed"

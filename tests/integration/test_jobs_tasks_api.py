@@ -115,7 +115,7 @@ def test_bad_schedules_are_refused_clearly(cron: str | None, at: str | None, mes
 
 
 def test_job_for_unknown_session_or_timezone_is_refused(jobs: JobsService, store: DynamoStore) -> None:
-    with pytest.raises(JobError, match="does not exist"):
+    with pytest.raises(JobError, match="no session .ghost."):
         jobs.create(session_id="ghost", name="x", cron="rate(1 hour)")
     seed_session(store, "session-demo")
     with pytest.raises(JobError, match="timezone"):

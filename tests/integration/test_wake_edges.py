@@ -14,6 +14,7 @@ from agentwake.store.dynamo import DynamoStore, TaskExists
 from agentwake.store.models import FailureRecord, Task
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.run import WakeDeps
+from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import FaultyStore
@@ -68,7 +69,7 @@ def test_a_webhook_answer_that_comes_too_late_is_resent_with_the_same_delivery_i
     with pytest.raises(DeliveryUncertain):
         wake_for_background_result(message("t1", "s1"), deps_for(store))
     # the reply is journaled; the uncertain tool step is not
-    assert [step["key"] for step in store.run_summary("bg:t1").steps] == ["000.reply"]
+    assert [step["key"] for step in run_summary(store, "bg:t1").steps] == ["000.reply"]
     # AND the retry resends under the same delivery id (receivers drop it), then succeeds
     assert wake_for_background_result(message("t1", "s1"), deps_for(store)).status == "succeeded"
     assert receiver.by_delivery_id() == {"bg:t1#0#0": 2}
@@ -95,7 +96,7 @@ def test_an_admin_message_to_another_session_goes_through_that_sessions_channel(
         assert rx_b.texts() == ["to b"] and rx_a.texts() == []
         assert [e.content for e in store.history("b") if e.kind == "delivery"] == ["to b"]
         # AND the unknown session was an error the model saw, with nothing written anywhere
-        tool_results = [s for s in store.run_summary("bg:t1").steps if ".tool." in s["key"]]
+        tool_results = [s for s in run_summary(store, "bg:t1").steps if ".tool." in s["key"]]
         assert tool_results[1]["content"].startswith("error:") and "ghost" in tool_results[1]["content"]
         assert store.history("ghost") == []
 

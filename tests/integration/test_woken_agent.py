@@ -22,6 +22,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
+from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session, seed_task
 from tests.support.faults import Crash, FaultyStore
@@ -113,7 +114,7 @@ def test_a_model_that_never_calls_the_send_tool_still_reaches_the_user_once(
     # AND the note says the final answer was delivered
     assert note(store).endswith("[final answer delivered to the user: delivery_id=bg:t1#final]")
     # AND the run summary an operator reads lists it among the deliveries made
-    assert [d["delivery_id"] for d in store.run_summary("bg:t1").deliveries] == ["bg:t1#final"]
+    assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
 
 @pytest.mark.parametrize("boundary", ["after_journal_before_commit", "inside_commit_not_landed"])
@@ -228,7 +229,7 @@ def test_identical_repeated_calls_stop_at_the_configured_count(store: DynamoStor
     # THEN only the first two calls ran: the user got the message twice, not five times
     assert receiver.texts() == ["Reminder: stand-up at 10."] * 2
     # AND the third call was not run; the model was told it repeats itself
-    steps = {s["key"]: s for s in store.run_summary("bg:t1").steps}
+    steps = {s["key"]: s for s in run_summary(store, "bg:t1").steps}
     assert steps["002.tool.00"]["content"].startswith("error: not run: you made this same call")
     # AND the fourth was not run either, and the runner forced the final step (tools removed)
     assert steps["003.tool.00"]["content"].startswith("error: not run:")
@@ -247,7 +248,7 @@ def test_the_fourth_delivery_of_a_run_is_refused_and_not_sent(store: DynamoStore
     # THEN three messages reached the user, the fourth did not
     assert receiver.texts() == ["one", "two", "three"]
     # AND the model got an error: result naming the cap for the fourth
-    result = {s["key"]: s for s in store.run_summary("bg:t1").steps}["003.tool.00"]["content"]
+    result = {s["key"]: s for s in run_summary(store, "bg:t1").steps}["003.tool.00"]["content"]
     assert result.startswith("error: this run already delivered 3 messages") and "max_deliveries_per_run=3" in result
     # AND each successful result told it how many it may still send
     tool_results = [m.content for m in seen[-1].messages if m.role == "tool"]
@@ -277,7 +278,7 @@ def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: Co
         assert wake_for_background_result(message(task), deps).status == "succeeded"
     # THEN only two messages reached the user; the third run's send was refused, naming the cap
     assert receiver.texts() == ["daily report", "daily report"]
-    refused = {s["key"]: s for s in store.run_summary("bg:t3").steps}["000.tool.00"]["content"]
+    refused = {s["key"]: s for s in run_summary(store, "bg:t3").steps}["000.tool.00"]["content"]
     assert refused.startswith("error: this session was sent 2 messages today") and "max_deliveries_per_day=2" in refused
     # AND the third run's final answer was not sent either: the note says why
     notes = [e.content for e in store.history("s1") if e.kind == "note"]

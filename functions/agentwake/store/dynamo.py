@@ -139,20 +139,6 @@ def from_attr(attr: dict[str, Any]) -> Any:
     raise TypeError(f"unexpected DynamoDB attribute type {kind}")
 
 
-@dataclass
-class RunSummary:
-    """Everything an operator needs about one run (for ``agentwake runs show`` and DLQ triage)."""
-
-    run: RunRecord | None
-    failures: list[FailureRecord] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    deliveries: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def last_failure(self) -> FailureRecord | None:
-        return self.failures[-1] if self.failures else None
-
-
 class DynamoStore:
     def __init__(
         self,
@@ -464,12 +450,13 @@ class DynamoStore:
 
     def begin_attempt(self, run_id: str, *, kind: str, session_id: str) -> int:
         """Count one more attempt of the run (status back to running); returns the attempt number."""
+        now = utcnow_iso()
         resp = self.db.update_item(
             TableName=self.table,
             Key=self._key(run_pk(run_id), "RUN"),
             UpdateExpression=(
                 "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                "run_id = :rid, gsi1pk = :g, gsi1sk = :rid ADD attempts :one"
+                "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk ADD attempts :one"
             ),
             ConditionExpression="attribute_not_exists(#s) OR #s <> :succeeded",
             ExpressionAttributeNames={"#s": "status"},
@@ -478,9 +465,11 @@ class DynamoStore:
                 ":succeeded": {"S": "succeeded"},
                 ":k": {"S": kind},
                 ":sid": {"S": session_id},
-                ":now": {"S": utcnow_iso()},
+                ":now": {"S": now},
                 ":rid": {"S": run_id},
                 ":g": {"S": f"RUNS#{session_id}"},
+                # newest attempt first in `agentwake runs list` (agentwake.store.operator)
+                ":g1sk": {"S": f"{now}#{run_id}"},
                 ":one": {"N": "1"},
             },
             ReturnValues="ALL_NEW",
@@ -637,14 +626,17 @@ class DynamoStore:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+        started = utcnow_iso()
         values: dict[str, Any] = {
             ":running": {"S": "running"},
             ":k": {"S": kind},
             ":sid": {"S": session_id},
-            ":now": {"S": utcnow_iso()},
+            ":now": {"S": started},
             ":rid": {"S": run_id},
             ":g": {"S": f"RUNS#{session_id}"},
             ":n": {"N": str(attempt)},
+            # newest attempt first in `agentwake runs list` (agentwake.store.operator)
+            ":g1sk": {"S": f"{started}#{run_id}"},
         }
         if previous is None:
             condition = "attribute_not_exists(pk)"
@@ -661,7 +653,7 @@ class DynamoStore:
                 "Key": self._key(run_pk(run_id), "RUN"),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :rid, attempts = :n"
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n"
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
@@ -813,13 +805,14 @@ class DynamoStore:
         if kind is not None:
             identity = (
                 ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
-                "gsi1pk = :g, gsi1sk = :rid, attempts = if_not_exists(attempts, :zero)"
+                "gsi1pk = :g, gsi1sk = if_not_exists(gsi1sk, :g1sk), attempts = if_not_exists(attempts, :zero)"
             )
             identity_values = {
                 ":k": {"S": kind},
                 ":sid": {"S": failure.session_id},
                 ":rid": {"S": failure.run_id},
                 ":g": {"S": f"RUNS#{failure.session_id}"},
+                ":g1sk": {"S": f"{utcnow_iso()}#{failure.run_id}"},
                 ":zero": {"N": "0"},
             }
         items: list[tuple[str, Any]] = [
@@ -878,29 +871,6 @@ class DynamoStore:
 
     def failures(self, run_id: str) -> list[FailureRecord]:
         return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), "FAILURE#")]
-
-    def run_summary(self, run_id: str) -> RunSummary:
-        summary = RunSummary(run=None)
-        for item in self._query(run_pk(run_id), ""):
-            sk = item["sk"]["S"]
-            if sk == "RUN":
-                summary.run = self._load(RunRecord, item)
-            elif sk.startswith("FAILURE#"):
-                summary.failures.append(self._load(FailureRecord, item))
-            elif sk.startswith("STEP#"):
-                summary.steps.append(
-                    {"key": sk[5:], "at": item.get("at", {}).get("S"), **json.loads(item["value"]["S"])}
-                )
-            elif sk.startswith("DELIVERY#"):
-                summary.deliveries.append(
-                    {
-                        "delivery_id": sk[len("DELIVERY#") :],
-                        "session_id": item["session_id"]["S"],
-                        "text": item["text"]["S"],
-                        "at": item["at"]["S"],
-                    }
-                )
-        return summary
 
     # --- one wake per session at a time -----------------------------------------------------------
 

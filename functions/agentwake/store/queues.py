@@ -9,6 +9,7 @@ from typing import Any
 
 from agentwake.errors import ConfigError
 from agentwake.redact import redact
+from agentwake.store.models import utcnow_iso
 
 #: message attributes agentwake puts on a message it dead-letters itself
 ATTR_ERROR_TYPE = "agentwake-error-type"
@@ -16,6 +17,8 @@ ATTR_REASON = "agentwake-reason"
 ATTR_ORIGINAL_ID = "agentwake-original-message-id"
 ATTR_SOURCE = "agentwake-source-queue"
 ATTR_RECEIVE_COUNT = "agentwake-receive-count"
+#: when agentwake dead-lettered it (ISO-8601 UTC): the operator's "in the DLQ since"
+ATTR_DEAD_LETTERED_AT = "agentwake-dead-lettered-at"
 #: how often a result found its session busy, and since when (epoch milliseconds) it waits
 ATTR_WAIT_COUNT = "agentwake-wait-count"
 ATTR_WAITING_SINCE = "agentwake-waiting-since"
@@ -90,7 +93,7 @@ class DeadLetters:
             original_message_id=original_message_id,
             source=source,
             receive_count=receive_count,
-            extra=extra,
+            extra={ATTR_DEAD_LETTERED_AT: utcnow_iso(), **(extra or {})},
         )
         resp = self.client.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes)
         return str(resp["MessageId"])

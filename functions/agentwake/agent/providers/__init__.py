@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentwake.agent.providers.base import Provider
 from agentwake.agent.providers.scripted import ScriptStep
@@ -95,18 +95,29 @@ _SPECS: dict[str, type[ScriptedSpec | OpenAISpec | BedrockSpec]] = {
 }
 
 
+#: the provider types a spec may name
+PROVIDER_TYPES = ("scripted", "openai", "bedrock")
+
+
 def parse_spec(raw: dict[str, Any]) -> ScriptedSpec | OpenAISpec | BedrockSpec:
-    """Validate a provider spec. The error names fields and problems, never the spec's values."""
+    """Validate a spec; a ConfigError says in one line which type or field is wrong (never a value:
+    a spec may carry secrets' names and URLs)."""
+    allowed = ", ".join(PROVIDER_TYPES)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a provider spec must be a JSON object with a type ({allowed}), got {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind is None:
+        raise ConfigError(f"a provider spec needs a type: one of {allowed}")
     # the spec class is picked by "type" (validating the whole union would build every spec model)
-    cls = _SPECS.get(raw.get("type")) if isinstance(raw, dict) else None  # type: ignore[arg-type]
+    cls = _SPECS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ConfigError(f"unknown provider type {str(kind)[:40]!r}: the allowed types are {allowed}")
     try:
-        if cls is None:
-            return TypeAdapter(ProviderSpec).validate_python(raw)  # type: ignore[no-any-return]  # says what is wrong
         return cls.model_validate(raw)
     except ValidationError as exc:
-        kind = raw.get("type") if isinstance(raw, dict) else None
-        problems = describe_validation_error(exc, whole="(spec)")
-        raise ConfigError(f"invalid provider spec (type {kind!r}): {problems}") from exc
+        raise ConfigError(
+            f"invalid {kind} provider spec: {describe_validation_error(exc, whole='(spec)', limit=5)}"
+        ) from exc
 
 
 def build_provider(spec: ScriptedSpec | OpenAISpec | BedrockSpec | dict[str, Any]) -> Provider:

@@ -1,0 +1,170 @@
+"""Table access only the operator CLI needs (no wake path uses it): a run's whole partition, runs by
+session from the ``gsi1`` index, a session's tasks, deleting a session. Table design:
+docs/table-design.md. The read models built on these (run summaries, transcripts) live with the
+CLI, in ``agentwake_ops.runs``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agentwake.store.dynamo import DynamoStore, run_pk, session_pk
+from agentwake.store.models import RunRecord, Task, _Stored
+
+M = TypeVar("M", bound=_Stored)
+
+#: gsi1pk of every run: ``RUNS#{session}``; gsi1sk: ``{start of its latest attempt}#{run id}``
+RUNS_PREFIX = "RUNS#"
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deser = TypeDeserializer()
+    return {k: deser.deserialize(v) for k, v in item.items()}
+
+
+def load(cls: type[M], item: dict[str, Any]) -> M:
+    plain = _plain(item)
+    for key in cls.JSON_FIELDS:
+        if isinstance(plain.get(key), str):
+            plain[key] = json.loads(plain[key])
+    return cls.model_validate(plain)
+
+
+@dataclass
+class RunsPage:
+    runs: list[RunRecord]
+    #: pass as ``before`` for the next (older) page; None when there is none
+    next_before: str | None
+
+
+class OperatorStore:
+    def __init__(self, store: DynamoStore) -> None:
+        self.store = store
+        self.db = store.db
+        self.table = store.table
+
+    def run_items(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every item of the run's partition as (sort key, raw DynamoDB item), in key order."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}},
+            "ConsistentRead": True,
+        }
+        out: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            resp = self.db.query(**kwargs)
+            out += [(item["sk"]["S"], item) for item in resp.get("Items", [])]
+            if "LastEvaluatedKey" not in resp:
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def runs(
+        self,
+        *,
+        session_id: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        before: str | None = None,
+        limit: int = 20,
+    ) -> RunsPage:
+        """Runs newest first (by the start of their latest attempt), ``limit`` at a time.
+
+        With a session: a Query of its ``RUNS#{session}`` partition of ``gsi1``, newest first.
+        Without: a Scan of ``gsi1`` (it holds only runs and jobs), sorted here.
+        ``since``/``before`` bound the attempt start (ISO-8601 prefixes compare as strings).
+        """
+        names = {"#s": "status"}
+        values: dict[str, Any] = {}
+        filters: list[str] = []
+        if status:
+            filters.append("#s = :status")
+            values[":status"] = {"S": status}
+        if session_id is not None:
+            cond = ["gsi1pk = :p"]
+            values[":p"] = {"S": RUNS_PREFIX + session_id}
+            if before:
+                cond.append("gsi1sk < :before")
+                values[":before"] = {"S": before}
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": "gsi1",
+                "KeyConditionExpression": " AND ".join(cond),
+                "ScanIndexForward": False,
+                "ExpressionAttributeValues": values,
+            }
+            if filters:
+                kwargs["FilterExpression"] = " AND ".join(filters)
+                kwargs["ExpressionAttributeNames"] = names
+            found: list[tuple[str, dict[str, Any]]] = []
+            for item in self._pages("query", kwargs):
+                key = item["gsi1sk"]["S"]
+                if since and key < since:
+                    break  # newest first: everything after this is older still
+                found.append((key, item))
+                if len(found) > limit:
+                    break
+        else:
+            filters.insert(0, "begins_with(gsi1pk, :runs)")
+            values[":runs"] = {"S": RUNS_PREFIX}
+            if since:
+                filters.append("gsi1sk >= :since")
+                values[":since"] = {"S": since}
+            if before:
+                filters.append("gsi1sk < :before")
+                values[":before"] = {"S": before}
+            kwargs = {
+                "TableName": self.table,
+                "IndexName": "gsi1",
+                "FilterExpression": " AND ".join(filters),
+                "ExpressionAttributeValues": values,
+            }
+            if status:
+                kwargs["ExpressionAttributeNames"] = names
+            found = sorted(((i["gsi1sk"]["S"], i) for i in self._pages("scan", kwargs)), key=lambda p: p[0])
+            found.reverse()
+        page = found[:limit]
+        more = len(found) > limit
+        runs = [load(RunRecord, item) for _, item in page]
+        return RunsPage(runs, page[-1][0] if more and page else None)
+
+    def _pages(self, operation: str, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        call = getattr(self.db, operation)
+        while True:
+            resp = call(**kwargs)
+            yield from resp.get("Items", [])
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs = {**kwargs, "ExclusiveStartKey": resp["LastEvaluatedKey"]}
+
+    def tasks_of_session(self, session_id: str) -> list[Task]:
+        """The session's tasks (a Scan: tasks are keyed by task id only)."""
+        kwargs = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :t) AND sk = :sk AND session_id = :s",
+            "ExpressionAttributeValues": {":t": {"S": "TASK#"}, ":sk": {"S": "TASK"}, ":s": {"S": session_id}},
+        }
+        return [load(Task, item) for item in self._pages("scan", kwargs)]
+
+    def delete_session(self, session_id: str) -> int:
+        """Delete the session's partition (config, history, lease); returns how many items went."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": session_pk(session_id)}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        keys = [{"pk": i["pk"], "sk": i["sk"]} for i in self._pages("query", kwargs)]
+        for start in range(0, len(keys), 25):
+            requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+            pending: dict[str, Any] = {self.table: requests}
+            while pending:
+                resp = self.db.batch_write_item(RequestItems=pending)
+                pending = resp.get("UnprocessedItems") or {}
+        return len(keys)

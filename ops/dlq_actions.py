@@ -1,0 +1,541 @@
+"""What an operator does to DLQ messages: list, claim, redrive, delete, purge, export.
+
+Every operation reads the queue through one complete scan (``agentwake_ops.sqs_scan``): if the scan
+cannot be sure it saw every message, the operation changes nothing and raises ``IncompleteScan``.
+
+- Redrive sends first and deletes after: an interrupted move leaves at worst a duplicate, which the
+  run's idempotency absorbs — never a lost message.
+- Export writes the file, flushes and fsyncs it, and only then (with ``delete=True``) deletes
+  exactly the messages it wrote, by the receipt handles the scan holds; an export interrupted
+  before the file is complete deletes nothing and leaves every message visible again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake_ops.context import OpsContext, OpsError
+from agentwake_ops.dlq_view import DLQS, DlqMessage, Selection, describe, filter_messages, first_line, queue_names
+from agentwake_ops.progress import SILENT, Progress
+from agentwake_ops.sqs_scan import MAX_VISIBILITY_SECONDS, IncompleteScan, Scanner, delete_batch, queue_name
+
+#: at least this long a redrive/delete/export holds the messages it claimed (renewed while it works)
+CLAIM_HOLD_SECONDS = 120
+#: AWS's StartMessageMoveTask accepts at most this rate
+NATIVE_MAX_RATE = 500
+CRON_FUNCTION = "CronWakeFunction"
+
+
+def _queues(ctx: OpsContext, names: Iterable[str], *, skip_unknown: bool) -> list[tuple[str, str]]:
+    out = []
+    for name in names:
+        role = DLQS[name]
+        if not ctx.has_queue(role) and skip_unknown:
+            continue
+        out.append((name, ctx.queue_url(role)))
+    return out
+
+
+def _scanner(ctx: OpsContext, name: str, url: str, progress: Progress) -> Scanner:
+    progress.phase(f"scanning the {name} DLQ")
+    return Scanner(ctx.sqs, url, hold_seconds=ctx.scan_hold_seconds, on_progress=progress.update)
+
+
+def _join(
+    ctx: OpsContext,
+    name: str,
+    url: str,
+    raws: list[dict[str, Any]],
+    progress: Progress,
+    *,
+    now: float | None = None,
+    keep_alive: Callable[[], None] | None = None,
+) -> list[DlqMessage]:
+    progress.phase(f"joining the {name} DLQ with the runs", total=len(raws))
+    out = []
+    for index, raw in enumerate(raws):
+        out.append(describe(raw, name, url, ctx.store, now=now))
+        progress.advance()
+        if keep_alive is not None and index % 50 == 49:
+            keep_alive()
+    return out
+
+
+def list_messages(
+    ctx: OpsContext, queue: str = "all", *, now: float | None = None, progress: Progress = SILENT
+) -> list[DlqMessage]:
+    """The joined view of every message in the chosen DLQs (none consumed; all visible again after).
+
+    Raises IncompleteScan when a scan cannot be sure it saw every message.
+    """
+    names = queue_names(queue)
+    out: list[DlqMessage] = []
+    for name, url in _queues(ctx, names, skip_unknown=queue == "all"):
+        scanner = _scanner(ctx, name, url, progress)
+        try:
+            result = scanner.run()
+        finally:
+            scanner.release()
+        result.require_complete(f"listing the {name} DLQ")
+        out += _join(ctx, name, url, result.messages(), progress, now=now)
+    return out
+
+
+def find_message(ctx: OpsContext, message_id: str, queue: str = "all", *, progress: Progress = SILENT) -> DlqMessage:
+    [msg] = filter_messages(list_messages(ctx, queue, progress=progress), Selection(ids=(message_id,)))
+    return msg
+
+
+# --------------------------------------------------------------------------------------------
+# claiming
+
+
+@dataclass
+class Claim:
+    """Messages taken for an operation: held invisible (renewed as the work goes) until processed
+    or released. ``missing``: ids of an exact selection that are not in the DLQ."""
+
+    messages: list[DlqMessage]
+    hold_seconds: int
+    scanners: dict[str, Scanner] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+    def renew(self, pending: Iterable[DlqMessage]) -> None:
+        """Renew the holds of ``pending`` that would run out within half a hold."""
+        by_url: dict[str, list[str]] = {}
+        for msg in pending:
+            by_url.setdefault(msg.queue_url, []).append(msg.message_id)
+        for url, ids in by_url.items():
+            scanner = self.scanners[url]
+            now = scanner.clock()
+            due = [i for i in ids if scanner.result.held[i].until - now < self.hold_seconds / 2]
+            lost = scanner.keep(due, self.hold_seconds)
+            if lost:
+                raise IncompleteScan(
+                    f"the hold on {len(lost)} claimed message(s) of {queue_name(url)} could not be renewed; "
+                    "what was not processed yet is released — run it again"
+                )
+
+    def handle(self, msg: DlqMessage) -> str:
+        """The newest receipt handle (the only one that surely deletes the message)."""
+        return self.scanners[msg.queue_url].result.held[msg.message_id].handle
+
+    def release(self, messages: Iterable[DlqMessage]) -> None:
+        by_url: dict[str, list[str]] = {}
+        for msg in messages:
+            by_url.setdefault(msg.queue_url, []).append(msg.message_id)
+        for url, ids in by_url.items():
+            self.scanners[url].release(ids)
+
+
+def claim(
+    ctx: OpsContext,
+    queues: list[str],
+    selection: Selection,
+    *,
+    what: str,
+    hold_seconds: int = CLAIM_HOLD_SECONDS,
+    progress: Progress = SILENT,
+) -> Claim:
+    """Scan the queues completely, hold the selected messages, make every other one visible again."""
+    hold_seconds = min(MAX_VISIBILITY_SECONDS, max(CLAIM_HOLD_SECONDS, hold_seconds))
+    scanners: dict[str, Scanner] = {}
+    joined: list[DlqMessage] = []
+    try:
+        for name, url in _queues(ctx, queues, skip_unknown=len(queues) > 1):
+            scanner = _scanner(ctx, name, url, progress)
+            scanners[url] = scanner
+            result = scanner.run()
+            result.require_complete(what)
+            joined += _join(ctx, name, url, result.messages(), progress, keep_alive=scanner.renew_due)
+        chosen = filter_messages(joined, selection)
+        progress.phase(f"claiming {len(chosen)} message(s)", total=len(chosen))
+        for url, scanner in scanners.items():
+            ids = [m.message_id for m in chosen if m.queue_url == url]
+            lost = scanner.lost_holds(ids) | scanner.keep(ids, hold_seconds)
+            if lost:
+                raise IncompleteScan(
+                    f"{what}: the hold on {len(lost)} of the chosen message(s) of {queue_name(url)} ran out during "
+                    "the scan and could not be renewed; nothing was changed — run it again"
+                )
+            progress.advance(len(ids))
+    except BaseException:
+        for scanner in scanners.values():
+            scanner.release()
+        raise
+    chosen_ids = {m.message_id for m in chosen}
+    for scanner in scanners.values():
+        scanner.release([mid for mid in scanner.result.held if mid not in chosen_ids])
+    return Claim(
+        sorted(chosen, key=lambda m: (m.queue, m.sent_at or "")),
+        hold_seconds,
+        scanners,
+        selection.missing(joined) if selection.exact else [],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# redrive
+
+
+@dataclass
+class RedriveItem:
+    message_id: str
+    queue: str
+    run_id: str | None
+    action: str
+    ok: bool = True
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "message_id": self.message_id,
+            "queue": self.queue,
+            "run_id": self.run_id,
+            "action": self.action,
+            "ok": self.ok,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class RedriveReport:
+    dry_run: bool = False
+    moved: list[RedriveItem] = field(default_factory=list)
+    failed: list[RedriveItem] = field(default_factory=list)
+    planned: list[RedriveItem] = field(default_factory=list)
+    #: StartMessageMoveTask started for the results DLQ: (task handle, approximate message count)
+    native_task: tuple[str, int] | None = None
+    #: why StartMessageMoveTask was not used when it was tried
+    native_fallback: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "moved": [i.as_dict() for i in self.moved],
+            "failed": [i.as_dict() for i in self.failed],
+            "planned": [i.as_dict() for i in self.planned],
+            "native_task": (
+                {"task_handle": self.native_task[0], "approximate_messages": self.native_task[1]}
+                if self.native_task
+                else None
+            ),
+            "native_fallback": self.native_fallback,
+        }
+
+
+def resend_attributes(message_attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes to send back with a redriven message: all but agentwake's own ``agentwake-*``."""
+    out: dict[str, Any] = {}
+    for name, value in message_attributes.items():
+        if name.startswith("agentwake-"):
+            continue
+        attr: dict[str, Any] = {"DataType": value["DataType"]}
+        if "StringValue" in value:
+            attr["StringValue"] = value["StringValue"]
+        elif "BinaryValue" in value:
+            attr["BinaryValue"] = value["BinaryValue"]
+        else:
+            continue
+        out[name] = attr
+    return out
+
+
+def _action(msg: DlqMessage) -> str:
+    if msg.queue == "results":
+        return "send to the background-result queue"
+    return f"invoke {CRON_FUNCTION} asynchronously with {json.dumps(msg.payload)}"
+
+
+def _error(exc: BaseException) -> str:
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        message = first_line(str(err.get("Message", "")))
+        if message.startswith("<"):  # an HTML error page (a local endpoint that lacks the action)
+            message = ""
+        return f"{err.get('Code', 'ClientError')}: {message}".rstrip(": ")
+    text = first_line(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _try_native_move(ctx: OpsContext, rate: float | None, report: RedriveReport) -> bool:
+    """StartMessageMoveTask from the results DLQ back to the results queue; False if unavailable."""
+    try:
+        dlq_arn = ctx.queue_arn("results-dlq")
+        source_arn = ctx.queue_arn("results")
+        count = int(
+            ctx.sqs.get_queue_attributes(
+                QueueUrl=ctx.queue_url("results-dlq"), AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"].get("ApproximateNumberOfMessages", "0")
+        )
+        kwargs: dict[str, Any] = {"SourceArn": dlq_arn, "DestinationArn": source_arn}
+        if rate:
+            kwargs["MaxNumberOfMessagesPerSecond"] = max(1, min(NATIVE_MAX_RATE, int(rate)))
+        resp = ctx.sqs.start_message_move_task(**kwargs)
+    except OpsError:
+        raise
+    except Exception as exc:  # NotImplementedError (moto), UnsupportedOperation, AccessDenied, ...
+        report.native_fallback = (
+            f"StartMessageMoveTask is not available here ({_error(exc)}); moving messages one by one"
+        )
+        return False
+    report.native_task = (str(resp.get("TaskHandle", "")), count)
+    return True
+
+
+def redrive(
+    ctx: OpsContext,
+    selection: Selection,
+    *,
+    queue: str = "all",
+    dry_run: bool = False,
+    rate: float | None = None,
+    progress: Progress = SILENT,
+    on_progress: Callable[[RedriveItem], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> RedriveReport:
+    """Move the selected DLQ messages back to where they can succeed.
+
+    Background results: send body + attributes (minus ``agentwake-*``) to the results queue, then
+    delete from the DLQ. Cron and scheduler failures: invoke CronWakeFunction asynchronously with
+    the original ``{job_id, scheduled_time}``, then delete. ``--all`` on the results DLQ tries SQS's
+    own StartMessageMoveTask first.
+    """
+    if selection.empty:
+        raise OpsError("say which messages to redrive: --id, --error-type, --session or --all")
+    if rate is not None and rate <= 0:
+        raise OpsError("--rate must be a positive number of messages per second")
+    names = queue_names(queue)
+    report = RedriveReport(dry_run=dry_run)
+
+    native = not dry_run and selection.only_everything and "results" in names and ctx.has_queue("results-dlq")
+    if native and _try_native_move(ctx, rate, report):
+        names = [n for n in names if n != "results"]
+
+    if dry_run:
+        listed = (
+            [m for name in names for m in list_messages(ctx, name, progress=progress)]
+            if queue != "all"
+            else (list_messages(ctx, progress=progress))
+        )
+        chosen = [m for m in filter_messages(listed, selection) if m.queue in names]
+        report.planned = [RedriveItem(m.message_id, m.queue, m.run_id, _action(m)) for m in chosen]
+        return report
+
+    if not names:
+        return report
+    claimed = claim(ctx, names, selection, what="redrive", progress=progress)
+    progress.phase("redriving", total=len(claimed.messages))
+    pending = list(claimed.messages)
+    started = clock()
+    try:
+        for index, msg in enumerate(claimed.messages):
+            if rate is not None:
+                wait = started + index / rate - clock()
+                if wait > 0:
+                    sleep(wait)
+            claimed.renew(pending)
+            item = _redrive_one(ctx, claimed, msg)
+            pending.remove(msg)
+            (report.moved if item.ok else report.failed).append(item)
+            progress.advance()
+            if on_progress:
+                on_progress(item)
+    finally:
+        claimed.release(pending)  # interrupted: what was not processed becomes visible again at once
+    return report
+
+
+def _redrive_one(ctx: OpsContext, claimed: Claim, msg: DlqMessage) -> RedriveItem:
+    item = RedriveItem(msg.message_id, msg.queue, msg.run_id, _action(msg))
+    try:
+        if msg.queue == "results":
+            kwargs: dict[str, Any] = {"QueueUrl": ctx.queue_url("results"), "MessageBody": msg.body}
+            attributes = resend_attributes(msg.message_attributes)
+            if attributes:
+                kwargs["MessageAttributes"] = attributes
+            ctx.sqs.send_message(**kwargs)
+        else:
+            if msg.payload is None:
+                raise OpsError("the record carries no {job_id, scheduled_time} to invoke the cron function with")
+            ctx.invoke_async(CRON_FUNCTION, dict(msg.payload))
+    except Exception as exc:
+        claimed.release([msg])
+        item.ok, item.reason = False, f"not redriven, left in the DLQ: {_error(exc)}"
+        return item
+    try:
+        ctx.sqs.delete_message(QueueUrl=msg.queue_url, ReceiptHandle=claimed.handle(msg))
+    except Exception as exc:
+        claimed.release([msg])
+        item.ok = False
+        item.reason = (
+            f"redriven, but not deleted from the DLQ ({_error(exc)}): it is still there, and a second "
+            "redrive would only repeat a run the idempotency of its run id absorbs"
+        )
+    return item
+
+
+# --------------------------------------------------------------------------------------------
+# delete, purge, export
+
+
+@dataclass
+class DeleteReport:
+    deleted: list[DlqMessage] = field(default_factory=list)
+    #: message id -> why it was not deleted (it stays in the DLQ, visible again)
+    failed: dict[str, str] = field(default_factory=dict)
+    #: ids asked for that are not in the DLQ (already redriven or deleted)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _delete_claimed(ctx: OpsContext, claimed: Claim, messages: list[DlqMessage], progress: Progress) -> DeleteReport:
+    report = DeleteReport(missing=list(claimed.missing))
+    progress.phase(f"deleting {len(messages)} message(s)", total=len(messages))
+    by_url: dict[str, list[DlqMessage]] = {}
+    for msg in messages:
+        by_url.setdefault(msg.queue_url, []).append(msg)
+    for url, group in by_url.items():
+        for start in range(0, len(group), 100):
+            chunk = group[start : start + 100]
+            claimed.renew(chunk)
+            deleted, failed = delete_batch(ctx.sqs, url, {m.message_id: claimed.handle(m) for m in chunk})
+            done = set(deleted)
+            report.deleted += [m for m in chunk if m.message_id in done]
+            report.failed.update(failed)
+            progress.advance(len(chunk))
+    claimed.release([m for m in messages if m.message_id in report.failed])
+    return report
+
+
+def delete_messages(
+    ctx: OpsContext, selection: Selection, *, queue: str = "all", progress: Progress = SILENT
+) -> DeleteReport:
+    """Delete exactly the selected DLQ messages (prefixes, or exact ids read from an export file)."""
+    if not selection.ids:
+        raise OpsError("say which messages to delete: an ID, or --from an export file")
+    claimed = claim(ctx, queue_names(queue), selection, what="delete", progress=progress)
+    try:
+        return _delete_claimed(ctx, claimed, claimed.messages, progress)
+    except BaseException:
+        claimed.release(claimed.messages)
+        raise
+
+
+def ids_from_file(path: str) -> list[str]:
+    """Message ids from an export file (JSON Lines with ``message_id``) or one id per line."""
+    ids: list[str] = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("{"):
+                try:
+                    value = json.loads(text).get("message_id")
+                except (ValueError, AttributeError):
+                    value = None
+                if not isinstance(value, str) or not value:
+                    raise OpsError(f"{path} line {number}: not an export line with a message_id")
+                ids.append(value)
+            else:
+                ids.append(text)
+    if not ids:
+        raise OpsError(f"{path} holds no message ids")
+    return ids
+
+
+def purge(ctx: OpsContext, queue: str) -> str:
+    """Purge one DLQ (``results``, ``cron`` or ``scheduler``); returns its URL."""
+    if queue not in DLQS:
+        raise OpsError(f"purge one queue at a time: {', '.join(DLQS)}")
+    url = ctx.queue_url(DLQS[queue])
+    ctx.sqs.purge_queue(QueueUrl=url)
+    return url
+
+
+def export_lines(messages: Iterable[DlqMessage]) -> Iterable[str]:
+    for msg in messages:
+        yield json.dumps(msg.full(), sort_keys=True, default=str)
+
+
+@dataclass
+class ExportReport:
+    path: str
+    written: int
+    deleted: DeleteReport | None = None
+
+
+def _write_durably(path: str, messages: list[DlqMessage], progress: Progress, keep_alive: Callable[[], None]) -> None:
+    """Write to ``path.partial``, flush + fsync, rename over ``path``, fsync the directory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    partial = f"{path}.partial"
+    progress.phase(f"writing {len(messages)} message(s)", total=len(messages))
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            for index, line in enumerate(export_lines(messages)):
+                out.write(line + "\n")
+                progress.advance()
+                if index % 500 == 499:
+                    keep_alive()
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def export(
+    ctx: OpsContext, path: str, *, queue: str = "all", delete: bool = False, progress: Progress = SILENT
+) -> ExportReport:
+    """Write one JSON line per DLQ message (joined view, failure records, raw body and attributes).
+
+    With ``delete``: the messages stay claimed while the file is written; once it is on disk
+    (flushed and fsynced), exactly the messages in it are deleted. Anything going wrong before that
+    deletes nothing and makes every message visible again.
+    """
+    if not delete:
+        messages = list_messages(ctx, queue, progress=progress)
+        _write_durably(path, messages, progress, lambda: None)
+        return ExportReport(path, len(messages))
+    claimed = claim(ctx, queue_names(queue), Selection(everything=True), what="export --delete", progress=progress)
+    try:
+        _write_durably(path, claimed.messages, progress, lambda: claimed.renew(claimed.messages))
+    except BaseException:
+        claimed.release(claimed.messages)
+        raise
+    try:
+        report = _delete_claimed(ctx, claimed, claimed.messages, progress)
+    except BaseException:
+        claimed.release(claimed.messages)
+        raise
+    return ExportReport(path, len(claimed.messages), report)

@@ -1,0 +1,175 @@
+"""Runs as an operator reads them: one run's summary and transcript, and runs listed newest first.
+
+Built on ``agentwake.store.operator`` (the reads no wake needs). Plain Python (no typer/rich).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.models import FailureRecord, RunRecord
+from agentwake.store.operator import OperatorStore, RunsPage, load
+
+
+@dataclass
+class RunSummary:
+    """Everything stored about one run: for ``runs show``, ``dlq show`` and the DLQ's joined view."""
+
+    run: RunRecord | None
+    failures: list[FailureRecord] = field(default_factory=list)
+    #: journaled steps: ``{"key": "000.reply", "at": ..., **value}``
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    #: deliveries made: ``{"delivery_id", "session_id", "text", "at"}``
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def last_failure(self) -> FailureRecord | None:
+        return self.failures[-1] if self.failures else None
+
+    @property
+    def empty(self) -> bool:
+        return self.run is None and not (self.failures or self.steps or self.deliveries)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run.model_dump(mode="json") if self.run else None,
+            "failures": [f.model_dump(mode="json") for f in self.failures],
+            "steps": self.steps,
+            "deliveries": self.deliveries,
+        }
+
+
+def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
+    """The run's partition in one Query: run record, failures, journal, deliveries."""
+    summary = RunSummary(run=None)
+    for sk, item in OperatorStore(store).run_items(run_id):
+        if sk == "RUN":
+            summary.run = load(RunRecord, item)
+        elif sk.startswith("FAILURE#"):
+            summary.failures.append(load(FailureRecord, item))
+        elif sk.startswith("STEP#"):
+            summary.steps.append({"key": sk[5:], "at": item.get("at", {}).get("S"), **json.loads(item["value"]["S"])})
+        elif sk.startswith("DELIVERY#"):
+            summary.deliveries.append(
+                {
+                    "delivery_id": sk[len("DELIVERY#") :],
+                    "session_id": item["session_id"]["S"],
+                    "text": item["text"]["S"],
+                    "at": item["at"]["S"],
+                }
+            )
+    return summary
+
+
+def list_runs(
+    store: DynamoStore,
+    *,
+    session_id: str | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    before: str | None = None,
+    limit: int = 20,
+) -> RunsPage:
+    return OperatorStore(store).runs(session_id=session_id, status=status, since=since, before=before, limit=limit)
+
+
+# --------------------------------------------------------------------------------------------
+# the transcript
+
+
+@dataclass
+class TranscriptEntry:
+    """One line of a run's story. ``kind``: reply | tool | delivery | failure | outcome."""
+
+    kind: str
+    at: str | None
+    title: str
+    lines: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "at": self.at, "title": self.title, "lines": self.lines}
+
+
+def _step_number(key: str) -> int:
+    try:
+        return int(key.split(".", 1)[0])
+    except ValueError:
+        return -1
+
+
+def _arguments(raw: Any) -> str:
+    if isinstance(raw, str):
+        try:
+            return json.dumps(json.loads(raw), ensure_ascii=False, sort_keys=True)
+        except ValueError:
+            return raw
+    return json.dumps(raw, ensure_ascii=False, sort_keys=True)
+
+
+def transcript(summary: RunSummary) -> list[TranscriptEntry]:
+    """Every journaled step, delivery and failed attempt in time order, then the run's outcome.
+
+    Nothing is shortened: replies, tool arguments and results appear whole. A step journaled by
+    one attempt and replayed by the next appears once (where it happened).
+    """
+    entries: list[TranscriptEntry] = []
+    for step in summary.steps:
+        key = step["key"]
+        number = _step_number(key)
+        if key.endswith(".reply"):
+            via = step.get("provider_id") or "?"
+            entry = TranscriptEntry("reply", step.get("at"), f"step {number}: model reply via {via}")
+            if step.get("text"):
+                entry.lines.append(f"says: {step['text']}")
+            if step.get("truncated"):
+                entry.lines.append("(the reply was cut by the model's token limit)")
+            for call in step.get("tool_calls") or []:
+                entry.lines.append(
+                    f"calls {call.get('name')}({_arguments(call.get('arguments', '{}'))}) [id {call.get('id')}]"
+                )
+            if not entry.lines:
+                entry.lines.append("(an empty reply)")
+            usage = step.get("usage")
+            if isinstance(usage, dict):
+                entry.lines.append(
+                    f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
+                    f"{usage.get('latency_ms', 0)} ms"
+                )
+        elif key == "final.delivery":
+            delivered = step.get("delivery_id")
+            title = f"final answer delivered as {delivered}" if delivered else "final answer not delivered"
+            entry = TranscriptEntry("final", step.get("at"), title)
+            if step.get("not_delivered"):
+                entry.lines.append(f"why: {step['not_delivered']}")
+        else:
+            tool = step.get("tool") or "?"
+            entry = TranscriptEntry("tool", step.get("at"), f"step {number}: tool {tool} returned")
+            entry.lines.append(str(step.get("content", "")))
+            if step.get("deliveries"):
+                entry.lines.append(f"deliveries made: {', '.join(str(d) for d in step['deliveries'])}")
+        entries.append(entry)
+    for d in summary.deliveries:
+        entries.append(
+            TranscriptEntry(
+                "delivery", d.get("at"), f"delivery {d['delivery_id']} to session {d['session_id']}", [d["text"]]
+            )
+        )
+    for f in summary.failures:
+        entry = TranscriptEntry("failure", f.at, f"attempt {f.attempt} failed: {f.error_type}", [f.detail])
+        entry.lines += [f"provider {pid}: {err}" for pid, err in f.provider_errors.items()]
+        entry.lines.append(f"steps done before it failed: {f.steps_done}")
+        entries.append(entry)
+    entries.sort(key=lambda e: e.at or "")
+    run = summary.run
+    if run is not None:
+        if run.status == "succeeded":
+            title = f"attempt {run.attempts} succeeded: the run is done after {run.attempts} attempt(s)"
+        elif run.status == "failed":
+            title = f"the run is failed after {run.attempts} attempt(s) (a redrive resumes it)"
+        else:
+            title = f"attempt {run.attempts} is running (or stopped without recording an outcome)"
+        entries.append(TranscriptEntry("outcome", run.ended_at, title))
+    return entries

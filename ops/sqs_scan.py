@@ -1,0 +1,327 @@
+"""Reading a whole SQS queue without consuming it: the scan every DLQ command stands on.
+
+SQS has no "list": a reader receives messages, and a received message is hidden from everyone for
+its visibility timeout (the *hold*). A scan therefore holds what it has seen while it pages on, and
+the danger is a hold that runs out mid-scan: the message reappears, the scan receives it again,
+sees "nothing new" and stops early — reporting success on a partial view.
+
+A :class:`Scanner` makes that impossible to miss:
+
+- **holds are extended as the scan goes**: before any hold is within half its length of running
+  out, every held message's visibility is renewed (``ChangeMessageVisibilityBatch``);
+- **a message seen twice is counted once** (the newest receipt handle is kept: only it can delete);
+- **the end is reconciled with the queue's own counts**: the scan ends when nothing is visible and
+  the queue's in-flight count is what the scan holds; otherwise it keeps receiving, and after
+  ``max_fruitless_rounds`` receives that brought nothing new it gives up and says why;
+- a hold that was lost (its renewal failed, or it ran out before it could be renewed) and not
+  received again does not make the *view* incomplete (the message was seen), but nothing may act
+  on that message: :meth:`Scanner.lost_holds` names them, and claims refuse them.
+
+The result says whether it is complete and, if not, why (:attr:`ScanResult.problems`); callers turn
+an incomplete scan into a non-zero exit (:class:`IncompleteScan`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake_ops.context import OpsError
+
+#: seconds each received message is held invisible while the scan pages on (renewed as it goes)
+SCAN_HOLD_SECONDS = 60
+#: SQS's upper bound for a visibility timeout
+MAX_VISIBILITY_SECONDS = 43_200
+#: receives in a row that bring nothing new, while the queue says messages are visible, before giving up
+MAX_FRUITLESS_ROUNDS = 20
+#: re-reads of the queue's counts when they disagree with what the scan holds (approximate on AWS)
+SETTLE_ROUNDS = 3
+
+
+class IncompleteScan(OpsError):
+    """A scan could not be sure it saw every message of the queue."""
+
+
+#: (messages seen so far, the queue's count when the scan started) -> None
+ScanProgress = Callable[[int, int], None]
+
+
+@dataclass
+class Held:
+    """One message the scan holds: the newest copy received, its receipt handle, and until when."""
+
+    message: dict[str, Any]
+    handle: str
+    #: clock() time by which the hold runs out (measured before the call that set it: conservative)
+    until: float
+    #: every receipt handle received for it (a hold that ran out yields the message again)
+    handles: list[str] = field(default_factory=list)
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message["MessageId"])
+
+
+@dataclass
+class ScanResult:
+    url: str
+    held: dict[str, Held] = field(default_factory=dict)
+    #: receives that returned at least one message (each costs one ApproximateReceiveCount per message)
+    receives: int = 0
+    #: copies of a message received more than once (its hold had run out)
+    duplicates: int = 0
+    #: ids whose hold was lost and not received again: seen, but not held now
+    lost: set[str] = field(default_factory=set)
+    #: the queue's counts when the scan ended: visible, in flight, delayed
+    final_counts: tuple[int, int, int] = (0, 0, 0)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Every distinct message seen, oldest sent first."""
+        return sorted(
+            (h.message for h in self.held.values()),
+            key=lambda m: int((m.get("Attributes") or {}).get("SentTimestamp", "0")),
+        )
+
+    def require_complete(self, what: str) -> None:
+        if self.problems:
+            raise IncompleteScan(
+                f"{what}: the scan of {queue_name(self.url)} saw {len(self.held)} message(s) but cannot be sure "
+                f"it saw them all ({'; '.join(self.problems)}); nothing was changed — run it again"
+            )
+
+
+def queue_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def queue_counts(sqs: Any, url: str) -> tuple[int, int, int]:
+    """(visible, in flight, delayed) as the queue reports them (approximate on AWS)."""
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return (
+        int(attrs.get("ApproximateNumberOfMessages", 0)),
+        int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+    )
+
+
+def change_visibility(sqs: Any, url: str, handles: Iterable[str], seconds: int) -> list[str]:
+    """ChangeMessageVisibilityBatch in tens; returns the handles that failed (never raises)."""
+    failed: list[str] = []
+    batch: list[str] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        entries = [{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": seconds} for i, h in enumerate(batch)]
+        try:
+            resp = sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+            failed.extend(batch[int(e["Id"])] for e in resp.get("Failed", []))
+        except Exception:
+            failed.extend(batch)
+        batch.clear()
+
+    for handle in handles:
+        batch.append(handle)
+        if len(batch) == 10:
+            flush()
+    flush()
+    return failed
+
+
+def delete_batch(sqs: Any, url: str, handles: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """DeleteMessageBatch in tens for ``{message id: receipt handle}``; returns (deleted ids, {id: why not})."""
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    items = list(handles.items())
+    for start in range(0, len(items), 10):
+        chunk = items[start : start + 10]
+        entries = [{"Id": str(i), "ReceiptHandle": handle} for i, (_, handle) in enumerate(chunk)]
+        try:
+            resp = sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+        except Exception as exc:
+            failed.update({mid: f"{type(exc).__name__}: {exc}" for mid, _ in chunk})
+            continue
+        for ok in resp.get("Successful", []):
+            deleted.append(chunk[int(ok["Id"])][0])
+        for bad in resp.get("Failed", []):
+            failed[chunk[int(bad["Id"])][0]] = f"{bad.get('Code', 'Failed')}: {bad.get('Message', '')}".rstrip(": ")
+    return deleted, failed
+
+
+class Scanner:
+    """Receive every message of one queue, each held until :meth:`release` or :meth:`keep`."""
+
+    def __init__(
+        self,
+        sqs: Any,
+        url: str,
+        *,
+        hold_seconds: int = SCAN_HOLD_SECONDS,
+        on_progress: ScanProgress | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        max_fruitless_rounds: int = MAX_FRUITLESS_ROUNDS,
+        settle_delay: float = 1.0,
+    ) -> None:
+        self.sqs = sqs
+        self.url = url
+        self.hold = max(2, min(MAX_VISIBILITY_SECONDS, int(hold_seconds)))
+        self.on_progress = on_progress
+        self.clock = clock
+        self.sleep = sleep
+        self.max_fruitless_rounds = max_fruitless_rounds
+        self.settle_delay = settle_delay
+        self.result = ScanResult(url)
+
+    # --- holding ---------------------------------------------------------------------------------
+
+    def renew_due(self, *, force: bool = False) -> None:
+        """Renew every hold that would run out within half a hold (all of them with ``force``)."""
+        now = self.clock()
+        due = [h for h in self.result.held.values() if force or h.until - now < self.hold / 2]
+        if not due:
+            return
+        for h in due:
+            if h.until <= now:
+                # ran out before it could be renewed: it may have been visible (and taken) meanwhile
+                self.result.lost.add(h.message_id)
+        started = self.clock()
+        failed = set(change_visibility(self.sqs, self.url, (h.handle for h in due), self.hold))
+        for h in due:
+            if h.handle in failed:
+                self.result.lost.add(h.message_id)
+            else:
+                h.until = started + self.hold
+
+    def _take(self, batch: list[dict[str, Any]], received_at: float) -> int:
+        new = 0
+        for message in batch:
+            mid = str(message["MessageId"])
+            handle = str(message["ReceiptHandle"])
+            held = self.result.held.get(mid)
+            if held is None:
+                self.result.held[mid] = Held(message, handle, received_at + self.hold, [handle])
+                new += 1
+            else:
+                self.result.duplicates += 1
+                held.message, held.handle, held.until = message, handle, received_at + self.hold
+                held.handles.append(handle)
+                self.result.lost.discard(mid)  # held again, with a fresh handle
+        return new
+
+    # --- the scan --------------------------------------------------------------------------------
+
+    def run(self) -> ScanResult:
+        """Receive until reconciled with the queue's counts, or until it is clear it cannot be."""
+        result = self.result
+        visible, in_flight, delayed = queue_counts(self.sqs, self.url)
+        expected = visible + in_flight + delayed
+        fruitless = 0
+        settle = 0
+        while True:
+            self.renew_due()
+            started = self.clock()
+            resp = self.sqs.receive_message(
+                QueueUrl=self.url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=self.hold,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            batch = resp.get("Messages", [])
+            if batch:
+                result.receives += 1
+            new = self._take(batch, started)
+            if new:
+                fruitless = 0
+                if self.on_progress:
+                    self.on_progress(len(result.held), max(expected, len(result.held)))
+                continue
+            # nothing new: short polling samples a subset of servers, so ask the queue itself
+            self.renew_due()
+            visible, in_flight, delayed = queue_counts(self.sqs, self.url)
+            if visible == 0 and delayed == 0 and in_flight <= len(result.held):
+                break
+            if visible > 0 and fruitless < self.max_fruitless_rounds:
+                fruitless += 1
+                continue
+            if visible == 0 and settle < SETTLE_ROUNDS:
+                # in flight elsewhere, or delayed: the counts may also simply lag (they do on AWS)
+                settle += 1
+                self.sleep(self.settle_delay)
+                continue
+            break
+        result.final_counts = (visible, in_flight, delayed)
+        self._judge()
+        if self.on_progress:
+            self.on_progress(len(result.held), max(expected, len(result.held)))
+        return result
+
+    def _judge(self) -> None:
+        result = self.result
+        visible, in_flight, delayed = result.final_counts
+        if visible:
+            result.problems.append(
+                f"the queue still reports {visible} visible message(s) after "
+                f"{self.max_fruitless_rounds} receives that brought nothing new "
+                f"(holds of {self.hold}s ran out {result.duplicates} time(s) during the scan)"
+            )
+        if in_flight > len(result.held):
+            result.problems.append(
+                f"{in_flight - len(result.held)} message(s) are in flight but were never received by this scan "
+                "(another reader or a redrive in progress holds them)"
+            )
+        if delayed:
+            result.problems.append(f"{delayed} message(s) are delayed and not yet visible")
+
+    def lost_holds(self, message_ids: Iterable[str]) -> set[str]:
+        """Those of ``message_ids`` this scan saw but no longer surely holds (a hold ran out or
+        could not be renewed, and the message was not received again): nothing may act on them."""
+        return {mid for mid in message_ids if mid in self.result.lost}
+
+    # --- after the scan --------------------------------------------------------------------------
+
+    def keep(self, message_ids: Iterable[str], seconds: int) -> set[str]:
+        """Hold these messages for ``seconds`` more; returns the ids whose hold could not be renewed."""
+        chosen = [self.result.held[mid] for mid in message_ids if mid in self.result.held]
+        started = self.clock()
+        failed = set(change_visibility(self.sqs, self.url, (h.handle for h in chosen), seconds))
+        lost = set()
+        for h in chosen:
+            if h.handle in failed:
+                lost.add(h.message_id)
+            else:
+                h.until = started + seconds
+        return lost
+
+    def release(self, message_ids: Iterable[str] | None = None) -> None:
+        """Make messages visible again at once (all held ones by default). Best effort."""
+        ids = list(self.result.held) if message_ids is None else list(message_ids)
+        handles = [self.result.held[mid].handle for mid in ids if mid in self.result.held]
+        change_visibility(self.sqs, self.url, handles, 0)
+
+
+def peek(
+    sqs: Any, url: str, *, hold_seconds: int = SCAN_HOLD_SECONDS, on_progress: ScanProgress | None = None
+) -> ScanResult:
+    """Every message of the queue, left on it and visible again (listing twice shows the same)."""
+    scanner = Scanner(sqs, url, hold_seconds=hold_seconds, on_progress=on_progress)
+    try:
+        return scanner.run()
+    finally:
+        scanner.release()

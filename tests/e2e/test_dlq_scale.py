@@ -1,0 +1,190 @@
+"""DLQ commands at scale on the embedded local AWS (a moto server on 127.0.0.1): every message seen
+exactly once, or a loud failure (issue 13: a 502-message DLQ once listed as 401).
+
+The DLQ is filled straight through SendMessageBatch (mixed error types and sessions). The default
+run uses ``AGENTWAKE_DLQ_SCALE`` = 1,000 messages; ``make dlq-scale`` runs the same tests at 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from agentwake.bootstrap import reset_caches
+from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
+from agentwake_local.server import MotoServer, aws_env
+from agentwake_ops.cli import app
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import resolve_context
+from agentwake_ops.sqs_scan import queue_name
+from tests.support.aws import REGION, Resources, create_resources
+
+SCALE = int(os.environ.get("AGENTWAKE_DLQ_SCALE", "1000"))
+ERROR_TYPES = ("UnknownTask", "InvalidMessage", "SessionMismatch")
+SESSIONS = tuple(f"s-{i}" for i in range(7))
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MotoServer]:
+    with MotoServer() as moto_server:
+        yield moto_server
+
+
+@pytest.fixture
+def local(server: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Resources]:
+    server.reset()
+    for key, value in aws_env(server.endpoint_url, REGION).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AGENTWAKE_HOME", str(tmp_path / "home"))
+    res = create_resources()
+    for key, value in res.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_DLQ_URL", res.scheduler_dlq_url)
+    monkeypatch.setenv("AGENTWAKE_CRON_FAILURE_QUEUE_URL", res.cron_failure_url)
+    monkeypatch.setenv("COLUMNS", "250")
+    reset_caches()
+    yield res
+    reset_caches()
+
+
+def fill_dlq(res: Resources, count: int) -> Counter[str]:
+    """``count`` dead-lettered completion messages, straight into the results DLQ; returns error types."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    kinds: Counter[str] = Counter()
+    for start in range(0, count, 10):
+        entries = []
+        for i in range(start, min(start + 10, count)):
+            error_type = ERROR_TYPES[i % len(ERROR_TYPES)]
+            kinds[error_type] += 1
+            body = {"task_id": f"task-{i}", "session_id": SESSIONS[i % len(SESSIONS)], "n": i}
+            entries.append(
+                {
+                    "Id": str(i - start),
+                    "MessageBody": json.dumps(body),
+                    "MessageAttributes": {
+                        ATTR_ERROR_TYPE: {"DataType": "String", "StringValue": error_type},
+                        ATTR_REASON: {"DataType": "String", "StringValue": f"reason {i}"},
+                    },
+                }
+            )
+        resp = sqs.send_message_batch(QueueUrl=res.dlq_url, Entries=entries)
+        assert not resp.get("Failed")
+    return kinds
+
+
+def counts(url: str) -> tuple[int, int]:
+    attrs = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def run(*args: str, obj: CliState | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), obj=obj or CliState())
+
+
+def test_every_message_of_a_large_dlq_is_listed_exported_and_counted_exactly_once(
+    local: Resources, tmp_path: Path
+) -> None:
+    # GIVEN a DLQ of SCALE messages of three error types and seven sessions
+    kinds = fill_dlq(local, SCALE)
+
+    # WHEN it is listed as JSON
+    listed = run("dlq", "list", "--queue", "results", "--json")
+    # THEN every message is there exactly once, and all are visible again
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    ids = [r["message_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == SCALE
+    assert Counter(r["error_type"] for r in rows) == kinds
+    assert counts(local.dlq_url) == (SCALE, 0)
+
+    # WHEN it is exported
+    out = tmp_path / "dlq.jsonl"
+    exported = run("dlq", "export", "--out", str(out), "--queue", "results")
+    # THEN the file has one line per message, the same ids
+    assert exported.exit_code == 0, exported.output
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == SCALE
+    assert {json.loads(line)["message_id"] for line in lines} == set(ids)
+
+    # WHEN a dry-run redrive selects one error type
+    planned = run("dlq", "redrive", "--error-type", "UnknownTask", "--dry-run", "--queue", "results", "--json")
+    # THEN it counts exactly the messages of that type, and nothing moved
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)["planned"]
+    assert len(plan) == kinds["UnknownTask"]
+    assert len({p["message_id"] for p in plan}) == len(plan)
+    assert counts(local.dlq_url) == (SCALE, 0)
+
+
+class SlowReceives:
+    """The real SQS client, but the first ``slow`` receives take longer than the scan's hold."""
+
+    def __init__(self, client: Any, delay: float, slow: int) -> None:
+        self._client = client
+        self.delay = delay
+        self.slow = slow
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        if self.slow > 0:
+            self.slow -= 1
+            time.sleep(self.delay)
+        return self._client.receive_message(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_scan_slower_than_its_hold_sees_every_message_or_says_it_cannot(local: Resources) -> None:
+    # GIVEN 35 DLQ messages, and a scan whose holds (2 s) run out during its first receives (2.5 s each)
+    fill_dlq(local, 35)
+    context = resolve_context()
+    context.sqs = SlowReceives(context.sqs, delay=2.5, slow=2)
+    context.scan_hold_seconds = 2
+
+    # WHEN the DLQ is listed
+    result = run("dlq", "list", "--queue", "results", "--json", obj=CliState(context=context))
+
+    # THEN either every message is listed exactly once, or the command says it cannot be sure and fails
+    if result.exit_code == 0:
+        ids = [r["message_id"] for r in json.loads(result.stdout)]
+        assert len(ids) == len(set(ids)) == 35
+    else:
+        assert result.exit_code == 1 and "cannot be sure it saw them all" in result.stderr
+    # AND nothing was consumed
+    assert counts(local.dlq_url) == (35, 0)
+
+
+def test_messages_held_by_another_reader_make_the_scan_fail_loudly(local: Resources, tmp_path: Path) -> None:
+    # GIVEN 30 DLQ messages, 10 of which another reader holds
+    fill_dlq(local, 30)
+    sqs = boto3.client("sqs", region_name=REGION)
+    taken = sqs.receive_message(QueueUrl=local.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+    assert len(taken) == 10
+
+    # WHEN the DLQ is listed, exported with --delete, or redriven
+    listed = run("dlq", "list", "--queue", "results", "--json")
+    out = tmp_path / "dlq.jsonl"
+    exported = run("dlq", "export", "--out", str(out), "--queue", "results", "--delete", "--yes")
+
+    # THEN each says it could not see every message, exits 1, and changes nothing
+    for result in (listed, exported):
+        assert result.exit_code == 1, result.output
+        assert result.stdout == ""
+        assert result.stderr == (
+            f"error: listing the results DLQ: the scan of {queue_name(local.dlq_url)} saw 20 message(s) but cannot be sure "
+            "it saw them all (10 message(s) are in flight but were never received by this scan (another reader or a "
+            "redrive in progress holds them)); nothing was changed — run it again\n"
+        ).replace("listing the results DLQ", "listing the results DLQ" if result is listed else "export --delete")
+    assert not out.exists()
+    assert counts(local.dlq_url) == (20, 10)

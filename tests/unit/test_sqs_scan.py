@@ -1,0 +1,94 @@
+"""The DLQ scan against an in-memory SQS with a clock the test moves: holds are renewed before they
+run out, and a scan that cannot keep its holds says so instead of reporting a partial view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentwake_ops.sqs_scan import Scanner
+
+
+class ClockedSqs:
+    """Just enough SQS for a scan: visibility timeouts on a manual clock, one receipt handle per
+    receive (only the newest one changes visibility), and a cost in seconds per receive."""
+
+    def __init__(self, count: int, receive_cost: float) -> None:
+        self.now = 0.0
+        self.receive_cost = receive_cost
+        self.messages = [
+            {"id": f"m{i:05d}", "visible_at": 0.0, "handle": "", "receives": 0, "sent": i} for i in range(count)
+        ]
+        #: messages received again after their hold had run out
+        self.reappeared = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        self.now += self.receive_cost
+        out = []
+        for m in self.messages:
+            if m["visible_at"] <= self.now:
+                if m["receives"]:
+                    self.reappeared += 1
+                m["receives"] += 1
+                m["handle"] = f"{m['id']}#{m['receives']}"
+                m["visible_at"] = self.now + kwargs["VisibilityTimeout"]
+                out.append(
+                    {
+                        "MessageId": m["id"],
+                        "ReceiptHandle": m["handle"],
+                        "Body": "{}",
+                        "Attributes": {"SentTimestamp": str(m["sent"])},
+                    }
+                )
+                if len(out) == kwargs["MaxNumberOfMessages"]:
+                    break
+        return {"Messages": out} if out else {}
+
+    def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        by_handle = {m["handle"]: m for m in self.messages}
+        failed = []
+        for entry in Entries:
+            m = by_handle.get(entry["ReceiptHandle"])
+            if m is None:
+                failed.append({"Id": entry["Id"], "Code": "ReceiptHandleIsInvalid"})
+            else:
+                m["visible_at"] = self.now + entry["VisibilityTimeout"]
+        return {"Failed": failed}
+
+    def get_queue_attributes(self, **_: Any) -> dict[str, Any]:
+        visible = sum(1 for m in self.messages if m["visible_at"] <= self.now)
+        return {
+            "Attributes": {
+                "ApproximateNumberOfMessages": str(visible),
+                "ApproximateNumberOfMessagesNotVisible": str(len(self.messages) - visible),
+                "ApproximateNumberOfMessagesDelayed": "0",
+            }
+        }
+
+
+def test_a_scan_longer_than_its_hold_renews_the_holds_and_sees_every_message_once() -> None:
+    # GIVEN 600 messages and receives that take 1 s each: the scan takes a minute, longer than its 20 s hold
+    sqs = ClockedSqs(600, receive_cost=1.0)
+    scanner = Scanner(sqs, "q", hold_seconds=20, clock=sqs.clock, sleep=lambda s: None)
+    # WHEN it scans
+    result = scanner.run()
+    # THEN every message was seen exactly once, no hold ran out, and the scan is complete
+    assert len(result.held) == 600 and result.duplicates == 0 and sqs.reappeared == 0
+    assert result.complete and not result.lost
+    # AND releasing makes every message visible again
+    scanner.release()
+    assert sqs.get_queue_attributes()["Attributes"]["ApproximateNumberOfMessages"] == "600"
+
+
+def test_a_scan_whose_receives_outlast_the_hold_fails_loudly_instead_of_stopping_early() -> None:
+    # GIVEN 100 messages and receives slower than the hold itself: every hold runs out during a receive
+    sqs = ClockedSqs(100, receive_cost=30.0)
+    scanner = Scanner(sqs, "q", hold_seconds=20, clock=sqs.clock, sleep=lambda s: None, max_fruitless_rounds=5)
+    # WHEN it scans
+    result = scanner.run()
+    # THEN it does not claim to have seen everything: it names why it cannot be sure
+    assert len(result.held) < 100
+    assert not result.complete
+    assert any("still reports" in p and "visible" in p for p in result.problems)
