@@ -378,3 +378,19 @@ def tasks_finish(
     console().print(
         f"Sent the completion of {escape(task_id)} (message {message_id}); it wakes run bg:{escape(task_id)}."
     )
+
+
+# --------------------------------------------------------------------------------------------
+# runs replay (agentwake.ops.cli_replay)
+
+
+def _register_replay() -> None:
+    from agentwake.ops.cli_replay import runs_replay
+
+    runs_app.command(
+        "replay",
+        epilog="Example: agentwake runs replay bg:task-1234 --provider '{\"type\":\"bedrock\",\"model_id\":\"amazon.nova-lite-v1:0\"}'",
+    )(runs_replay)
+
+
+_register_replay()

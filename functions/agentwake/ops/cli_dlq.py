@@ -233,6 +233,10 @@ def redrive(
     ] = None,
     queue: QueueOpt = "all",
     as_json: JsonOpt = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Replay each run first (runs replay); refuse if a replay still fails.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="With --verify: redrive even runs whose replay fails.")] = False,
 ) -> None:
     """Redrive DLQ messages so their runs resume where they stopped.
 
@@ -240,6 +244,12 @@ def redrive(
     """
     selection = Selection(ids=tuple(ids or ()), error_type=error_type, session_id=session, everything=everything)
     context = ops(ctx)
+    if verify and not selection.empty:
+        from agentwake.ops.cli_replay import verify_before_redrive
+
+        chosen = triage.filter_messages(triage.list_messages(context, _check_queue(queue)), selection)
+        if not verify_before_redrive(context, chosen, force=force):
+            raise typer.Exit(1)
     progress_state: dict[str, Any] = {}
     err = err_console()
 

@@ -396,6 +396,27 @@ class DynamoStore:
     def journal(self, run_id: str) -> DynamoJournal:
         return DynamoJournal(self, run_id)
 
+    def put_wake(self, run_id: str, *, kind: str, wake: dict[str, Any]) -> None:
+        """What woke the run (the prompt's wake JSON), kept beside its journal for ``runs replay``."""
+        self.db.put_item(
+            TableName=self.table,
+            Item={
+                "pk": {"S": run_pk(run_id)},
+                "sk": {"S": "WAKE"},
+                "kind": {"S": kind},
+                "value": {"S": json.dumps(wake, default=str)},
+                "at": {"S": utcnow_iso()},
+                "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+            },
+        )
+
+    def get_wake(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(kind, wake) as ``put_wake`` kept them, or None for a run that never started a step."""
+        item = self._get(run_pk(run_id), "WAKE")
+        if not item:
+            return None
+        return item["kind"]["S"], json.loads(item["value"]["S"])
+
     def commit_success(
         self,
         *,

@@ -78,6 +78,7 @@ def build_runner(
     provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
+    dry_run: bool = False,
 ) -> Runner:
     if not session.providers:
         raise ConfigError(f"session {session.session_id} has no providers")
@@ -94,7 +95,7 @@ def build_runner(
         model=chain,
         tools=ToolRegistry([SendMessageToUser(channel)]),
         messages=messages,
-        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role),
+        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role, dry_run=dry_run),
         journal=journal,
         max_steps=session.max_steps,
         on_event=on_event,

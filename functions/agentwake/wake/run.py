@@ -149,11 +149,14 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
         channel = RecordingChannel(_channels(session, deps), store)
+        journal = store.journal(spec.run_id)
+        if not journal.entries:  # the first attempt to get here: keep what woke the run (runs replay)
+            store.put_wake(spec.run_id, kind=spec.kind, wake=spec.wake)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
             messages=messages,
-            journal=store.journal(spec.run_id),
+            journal=journal,
             channel=channel,
             clock=deps.clock,
             deadline=deadline,

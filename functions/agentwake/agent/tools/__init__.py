@@ -23,6 +23,8 @@ class ToolContext:
     role: Literal["user", "admin"] = "user"
     step: int = 0
     call_index: int = 0
+    #: a what-if replay: side-effecting tools say what they would do instead of doing it
+    dry_run: bool = False
 
     @property
     def delivery_id(self) -> str:

@@ -1,0 +1,168 @@
+"""What-if replay (`agentwake runs replay`, `dlq redrive --verify`): a failed run re-run from its journal
+with a changed config reaches the outcome a redrive would, while writing nothing to the table and
+delivering nothing (DESIGN §7)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from agentwake.ops import replay
+from agentwake.store.models import SessionConfig
+from tests.e2e.conftest import Cli, Stack, cli_json
+from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, make_failed_background_run
+from tests.support.aws import REGION
+from tests.support.receiver import CountingReceiver
+
+#: the fix: step 0 comes from the journal; step 1 messages the user; step 2 ends the run
+FIXED = {
+    "type": "scripted",
+    "id": "fixed",
+    "script": [
+        {"text": "(never asked: step 0 is in the journal)"},
+        {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Here are the 3 offers."}}]},
+        {"text": "Told the user about the offers."},
+    ],
+}
+
+
+def table_items(stack: Stack) -> list[dict[str, Any]]:
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": stack.res.table}
+    while True:
+        resp = ddb.scan(**kwargs)
+        items += resp["Items"]
+        if "LastEvaluatedKey" not in resp:
+            return sorted(items, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def item_count(stack: Stack) -> int:
+    return int(boto3.client("dynamodb", region_name=REGION).scan(TableName=stack.res.table, Select="COUNT")["Count"])
+
+
+@pytest.fixture
+def receiver() -> Any:
+    with CountingReceiver() as r:
+        yield r
+
+
+def failed_run_with_webhook(cli: Cli, stack: Stack, receiver: CountingReceiver, session: str) -> str:
+    """A background run that delivers once by webhook, then fails on an auth error until dead-lettered."""
+    task_id = make_failed_background_run(cli, stack, session, DELIVERS_THEN_FAILS)
+    cli("sessions", "put", session, "--delivery", json.dumps({"type": "webhook", "url": receiver.url}))
+    stack.poll_until_dead_lettered()
+    assert stack.counts(stack.res.dlq_url) == (1, 0)
+    assert receiver.texts() == ["Working on your research."]
+    return task_id
+
+
+def test_replay_with_a_fixed_provider_reports_done_without_writing_or_delivering(
+    cli: Cli, stack: Stack, receiver: CountingReceiver
+) -> None:
+    # GIVEN a run that delivered once, then failed on an auth error on every attempt (now in the DLQ)
+    task_id = failed_run_with_webhook(cli, stack, receiver, "s-replay")
+    run_id = f"bg:{task_id}"
+    before = table_items(stack)
+    count_before = item_count(stack)
+
+    # WHEN the operator replays it with a fixed provider
+    result = cli("runs", "replay", run_id, "--provider", json.dumps(FIXED))
+
+    # THEN the transcript shows step 0 reused from the journal and the new steps, and the outcome is DONE
+    out = result.stdout
+    assert "step 0: model [p] (replayed from journal)" in out
+    assert "step 1: model [fixed]" in out
+    assert "state: DONE" in out
+    assert "DONE" in out and "Here are the 3 offers." in out and "would be delivered" in out
+    # AND nothing was written (same item count, same items) and nothing was delivered
+    assert item_count(stack) == count_before
+    assert table_items(stack) == before
+    assert receiver.texts() == ["Working on your research."]
+    assert stack.counts(stack.res.dlq_url) == (1, 0)
+    assert stack.counts(stack.res.queue_url) == (0, 0)
+
+
+def test_replay_json_names_what_would_be_delivered_and_what_was_already(
+    cli: Cli, stack: Stack, receiver: CountingReceiver
+) -> None:
+    task_id = failed_run_with_webhook(cli, stack, receiver, "s-replay-json")
+    # WHEN replayed as JSON with the fix
+    data = json.loads(cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(FIXED), "--json").stdout)
+    # THEN the outcome, the reuse and the dry deliveries are explicit
+    assert data["outcome"] == "DONE"
+    assert data["original_status"] == "failed"
+    assert data["replayed_steps"] == 1 and data["steps"] == 3
+    assert [d["text"] for d in data["would_deliver"]] == ["Here are the 3 offers."]
+    assert data["final_text"] == "Told the user about the offers."
+    assert receiver.texts() == ["Working on your research."]
+
+
+def test_replay_without_a_fix_reports_the_error_and_exits_1(cli: Cli, stack: Stack, receiver: CountingReceiver) -> None:
+    task_id = failed_run_with_webhook(cli, stack, receiver, "s-replay-broken")
+    count_before = item_count(stack)
+    # WHEN replayed with the session's current (still broken) providers
+    result = cli("runs", "replay", f"bg:{task_id}", expect=1)
+    # THEN it says the redrive would fail, with the provider's error, and still changed nothing
+    assert "ERROR (AllProvidersFailed)" in result.stdout
+    assert "AccessDenied" in result.stdout
+    assert "would fail again" in result.stdout
+    assert item_count(stack) == count_before
+    assert receiver.texts() == ["Working on your research."]
+
+
+def test_redrive_verify_refuses_a_run_whose_replay_fails_then_redrives_once_fixed(
+    cli: Cli, stack: Stack, receiver: CountingReceiver
+) -> None:
+    # GIVEN a dead-lettered run whose session is still broken
+    failed_run_with_webhook(cli, stack, receiver, "s-verify")
+    [row] = cli_json(cli, "dlq", "list")
+    count_before = item_count(stack)
+
+    # WHEN the operator redrives it with --verify
+    refused = cli("dlq", "redrive", "--id", row["message_id"][:8], "--verify", expect=1)
+    # THEN it refuses: nothing moved, nothing written, nothing delivered
+    assert "refusing to redrive" in refused.stderr
+    assert stack.counts(stack.res.dlq_url) == (1, 0)
+    assert stack.counts(stack.res.queue_url) == (0, 0)
+    assert item_count(stack) == count_before
+    assert receiver.texts() == ["Working on your research."]
+
+    # WHEN the session is fixed and the redrive is verified again
+    cli("sessions", "put", "s-verify", "--provider", json.dumps(FIXED))
+    moved = cli("dlq", "redrive", "--id", row["message_id"][:8], "--verify")
+    assert "Redrive: moved 1, failed 0." in moved.stdout
+    # THEN the real run resumes and succeeds: the first message is not sent again, the new one once
+    ok, failed = stack.poll()
+    assert len(ok) == 1 and failed == []
+    assert receiver.texts() == ["Working on your research.", "Here are the 3 offers."]
+
+
+def test_redrive_force_overrides_a_failing_replay(cli: Cli, stack: Stack, receiver: CountingReceiver) -> None:
+    failed_run_with_webhook(cli, stack, receiver, "s-force")
+    [row] = cli_json(cli, "dlq", "list")
+    result = cli("dlq", "redrive", "--id", row["message_id"][:8], "--verify", "--force")
+    assert "--force" in result.stdout and "Redrive: moved 1, failed 0." in result.stdout
+    assert stack.counts(stack.res.queue_url) == (1, 0)
+
+
+def test_the_read_only_store_refuses_every_write(stack: Stack) -> None:
+    # GIVEN the store a replay reads through
+    ro = replay.read_only(stack.store)
+    # WHEN anything tries to write THEN it is refused before reaching the table
+    with pytest.raises(replay.WriteRefused, match="put_item"):
+        ro.put_session(SessionConfig(session_id="s-ro"))
+    with pytest.raises(replay.WriteRefused, match="transact_write_items"):
+        ro.record_delivery(run_id="bg:x", delivery_id="d", session_id="s", text="t")
+    assert stack.store.get_session("s-ro") is None
+    # AND reads still work
+    assert ro.get_run("bg:missing") is None
+
+
+def test_replay_of_an_unknown_run_is_a_clear_error(cli: Cli) -> None:
+    result = cli("runs", "replay", "bg:task-nope", expect=1)
+    assert "no run 'bg:task-nope'" in result.stderr
