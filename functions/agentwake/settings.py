@@ -28,6 +28,14 @@ class Settings(BaseModel):
     bedrock_model_id: str | None = None
     openai_base_url: str | None = None
     openai_api_key_secret_arn: str | None = None
+    #: secretsmanager: references must name a secret starting with this (stack parameter SecretsPrefix)
+    secrets_prefix: str = Field(default="agentwake/", min_length=1)
+    #: ssm: references must name a parameter under this path (stack parameter SsmPathPrefix)
+    ssm_path_prefix: str = Field(default="/agentwake/", min_length=2)
+    #: outbound HTTP (providers, webhooks) may reach loopback addresses: the local stack and tests only
+    outbound_allow_loopback: bool = False
+    #: outbound HTTP may use plain http:// (the local stack and tests only; deployed: https only)
+    outbound_allow_http: bool = False
     endpoint_url: str | None = None
     region: str | None = None
     #: print each run's steps to stderr (local use: AGENTWAKE_TRANSCRIPT=1)
@@ -56,10 +64,18 @@ class Settings(BaseModel):
             bedrock_model_id=get("AGENTWAKE_BEDROCK_MODEL_ID"),
             openai_base_url=get("AGENTWAKE_OPENAI_BASE_URL"),
             openai_api_key_secret_arn=get("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN"),
+            secrets_prefix=get("AGENTWAKE_SECRETS_PREFIX") or "agentwake/",
+            ssm_path_prefix=get("AGENTWAKE_SSM_PATH_PREFIX") or "/agentwake/",
+            outbound_allow_loopback=_flag(get("AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK")),
+            outbound_allow_http=_flag(get("AGENTWAKE_OUTBOUND_ALLOW_HTTP")),
             endpoint_url=get("AWS_ENDPOINT_URL"),
             region=get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
-            transcript=(get("AGENTWAKE_TRANSCRIPT") or "").lower() in ("1", "true", "yes"),
+            transcript=_flag(get("AGENTWAKE_TRANSCRIPT")),
         )
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true", "yes")
 
 
 @lru_cache(maxsize=1)

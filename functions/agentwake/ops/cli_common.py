@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from agentwake.ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
+from agentwake.redact import redact
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
@@ -58,7 +59,8 @@ def err_console() -> Console:
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header)."""
+    typer.echo(redact(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -156,7 +156,16 @@ class FailureRecord(_Stored):
     @field_validator("detail")
     @classmethod
     def _cap(cls, v: str) -> str:
-        return truncate(v, 20_000)
+        from agentwake.redact import redact
+
+        return truncate(redact(v), 20_000)
+
+    @field_validator("provider_errors")
+    @classmethod
+    def _cap_errors(cls, v: dict[str, str]) -> dict[str, str]:
+        from agentwake.redact import redact
+
+        return {truncate(str(k), 200): truncate(redact(e), 2000) for k, e in list(v.items())[:20]}
 
 
 class JournalEntry(BaseModel):

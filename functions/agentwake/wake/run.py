@@ -15,6 +15,7 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
+from agentwake.deadline import deadline_after, run_deadline
 from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
@@ -165,10 +166,12 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             retry=deps.retry,
             on_event=deps.on_event,
         )
-        runner.run()
-    except ConfigError as exc:
-        _fail(spec, deps, attempt, "ConfigError", str(exc), runner)
-        raise RunFailed(spec.run_id, str(exc), failure_type="ConfigError") from exc
+        # every HTTP exchange of the run (providers, webhooks) ends by the run's deadline
+        with run_deadline(deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)):
+            runner.run()
+    except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
+        _fail(spec, deps, attempt, exc.error_type, str(exc), runner)
+        raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
     except Exception as exc:
         # a crash (store outage, bug): record it for the operator, then let the trigger retry
         _fail(spec, deps, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
