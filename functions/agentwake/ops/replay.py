@@ -24,6 +24,7 @@ from agentwake.agent.chain import RetryPolicy
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider, parse_spec
 from agentwake.agent.runner import AgentState, RunEvent
+from agentwake.agent.tools import DRY_RUN_RESULT
 from agentwake.delivery import Delivery
 from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
@@ -31,8 +32,6 @@ from agentwake.store.models import SessionConfig
 
 #: DynamoDB operations a replay may call; every other operation is refused
 READ_OPERATIONS = frozenset({"get_item", "query", "batch_get_item", "transact_get_items", "describe_table"})
-#: what a side-effecting tool answers in a replay (the model sees it; the transcript shows it)
-DRY_RUN_RESULT = "dry run: not called (side effect)"
 
 
 class ReplayError(AgentwakeError):

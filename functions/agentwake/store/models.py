@@ -43,7 +43,7 @@ class _Stored(BaseModel):
 class SessionConfig(_Stored):
     """How a session's agent is built when it is woken."""
 
-    JSON_FIELDS = frozenset({"providers", "delivery"})
+    JSON_FIELDS = frozenset({"providers", "delivery", "tools"})
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
@@ -56,6 +56,8 @@ class SessionConfig(_Stored):
     #: per-provider retries of transient errors (the chain's backoff is bounded by the Lambda deadline)
     retry_max_attempts: int = Field(default=3, ge=1, le=10)
     retry_base_delay_ms: int = Field(default=500, ge=0, le=60_000)
+    #: tools besides send_message_to_user: HTTP tools and entry-point Python tools (docs/tools.md)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
     updated_at: str = Field(default_factory=utcnow_iso)
 
 

@@ -93,10 +93,20 @@ def build_runner(
         raise ConfigError(str(exc)) from exc
     return Runner(
         model=chain,
-        tools=ToolRegistry([SendMessageToUser(channel)]),
+        tools=ToolRegistry([SendMessageToUser(channel), *_declared_tools(session)]),
         messages=messages,
         context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role, dry_run=dry_run),
         journal=journal,
         max_steps=session.max_steps,
         on_event=on_event,
     )
+
+
+def _declared_tools(session: Any) -> list[Any]:
+    """HTTP and Python tools the session declares (their modules load only when it declares some)."""
+    specs = getattr(session, "tools", None) or []
+    if not specs:
+        return []
+    from agentwake.agent.tools.config import build_tools
+
+    return build_tools(list(specs), session_id=session.session_id)
