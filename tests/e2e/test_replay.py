@@ -166,3 +166,13 @@ def test_the_read_only_store_refuses_every_write(stack: Stack) -> None:
 def test_replay_of_an_unknown_run_is_a_clear_error(cli: Cli) -> None:
     result = cli("runs", "replay", "bg:task-nope", expect=1)
     assert "no run 'bg:task-nope'" in result.stderr
+
+
+def test_sessions_put_takes_tools_and_refuses_a_bad_spec(cli: Cli, stack: Stack) -> None:
+    tools = [{"type": "python", "name": "word_count"}]
+    shown = cli_json(cli, "sessions", "put", "s-tools", "--tools", json.dumps(tools))
+    assert shown["tools"] == tools
+    assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
+    bad = cli("sessions", "put", "s-tools", "--tools", '[{"type": "http", "name": "x"}]', expect=1)
+    assert "invalid tool spec 'x'" in bad.stderr
+    assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]

@@ -189,3 +189,47 @@ def test_an_entry_point_that_is_not_a_tool_is_a_config_error(test_tools_installe
 
     with pytest.raises(ConfigError, match="is not an agentwake Tool"):
         build_tools([{"type": "python", "name": "broken_tool"}], session_id="s5")
+
+
+# ------------------------------------------------------------------ the worked example, bundled as sam build does
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "agentwake-example-tools"
+
+BUNDLE_CHECK = """
+import json
+from agentwake.agent.tools import ToolContext
+from agentwake.agent.tools.config import build_tools
+from agentwake.agent.tools.entry_points import installed
+[tool] = build_tools([{"type": "python", "name": "business_days_between"}], session_id="s")
+args = tool.parse_args({"start": "2026-11-27", "end": "2026-12-01"})
+print(json.dumps({"found": sorted(installed()), "result": tool.invoke(args, ToolContext(run_id="r", session_id="s"))}))
+"""
+
+
+@pytest.mark.slow
+def test_the_worked_example_installs_into_a_bundle_and_its_tool_loads(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    # GIVEN the example package installed into a bundle folder the way sam build's pip step does
+    bundle = tmp_path / "bundle"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(bundle), str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    assert (bundle / "agentwake_example_tools-0.1.0.dist-info" / "entry_points.txt").exists()
+    # WHEN a fresh interpreter with the bundle (and the runtime, as CodeUri copies it) on its path
+    # builds a session's tools
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(bundle), str(ROOT / "functions")])}
+    out = subprocess.run(
+        [sys.executable, "-c", BUNDLE_CHECK], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    # THEN the entry point is found and the tool runs
+    data = json.loads(out.stdout)
+    assert "business_days_between" in data["found"]
+    assert data["result"] == "3 business days from 2026-11-27 to 2026-12-01"

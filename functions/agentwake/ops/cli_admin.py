@@ -260,6 +260,9 @@ def sessions_put(
         str | None, typer.Option("--delivery", help='Where messages go, as JSON: {"type":"log"} or a webhook.')
     ] = None,
     role: Annotated[str | None, typer.Option("--role", help="user or admin.", metavar="user|admin")] = None,
+    tools: Annotated[
+        str | None, typer.Option("--tools", help="HTTP/Python tools as a JSON list (docs/tools.md); [] for none.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
@@ -285,6 +288,15 @@ def sessions_put(
         if role not in ("user", "admin"):
             raise OpsError(f"--role must be user or admin, got {role!r}")
         data["role"] = role
+    if tools is not None:
+        from agentwake.agent.tools.config import parse_tool_spec
+
+        specs = parse_json_option(tools, "--tools")
+        if not isinstance(specs, list):
+            raise OpsError('--tools must be a JSON list like [{"type": "python", "name": "word_count"}]')
+        for spec in specs:
+            parse_tool_spec(spec)  # ConfigError naming the problem
+        data["tools"] = specs
     data["updated_at"] = utcnow_iso()
     config = SessionConfig.model_validate(data)
     store.put_session(config)
@@ -320,6 +332,7 @@ def _print_session(config: SessionConfig) -> None:
         ("history window", config.history_window),
         ("delivery", json.dumps(config.delivery)),
         ("role", config.role),
+        *((f"tool {spec.get('name')}", json.dumps(spec)) for spec in config.tools),
         ("updated", when(config.updated_at)),
     ]
     console().print(facts_panel(rows, "session"))
