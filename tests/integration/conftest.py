@@ -11,6 +11,7 @@ from agentwake.settings import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import SessionConfig, Task
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.tasks import token_hash_for
 
 OK_SCRIPT = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is done."}}]},
@@ -51,4 +52,12 @@ def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | No
 
 
 def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
-    store.put_task(Task(task_id=task_id, session_id=session_id, tool_name="web_research", tool_args={"q": "x"}))
+    store.put_task(
+        Task(
+            task_id=task_id,
+            session_id=session_id,
+            tool_name="web_research",
+            tool_args={"q": "x"},
+            token_sha256=token_hash_for(task_id),
+        )
+    )

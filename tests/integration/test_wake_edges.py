@@ -19,6 +19,7 @@ from tests.integration.conftest import seed_session, seed_task
 from tests.support.aws import REGION, Resources
 from tests.support.faults import FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.tasks import token_for
 
 
 @pytest.fixture
@@ -31,6 +32,7 @@ def message(task_id: str, session_id: str) -> BackgroundResultMessage:
     return BackgroundResultMessage(
         task_id=task_id,
         session_id=session_id,
+        task_token=token_for(task_id),
         tool_name="web_research",
         status="succeeded",
         result_text="r",

@@ -18,6 +18,7 @@ from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
 from agentwake.store.models import Job
 from tests.integration.conftest import FAILING_PROVIDERS, seed_session, seed_task
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
+from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -38,6 +39,7 @@ def result_body(task_id: str, session_id: str, **over: Any) -> str:
     body = {
         "task_id": task_id,
         "session_id": session_id,
+        "task_token": token_for(task_id),
         "tool_name": "web_research",
         "tool_args": {"query": "q"},
         "status": "succeeded",

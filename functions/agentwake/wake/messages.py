@@ -19,18 +19,24 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 
 
 class BackgroundResultMessage(BaseModel):
-    """What a producer sends when a background task finishes (``finish_task`` builds it)."""
+    """What a producer sends when a background task finishes (``finish_task`` builds it).
+
+    ``task_token`` is the token ``register_task`` returned: without it (or with another task's)
+    the message is a ``ForgedCompletion``. ``tool_name``/``tool_args`` are accepted for older
+    producers but never used: the wake shows the agent what was registered.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     task_id: str = Field(pattern=ID_PATTERN)
     session_id: str = Field(pattern=ID_PATTERN)
-    tool_name: str = Field(min_length=1, max_length=128)
+    task_token: str | None = Field(default=None, max_length=256)
+    tool_name: str | None = Field(default=None, min_length=1, max_length=128)
     tool_args: dict[str, Any] = Field(default_factory=dict)
     status: Literal["succeeded", "failed"]
     result_text: str = Field(max_length=MAX_RESULT_CHARS)
     note: str = Field(default="", max_length=4000)
-    summary_name: str = Field(min_length=1, max_length=256)
+    summary_name: str | None = Field(default=None, min_length=1, max_length=256)
     finished_at: str = Field(max_length=64)
     subagent_name: str | None = Field(default=None, max_length=128)
 
