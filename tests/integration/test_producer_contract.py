@@ -17,9 +17,12 @@ from pydantic import BaseModel, ConfigDict
 
 from agentwake import contract
 from agentwake.errors import InvalidMessage
+from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.tasks import TasksService
+from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
+from agentwake.wake.run import WakeDeps
 from tests.integration.conftest import seed_session
 from tests.support.aws import REGION, Resources
 
@@ -162,8 +165,15 @@ def test_what_finish_task_sends_validates(resources: Resources, store: DynamoSto
     # WHEN a producer registers tasks and finishes them (both statuses, optional fields)
     first = tasks.register_task("s-contract", "web_research", {"q": "aurora"})
     second = tasks.register_task("s-contract", "build_report")
-    tasks.finish_task(first, "succeeded", "Found 3 offers.", summary_name="Aurora research", note="user asked")
-    tasks.finish_task(second, "failed", "timeout after 30s", subagent_name="reporter")
+    tasks.finish_task(
+        first.task_id,
+        "succeeded",
+        "Found 3 offers.",
+        task_token=first.task_token,
+        summary_name="Aurora research",
+        note="user asked",
+    )
+    tasks.finish_task(second.task_id, "failed", "timeout after 30s", task_token=second.task_token, subagent_name="x")
     # THEN every body on the queue validates against the published schema
     bodies = sent_bodies(sqs, resources.queue_url)
     assert len(bodies) == 2
@@ -242,8 +252,8 @@ def test_producer_policy_covers_exactly_what_the_producer_api_calls(
     sqs.meta.events.register("provide-client-params.sqs.*", record("sqs"))
     producer = TasksService(DynamoStore(resources.table, client=ddb), resources.queue_url, sqs=sqs)
     # WHEN it registers a task and finishes it
-    task_id = producer.register_task("s-iam", "web_research", {"q": "x"})
-    producer.finish_task(task_id, "succeeded", "done")
+    registered = producer.register_task("s-iam", "web_research", {"q": "x"})
+    producer.finish_task(registered.task_id, "succeeded", "done", task_token=registered.task_token)
     # THEN each call is an action ProducerPolicy allows, on a key it allows, and every allowed
     # action is used (nothing granted "just in case")
     allowed = {
@@ -255,3 +265,24 @@ def test_producer_policy_covers_exactly_what_the_producer_api_calls(
     assert made == allowed, (made, allowed)
     for c in calls:
         assert all(k.startswith("TASK#") for k in c.keys), c
+
+
+def test_the_plain_boto3_example_registers_and_completes_a_task_that_wakes_the_agent(
+    resources: Resources, store: DynamoStore
+) -> None:
+    # GIVEN the plain-boto3 producer code of docs/producers.md, run as written (on moto)
+    match = re.search(r"<!-- example-boto3 -->\s*```python\n(.*?)```", DOCS.read_text(), re.DOTALL)
+    assert match, "docs/producers.md lost its boto3 example"
+    namespace: dict[str, Any] = {}
+    exec(compile(match.group(1), "docs/producers.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    seed_session(store, "s-boto3")
+    # WHEN it registers a task and sends its completion
+    task_id, token = namespace["register_task"](resources.table, "s-boto3", "web_research", {"query": "aurora"})
+    namespace["finish_task"](resources.queue_url, task_id, token, "s-boto3", "succeeded", "3 offers", "Aurora")
+    # THEN the body validates, the runtime accepts it, and the wake it triggers succeeds
+    [body] = sent_bodies(boto3.client("sqs", region_name=REGION), resources.queue_url)
+    assert errors(validator("background-result.schema.json"), json.loads(body)) == []
+    msg = BackgroundResultMessage.parse_body(body)
+    outcome = wake_for_background_result(msg, WakeDeps(store=store, settings=Settings.from_env()))
+    assert outcome.status == "succeeded"
+    assert store.get_task(task_id).status == "woken"  # type: ignore[union-attr]
