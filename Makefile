@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-DEPS   := pyproject.toml functions/requirements.txt
+DEPS   := pyproject.toml setup.py functions/requirements.txt
 
 .PHONY: test demo lint typecheck bench soak validate clean schemas
 
@@ -22,7 +22,7 @@ test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite
 	$(PY) -m pytest -q
 
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
-	$(PY) -m infra.local.demo
+	$(PY) -m agentwake_local.demo
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

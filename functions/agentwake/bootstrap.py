@@ -28,7 +28,7 @@ def wake_deps() -> WakeDeps:
 def _transcript():  # type: ignore[no-untyped-def]
     import sys
 
-    from agentwake.ops.transcript import TranscriptPrinter
+    from agentwake.agent.transcript import TranscriptPrinter
 
     return TranscriptPrinter(out=sys.stdout, indent="      ")
 
@@ -50,3 +50,12 @@ def dead_letters() -> DeadLetters:
 def reset() -> None:
     wake_deps.cache_clear()
     dead_letters.cache_clear()
+
+
+def reset_caches() -> None:
+    """Forget cached settings, AWS clients and adapters (the local runtime calls this when the env changes)."""
+    from agentwake.store import aws
+
+    get_settings.cache_clear()
+    aws.reset_clients()
+    reset()

@@ -81,13 +81,3 @@ def _flag(value: str | None) -> bool:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings.from_env()
-
-
-def reset_caches() -> None:
-    """Forget cached settings and AWS clients (the local runtime calls this when the env changes)."""
-    get_settings.cache_clear()
-    from agentwake import bootstrap
-    from agentwake.store import aws
-
-    aws.reset_clients()
-    bootstrap.reset()

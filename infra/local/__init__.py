@@ -10,9 +10,9 @@
 Nothing here is imported by the Lambda bundle; moto is only needed by ``server``.
 """
 
-from infra.local.server import DEFAULT_REGION, MotoServer, aws_env
-from infra.local.stack import LocalStackRuntime, read_state, state_path
-from infra.local.template import FunctionSpec, LocalStack, Resource, Template, load_template, provision
+from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env
+from agentwake_local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.template import FunctionSpec, LocalStack, Resource, Template, load_template, provision
 
 __all__ = [
     "DEFAULT_REGION",

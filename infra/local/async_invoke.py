@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.lambda_runtime import Invocation
-from infra.local.template import LATEST, Destination, FunctionSpec
+from agentwake_local.lambda_runtime import Invocation
+from agentwake_local.template import LATEST, Destination, FunctionSpec
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@
                                              run a function as `sam local invoke` would, without Docker:
                                              on the running local stack, or on a throwaway one
 
-Loaded by ``agentwake.ops.cli`` when installed (``app`` becomes ``agentwake local``; ``register``
-adds the top-level ``invoke``). Needs typer (the ``ops`` extra) and the ``local`` extra.
+Registered with the operator CLI by ``agentwake_local.cli_plugin`` (entry point group
+``agentwake.cli``): ``app`` becomes ``agentwake local`` and ``invoke`` the top-level
+``agentwake invoke``. Needs typer (the ``ops`` extra) and the ``local`` extra.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from infra.local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.stack import LocalStackRuntime, read_state, state_path
 
 app = typer.Typer(
     name="local",
@@ -239,11 +240,6 @@ def invoke(
             runtime.stop()
     if failed:
         raise typer.Exit(1)
-
-
-def register(root: typer.Typer) -> None:
-    """Add ``agentwake invoke`` at the top level (``sam local invoke`` without Docker)."""
-    root.command("invoke")(invoke)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -72,10 +72,10 @@ class Printer:
 
 
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
-    from agentwake.ops import triage
-    from agentwake.ops.context import Discovery, build_context
     from agentwake.store.models import SessionConfig
-    from infra.local.stack import LocalStackRuntime
+    from agentwake_local.stack import LocalStackRuntime
+    from agentwake_ops import triage
+    from agentwake_ops.context import Discovery, build_context
 
     started = time.monotonic()
     p = Printer(out or sys.stdout)

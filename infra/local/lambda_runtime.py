@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.local.server import apply_env, restore_env
-from infra.local.template import LATEST, FunctionSpec
+from agentwake_local.server import apply_env, restore_env
+from agentwake_local.template import LATEST, FunctionSpec
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Invocation:
 
 def default_on_env_change() -> None:
     """Forget what was cached from the previous environment: boto3's default session, and the
-    application's settings/clients through ``agentwake.settings.reset_caches`` when it exists."""
+    application's settings/clients through ``agentwake.bootstrap.reset_caches`` when it exists."""
     try:
         import boto3
 
@@ -101,7 +101,7 @@ def default_on_env_change() -> None:
     except ImportError:  # pragma: no cover - boto3 is always there
         pass
     try:
-        from agentwake.settings import reset_caches
+        from agentwake.bootstrap import reset_caches
     except ImportError:
         return
     reset_caches()

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.local.lambda_runtime import Invocation
-from infra.local.template import FunctionSpec, SqsEventSource
+from agentwake_local.lambda_runtime import Invocation
+from agentwake_local.template import FunctionSpec, SqsEventSource
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from infra.local.template import Resource, Template, TemplateError, _bool, _int, physical_name
+from agentwake_local.template import Resource, Template, TemplateError, _bool, _int, physical_name
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ProvisionContext:
     template: Template
-    endpoint_url: str
+    endpoint_url: str | None
     session: Any
     _clients: dict[str, Any] = field(default_factory=dict)
 

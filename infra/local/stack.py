@@ -22,12 +22,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from infra.local import lambda_runtime
-from infra.local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
-from infra.local.lambda_runtime import Invocation
-from infra.local.poller import PollResult, SqsPoller
-from infra.local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
-from infra.local.template import (
+from agentwake_local import lambda_runtime
+from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from agentwake_local.lambda_runtime import Invocation
+from agentwake_local.poller import PollResult, SqsPoller
+from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
+from agentwake_local.template import (
     DEFAULT_STACK_NAME,
     Destination,
     FunctionSpec,

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from infra.local.server import ACCOUNT_ID, DEFAULT_REGION
+from agentwake_local.server import ACCOUNT_ID, DEFAULT_REGION
 
 logger = logging.getLogger(__name__)
 
@@ -610,17 +610,18 @@ def physical_name(template: Template, logical_id: str, explicit: Any, max_length
 
 def provision(
     template: Template,
-    endpoint_url: str,
+    endpoint_url: str | None,
     *,
     session: Any = None,
 ) -> LocalStack:
-    """Create the template's resources in the local AWS at ``endpoint_url``; idempotent.
+    """Create the template's resources in the local AWS at ``endpoint_url`` (None: the default AWS
+    endpoints, as inside moto's ``mock_aws()`` in tests); idempotent.
 
     Provisioning an already provisioned stack again (another process attaching to a running local
     stack) finds the existing resources and creates only what the template gained since.
     """
-    from infra.local import provisioners
-    from infra.local.server import boto3_session
+    from agentwake_local import provisioners
+    from agentwake_local.server import boto3_session
 
     context = provisioners.ProvisionContext(
         template=template,

@@ -1,9 +1,10 @@
-"""Fixtures for the operator CLI: the stack's resources on moto (in-process), the CLI runner, and a
-small emulation of Lambda's SQS poller to run the background-result handler against the queue."""
+"""Fixtures for the operator CLI: the stack's resources on moto (in-process, from template.yaml), the
+CLI runner, and the local stack's SQS poller running the background-result handler against the queue."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,17 +12,17 @@ from typing import Any
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from moto import mock_aws
 from typer.testing import CliRunner
 
 from agentwake.agent.providers import scripted
-from agentwake.handlers import background_result
-from agentwake.ops.cli import app
-from agentwake.ops.cli_common import CliState
-from agentwake.settings import reset_caches
+from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
-from tests.support.aws import REGION, FakeLambdaContext, Resources, create_resources
+from agentwake_local import lambda_runtime
+from agentwake_local.poller import SqsPoller
+from agentwake_ops.cli import app
+from agentwake_ops.cli_common import CliState
+from tests.support.aws import REGION, Resources, create_resources
 
 #: receives of a result message before SQS moves it to the DLQ (two failed attempts)
 MAX_RECEIVE_COUNT = 2
@@ -58,36 +59,21 @@ class Stack:
         return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
     def poll(self) -> tuple[list[str], list[str]]:
-        """One poll of the background-result queue as Lambda's event source mapping does it:
-        receive a batch, invoke the handler, delete what succeeded; a failed record becomes
-        visible again at once (as if its visibility timeout had passed). Returns (ok, failed) ids."""
-        resp = self.sqs.receive_message(
-            QueueUrl=self.res.queue_url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        )
-        messages = resp.get("Messages", [])
-        if not messages:
-            return [], []
-        arn = self.queue_arn(self.res.queue_url)
-        records = [sqs_record(m, arn) for m in messages]
-        try:
-            response = background_result.handler({"Records": records}, FakeLambdaContext())
-            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-        except BatchProcessingError:  # every record failed: Lambda retries the whole batch
-            failed = {r["messageId"] for r in records}
-        ok = []
-        for m in messages:
-            if m["MessageId"] in failed:
-                self.sqs.change_message_visibility(
-                    QueueUrl=self.res.queue_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
-                )
-            else:
-                self.sqs.delete_message(QueueUrl=self.res.queue_url, ReceiptHandle=m["ReceiptHandle"])
-                ok.append(m["MessageId"])
-        return ok, sorted(failed)
+        """One poll of the background-result queue by the local stack's own SQS poller (Lambda's
+        event source mapping: receive a batch, invoke the handler, delete what succeeded); a failed
+        record becomes visible again at once. Returns (ok, failed) ids."""
+        result = self.poller().poll_once()
+        return result.deleted, sorted(result.failed)
+
+    def poller(self) -> SqsPoller:
+        function = self.res.stack.functions["BackgroundResultFunction"]
+        (source,) = function.sqs_events
+
+        def invoke(event: Any) -> Any:
+            # the handler runs in this process with the test's environment (already in os.environ)
+            return lambda_runtime.invoke(function, event, base_env=dict(os.environ), on_env_change=reset_caches)
+
+        return SqsPoller(function, source, sqs_client=self.sqs, invoke=invoke, visibility_timeout_override=0)
 
     def poll_until_dead_lettered(self, rounds: int = MAX_RECEIVE_COUNT + 1) -> list[str]:
         """Poll until the queue is empty: failing messages end in the DLQ after maxReceiveCount."""
@@ -97,34 +83,6 @@ class Stack:
             failed_ids += failed
         assert self.counts(self.res.queue_url) == (0, 0), "messages left on the results queue"
         return failed_ids
-
-
-def sqs_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
-    """A ReceiveMessage message as a record of Lambda's SQS event."""
-    attributes = message.get("Attributes") or {}
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": {
-            k: attributes[k]
-            for k in ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp")
-            if k in attributes
-        },
-        "messageAttributes": {
-            name: {
-                "stringValue": value.get("StringValue"),
-                "stringListValues": [],
-                "binaryListValues": [],
-                "dataType": value["DataType"],
-            }
-            for name, value in (message.get("MessageAttributes") or {}).items()
-        },
-        "md5OfBody": message.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": REGION,
-    }
 
 
 @pytest.fixture

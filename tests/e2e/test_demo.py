@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from infra.local.demo import check, run_demo
-from infra.local.server import is_reachable
+from agentwake_local.demo import check, run_demo
+from agentwake_local.server import is_reachable
 
 
 def test_demo_scenario_outcomes() -> None:

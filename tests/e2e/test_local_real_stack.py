@@ -25,14 +25,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.ops.cli import app
 from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
-from agentwake.store.models import Job, SessionConfig, Task
+from agentwake.store.models import Task
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
 from agentwake.tasks import TasksService
-from infra.local.poller import PollResult
-from infra.local.stack import LocalStackRuntime, read_state
-from tests.integration.conftest import FAILING_PROVIDERS, OK_SCRIPT
+from agentwake_local.poller import PollResult
+from agentwake_local.stack import LocalStackRuntime, read_state
+from agentwake_ops.cli import app
+from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session
 from tests.support.tasks import token_hash_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,28 +115,6 @@ def empty_queues(local: LocalStackRuntime) -> None:
 
 def uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def seed_session(store: DynamoStore, session_id: str, providers: list[dict[str, Any]] | None = None) -> None:
-    store.put_session(
-        SessionConfig(
-            session_id=session_id,
-            providers=providers or [{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
-            retry_base_delay_ms=0,
-        )
-    )
-
-
-def seed_job(store: DynamoStore, job_id: str, session_id: str) -> None:
-    store.put_job(
-        Job(
-            job_id=job_id,
-            session_id=session_id,
-            name="Nightly report",
-            description="summarise yesterday's sign-ups",
-            schedule_expression="cron(0 6 * * ? *)",
-        )
-    )
 
 
 def producer(local: LocalStackRuntime, store: DynamoStore) -> TasksService:

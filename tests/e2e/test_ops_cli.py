@@ -9,9 +9,9 @@ import boto3
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.ops.cli import app
-from agentwake.ops.cli_common import CliState
-from agentwake.ops.context import OpsError, OpsOptions, build_context, discover
+from agentwake_ops.cli import app
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import OpsError, OpsOptions, build_context, discover
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION
 
@@ -232,7 +232,7 @@ def test_cloudformation_outputs_are_used_when_no_environment_is_set(
 
 
 def test_a_running_local_stack_is_found_from_its_state() -> None:
-    # GIVEN no AGENTWAKE_* variables and a local stack's state (as infra.local records it)
+    # GIVEN no AGENTWAKE_* variables and a local stack's state (as agentwake_local records it)
     state: dict[str, Any] = {
         "endpoint_url": "http://127.0.0.1:4566",
         "region": "us-east-1",
@@ -274,7 +274,7 @@ def test_the_lambda_handlers_never_import_the_cli_libraries() -> None:
     code = (
         "import sys\n"
         "import agentwake.handlers.background_result, agentwake.handlers.cron_wake\n"
-        "import agentwake.ops.context, agentwake.ops.triage\n"
+        "import agentwake_ops.context, agentwake_ops.triage\n"
         "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))\n"
     )
     # WHEN both handlers (and the CLI's plain-Python modules) are imported

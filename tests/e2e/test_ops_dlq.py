@@ -11,10 +11,10 @@ import pytest
 from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
-from agentwake.ops import triage
-from agentwake.ops.cli_common import CliState
-from agentwake.ops.context import resolve_context
 from agentwake.store.models import Job
+from agentwake_ops import triage
+from agentwake_ops.cli_common import CliState
+from agentwake_ops.context import resolve_context
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import FakeLambdaContext
 

@@ -10,8 +10,8 @@ from typing import Any
 import boto3
 import pytest
 
-from agentwake.ops import replay
 from agentwake.store.models import SessionConfig
+from agentwake_ops import replay
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, make_failed_background_run
 from tests.support.aws import REGION

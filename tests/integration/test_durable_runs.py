@@ -19,13 +19,11 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.idempotency import run_idempotency
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, MAX_ITEM_BYTES, item_size
 from agentwake.wake.background import wake_for_background_result
-from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from tests.integration.conftest import seed_session, seed_task
 from tests.support.aws import REGION, Resources
+from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
-from tests.support.tasks import token_for
 
 TWO_DELIVERIES = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "first"}}]},
@@ -51,19 +49,6 @@ def make_deps(store: DynamoStore, resources: Resources, provider_factory=build_p
         settings=Settings.from_env(),
         provider_factory=provider_factory,
         idempotency=run_idempotency(resources.idempotency_table, client=boto3.client("dynamodb", region_name=REGION)),
-    )
-
-
-def message(task_id: str, session_id: str) -> BackgroundResultMessage:
-    return BackgroundResultMessage(
-        task_id=task_id,
-        session_id=session_id,
-        task_token=token_for(task_id),
-        tool_name="web_research",
-        status="succeeded",
-        result_text="the result",
-        summary_name="Research",
-        finished_at="2026-11-30T05:00:00Z",
     )
 
 

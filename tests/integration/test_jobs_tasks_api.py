@@ -13,8 +13,8 @@ from agentwake.jobs import JobError, JobsService, JobTargets, schedule_expressio
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
 from agentwake.tasks import TasksService
-from tests.integration.conftest import seed_session
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
+from tests.support.builders import seed_session
 
 ALIAS_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live"
 ROLE_ARN = "arn:aws:iam::123456789012:role/agentwake-SchedulerRole"
@@ -37,7 +37,9 @@ def jobs(store: DynamoStore, resources: Resources, invocations: list) -> JobsSer
     )
 
 
-def test_create_job_makes_the_item_and_its_schedule(jobs: JobsService, store: DynamoStore) -> None:
+def test_create_job_makes_the_item_and_its_schedule(
+    jobs: JobsService, store: DynamoStore, resources: Resources
+) -> None:
     # GIVEN a session
     seed_session(store, "session-demo")
     # WHEN a job is created from six cron fields
@@ -48,7 +50,7 @@ def test_create_job_makes_the_item_and_its_schedule(jobs: JobsService, store: Dy
     assert sched is not None
     assert sched["ScheduleExpression"] == "cron(0 6 * * ? *)"
     assert sched["ScheduleExpressionTimezone"] == "Europe/Berlin"
-    assert sched["GroupName"] == "agentwake-jobs"
+    assert sched["GroupName"] == resources.schedule_group
     target = sched["Target"]
     assert target["Arn"] == ALIAS_ARN and target["RoleArn"] == ROLE_ARN
     assert json.loads(target["Input"]) == {"job_id": job.job_id, "scheduled_time": "<aws.scheduler.scheduled-time>"}

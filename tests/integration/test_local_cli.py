@@ -1,4 +1,4 @@
-"""``agentwake local ...`` / ``agentwake invoke`` (infra.local.cli) on the toy template."""
+"""``agentwake local ...`` / ``agentwake invoke`` (agentwake_local.cli) on the toy template."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.local.cli import app
-from infra.local.server import MotoServer
-from infra.local.stack import LocalStackRuntime
+from agentwake_local.cli import app
+from agentwake_local.server import MotoServer
+from agentwake_local.stack import LocalStackRuntime
 
 TOY_DIR = (Path(__file__).parent / "toy").resolve()
 TEMPLATE = TOY_DIR / "template.yaml"

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from infra.local.lambda_runtime import invoke as lambda_invoke
-from infra.local.server import MotoServer
-from infra.local.stack import LocalStackRuntime, read_state, state_path
-from infra.local.template import FunctionSpec
+from agentwake_local.lambda_runtime import invoke as lambda_invoke
+from agentwake_local.server import MotoServer
+from agentwake_local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.template import FunctionSpec
 
 TOY_DIR = (Path(__file__).parent / "toy").resolve()
 TEMPLATE = TOY_DIR / "template.yaml"

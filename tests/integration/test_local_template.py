@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.local.poller import InvalidBatchResponse, batch_item_failures
-from infra.local.template import TemplateError, load_template, parse_template, provision
+from agentwake_local.poller import InvalidBatchResponse, batch_item_failures
+from agentwake_local.template import TemplateError, load_template, parse_template, provision
 
 UNREACHABLE = "http://127.0.0.1:9"  # provisioning must fail before talking to AWS
 

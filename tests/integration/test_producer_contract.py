@@ -23,8 +23,8 @@ from agentwake.tasks import TasksService
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from tests.integration.conftest import seed_session
 from tests.support.aws import REGION, Resources
+from tests.support.builders import seed_session
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"

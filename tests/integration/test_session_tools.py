@@ -17,9 +17,9 @@ from agentwake.agent.tools import entry_points
 from agentwake.errors import RunFailed
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.background import wake_for_background_result
-from tests.integration.conftest import seed_session, seed_task
-from tests.integration.test_durable_runs import make_deps, message
+from tests.integration.test_durable_runs import make_deps
 from tests.support.aws import REGION, Resources
+from tests.support.builders import message, seed_session, seed_task
 
 TEST_TOOLS = Path(__file__).resolve().parents[1] / "support" / "entry_point_tools"
 

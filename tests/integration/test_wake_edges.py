@@ -13,32 +13,17 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, TaskExists
 from agentwake.store.models import FailureRecord, Task
 from agentwake.wake.background import wake_for_background_result
-from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from tests.integration.conftest import seed_session, seed_task
 from tests.support.aws import REGION, Resources
+from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import FaultyStore
 from tests.support.receiver import CountingReceiver
-from tests.support.tasks import token_for
 
 
 @pytest.fixture
 def receiver() -> Iterator[CountingReceiver]:
     with CountingReceiver() as r:
         yield r
-
-
-def message(task_id: str, session_id: str) -> BackgroundResultMessage:
-    return BackgroundResultMessage(
-        task_id=task_id,
-        session_id=session_id,
-        task_token=token_for(task_id),
-        tool_name="web_research",
-        status="succeeded",
-        result_text="r",
-        summary_name="Research",
-        finished_at="2026-11-30T05:00:00Z",
-    )
 
 
 def deps_for(store: DynamoStore) -> WakeDeps:

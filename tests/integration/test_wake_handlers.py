@@ -15,9 +15,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from agentwake.errors import RunFailed
 from agentwake.handlers import background_result, cron_wake
 from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
-from agentwake.store.models import Job
-from tests.integration.conftest import FAILING_PROVIDERS, seed_session, seed_task
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
+from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session, seed_task
 from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -50,19 +49,6 @@ def result_body(task_id: str, session_id: str, **over: Any) -> str:
     }
     body.update(over)
     return json.dumps(body)
-
-
-def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
-    store.put_job(
-        Job(
-            job_id=job_id,
-            session_id=session_id,
-            name="Nightly report",
-            description="summarise yesterday's sign-ups",
-            schedule_expression="cron(0 6 * * ? *)",
-            **kw,
-        )
-    )
 
 
 def invoke_background(event: dict[str, Any]) -> dict[str, Any]:

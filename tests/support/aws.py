@@ -1,9 +1,10 @@
-"""Test support: the agent resources on moto, shaped as template.yaml declares them."""
+"""Test support: the agent resources on moto, provisioned from template.yaml itself."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,6 +21,8 @@ class Resources:
     cron_failure_url: str
     scheduler_dlq_url: str
     schedule_group: str
+    #: the provisioned local stack (functions with their event sources, outputs)
+    stack: Any = None
 
     def env(self) -> dict[str, str]:
         return {
@@ -34,50 +37,40 @@ class Resources:
         }
 
 
+#: the repository's SAM template: the tests' resources are what it declares, never a copy
+TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+@lru_cache(maxsize=8)
+def _template(max_receive_count: int) -> Any:
+    """template.yaml read and resolved once per test session (per MaxReceiveCount)."""
+    from agentwake_local.template import load_template
+
+    return load_template(TEMPLATE_PATH, {"MaxReceiveCount": str(max_receive_count)}, region=REGION)
+
+
+@lru_cache(maxsize=1)
+def _session() -> boto3.session.Session:
+    # one session (its service models loaded once); moto's mock reaches every client it makes
+    return boto3.session.Session(region_name=REGION)
+
+
 def create_resources(max_receive_count: int = 5) -> Resources:
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    ddb.create_table(
-        TableName="agentwake-test",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi1pk", "gsi1sk")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "gsi1",
-                "KeySchema": [
-                    {"AttributeName": "gsi1pk", "KeyType": "HASH"},
-                    {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
-    ddb.create_table(
-        TableName="agentwake-idempotency-test",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    sqs = boto3.client("sqs", region_name=REGION)
-    dlq = sqs.create_queue(QueueName="results-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    queue = sqs.create_queue(
-        QueueName="results",
-        Attributes={
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)})
-        },
-    )["QueueUrl"]
-    cron_failures = sqs.create_queue(QueueName="cron-failures")["QueueUrl"]
-    scheduler_dlq = sqs.create_queue(QueueName="scheduler-dlq")["QueueUrl"]
-    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="agentwake-jobs")
+    """Provision template.yaml's resources on moto (inside ``mock_aws()``) with the local stack's
+    own provisioner, as ``agentwake local up`` does on the embedded server."""
+    from agentwake_local.template import provision
+
+    stack = provision(_template(max_receive_count), None, session=_session())
+    out = stack.outputs
     return Resources(
-        table="agentwake-test",
-        idempotency_table="agentwake-idempotency-test",
-        queue_url=queue,
-        dlq_url=dlq,
-        cron_failure_url=cron_failures,
-        scheduler_dlq_url=scheduler_dlq,
-        schedule_group="agentwake-jobs",
+        table=out["AgentTableName"],
+        idempotency_table=out.get("IdempotencyTableName", ""),
+        queue_url=out["BackgroundResultQueueUrl"],
+        dlq_url=out["BackgroundResultDLQUrl"],
+        cron_failure_url=out["CronFailureQueueUrl"],
+        scheduler_dlq_url=out["SchedulerDLQUrl"],
+        schedule_group=out["ScheduleGroupName"],
+        stack=stack,
     )
 
 

@@ -21,7 +21,7 @@ FORBIDDEN_MODULES = {
     "agentwake.agent.tools.http",
     "agentwake.agent.tools.entry_points",
     "fastjsonschema",
-    "agentwake.ops.cli",
+    "agentwake_ops.cli",
     "urllib.request",
     "http.client",
 }

@@ -15,37 +15,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agentwake.agent.tools import Tool
+from agentwake.agent.tools.http import TOOL_NAME, HttpToolSpec
 from agentwake.errors import ConfigError, describe_validation_error
 
-TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 RESERVED = frozenset({"send_message_to_user"})
 
 
-class _Spec(BaseModel):
+class PythonToolSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-
-class HttpToolSpec(_Spec):
-    type: Literal["http"] = "http"
-    name: str = Field(pattern=TOOL_NAME)
-    description: str = Field(min_length=1, max_length=4000)
-    #: JSON Schema of the arguments (an object schema); calls are validated against it
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    url: str = Field(min_length=1, max_length=2048)
-    #: GET and DELETE send the arguments as the query string, the others as a JSON body
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    #: where the credential comes from (scoped like every secret reference); omit for none
-    secret_ref: str | None = None
-    auth_header: str = Field(default="Authorization", min_length=1, max_length=128)
-    #: the header value is ``{auth_scheme} {secret}``; an empty scheme sends the secret alone
-    auth_scheme: str = Field(default="Bearer", max_length=32)
-    timeout: float = Field(default=10.0, gt=0, le=300)
-    side_effect: bool = False
-    #: results longer than this are cut, with a marker saying how much was cut
-    max_result_chars: int = Field(default=8000, ge=100, le=100_000)
-
-
-class PythonToolSpec(_Spec):
     type: Literal["python"] = "python"
     #: the entry point's name in the ``agentwake.tools`` group
     name: str = Field(pattern=TOOL_NAME)

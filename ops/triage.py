@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentwake.ops.context import OpsContext, OpsError
 from agentwake.redact import redact
 from agentwake.store.dynamo import DynamoStore, RunSummary
 from agentwake.store.models import cron_run_id
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON, ATTR_RECEIVE_COUNT, ATTR_SOURCE
+from agentwake_ops.context import OpsContext, OpsError
 
 #: the DLQs by the short name the CLI uses -> queue role in OpsContext
 DLQS: dict[str, str] = {"results": "results-dlq", "cron": "cron-failures", "scheduler": "scheduler-dlq"}

@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from agentwake.ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
 from agentwake.redact import redact
+from agentwake_ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."

@@ -11,8 +11,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from agentwake.ops import triage
-from agentwake.ops.cli_common import (
+from agentwake_ops import triage
+from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     age,
@@ -26,7 +26,7 @@ from agentwake.ops.cli_common import (
     print_json,
     when,
 )
-from agentwake.ops.triage import DlqMessage, RedriveItem, RedriveReport, Selection
+from agentwake_ops.triage import DlqMessage, RedriveItem, RedriveReport, Selection
 
 app = typer.Typer(
     help="Triage the dead-letter queues: list, show, redrive, delete, purge, export.",
@@ -248,7 +248,7 @@ def redrive(
     selection = Selection(ids=tuple(ids or ()), error_type=error_type, session_id=session, everything=everything)
     context = ops(ctx)
     if verify and not selection.empty:
-        from agentwake.ops.cli_replay import verify_before_redrive
+        from agentwake_ops.cli_replay import verify_before_redrive
 
         chosen = triage.filter_messages(triage.list_messages(context, _check_queue(queue)), selection)
         if not verify_before_redrive(context, chosen, force=force):

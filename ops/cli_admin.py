@@ -10,7 +10,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from agentwake.ops.cli_common import (
+from agentwake.store.dynamo import RunSummary
+from agentwake.store.models import SessionConfig, background_run_id, utcnow_iso
+from agentwake_ops.cli_common import (
     JSON_HELP,
     YES_HELP,
     confirm,
@@ -23,9 +25,7 @@ from agentwake.ops.cli_common import (
     print_json,
     when,
 )
-from agentwake.ops.context import OpsError
-from agentwake.store.dynamo import RunSummary
-from agentwake.store.models import SessionConfig, background_run_id, utcnow_iso
+from agentwake_ops.context import OpsError
 
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
@@ -59,7 +59,7 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status and attempts, every failed attempt, steps journaled, deliveries made."""
-    from agentwake.ops.cli_dlq import render_summary_tables
+    from agentwake_ops.cli_dlq import render_summary_tables
 
     summary = ops(ctx).store.run_summary(run_id)
     if summary.run is None and not (summary.failures or summary.steps or summary.deliveries):
@@ -416,18 +416,3 @@ def tasks_finish(
         f"Sent the completion of {escape(task_id)} (message {message_id}); it wakes run bg:{escape(task_id)}."
     )
 
-
-# --------------------------------------------------------------------------------------------
-# runs replay (agentwake.ops.cli_replay)
-
-
-def _register_replay() -> None:
-    from agentwake.ops.cli_replay import runs_replay
-
-    runs_app.command(
-        "replay",
-        epilog="Example: agentwake runs replay bg:task-1234 --provider '{\"type\":\"bedrock\",\"model_id\":\"amazon.nova-lite-v1:0\"}'",
-    )(runs_replay)
-
-
-_register_replay()

@@ -3,7 +3,7 @@
 Resolution order, first match wins:
 
 1. explicit environment: ``AGENTWAKE_TABLE`` and the other ``AGENTWAKE_*`` variables (``ENV_OUTPUTS``);
-2. a running local stack: the state file ``infra.local`` writes (``$AGENTWAKE_HOME/local.json``),
+2. a running local stack: the state file the local stack plugin reads (``$AGENTWAKE_HOME/local.json``),
    with its endpoint and outputs — unless ``--stack-name`` or ``--profile`` names a real stack;
 3. the CloudFormation outputs of ``--stack-name`` (default ``agentwake``) in ``--region`` with
    ``--profile``.
@@ -13,10 +13,8 @@ Plain Python (no typer/rich): tests and other tools build an ``OpsContext`` dire
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +23,7 @@ from agentwake.jobs import JobsService, JobTargets
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
 from agentwake.tasks import TasksService
+from agentwake_ops.plugins import InvokeAsync
 
 DEFAULT_STACK_NAME = "agentwake"
 
@@ -51,9 +50,6 @@ QUEUE_OUTPUTS: dict[str, str] = {
     "scheduler-dlq": "SchedulerDLQUrl",
 }
 QUEUE_ROLES = tuple(QUEUE_OUTPUTS)
-
-#: (function logical id, payload) -> a short description of what happened
-InvokeAsync = Callable[[str, dict[str, Any]], Any]
 
 
 class OpsError(Exception):
@@ -196,14 +192,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _read_local_state() -> dict[str, Any] | None:
-    try:
-        from infra.local.stack import read_state
-    except ImportError:  # the `local` extra is not installed: there can be no local stack
-        return None
-    try:
-        return read_state()
-    except Exception:
-        return None
+    """The running local stack, through the plugin that registered it (none: the `local` extra is
+    not installed, so there can be no local stack)."""
+    from agentwake_ops.plugins import local_stack
+
+    hooks = local_stack()
+    return hooks.read_state() if hooks is not None else None
 
 
 def _boto3_session(profile: str | None, region: str | None) -> Any:
@@ -257,8 +251,13 @@ def build_context(
     queues = {role: outputs[out] for role, out in QUEUE_OUTPUTS.items() if outputs.get(out)}
 
     if invoke_async is None:
+        hooks = None
         if discovery.local_state is not None:
-            invoke_async = LocalInvoker(discovery.local_state)
+            from agentwake_ops.plugins import local_stack
+
+            hooks = local_stack()
+        if hooks is not None and discovery.local_state is not None:
+            invoke_async = hooks.invoker(discovery.local_state)
         else:
             invoke_async = LambdaInvoker(outputs, lambda: client("lambda"))
 
@@ -351,30 +350,3 @@ class LambdaInvoker:
         arn = self.target(logical_id)
         resp = self.client().invoke(FunctionName=arn, InvocationType="Event", Payload=json.dumps(payload).encode())
         return f"queued on {arn} (HTTP {resp.get('StatusCode', '?')})"
-
-
-class LocalInvoker:
-    """Lambda's asynchronous invocation on the running local stack, emulated in this process.
-
-    The local stack's async queue lives in the process that runs it; from another process the
-    invocation runs here (retries, then the on-failure destination on the same local queues).
-    """
-
-    def __init__(self, state: dict[str, Any]) -> None:
-        self.state = state
-        self._runtime: Any = None
-
-    def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
-        if self._runtime is None:
-            try:
-                from infra.local.stack import LocalStackRuntime
-            except ImportError as exc:
-                raise OpsError(f"cannot invoke on the local stack: {exc} (pip install -e '.[local]')") from exc
-            self._runtime = LocalStackRuntime.attach(state=self.state)
-        # the function runs in this process: its logs and metrics go to stderr, so that stdout
-        # stays the CLI's own output (--json must stay parseable)
-        with contextlib.redirect_stdout(sys.stderr):
-            pending = self._runtime.invoke_async(logical_id, payload, wait=True)
-            outcome = pending.wait() if hasattr(pending, "wait") else pending
-        attempts = len(getattr(outcome, "attempts", []) or [])
-        return f"ran on the local stack: {getattr(outcome, 'condition', '?')} after {attempts} attempt(s)"

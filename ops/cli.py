@@ -6,12 +6,11 @@
     agentwake dlq redrive --id ID           resume the run where it stopped
 
 Resources are found from the AGENTWAKE_* variables, a running local stack, or the CloudFormation
-outputs of --stack-name (see ``agentwake.ops.context``).
+outputs of --stack-name (see ``agentwake_ops.context``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from typing import Annotated, Any
 
@@ -19,9 +18,9 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from agentwake.ops import cli_admin, cli_dlq
-from agentwake.ops.cli_common import CliState, state
-from agentwake.ops.context import OpsError, OpsOptions
+from agentwake_ops import cli_admin, cli_dlq, cli_replay
+from agentwake_ops.cli_common import CliState, state
+from agentwake_ops.context import OpsError, OpsOptions
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -101,6 +100,10 @@ def _root(
 
 
 app.add_typer(cli_dlq.app, name="dlq")
+cli_admin.runs_app.command(
+    "replay",
+    epilog="Example: agentwake runs replay bg:task-1234 --provider '{\"type\":\"bedrock\",\"model_id\":\"amazon.nova-lite-v1:0\"}'",
+)(cli_replay.runs_replay)
 app.add_typer(cli_admin.runs_app, name="runs")
 app.add_typer(cli_admin.history_app, name="history")
 app.add_typer(cli_admin.jobs_app, name="jobs")
@@ -108,27 +111,22 @@ app.add_typer(cli_admin.sessions_app, name="sessions")
 app.add_typer(cli_admin.tasks_app, name="tasks")
 
 
-def _add_local_commands() -> None:
-    """``agentwake local ...`` when the embedded local AWS (``infra.local.cli``) is installed."""
-    try:
-        if importlib.util.find_spec("infra.local.cli") is None:
-            return
-    except (ImportError, ValueError):
-        return
-    module = importlib.import_module("infra.local.cli")
-    local_app = getattr(module, "app", None)
-    if isinstance(local_app, typer.Typer):
-        app.add_typer(local_app, name="local")
-    register = getattr(module, "register", None)
-    if callable(register):
-        register(app)
+def _add_plugin_commands() -> None:
+    """Commands other packages register (``agentwake local …``, ``agentwake invoke``): see plugins."""
+    from agentwake_ops.plugins import registry
+
+    reg = registry()
+    for sub_app, name in reg.groups:
+        app.add_typer(sub_app, name=name)
+    for fn, name in reg.commands:
+        app.command(name)(fn)
 
 
-_add_local_commands()
+_add_plugin_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script: ``agentwake = agentwake.ops.cli:main``."""
+    """The console script: ``agentwake = agentwake_ops.cli:main``."""
     try:
         app(args=argv, prog_name="agentwake", standalone_mode=True)
     except SystemExit as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,15 +10,28 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from agentwake.ops import replay as replay_mod
-from agentwake.ops.cli_common import JSON_HELP, console, dash, facts_panel, ops, print_json
-from agentwake.ops.context import OpsContext
+from agentwake_ops import replay as replay_mod
+from agentwake_ops.cli_common import JSON_HELP, console, dash, facts_panel, ops, parse_json_option, print_json
+from agentwake_ops.context import OpsContext, OpsError
 
 
 def _providers(provider: list[str] | None, providers_file: Path | None) -> list[dict[str, Any]] | None:
-    from agentwake.ops.cli_admin import _providers as parse_providers
-
-    return parse_providers(provider, providers_file)
+    """The --provider / --providers-file specs (each checked when the replay builds its session)."""
+    if provider and providers_file:
+        raise OpsError("give either --provider (repeatable) or --providers-file, not both")
+    if providers_file is not None:
+        try:
+            raw = json.loads(providers_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise OpsError(f"cannot read {providers_file} as JSON: {exc}") from exc
+        raw = raw["providers"] if isinstance(raw, dict) and "providers" in raw else raw
+    elif provider:
+        raw = [parse_json_option(p, "--provider") for p in provider]
+    else:
+        return None
+    if not isinstance(raw, list) or not raw or not all(isinstance(spec, dict) for spec in raw):
+        raise OpsError('providers must be a non-empty list of JSON objects like {"type": "scripted"}')
+    return list(raw)
 
 
 def runs_replay(
@@ -38,7 +52,7 @@ def runs_replay(
 
     Journaled model replies and tool results are reused up to the first unfinished step; later steps use --provider (or the session's current providers). Prints the transcript and the outcome a redrive would reach. Exits 0 when the replay reaches DONE, 1 when it ends in ERROR.
     """
-    from agentwake.ops.transcript import TranscriptPrinter
+    from agentwake.agent.transcript import TranscriptPrinter
 
     printer = None if as_json else TranscriptPrinter(out=None, indent="  ")
     if printer is not None:

@@ -1,1 +1,0 @@
-"""Infrastructure helpers that are not part of the Lambda bundle."""

@@ -1,0 +1,59 @@
+"""Registers the embedded local AWS with the operator CLI (entry point ``agentwake.cli: local``).
+
+The CLI never imports this package; it loads this function through its entry point group and gets
+``agentwake local …``, ``agentwake invoke`` and a way to find and invoke on a running local stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+from agentwake_ops.context import OpsError
+from agentwake_ops.plugins import LocalStackHooks, Registry
+
+
+def register(registry: Registry) -> None:
+    from agentwake_local import cli
+
+    registry.add_group(cli.app, "local")
+    registry.add_command(cli.invoke, "invoke")
+    registry.set_local_stack(LocalStackHooks(read_state=_read_state, invoker=LocalInvoker))
+
+
+def _read_state() -> dict[str, Any] | None:
+    from agentwake_local.stack import read_state
+
+    try:
+        return read_state()
+    except Exception:
+        return None
+
+
+class LocalInvoker:
+    """Lambda's asynchronous invocation on the running local stack, emulated in this process.
+
+    The local stack's async queue lives in the process that runs it; from another process the
+    invocation runs here (retries, then the on-failure destination on the same local queues).
+    """
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self._runtime: Any = None
+
+    def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
+        if self._runtime is None:
+            from agentwake_local.stack import LocalStackRuntime
+
+            try:
+                self._runtime = LocalStackRuntime.attach(state=self.state)
+            except Exception as exc:
+                raise OpsError(f"cannot invoke on the local stack: {exc}") from exc
+        # the function runs in this process: its logs and metrics go to stderr, so that stdout
+        # stays the CLI's own output (--json must stay parseable)
+        with contextlib.redirect_stdout(sys.stderr):
+            pending = self._runtime.invoke_async(logical_id, payload, wait=True)
+            outcome = pending.wait() if hasattr(pending, "wait") else pending
+        attempts = len(getattr(outcome, "attempts", []) or [])
+        return f"ran on the local stack: {getattr(outcome, 'condition', '?')} after {attempts} attempt(s)"

@@ -1,0 +1,21 @@
+"""Package layout (metadata lives in pyproject.toml): three import names from three folders.
+
+- ``agentwake``        functions/agentwake  the Lambda runtime (the SAM CodeUri is functions/)
+- ``agentwake_ops``    ops/                 the operator CLI (``ops`` extra)
+- ``agentwake_local``  infra/local/         the embedded local AWS (``local`` extra)
+"""
+
+from setuptools import find_packages, setup
+
+FOLDERS = {"agentwake": "functions/agentwake", "agentwake_ops": "ops", "agentwake_local": "infra/local"}
+
+
+def packages() -> list[str]:
+    found: list[str] = []
+    for name, folder in FOLDERS.items():
+        found.append(name)
+        found += [f"{name}.{sub}" for sub in find_packages(folder)]
+    return found
+
+
+setup(packages=packages(), package_dir=FOLDERS)

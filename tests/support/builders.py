@@ -1,0 +1,75 @@
+"""Test builders shared by every layer: sessions, tasks, jobs and completion messages.
+
+One definition each, so a change to a model (a new required field) is made once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.models import Job, SessionConfig, Task
+from agentwake.wake.messages import BackgroundResultMessage
+from tests.support.tasks import token_for, token_hash_for
+
+#: step 0 messages the user, step 1 answers: a run that ends DONE with one delivery
+OK_SCRIPT = [
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is done."}}]},
+    {"text": "I told the user the research is done."},
+]
+#: every provider fails: the run ends in ERROR
+FAILING_PROVIDERS = [
+    {"type": "scripted", "id": "primary", "script": [{"error": "server"}]},
+    {"type": "scripted", "id": "fallback", "script": [{"error": "auth"}]},
+]
+
+
+def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | None = None, **kw: object) -> None:
+    store.put_session(
+        SessionConfig(
+            session_id=session_id,
+            providers=providers or [{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
+            retry_base_delay_ms=0,
+            **kw,  # type: ignore[arg-type]
+        )
+    )
+
+
+def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
+    """A registered task whose token is ``tests.support.tasks.token_for(task_id)``."""
+    store.put_task(
+        Task(
+            task_id=task_id,
+            session_id=session_id,
+            tool_name="web_research",
+            tool_args={"q": "x"},
+            token_sha256=token_hash_for(task_id),
+        )
+    )
+
+
+def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
+    store.put_job(
+        Job(
+            job_id=job_id,
+            session_id=session_id,
+            name="Nightly report",
+            description="summarise yesterday's sign-ups",
+            schedule_expression="cron(0 6 * * ? *)",
+            **kw,
+        )
+    )
+
+
+def message(task_id: str, session_id: str, result_text: str = "the result") -> BackgroundResultMessage:
+    """A valid completion message for a task registered with ``seed_task``."""
+    return BackgroundResultMessage(
+        task_id=task_id,
+        session_id=session_id,
+        task_token=token_for(task_id),
+        tool_name="web_research",
+        status="succeeded",
+        result_text=result_text,
+        summary_name="Research",
+        finished_at="2026-11-30T05:00:00Z",
+    )
