@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from agentwake.redact import redact
 from agentwake_ops import replay as replay_mod
 from agentwake_ops.cli_common import JSON_HELP, console, dash, facts_panel, ops, parse_json_option, print_json
 from agentwake_ops.context import OpsContext, OpsError
@@ -54,16 +56,9 @@ def runs_replay(
     """
     from agentwake.agent.transcript import TranscriptPrinter
 
-    printer = None if as_json else TranscriptPrinter(out=None, indent="  ")
+    printer = None if as_json else TranscriptPrinter(out=_RedactingStdout(), indent="  ")
     if printer is not None:
         console().print(f"Replaying {escape(run_id)} (nothing is written or delivered):")
-
-    def on_event(event: Any) -> None:
-        if printer is not None:
-            import sys
-
-            printer.out = sys.stdout  # CliRunner swaps stdout per invocation
-            printer(event)
 
     outcome = replay_mod.replay(
         ops(ctx).store,
@@ -71,7 +66,7 @@ def runs_replay(
         providers=_providers(provider, providers_file),
         max_steps=max_steps,
         persona=persona,
-        on_event=on_event,
+        on_event=printer,
     )
     if as_json:
         print_json(outcome.as_dict())
@@ -81,16 +76,26 @@ def runs_replay(
         raise typer.Exit(1)
 
 
+class _RedactingStdout:
+    """The transcript's stream: this moment's stdout (CliRunner swaps it), through the redactor."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(redact(text))
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
     out = console()
     rows = [
         ("run id", outcome.run_id),
         ("session", outcome.session_id),
-        ("was", f"{dash(outcome.original_status)}: {dash(outcome.original_error)}"),
+        ("was", redact(f"{dash(outcome.original_status)}: {dash(outcome.original_error)}")),
         ("replay outcome", outcome.state + (f" ({outcome.error_type})" if outcome.error_type else "")),
         ("steps", f"{outcome.steps} ({outcome.replayed_steps} reused from the journal)"),
-        ("final text", outcome.final_text),
-        *((f"provider {pid}", err) for pid, err in outcome.provider_errors.items()),
+        ("final text", redact(outcome.final_text)),
+        *((f"provider {pid}", redact(err)) for pid, err in outcome.provider_errors.items()),
     ]
     out.print(facts_panel(rows, "what-if replay"))
     if outcome.would_deliver:
@@ -98,7 +103,7 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
         table.add_column("delivery id")
         table.add_column("text", overflow="fold")
         for d in outcome.would_deliver:
-            table.add_row(escape(d.delivery_id), escape(d.text))
+            table.add_row(escape(d.delivery_id), escape(redact(d.text)))
         out.print(table)
     if outcome.already_delivered:
         out.print(
@@ -122,7 +127,9 @@ def verify_before_redrive(context: OpsContext, messages: list[Any], *, force: bo
     for column in ("id", "run id", "replay", "reason"):
         table.add_column(column, overflow="fold")
     for v in verdicts:
-        table.add_row(v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(v.reason or "-"))
+        table.add_row(
+            v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(redact(v.reason or "-"))
+        )
     out.print(table)
     failing = [v for v in verdicts if not v.ok]
     if not failing:

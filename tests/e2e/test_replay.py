@@ -176,3 +176,86 @@ def test_sessions_put_takes_tools_and_refuses_a_bad_spec(cli: Cli, stack: Stack)
     bad = cli("sessions", "put", "s-tools", "--tools", '[{"type": "http", "name": "x"}]', expect=1)
     assert "invalid tool spec 'x'" in bad.stderr
     assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
+
+
+def test_replay_never_calls_a_side_effecting_tool(cli: Cli, stack: Stack, httpserver: Any) -> None:
+    # GIVEN a run that created a ticket at step 0 (a side-effecting HTTP tool), then failed on auth
+    httpserver.expect_request("/tickets").respond_with_json({"ticket": "T-1"})
+    tool = {
+        "type": "http",
+        "name": "create_ticket",
+        "description": "Open a ticket.",
+        "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+        "url": httpserver.url_for("/tickets"),
+        "side_effect": True,
+    }
+    broken = {
+        "type": "scripted",
+        "id": "p",
+        "script": [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "first"}}]}, {"error": "auth"}],
+    }
+    task_id = make_failed_background_run(cli, stack, "s-side", [broken])
+    cli("sessions", "put", "s-side", "--tools", json.dumps([tool]))
+    stack.poll_until_dead_lettered()
+    assert len(httpserver.log) == 1
+    # WHEN it is replayed with a provider that would open a second ticket at step 1
+    fixed = {
+        "type": "scripted",
+        "id": "fixed",
+        "script": [
+            {"text": "(journal)"},
+            {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "second"}}]},
+            {"text": "Done."},
+        ],
+    }
+    data = json.loads(cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed), "--json").stdout)
+    # THEN the replay reaches DONE, lists the call it did not make, and the server saw no new request
+    assert data["outcome"] == "DONE"
+    assert [(c["tool"], json.loads(c["arguments"])) for c in data["side_effects_not_called"]] == [
+        ("create_ticket", {"title": "second"})
+    ]
+    assert len(httpserver.log) == 1
+
+
+def test_the_wake_kept_for_replay_fits_a_dynamodb_item_whatever_its_size(stack: Stack) -> None:
+    # GIVEN a wake far over DynamoDB's 400 KB once encoded (emoji: 4 bytes each)
+    wake = {"trigger": "background_task_finished", "result": "😀" * 150_000, "tool_args": {"q": "x"}}
+    # WHEN a run keeps it for replay THEN the write succeeds and reads back bounded, with a marker
+    stack.store.put_wake("bg:huge", kind="background", wake=wake)
+    kind, kept = stack.store.get_wake("bg:huge")  # type: ignore[misc]
+    assert kind == "background" and kept["tool_args"] == {"q": "x"}
+    assert kept["result"].startswith("😀") and "…[truncated" in kept["result"]
+    assert len(json.dumps(kept, ensure_ascii=False).encode()) <= 300_000
+
+
+def test_max_steps_and_persona_change_the_replay(cli: Cli, stack: Stack, receiver: CountingReceiver) -> None:
+    task_id = failed_run_with_webhook(cli, stack, receiver, "s-knobs")
+    # GIVEN --max-steps 1: step 0 is in the journal, so the next step is the final, tool-less one;
+    # the fixed provider still calls a tool there, so the replay must end in MaxStepsExceeded
+    data = json.loads(
+        cli(
+            "runs", "replay", f"bg:{task_id}", "--provider", json.dumps(FIXED), "--max-steps", "1", "--json", expect=1
+        ).stdout
+    )
+    assert (data["outcome"], data["error_type"]) == ("ERROR", "MaxStepsExceeded")
+    # AND --persona reaches the system prompt the new steps are asked with
+    seen: list[str] = []
+
+    def factory(spec: dict[str, Any]) -> Any:
+        from agentwake.agent.providers import build_provider
+
+        provider = build_provider(spec)
+        original = provider.complete
+
+        def complete(request: Any) -> Any:
+            seen.append(request.messages[0].content)
+            return original(request)
+
+        provider.complete = complete  # type: ignore[method-assign]
+        return provider
+
+    outcome = replay.replay(
+        stack.store, f"bg:{task_id}", providers=[FIXED], persona="You are a pirate.", provider_factory=factory
+    )
+    assert outcome.ok
+    assert seen and all(prompt.startswith("You are a pirate.") for prompt in seen)

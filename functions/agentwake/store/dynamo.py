@@ -410,7 +410,12 @@ class DynamoStore:
                 "pk": {"S": run_pk(run_id)},
                 "sk": {"S": "WAKE"},
                 "kind": {"S": kind},
-                "value": {"S": json.dumps(wake, default=str)},
+                # bounded like a journal step: a wake the item cannot hold must not fail the run
+                "value": {
+                    "S": json.dumps(
+                        bound_json(json.loads(json.dumps(wake, default=str)), JOURNAL_VALUE_BYTES), ensure_ascii=False
+                    )
+                },
                 "at": {"S": utcnow_iso()},
                 "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
             },
