@@ -251,7 +251,7 @@ def redrive(
         from agentwake_ops.cli_replay import verify_before_redrive
 
         chosen = triage.filter_messages(triage.list_messages(context, _check_queue(queue)), selection)
-        if not verify_before_redrive(context, chosen, force=force):
+        if not verify_before_redrive(context, chosen, force=force, to_stderr=as_json):
             raise typer.Exit(1)
     progress_state: dict[str, Any] = {}
     err = err_console()

@@ -13,7 +13,16 @@ from rich.table import Table
 
 from agentwake.redact import redact
 from agentwake_ops import replay as replay_mod
-from agentwake_ops.cli_common import JSON_HELP, console, dash, facts_panel, ops, parse_json_option, print_json
+from agentwake_ops.cli_common import (
+    JSON_HELP,
+    console,
+    dash,
+    err_console,
+    facts_panel,
+    ops,
+    parse_json_option,
+    print_json,
+)
 from agentwake_ops.context import OpsContext, OpsError
 
 
@@ -119,10 +128,11 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
         out.print("A redrive of this run would fail again.", style="red")
 
 
-def verify_before_redrive(context: OpsContext, messages: list[Any], *, force: bool) -> bool:
-    """Replay each message's run; print the verdicts. True when the redrive may go ahead."""
+def verify_before_redrive(context: OpsContext, messages: list[Any], *, force: bool, to_stderr: bool = False) -> bool:
+    """Replay each message's run; print the verdicts (on stderr with --json, so stdout stays JSON).
+    True when the redrive may go ahead."""
     verdicts = replay_mod.verify(context.store, messages)
-    out = console()
+    out = err_console() if to_stderr else console()
     table = Table(title=f"--verify: replayed {len(verdicts)} run(s)", title_justify="left")
     for column in ("id", "run id", "replay", "reason"):
         table.add_column(column, overflow="fold")

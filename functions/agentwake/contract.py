@@ -49,6 +49,14 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
 }
 
 
+#: where the published contract is stricter than the parser. The parser accepts a completion without
+#: ``task_token`` so that it can dead-letter it as a ForgedCompletion (with that reason) instead of an
+#: InvalidMessage; a producer must always send it, so the schema requires it.
+REQUIRED_BY_CONTRACT: dict[str, dict[str, dict[str, Any]]] = {
+    "background-result.schema.json": {"task_token": {"type": "string", "minLength": 1, "maxLength": 256}},
+}
+
+
 def _models() -> dict[str, tuple[type[BaseModel], str]]:
     return {
         "background-result.schema.json": (
@@ -72,6 +80,10 @@ def schema_for(model: type[BaseModel], description: str, file_name: str) -> dict
         prop.pop("title", None)
         if field_name in docs:
             prop["description"] = docs[field_name]
+    for field_name, stricter in REQUIRED_BY_CONTRACT.get(file_name, {}).items():
+        prop = body["properties"][field_name]
+        body["properties"][field_name] = {"description": prop.get("description", ""), **stricter}
+        body["required"] = [*body.get("required", []), field_name]
     return {"$schema": DRAFT, "$id": ID_BASE + file_name, **body, "description": description}
 
 

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict
 
 from agentwake import contract
-from agentwake.errors import InvalidMessage
+from agentwake.errors import ForgedCompletion, InvalidMessage
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.tasks import TasksService
@@ -147,6 +147,25 @@ def test_schema_refuses_what_the_runtime_refuses(case: str) -> None:
     with pytest.raises(InvalidMessage):
         BackgroundResultMessage.parse_body(json.dumps(body))
     assert errors(validator("background-result.schema.json"), body), case
+
+
+def test_a_completion_without_its_token_is_refused_by_the_schema_and_never_succeeds(
+    resources: Resources, store: DynamoStore
+) -> None:
+    # GIVEN a registered task and a completion that leaves its token out
+    seed_session(store, "s-tokenless")
+    registered = TasksService(store, resources.queue_url).register_task("s-tokenless", "web_research")
+    body = {k: v for k, v in VALID.items() if k != "task_token"}
+    body.update(task_id=registered.task_id, session_id="s-tokenless")
+    # THEN the published schema refuses it (the contract requires the token)
+    assert any(
+        "'task_token' is a required property" in e for e in errors(validator("background-result.schema.json"), body)
+    )
+    # AND the runtime, which parses it, refuses to run it: a permanent ForgedCompletion, the task untouched
+    msg = BackgroundResultMessage.parse_body(json.dumps(body))
+    with pytest.raises(ForgedCompletion):
+        wake_for_background_result(msg, WakeDeps(store=store, settings=Settings.from_env()))
+    assert store.get_task(registered.task_id).status == "running"  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------------------ what producers send
