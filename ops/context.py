@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.jobs import JobsService, JobTargets
+from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
 from agentwake.tasks import TasksService
@@ -28,15 +29,16 @@ from agentwake_ops.plugins import InvokeAsync
 DEFAULT_STACK_NAME = "agentwake"
 
 #: environment variable -> the stack output it stands for
+#: (the runtime's own variables are named by agentwake.settings; the rest are the CLI's)
 ENV_OUTPUTS: dict[str, str] = {
-    "AGENTWAKE_TABLE": "AgentTableName",
-    "AGENTWAKE_IDEMPOTENCY_TABLE": "IdempotencyTableName",
-    "AGENTWAKE_RESULT_QUEUE_URL": "BackgroundResultQueueUrl",
-    "AGENTWAKE_RESULT_DLQ_URL": "BackgroundResultDLQUrl",
+    Settings.env_name("table_name"): "AgentTableName",
+    Settings.env_name("idempotency_table"): "IdempotencyTableName",
+    Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
+    Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
+    Settings.env_name("schedule_group"): "ScheduleGroupName",
     "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
     "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
     "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
-    "AGENTWAKE_SCHEDULE_GROUP": "ScheduleGroupName",
     "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",
     "AGENTWAKE_CRON_FUNCTION_ARN": "CronWakeFunctionAliasArn",
 }

@@ -1,5 +1,11 @@
 """The environment, as one model validated once at cold start. Logic receives Settings; it never
-reads ``os.environ``."""
+reads ``os.environ``.
+
+This model is the one place that declares each ``AGENTWAKE_*`` variable: its name (the field's
+``validation_alias``), its default and its meaning (the field's description). template.yaml's
+Globals, the operator CLI's discovery and docs/architecture.md are checked against it
+(tests/unit/test_settings_names.py).
+"""
 
 from __future__ import annotations
 
@@ -7,75 +13,156 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwake.errors import ConfigError
 
+#: marks a variable the deployed template leaves unset (local use only)
+LOCAL_ONLY = {"local_only": True}
+
+
+def _env(name: str, *more: str) -> AliasChoices:
+    return AliasChoices(name, *more)
+
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
-    table_name: str = Field(min_length=1)
-    idempotency_table: str | None = None
-    result_queue_url: str | None = None
-    result_dlq_url: str | None = None
-    schedule_group: str | None = None
-    run_timeout_margin_ms: int = Field(default=5000, ge=0)
-    #: a run is not started with less of the invocation left than this (it is handed back instead)
-    min_run_budget_ms: int = Field(default=20_000, ge=0)
-    #: how long journal items live (DynamoDB TTL), long enough to cover the DLQ retention
-    journal_ttl_days: int = Field(default=15, ge=1)
-    bedrock_model_id: str | None = None
-    openai_base_url: str | None = None
-    openai_api_key_secret_arn: str | None = None
-    #: secretsmanager: references must name a secret starting with this (stack parameter SecretsPrefix)
-    secrets_prefix: str = Field(default="agentwake/", min_length=1)
-    #: ssm: references must name a parameter under this path (stack parameter SsmPathPrefix)
-    ssm_path_prefix: str = Field(default="/agentwake/", min_length=2)
-    #: outbound HTTP (providers, webhooks) may reach loopback addresses: the local stack and tests only
-    outbound_allow_loopback: bool = False
-    #: outbound HTTP may use plain http:// (the local stack and tests only; deployed: https only)
-    outbound_allow_http: bool = False
-    endpoint_url: str | None = None
-    region: str | None = None
-    #: print each run's steps to stderr (local use: AGENTWAKE_TRANSCRIPT=1)
-    transcript: bool = False
+    table_name: str = Field(
+        min_length=1, validation_alias=_env("AGENTWAKE_TABLE", "table_name"), description="the agent table name"
+    )
+    idempotency_table: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_IDEMPOTENCY_TABLE", "idempotency_table"),
+        description="Powertools idempotency table name",
+    )
+    result_queue_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_RESULT_QUEUE_URL", "result_queue_url"),
+        description="background-result queue URL (producers send here)",
+    )
+    result_dlq_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_RESULT_DLQ_URL", "result_dlq_url"),
+        description="its DLQ (permanent input errors are sent here at once)",
+    )
+    schedule_group: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_SCHEDULE_GROUP", "schedule_group"),
+        description="scheduler group name",
+    )
+    run_timeout_margin_ms: int = Field(
+        default=5000,
+        ge=0,
+        validation_alias=_env("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS", "run_timeout_margin_ms"),
+        description="margin kept before the Lambda deadline",
+    )
+    min_run_budget_ms: int = Field(
+        default=20_000,
+        ge=0,
+        validation_alias=_env("AGENTWAKE_MIN_RUN_BUDGET_MS", "min_run_budget_ms"),
+        description="a run is not started with less of the invocation left; the record is retried",
+    )
+    journal_ttl_days: int = Field(
+        default=15,
+        ge=1,
+        validation_alias=_env("AGENTWAKE_JOURNAL_TTL_DAYS", "journal_ttl_days"),
+        description="how long journal items live (DynamoDB TTL), longer than the DLQ's 14 days",
+    )
+    bedrock_model_id: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_BEDROCK_MODEL_ID", "bedrock_model_id"),
+        description="default model for Bedrock provider specs that leave it out",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_OPENAI_BASE_URL", "openai_base_url"),
+        description="default base URL for OpenAI-compatible provider specs that leave it out",
+    )
+    openai_api_key_secret_arn: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN", "openai_api_key_secret_arn"),
+        description="default API-key secret for OpenAI-compatible provider specs that leave it out",
+    )
+    secrets_prefix: str = Field(
+        default="agentwake/",
+        min_length=1,
+        validation_alias=_env("AGENTWAKE_SECRETS_PREFIX", "secrets_prefix"),
+        description="secretsmanager: references must name a secret starting with this (stack parameter SecretsPrefix)",
+    )
+    ssm_path_prefix: str = Field(
+        default="/agentwake/",
+        min_length=2,
+        validation_alias=_env("AGENTWAKE_SSM_PATH_PREFIX", "ssm_path_prefix"),
+        description="ssm: references must name a parameter under this path (stack parameter SsmPathPrefix)",
+    )
+    outbound_allow_loopback: bool = Field(
+        default=False,
+        validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK", "outbound_allow_loopback"),
+        description="outbound HTTP (providers, webhooks, tools) may reach loopback addresses: the local stack and tests only",
+    )
+    outbound_allow_http: bool = Field(
+        default=False,
+        validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_HTTP", "outbound_allow_http"),
+        description="outbound HTTP may use plain http:// (the local stack and tests only; deployed: https only)",
+    )
+    endpoint_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AWS_ENDPOINT_URL", "endpoint_url"),
+        description="set locally to the embedded moto server; unset on AWS",
+    )
+    region: str | None = Field(
+        default=None, validation_alias=_env("AWS_REGION", "AWS_DEFAULT_REGION", "region"), description="AWS region"
+    )
+    transcript: bool = Field(
+        default=False,
+        validation_alias=_env("AGENTWAKE_TRANSCRIPT", "transcript"),
+        description="print each run's steps to stdout (the demo sets it)",
+        json_schema_extra=LOCAL_ONLY,
+    )
+
+    @field_validator("transcript", "outbound_allow_loopback", "outbound_allow_http", mode="before")
+    @classmethod
+    def _flag(cls, value: object) -> object:
+        return value.lower() in ("1", "true", "yes") if isinstance(value, str) else value
+
+    @classmethod
+    def env_names(cls) -> dict[str, str]:
+        """Environment variable -> field name, for every variable this model reads."""
+        names: dict[str, str] = {}
+        for field_name, info in cls.model_fields.items():
+            alias = info.validation_alias
+            if isinstance(alias, AliasChoices):
+                for choice in alias.choices:
+                    if isinstance(choice, str) and choice.isupper():
+                        names[choice] = field_name
+        return names
+
+    @classmethod
+    def local_only(cls) -> set[str]:
+        """Variables only the local stack (or a developer) sets; template.yaml leaves them out."""
+        return {
+            env
+            for env, name in cls.env_names().items()
+            if (cls.model_fields[name].json_schema_extra or {}).get("local_only") or not env.startswith("AGENTWAKE_")
+        }
+
+    @classmethod
+    def env_name(cls, field_name: str) -> str:
+        """The (first) environment variable of a field, e.g. ``env_name("table_name") == "AGENTWAKE_TABLE"``."""
+        return next(env for env, name in cls.env_names().items() if name == field_name)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            value = env.get(name)
-            return value if value else None
-
-        table = get("AGENTWAKE_TABLE")
-        if not table:
+        values = {name: env[name] for name in cls.env_names() if env.get(name)}
+        if "AGENTWAKE_TABLE" not in values:
             raise ConfigError("AGENTWAKE_TABLE is not set: point it at the agent table (see template.yaml)")
-        return cls(
-            table_name=table,
-            idempotency_table=get("AGENTWAKE_IDEMPOTENCY_TABLE"),
-            result_queue_url=get("AGENTWAKE_RESULT_QUEUE_URL"),
-            result_dlq_url=get("AGENTWAKE_RESULT_DLQ_URL"),
-            schedule_group=get("AGENTWAKE_SCHEDULE_GROUP"),
-            run_timeout_margin_ms=int(get("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS") or 5000),
-            min_run_budget_ms=int(get("AGENTWAKE_MIN_RUN_BUDGET_MS") or 20_000),
-            journal_ttl_days=int(get("AGENTWAKE_JOURNAL_TTL_DAYS") or 15),
-            bedrock_model_id=get("AGENTWAKE_BEDROCK_MODEL_ID"),
-            openai_base_url=get("AGENTWAKE_OPENAI_BASE_URL"),
-            openai_api_key_secret_arn=get("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN"),
-            secrets_prefix=get("AGENTWAKE_SECRETS_PREFIX") or "agentwake/",
-            ssm_path_prefix=get("AGENTWAKE_SSM_PATH_PREFIX") or "/agentwake/",
-            outbound_allow_loopback=_flag(get("AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK")),
-            outbound_allow_http=_flag(get("AGENTWAKE_OUTBOUND_ALLOW_HTTP")),
-            endpoint_url=get("AWS_ENDPOINT_URL"),
-            region=get("AWS_REGION") or get("AWS_DEFAULT_REGION"),
-            transcript=_flag(get("AGENTWAKE_TRANSCRIPT")),
-        )
-
-
-def _flag(value: str | None) -> bool:
-    return (value or "").lower() in ("1", "true", "yes")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(f"{e['loc'][0] if e['loc'] else '(environment)'}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid environment: {problems}") from None
 
 
 @lru_cache(maxsize=1)
