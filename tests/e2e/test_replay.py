@@ -263,3 +263,27 @@ def test_max_steps_and_persona_change_the_replay(cli: Cli, stack: Stack, receive
     )
     assert outcome.ok
     assert seen and all(prompt.startswith("You are a pirate.") for prompt in seen)
+
+
+def test_a_failed_cron_run_replays_from_its_job_wake(cli: Cli, stack: Stack) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake.settings import Settings
+    from agentwake.wake.cron import wake_for_cron_job
+    from agentwake.wake.messages import CronWakeInput
+    from agentwake.wake.run import WakeDeps
+    from tests.support.builders import seed_job, seed_session
+
+    # GIVEN a cron run that failed on an auth error
+    seed_session(stack.store, "s-cron", providers=[{"type": "scripted", "id": "p", "script": [{"error": "auth"}]}])
+    seed_job(stack.store, "job-replay", "s-cron")
+    wake = CronWakeInput(job_id="job-replay", scheduled_time="2026-11-30T06:00:00Z")
+    with pytest.raises(RunFailed):
+        wake_for_cron_job(wake, WakeDeps(store=stack.store, settings=Settings.from_env()))
+    count_before = item_count(stack)
+    # WHEN it is replayed with a working provider
+    fixed = {"type": "scripted", "id": "fixed", "script": [{"text": "Report sent."}]}
+    data = json.loads(cli("runs", "replay", wake.run_id, "--provider", json.dumps(fixed), "--json").stdout)
+    # THEN it reaches DONE from the wake the run kept, writing nothing
+    assert (data["outcome"], data["kind"], data["final_text"]) == ("DONE", "cron", "Report sent.")
+    assert item_count(stack) == count_before
+    assert stack.store.get_run(wake.run_id).status == "failed"  # type: ignore[union-attr]
