@@ -287,3 +287,23 @@ def test_a_failed_cron_run_replays_from_its_job_wake(cli: Cli, stack: Stack) -> 
     assert (data["outcome"], data["kind"], data["final_text"]) == ("DONE", "cron", "Report sent.")
     assert item_count(stack) == count_before
     assert stack.store.get_run(wake.run_id).status == "failed"  # type: ignore[union-attr]
+
+
+def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists(cli: Cli, stack: Stack) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake.settings import Settings
+    from agentwake.wake.background import wake_for_background_result
+    from agentwake.wake.run import WakeDeps
+    from tests.support.builders import message, seed_task
+
+    # GIVEN a run that failed before its first step: its session had no config
+    seed_task(stack.store, "t-nosession", "s-missing")
+    with pytest.raises(RunFailed):
+        wake_for_background_result(
+            message("t-nosession", "s-missing"), WakeDeps(store=stack.store, settings=Settings.from_env())
+        )
+    # WHEN the operator creates the session and replays the run
+    cli("sessions", "put", "s-missing")
+    data = json.loads(cli("runs", "replay", "bg:t-nosession", "--json").stdout)
+    # THEN the replay reaches DONE from the wake the failed attempt kept
+    assert data["outcome"] == "DONE" and data["replayed_steps"] == 0

@@ -137,6 +137,9 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
 
     runner = None
     try:
+        journal = store.journal(spec.run_id)
+        if not journal.entries:  # no step yet: keep what woke the run (runs replay), even if it fails now
+            store.put_wake(spec.run_id, kind=spec.kind, wake=spec.wake)
         session = store.get_session(spec.session_id)
         if session is None:
             raise ConfigError(f"session {spec.session_id} has no config (agentwake sessions put {spec.session_id})")
@@ -150,9 +153,6 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
         channel = RecordingChannel(_channels(session, deps), store)
-        journal = store.journal(spec.run_id)
-        if not journal.entries:  # the first attempt to get here: keep what woke the run (runs replay)
-            store.put_wake(spec.run_id, kind=spec.kind, wake=spec.wake)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
