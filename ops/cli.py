@@ -102,7 +102,7 @@ def _root(
 app.add_typer(cli_dlq.app, name="dlq")
 cli_admin.runs_app.command(
     "replay",
-    epilog="Example: agentwake runs replay bg:task-1234 --provider '{\"type\":\"bedrock\",\"model_id\":\"amazon.nova-lite-v1:0\"}'",
+    epilog='Example: agentwake runs replay bg:task-1234 --provider \'{"type":"bedrock","model_id":"amazon.nova-lite-v1:0"}\'',
 )(cli_replay.runs_replay)
 app.add_typer(cli_admin.runs_app, name="runs")
 app.add_typer(cli_admin.history_app, name="history")

@@ -415,4 +415,3 @@ def tasks_finish(
     console().print(
         f"Sent the completion of {escape(task_id)} (message {message_id}); it wakes run bg:{escape(task_id)}."
     )
-

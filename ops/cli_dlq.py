@@ -239,7 +239,9 @@ def redrive(
     verify: Annotated[
         bool, typer.Option("--verify", help="Replay each run first (runs replay); refuse if a replay still fails.")
     ] = False,
-    force: Annotated[bool, typer.Option("--force", help="With --verify: redrive even runs whose replay fails.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --verify: redrive even runs whose replay fails.")
+    ] = False,
 ) -> None:
     """Redrive DLQ messages so their runs resume where they stopped.
 
