@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
+from agentwake.errors import describe_validation_error
 from agentwake.store.dynamo import RunSummary
 from agentwake.store.models import SessionConfig, background_run_id, utcnow_iso
 from agentwake_ops.cli_common import (
@@ -77,12 +79,22 @@ def runs_show(
             ("status", run.status),
             ("attempts", run.attempts),
             ("steps", run.steps),
+            ("tokens", _tokens(run.usage)),
             ("started", when(run.started_at)),
             ("ended", when(run.ended_at)),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
         )
         out.print(facts_panel(rows, "run"))
     render_summary_tables(summary)
+
+
+def _tokens(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    text = f"{usage['input_tokens']} in / {usage['output_tokens']} out over {usage['model_calls']} model calls"
+    if usage.get("estimated_cost_usd") is not None:
+        text += f", estimated ${usage['estimated_cost_usd']:.6f}"
+    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,6 +275,18 @@ def sessions_put(
     tools: Annotated[
         str | None, typer.Option("--tools", help="HTTP/Python tools as a JSON list (docs/tools.md); [] for none.")
     ] = None,
+    setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help=(
+                "Any other session setting as NAME=VALUE (VALUE is JSON, else text; null clears it), e.g. "
+                "deliver_final=always, max_tokens_per_run=20000, max_deliveries_per_day=5, "
+                'prices=\'{"p": {"input_per_mtok": 3, "output_per_mtok": 15}}\'. Repeatable.'
+            ),
+            metavar="NAME=VALUE",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
@@ -297,8 +321,19 @@ def sessions_put(
         for spec in specs:
             parse_tool_spec(spec)  # ConfigError naming the problem
         data["tools"] = specs
+    for item in setting or ():
+        name, sep, raw = item.partition("=")
+        if not sep or name.strip() not in SessionConfig.model_fields or name.strip() in ("session_id", "updated_at"):
+            raise OpsError(f"--set takes NAME=VALUE with NAME a session setting, got {item!r}")
+        try:
+            data[name.strip()] = json.loads(raw)
+        except ValueError:
+            data[name.strip()] = raw
     data["updated_at"] = utcnow_iso()
-    config = SessionConfig.model_validate(data)
+    try:
+        config = SessionConfig.model_validate(data)
+    except ValidationError as exc:
+        raise OpsError(f"invalid session config: {describe_validation_error(exc)}") from exc
     store.put_session(config)
     if as_json:
         print_json(config.model_dump(mode="json"))
@@ -332,6 +367,11 @@ def _print_session(config: SessionConfig) -> None:
         ("history window", config.history_window),
         ("delivery", json.dumps(config.delivery)),
         ("role", config.role),
+        ("deliver final", config.deliver_final),
+        ("repeated calls", f"the model is told at {config.max_repeated_tool_calls} identical calls in a row"),
+        ("deliveries", f"{config.max_deliveries_per_run} per run, {dash(config.max_deliveries_per_day)} per day"),
+        ("token budget", f"{dash(config.max_tokens_per_run)} per run, {dash(config.max_tokens_per_day)} per day"),
+        *((f"price {key}", json.dumps(price.model_dump())) for key, price in config.prices.items()),
         *((f"tool {spec.get('name')}", json.dumps(spec)) for spec in config.tools),
         ("updated", when(config.updated_at)),
     ]

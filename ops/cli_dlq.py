@@ -183,6 +183,7 @@ def render_summary_tables(summary: Any) -> None:
         out.print(table)
     else:
         out.print("No step is journaled: a redrive starts this run from its first step.")
+    render_usage(summary)
     if summary.deliveries:
         table = Table(
             title=f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
@@ -197,6 +198,42 @@ def render_summary_tables(summary: Any) -> None:
         out.print("No message was delivered to the user by this run.")
 
 
+def render_usage(summary: Any) -> None:
+    """Tokens, latency and estimated cost of the run's model calls, per provider (``runs show``,
+    ``dlq show``)."""
+    usage = (summary.run.usage if summary.run is not None else None) or {}
+    providers = usage.get("by_provider") or {}
+    if not providers:
+        return
+    table = Table(title="model calls by provider", title_justify="left")
+    for column in ("provider", "model", "calls", "input tokens", "output tokens", "latency", "estimated cost"):
+        table.add_column(column, overflow="fold")
+
+    def cost(value: Any) -> str:
+        return "-" if value is None else f"${value:.6f}"
+
+    for pid, row in providers.items():
+        table.add_row(
+            escape(pid),
+            escape(dash(row.get("model"))),
+            str(row.get("calls", 0)),
+            str(row.get("input_tokens", 0)),
+            str(row.get("output_tokens", 0)),
+            f"{row.get('latency_ms', 0)} ms",
+            cost(row.get("estimated_cost_usd")),
+        )
+    table.add_row(
+        "total",
+        "",
+        str(usage.get("model_calls", 0)),
+        str(usage.get("input_tokens", 0)),
+        str(usage.get("output_tokens", 0)),
+        f"{usage.get('latency_ms', 0)} ms",
+        cost(usage.get("estimated_cost_usd")),
+    )
+    console().print(table)
+
+
 def _step_summary(step: dict[str, Any]) -> str:
     parts = []
     if step.get("tool"):
@@ -208,6 +245,12 @@ def _step_summary(step: dict[str, Any]) -> str:
     if calls:
         names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
         parts.append(f"calls {names}")
+    usage = step.get("usage")
+    if isinstance(usage, dict):
+        parts.append(
+            f"[{step.get('provider_id') or '?'}: {usage.get('input_tokens', 0)} in / "
+            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms, attempt {usage.get('attempt', 1)}]"
+        )
     return " ".join(parts) or "-"
 
 

@@ -72,6 +72,10 @@ class ReplayJournal:
         self.recorded = dict(recorded)
         self.new: dict[str, dict[str, Any]] = {}
 
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {**self.recorded, **self.new}
+
     def get(self, key: str) -> dict[str, Any] | None:
         return self.new.get(key, self.recorded.get(key))
 
@@ -193,7 +197,17 @@ def replay(
     history = [
         e.to_message() for e in ro.history_window(session.session_id, session.history_window) if e.run_id != run_id
     ]
-    messages = build_wake_messages(persona=session.persona, kind=kind, wake=wake, history=history)  # type: ignore[arg-type]
+    journal = ReplayJournal(ro.journal_entries(run_id))
+    ledger = _ledger(ro, session, journal)
+    messages = build_wake_messages(
+        persona=session.persona,
+        kind=kind,  # type: ignore[arg-type]
+        wake=wake,
+        history=history,
+        deliver_final=session.deliver_final,
+        deliveries_left=ledger.remaining_deliveries(),
+        deliveries_made=len(ledger.deliveries),
+    )
     outcome = ReplayOutcome(
         run_id=run_id,
         session_id=session.session_id,
@@ -219,7 +233,8 @@ def replay(
             session=session,
             run_id=run_id,
             messages=messages,
-            journal=ReplayJournal(ro.journal_entries(run_id)),
+            journal=journal,
+            ledger=ledger,
             channel=channel,
             clock=clock or SystemClock(),
             deadline=None,
@@ -245,6 +260,22 @@ def replay(
     outcome.would_deliver = list(channel.would_send)
     outcome.already_delivered = list(channel.already_delivered)
     return outcome
+
+
+def _ledger(ro: DynamoStore, session: SessionConfig, journal: ReplayJournal) -> Any:
+    """The run's caps and budgets as a redrive would see them (today's counters read, not written)."""
+    from agentwake.wake.agent_factory import has_daily_limits, session_ledger
+    from agentwake.wake.attention import journaled_deliveries
+
+    tokens_today = deliveries_today = 0
+    if has_daily_limits(session):
+        from agentwake.store.daily import DailyCounters
+
+        tokens_today, deliveries_today = DailyCounters(ro, session.session_id).read()
+    ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)
+    for delivery_id in journaled_deliveries(journal):
+        ledger.record_delivery(delivery_id, fresh=False)
+    return ledger
 
 
 @dataclass

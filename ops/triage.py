@@ -255,6 +255,20 @@ def _join_run(msg: DlqMessage, store: DynamoStore) -> None:
         msg.last_failure_at = summary.run.ended_at
 
 
+#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
+PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+
+
+def _valid_run_id(body: str) -> str | None:
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    try:
+        return BackgroundResultMessage.parse_body(body).run_id
+    except InvalidMessage:
+        return None
+
+
 def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
     from agentwake.errors import InvalidMessage
     from agentwake.wake.messages import BackgroundResultMessage
@@ -265,7 +279,16 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         msg.session_id = data.get("session_id") if isinstance(data.get("session_id"), str) else None
         msg.payload = data
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
-    if dead_lettered_type:
+    run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES else None
+    if run_id is not None:
+        # a run that failed for good (its budget) was dead-lettered by the handler: join its record
+        msg.kind = "background"
+        msg.run_id = run_id
+        msg.error_type = dead_lettered_type
+        msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
+        msg.error_source = "message-attributes"
+        _join_run(msg, store)
+    elif dead_lettered_type:
         # a permanent input error the handler dead-lettered itself: it never became a run
         msg.kind = "invalid"
         msg.error_type = dead_lettered_type

@@ -70,6 +70,24 @@ class RunFailed(AgentwakeError):
         self.failure_type = failure_type
 
 
+class BudgetExceeded(RunFailed):
+    """The run went over its token budget (per run, or per session per day). Permanent: retrying
+    the same run spends more of what is already over budget. It is recorded, dead-lettered at once
+    with its reason, and a redrive without a raised budget stops again without calling the model."""
+
+    retryable = False
+
+
+#: runner error types that end a run for good (no retry can help), by the exception they raise
+_PERMANENT_RUN_FAILURES: dict[str, type[RunFailed]] = {"BudgetExceeded": BudgetExceeded}
+
+
+def run_failed(run_id: str, completion_text: str, failure_type: str) -> RunFailed:
+    """The exception for a run that ended in ERROR with ``failure_type`` (a runner error type)."""
+    cls = _PERMANENT_RUN_FAILURES.get(failure_type, RunFailed)
+    return cls(run_id, completion_text, failure_type=failure_type)
+
+
 class SessionBusy(AgentwakeError):
     """Another wake of the same session holds the lease; try again later."""
 

@@ -9,16 +9,18 @@ Globals, the operator CLI's discovery and docs/architecture.md are checked again
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentwake.errors import ConfigError
 
 #: marks a variable the deployed template leaves unset (local use only)
-LOCAL_ONLY = {"local_only": True}
+LOCAL_ONLY: dict[str, Any] = {"local_only": True}
 
 
 def _env(name: str, *more: str) -> AliasChoices:
@@ -121,6 +123,20 @@ class Settings(BaseModel):
         json_schema_extra=LOCAL_ONLY,
     )
 
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        validation_alias=_env("AGENTWAKE_PRICES", "prices"),
+        description=(
+            "optional price table for estimated run costs, JSON: provider id or model -> "
+            "{input_per_mtok, output_per_mtok} in USD (template parameter PriceTable; see docs/woken-agent.md)"
+        ),
+    )
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _price_table(cls, value: object) -> object:
+        return _prices(value) if isinstance(value, str) else value
+
     @field_validator("transcript", "outbound_allow_loopback", "outbound_allow_http", mode="before")
     @classmethod
     def _flag(cls, value: object) -> object:
@@ -144,7 +160,7 @@ class Settings(BaseModel):
         return {
             env
             for env, name in cls.env_names().items()
-            if (cls.model_fields[name].json_schema_extra or {}).get("local_only") or not env.startswith("AGENTWAKE_")
+            if _is_local_only(cls.model_fields[name].json_schema_extra) or not env.startswith("AGENTWAKE_")
         }
 
     @classmethod
@@ -163,6 +179,33 @@ class Settings(BaseModel):
         except ValidationError as exc:
             problems = "; ".join(f"{e['loc'][0] if e['loc'] else '(environment)'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid environment: {problems}") from None
+
+
+def _prices(raw: str | None) -> dict[str, dict[str, float]]:
+    """AGENTWAKE_PRICES: a JSON object of provider id or model → {input_per_mtok, output_per_mtok}."""
+    if not raw:
+        return {}
+    try:
+        table = json.loads(raw)
+        if not isinstance(table, dict):
+            raise ValueError("not a JSON object")
+        out = {}
+        for key, price in table.items():
+            if not isinstance(price, dict) or set(price) != {"input_per_mtok", "output_per_mtok"}:
+                raise ValueError(f"{key!r} needs exactly input_per_mtok and output_per_mtok")
+            out[str(key)] = {k: float(v) for k, v in price.items() if float(v) >= 0}
+            if len(out[str(key)]) != 2:
+                raise ValueError(f"{key!r} has a negative price")
+        return out
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            'AGENTWAKE_PRICES must be a JSON object like {"bedrock:amazon.nova-lite-v1:0": '
+            f'{{"input_per_mtok": 0.06, "output_per_mtok": 0.24}}}}: {exc}'
+        ) from exc
+
+
+def _is_local_only(extra: object) -> bool:
+    return isinstance(extra, dict) and bool(extra.get("local_only"))
 
 
 @lru_cache(maxsize=1)

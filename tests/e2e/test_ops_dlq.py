@@ -125,7 +125,9 @@ def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(cli:
     history = stack.store.history("s-research")
     assert [e.kind for e in history] == ["delivery", "marker", "note"]
     assert history[2].content.startswith(f"[BackgroundTask] Research (task_id={task_id}) finished.")
-    assert history[2].content.endswith("All done.")
+    assert history[2].content.endswith(
+        "All done.\n\n[final answer not delivered to the user: the run already delivered 1 message(s)]"
+    )
     assert stack.store.get_run(f"bg:{task_id}").status == "succeeded"  # type: ignore[union-attr]
     assert scripted.CALLS["p2"] == 1  # step 0 came from the journal: not billed again
     assert cli_json(cli, "runs", "show", f"bg:{task_id}")["run"]["attempts"] == 3
@@ -198,7 +200,8 @@ def test_an_interrupted_move_loses_nothing(cli: Cli, stack: Stack) -> None:
     # THEN both copies are handled and the run has exactly one outcome
     ok, failed = stack.poll()
     assert len(ok) == 2 and failed == []
-    assert [e.kind for e in stack.store.history("s-x")] == ["marker", "note"]
+    # (its plain-text final answer delivered once under deliver_final=if_nothing_sent, the default)
+    assert [e.kind for e in stack.store.history("s-x")] == ["delivery", "marker", "note"]
 
 
 def test_delete_and_purge_refuse_without_confirmation(cli: Cli, stack: Stack) -> None:

@@ -116,7 +116,9 @@ def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
     assert history[1].content == MARKER_TEXT and history[1].role == "user"
     note = history[2].content
     assert note.startswith("[BackgroundTask] Aurora pricing research (task_id=task-ok-1) finished. Result: ")
-    assert note.endswith("I told the user the research is done.")
+    assert "I told the user the research is done." in note
+    # AND the note says the final answer was not sent as well: the agent had messaged the user itself
+    assert note.endswith("[final answer not delivered to the user: the run already delivered 1 message(s)]")
     assert store.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
     assert store.get_run("bg:task-ok-1").status == "succeeded"  # type: ignore[union-attr]
 

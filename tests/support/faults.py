@@ -40,10 +40,10 @@ class FaultyStore(DynamoStore):
             self.armed = None
             raise Crash(boundary)
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any]) -> None:
+    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
         if ".tool." in key and value.get("tool") == "send_message_to_user":
             self._fire("after_delivery_recorded")
-        super().journal_put(run_id, key, value)
+        super().journal_put(run_id, key, value, **kw)
         if key.endswith(".reply"):
             self._fire("after_model_reply")
         elif ".tool." in key:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers.base import Provider
-from agentwake.agent.types import ChatRequest, ModelReply
+from agentwake.agent.types import ChatRequest, ModelReply, Usage
 from agentwake.errors import (
     AllProvidersFailed,
     DeadlineExceeded,
@@ -118,11 +118,19 @@ class ProviderChain:
                 raise TransientProviderError("no time left before the deadline", code="DeadlineExceeded")
             timeout = self.retry.call_timeout if remaining is None else min(self.retry.call_timeout, remaining)
             self.attempts.append((provider.id, attempt))
+            started = self.clock.now()
             try:
                 reply = provider.complete(replace(request, timeout=timeout))
                 if reply.is_empty:
                     raise TransientProviderError("the model returned an empty reply", code="EmptyOutput")
-                return replace(reply, provider_id=reply.provider_id or provider.id)
+                # every call that answered records what it cost: tokens as the provider reported
+                # them (zero when it reported none), latency, and which attempt on this provider
+                usage = replace(
+                    reply.usage or Usage(),
+                    latency_ms=max(0, round((self.clock.now() - started) * 1000)),
+                    attempt=attempt,
+                )
+                return replace(reply, provider_id=reply.provider_id or provider.id, usage=usage)
             except TransientProviderError:
                 if attempt >= self.retry.max_attempts:
                     raise

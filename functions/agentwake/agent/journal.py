@@ -26,6 +26,10 @@ class InMemoryJournal:
         self.entries[key] = value
 
 
+#: the final answer sent by deliver_final (sorts after every step key)
+FINAL_DELIVERY_KEY = "final.delivery"
+
+
 def reply_key(step: int) -> str:
     return f"{step:03d}.reply"
 

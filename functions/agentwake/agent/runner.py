@@ -9,18 +9,23 @@ StepInterrupted from a tool): that is a crash, not an outcome, and the trigger r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from agentwake.agent.journal import InMemoryJournal, StepJournal, reply_key, tool_key
+from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
+from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal, StepJournal, reply_key, tool_key
+from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolSpec
-from agentwake.errors import AllProvidersFailed
+from agentwake.errors import AllProvidersFailed, DeliveryError
 
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
 )
+
+
+DeliverFinal = Literal["if_nothing_sent", "always", "never"]
 
 
 class AgentState(StrEnum):
@@ -40,7 +45,7 @@ class ChatModel(Protocol):
 class RunEvent:
     """Something that happened in a run, for transcripts and logs."""
 
-    kind: str  # "reply" | "tool" | "final_step" | "done" | "error"
+    kind: str  # "reply" | "tool" | "final_step" | "final_delivery" | "done" | "error"
     step: int
     data: dict[str, Any] = field(default_factory=dict)
     replayed: bool = False
@@ -57,16 +62,26 @@ class Runner:
         journal: StepJournal | None = None,
         max_steps: int = 8,
         on_event: Callable[[RunEvent], None] | None = None,
+        ledger: RunLedger | None = None,
+        max_repeated_tool_calls: int | None = None,
+        deliver_final: DeliverFinal = "never",
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
         self.model = model
         self.tools = tools
         self.messages: list[Message] = list(messages)
-        self.context = context
+        self.ledger = ledger if ledger is not None else RunLedger(Limits(max_deliveries_per_run=None))
+        self.context = replace(context, ledger=self.ledger)
         self.journal: StepJournal = journal if journal is not None else InMemoryJournal()
         self.max_steps = max_steps
         self.on_event = on_event
+        self.repeats = RepeatGuard(max_repeated_tool_calls)
+        self.deliver_final = deliver_final
+        #: delivery id of the final answer when deliver_final sent it (this attempt or an earlier one)
+        self.final_delivery_id: str | None = None
+        #: why the final answer was not delivered ("never", "something was sent", a cap), if it was not
+        self.final_not_delivered: str | None = None
         self.state = AgentState.IDLE
         self.steps_done = 0
         self.final_response: ModelReply | None = None
@@ -76,6 +91,7 @@ class Runner:
         self.replayed_steps = 0
         self._tool_specs: tuple[ToolSpec, ...] = tools.specs()
         self._final_step = False
+        self._final_reason = "max_steps"
 
     @property
     def finished(self) -> bool:
@@ -91,12 +107,14 @@ class Runner:
         self.completion_text = text
         self._emit("error", step, error_type=error_type, text=text)
 
-    def enter_final_step(self) -> None:
+    def enter_final_step(self, reason: Literal["max_steps", "repeated_calls"] = "max_steps") -> None:
         """Take every tool away and tell the model to answer directly; the next step is the last."""
         self._final_step = True
+        self._final_reason = reason
         self._tool_specs = ()
-        self.messages.append(Message(role="user", content=MAX_STEPS_MESSAGE))
-        self._emit("final_step", self.steps_done, message=MAX_STEPS_MESSAGE)
+        message = MAX_STEPS_MESSAGE if reason == "max_steps" else REPEAT_FINAL_MESSAGE
+        self.messages.append(Message(role="user", content=message))
+        self._emit("final_step", self.steps_done, message=message, reason=reason)
 
     def step(self) -> AgentState:
         """Run one step: one model call (or its journaled reply), then its tool calls."""
@@ -110,6 +128,10 @@ class Runner:
             reply = ModelReply.from_dict(recorded)
             self.replayed_steps += 1
         else:
+            over = self.ledger.budget_exceeded(before_call=True)
+            if over:
+                self._fail(n, "BudgetExceeded", f"token budget exceeded before step {n}: {over}")
+                return self.state
             request = ChatRequest(
                 messages=tuple(self.messages), tools=self._tool_specs, step=n, run_id=self.context.run_id
             )
@@ -128,6 +150,7 @@ class Runner:
                 self.journal.put(key, reply.to_dict())
         self.messages.append(reply.to_message())
         self.steps_done += 1
+        self.ledger.record_call(n, reply.provider_id, reply.usage, replayed=recorded is not None)
         self._emit(
             "reply",
             n,
@@ -136,34 +159,103 @@ class Runner:
             tool_calls=[c.to_dict() for c in reply.tool_calls],
             provider_id=reply.provider_id,
             truncated=reply.truncated,
+            usage=reply.usage.to_dict() if reply.usage else None,
         )
+        over = self.ledger.budget_exceeded() if reply.tool_calls else None
+        if over:
+            # the reply is journaled (it was billed); a retry or redrive replays it, finds the budget
+            # still exceeded and stops again without calling the model. A reply that ends the run
+            # is kept even if it crossed the budget: its tokens are spent and the answer exists.
+            self._fail(n, "BudgetExceeded", f"token budget exceeded at step {n}: {over}")
+            return self.state
 
         if not reply.tool_calls:
             self.state = AgentState.DONE
             self.final_response = reply
             self.completion_text = reply.text
-            self._emit("done", n, text=reply.text)
+            self._deliver_final(n, reply.text)
+            if self.state is AgentState.DONE:
+                self._emit("done", n, text=reply.text)
             return self.state
         if self._final_step:
             names = ", ".join(c.name or "?" for c in reply.tool_calls)
-            self._fail(
-                n,
-                "MaxStepsExceeded",
-                f"did not finish within {self.max_steps} steps (still calling tools: {names})",
-            )
+            if self._final_reason == "repeated_calls":
+                self._fail(
+                    n,
+                    "RepeatedToolCalls",
+                    f"kept repeating the same tool call and still called tools when told to answer: {names}",
+                )
+            else:
+                self._fail(
+                    n,
+                    "MaxStepsExceeded",
+                    f"did not finish within {self.max_steps} steps (still calling tools: {names})",
+                )
             return self.state
 
+        force_final = False
         for i, call in enumerate(reply.tool_calls):
+            verdict = self.repeats.observe(call)
             tkey = tool_key(n, i)
             done = self.journal.get(tkey)
             if done is not None:
                 result = str(done["content"])
+                for delivery_id in done.get("deliveries") or ():
+                    self.ledger.record_delivery(str(delivery_id), fresh=False)
             else:
-                result = self.tools.execute(call, self.context.for_call(n, i))
-                self.journal.put(tkey, {"content": result, "tool": call.name})
+                before = len(self.ledger.deliveries)
+                if verdict == "warn":
+                    result = self.repeats.warning(call)
+                elif verdict == "stop":
+                    result = self.repeats.stopped(call)
+                else:
+                    result = self.tools.execute(call, self.context.for_call(n, i))
+                value: dict[str, Any] = {"content": result, "tool": call.name}
+                if verdict == "run" and len(self.ledger.deliveries) > before:
+                    value["deliveries"] = self.ledger.deliveries[before:]
+                self.journal.put(tkey, value)
+            force_final = force_final or verdict == "stop"
             self.messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
             self._emit("tool", n, replayed=done is not None, name=call.name, arguments=call.arguments, result=result)
+        if force_final:
+            self.enter_final_step("repeated_calls")
         return self.state
+
+    def _deliver_final(self, step: int, text: str) -> None:
+        """deliver_final: send the final answer through the send tool, once per run (journaled
+        under its own key, recorded as a delivery with the id ``{run_id}#final``)."""
+        recorded = self.journal.get(FINAL_DELIVERY_KEY)
+        if recorded is not None:
+            self.final_delivery_id = recorded.get("delivery_id")
+            self.final_not_delivered = recorded.get("not_delivered")
+            if self.final_delivery_id:
+                self.ledger.record_delivery(self.final_delivery_id, fresh=False)
+            self._emit("final_delivery", step, replayed=True, **recorded)
+            return
+        if self.deliver_final == "never":
+            self.final_not_delivered = "deliver_final is never"
+            return
+        if self.deliver_final == "if_nothing_sent" and self.ledger.deliveries:
+            self.final_not_delivered = f"the run already delivered {len(self.ledger.deliveries)} message(s)"
+            return
+        tool = self.tools.get("send_message_to_user")
+        send_final = getattr(tool, "send_final", None)
+        if send_final is None:
+            self.final_not_delivered = "no send_message_to_user tool"
+            return
+        try:
+            delivery_id = send_final(text, self.context)
+        except DeliveryError as exc:
+            # not delivered for sure: the run is retried, the journal replays up to here
+            self._fail(step, "DeliveryFailed", f"the final answer could not be delivered: {exc}")
+            return
+        entry: dict[str, Any] = {"tool": "send_message_to_user", "delivery_id": delivery_id}
+        if delivery_id is None:
+            entry["not_delivered"] = self.ledger.delivery_refused(final=True) or "refused"
+        self.journal.put(FINAL_DELIVERY_KEY, entry)
+        self.final_delivery_id = delivery_id
+        self.final_not_delivered = entry.get("not_delivered")
+        self._emit("final_delivery", step, **entry)
 
     def run(self, max_steps: int | None = None) -> AgentState:
         """Step until DONE or ERROR. After ``max_steps`` steps, one final tool-less step."""

@@ -23,7 +23,14 @@ class TranscriptPrinter:
         tag = " (replayed from journal)" if event.replayed else ""
         if event.kind == "reply":
             via = event.data.get("provider_id") or "?"
-            print(f"{p}step {event.step}: model [{via}]{tag}", file=self.out)
+            usage = event.data.get("usage") or {}
+            cost = (
+                f" {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens,"
+                f" {usage.get('latency_ms', 0)} ms"
+                if usage
+                else ""
+            )
+            print(f"{p}step {event.step}: model [{via}]{cost}{tag}", file=self.out)
             if event.data.get("text"):
                 print(f"{p}  says: {_short(event.data['text'])}", file=self.out)
             for call in event.data.get("tool_calls", []):
@@ -31,7 +38,13 @@ class TranscriptPrinter:
         elif event.kind == "tool":
             print(f"{p}  -> {event.data.get('name')}: {_short(event.data.get('result', ''))}{tag}", file=self.out)
         elif event.kind == "final_step":
-            print(f"{p}max steps reached: tools removed, asking for a direct answer", file=self.out)
+            why = "the same tool call repeated" if event.data.get("reason") == "repeated_calls" else "max steps reached"
+            print(f"{p}{why}: tools removed, asking for a direct answer", file=self.out)
+        elif event.kind == "final_delivery":
+            if event.data.get("delivery_id"):
+                print(f"{p}final answer delivered to the user ({event.data['delivery_id']}){tag}", file=self.out)
+            else:
+                print(f"{p}final answer not delivered: {event.data.get('not_delivered')}{tag}", file=self.out)
         elif event.kind == "done":
             print(f"{p}state: DONE", file=self.out)
         elif event.kind == "error":

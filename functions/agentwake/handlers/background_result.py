@@ -1,7 +1,8 @@
 """BackgroundResultFunction: SQS batch of finished background tasks, partial batch responses.
 
-A permanent input error is dead-lettered at once with its reason and reported as handled;
-a run that ends in ERROR raises, so that record alone is a batch item failure and is retried.
+A permanent input error, or a run that failed for good (BudgetExceeded), is dead-lettered at once
+with its reason and reported as handled; a run that ends in ERROR otherwise raises, so that record
+alone is a batch item failure and is retried.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.errors import PermanentInputError
+from agentwake.errors import BudgetExceeded, PermanentInputError
 from agentwake.observability import logger, metrics
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -29,7 +30,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     try:
         msg = BackgroundResultMessage.parse_body(record.body)
         return wake_for_background_result(msg, bootstrap.wake_deps(), remaining_ms=remaining).status
-    except PermanentInputError as exc:
+    except (PermanentInputError, BudgetExceeded) as exc:
         bootstrap.dead_letters().send(
             body=record.body,
             error_type=exc.error_type,
@@ -38,10 +39,12 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
             source=record.event_source_arn,
             receive_count=str(record.attributes.approximate_receive_count),
         )
-        metrics.add_metric(name="PermanentInputError", unit="Count", value=1)
-        logger.warning(
-            "dead-lettered a permanent input error", extra={"error_type": exc.error_type, "reason": str(exc)}
+        metrics.add_metric(
+            name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",
+            unit="Count",
+            value=1,
         )
+        logger.warning("dead-lettered a permanent failure", extra={"error_type": exc.error_type, "reason": str(exc)})
         return "dead-lettered"
 
 

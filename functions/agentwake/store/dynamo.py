@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -190,8 +190,12 @@ class DynamoStore:
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
         return self._get(run_pk(run_id), f"DELIVERY#{delivery_id}") is not None
 
-    def record_delivery(self, *, run_id: str, delivery_id: str, session_id: str, text: str) -> bool:
-        """Append a delivered message to history, once per delivery id. False if already recorded."""
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Append a delivered message to history, once per delivery id. False if already recorded.
+
+        ``also``: more transaction items written with it (the session's daily delivery counter)."""
         marker = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": f"DELIVERY#{delivery_id}"},
@@ -218,6 +222,7 @@ class DynamoStore:
                         }
                     },
                     self._history_put(entry),
+                    *also,
                 ]
             )
         except self.db.exceptions.TransactionCanceledException as exc:
@@ -387,17 +392,20 @@ class DynamoStore:
             out[item["sk"]["S"][len("STEP#") :]] = json.loads(item["value"]["S"])
         return out
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any]) -> None:
-        self.db.put_item(
-            TableName=self.table,
-            Item={
-                "pk": {"S": run_pk(run_id)},
-                "sk": {"S": f"STEP#{key}"},
-                "value": {"S": json.dumps(value, ensure_ascii=False)},
-                "at": {"S": utcnow_iso()},
-                "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
-            },
-        )
+    def journal_put(self, run_id: str, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
+        """Journal one step. ``also``: more transaction items written with it in the same call (the
+        session's daily token counter), so counting costs no extra round trip."""
+        item = {
+            "pk": {"S": run_pk(run_id)},
+            "sk": {"S": f"STEP#{key}"},
+            "value": {"S": json.dumps(value, ensure_ascii=False)},
+            "at": {"S": utcnow_iso()},
+            "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+        }
+        if also:
+            self.db.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, "Item": item}}, *also])
+        else:
+            self.db.put_item(TableName=self.table, Item=item)
 
     def journal(self, run_id: str) -> DynamoJournal:
         return DynamoJournal(self, run_id)
@@ -438,6 +446,7 @@ class DynamoStore:
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed.
 
@@ -453,13 +462,15 @@ class DynamoStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": self._key(run_pk(run_id), "RUN"),
-                    "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps REMOVE last_error, last_error_type",
+                    "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
+                    "REMOVE last_error, last_error_type",
                     "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
-                    "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                     "ExpressionAttributeValues": {
                         ":s": {"S": "succeeded"},
                         ":now": {"S": now},
                         ":steps": {"N": str(steps)},
+                        ":u": {"S": json.dumps(usage or {})},
                     },
                 }
             },
@@ -484,7 +495,14 @@ class DynamoStore:
                 ) from exc
             raise
 
-    def record_failure(self, failure: FailureRecord, *, task_id: str | None = None, job_id: str | None = None) -> None:
+    def record_failure(
+        self,
+        failure: FailureRecord,
+        *,
+        task_id: str | None = None,
+        job_id: str | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error."""
         items: list[dict[str, Any]] = [
             {
@@ -501,9 +519,10 @@ class DynamoStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": self._key(run_pk(failure.run_id), "RUN"),
-                    "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, steps = :n",
+                    "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
+                    "steps = :n, #u = :u",
                     "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
-                    "ExpressionAttributeNames": {"#s": "status"},
+                    "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                     "ExpressionAttributeValues": {
                         ":s": {"S": "failed"},
                         ":ok": {"S": "succeeded"},
@@ -511,6 +530,7 @@ class DynamoStore:
                         ":e": {"S": truncate(failure.detail, 4000)},
                         ":t": {"S": failure.error_type},
                         ":n": {"N": str(failure.steps_done)},
+                        ":u": {"S": json.dumps(usage or {})},
                     },
                 }
             },
@@ -616,9 +636,12 @@ class DynamoJournal:
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         value = _cap_journal_value(value)
-        self.store.journal_put(self.run_id, key, value)
+        if also:
+            self.store.journal_put(self.run_id, key, value, also=also)
+        else:
+            self.store.journal_put(self.run_id, key, value)
         self.entries[key] = value
 
 

@@ -45,10 +45,22 @@ class _Stored(BaseModel):
     JSON_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
 
+class TokenPrice(BaseModel):
+    """USD per million tokens, for the estimated cost of a run (an estimate, not a bill)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+DeliverFinal = Literal["if_nothing_sent", "always", "never"]
+
+
 class SessionConfig(_Stored):
     """How a session's agent is built when it is woken."""
 
-    JSON_FIELDS = frozenset({"providers", "delivery", "tools"})
+    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools"})
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
@@ -61,6 +73,21 @@ class SessionConfig(_Stored):
     #: per-provider retries of transient errors (the chain's backoff is bounded by the Lambda deadline)
     retry_max_attempts: int = Field(default=3, ge=1, le=10)
     retry_base_delay_ms: int = Field(default=500, ge=0, le=60_000)
+    #: send the final answer to the user when the run ends DONE: if it delivered nothing
+    #: (default), always, or never (docs/woken-agent.md)
+    deliver_final: DeliverFinal = "if_nothing_sent"
+    #: the same tool call this many times in a row: the model is told, once more forces the final step
+    max_repeated_tool_calls: int = Field(default=3, ge=2, le=50)
+    #: send_message_to_user calls delivered per run; more get an ``error:`` result and are not sent
+    max_deliveries_per_run: int = Field(default=3, ge=0, le=100)
+    #: deliveries to this session per UTC day, all runs together (None: no cap)
+    max_deliveries_per_day: int | None = Field(default=None, ge=0)
+    #: input + output tokens per run / per session per UTC day; over it the run stops with
+    #: BudgetExceeded, a permanent failure (None: no budget)
+    max_tokens_per_run: int | None = Field(default=None, ge=1)
+    max_tokens_per_day: int | None = Field(default=None, ge=1)
+    #: price per provider id or model, for the estimated cost (overrides the stack's AGENTWAKE_PRICES)
+    prices: dict[str, TokenPrice] = Field(default_factory=dict)
     #: tools besides send_message_to_user: HTTP tools and entry-point Python tools (docs/tools.md)
     tools: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
     updated_at: str = Field(default_factory=utcnow_iso)
@@ -169,6 +196,8 @@ RunStatus = Literal["running", "succeeded", "failed"]
 
 
 class RunRecord(_Stored):
+    JSON_FIELDS = frozenset({"usage"})
+
     run_id: str
     kind: Literal["background", "cron"]
     session_id: str
@@ -179,6 +208,9 @@ class RunRecord(_Stored):
     last_error: str | None = None
     last_error_type: str | None = None
     steps: int = 0
+    #: tokens, latency and estimated cost of the run's model calls, in total and per provider
+    #: (agentwake.agent.ledger.usage_totals), as of its last attempt
+    usage: dict[str, Any] | None = None
 
 
 class FailureRecord(_Stored):

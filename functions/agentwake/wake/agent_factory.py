@@ -8,9 +8,10 @@ from typing import Any
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import Clock
 from agentwake.agent.journal import StepJournal
+from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.providers import build_provider
 from agentwake.agent.providers.base import Provider
-from agentwake.agent.runner import RunEvent, Runner
+from agentwake.agent.runner import DeliverFinal, RunEvent, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import Message
@@ -27,9 +28,11 @@ class RecordingChannel:
     sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
     """
 
-    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any) -> None:
+    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:
         self.channel_for = channel_for
         self.recorder = recorder
+        #: the session's daily counters (agentwake.store.daily), counted in the delivery's own write
+        self.counters = counters
         self.sent: list[Delivery] = []
 
     def send(self, delivery: Delivery) -> None:
@@ -39,11 +42,15 @@ class RecordingChannel:
         self.channel_for(delivery.session_id).send(delivery)
         self.sent.append(delivery)
         try:
+            extra: dict[str, Any] = {}
+            if self.counters is not None and delivery.session_id == self.counters.session_id:
+                extra["also"] = [self.counters.add(deliveries=1)]
             self.recorder.record_delivery(
                 run_id=delivery.run_id,
                 delivery_id=delivery.delivery_id,
                 session_id=delivery.session_id,
                 text=delivery.text,
+                **extra,
             )
         except Exception as exc:
             # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
@@ -79,7 +86,9 @@ def build_runner(
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
     dry_run: bool = False,
+    ledger: RunLedger | None = None,
 ) -> Runner:
+    """The session's runner. ``ledger`` carries its caps and budgets (``session_ledger``)."""
     if not session.providers:
         raise ConfigError(f"session {session.session_id} has no providers")
     specs = [with_stack_defaults(spec, settings) if settings is not None else spec for spec in session.providers]
@@ -91,14 +100,38 @@ def build_runner(
         chain = ProviderChain(providers, retry=policy, clock=clock, deadline=deadline)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    policy_final: DeliverFinal = getattr(session, "deliver_final", "never")
     return Runner(
         model=chain,
-        tools=ToolRegistry([SendMessageToUser(channel), *_declared_tools(session)]),
+        tools=ToolRegistry([SendMessageToUser(channel, final_answer_delivered=policy_final), *_declared_tools(session)]),
         messages=messages,
         context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role, dry_run=dry_run),
         journal=journal,
         max_steps=session.max_steps,
         on_event=on_event,
+        ledger=ledger if ledger is not None else session_ledger(session),
+        max_repeated_tool_calls=getattr(session, "max_repeated_tool_calls", None),
+        deliver_final=policy_final,
+    )
+
+
+def session_ledger(session: Any, *, tokens_today: int = 0, deliveries_today: int = 0) -> RunLedger:
+    """A run's ledger with the session's caps and budgets (and today's counters, if it has daily ones)."""
+    return RunLedger(
+        Limits(
+            max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
+            max_tokens_per_run=getattr(session, "max_tokens_per_run", None),
+            max_tokens_per_day=getattr(session, "max_tokens_per_day", None),
+            max_deliveries_per_day=getattr(session, "max_deliveries_per_day", None),
+        ),
+        tokens_today=tokens_today,
+        deliveries_today=deliveries_today,
+    )
+
+
+def has_daily_limits(session: Any) -> bool:
+    return getattr(session, "max_tokens_per_day", None) is not None or (
+        getattr(session, "max_deliveries_per_day", None) is not None
     )
 
 

@@ -1,4 +1,9 @@
-"""The wake prompt (DESIGN §2): persona + what woke the agent + rules, the history window, a user turn."""
+"""The wake prompt (DESIGN §2): persona + what woke the agent + rules, the history window, a user turn.
+
+It stays honest about what the user sees: whether the final answer reaches them (the session's
+``deliver_final``) and how many messages the run may still send under its caps. Deliveries this
+run already made (an earlier attempt's) come back as the replayed steps that made them.
+"""
 
 from __future__ import annotations
 
@@ -15,16 +20,41 @@ _RULES = {
     "background": "You were woken because a background task you started has finished, not by the user.",
 }
 
-COMMON_RULES = (
-    "Do not greet the user. If you write to them, say briefly why you are writing. "
-    "The only way to reach the user is the send_message_to_user tool; your final answer is "
-    "recorded in the conversation history but not shown to them."
-)
+COMMON_RULES = "Do not greet the user. If you write to them, say briefly why you are writing."
+
+FINAL_ANSWER_RULES = {
+    "never": (
+        "The only way to reach the user is the send_message_to_user tool; your final answer is "
+        "recorded in the conversation history but not shown to them."
+    ),
+    "if_nothing_sent": (
+        "Reach the user with the send_message_to_user tool. If you send nothing, your final answer "
+        "is sent to the user as your message; if you do send something, your final answer is only "
+        "recorded in the conversation history."
+    ),
+    "always": (
+        "Your final answer is sent to the user at the end of this run, after anything you send with "
+        "the send_message_to_user tool: do not send the same thing twice."
+    ),
+}
 
 USER_TURN = {
     "cron": "The scheduled job above is due. Act on it now.",
     "background": "The background task above has finished. Act on its result now.",
 }
+
+
+def deliveries_rule(left: int | None, made: int) -> str:
+    """How many messages the run may still send, and how many it already sent (earlier attempts)."""
+    if left is None:
+        return ""
+    if left <= 0:
+        rule = "You may not send any more messages to the user in this run: its cap is reached."
+    else:
+        rule = f"You may send at most {left} more message{'s' if left != 1 else ''} to the user in this run."
+    if made:
+        rule += f" {made} {'was' if made == 1 else 'were'} already sent in this run; they are shown below."
+    return rule
 
 
 def build_wake_messages(
@@ -33,13 +63,26 @@ def build_wake_messages(
     kind: WakeKind,
     wake: dict[str, Any],
     history: Sequence[Message],
+    deliver_final: str = "never",
+    deliveries_left: int | None = None,
+    deliveries_made: int = 0,
 ) -> list[Message]:
     """System prompt, then the history window as real messages (oldest first), then the wake turn."""
+    rules = " ".join(
+        part
+        for part in (
+            _RULES[kind],
+            COMMON_RULES,
+            FINAL_ANSWER_RULES.get(deliver_final, FINAL_ANSWER_RULES["never"]),
+            deliveries_rule(deliveries_left, deliveries_made),
+        )
+        if part
+    )
     system = "\n\n".join(
         part
         for part in (
             persona.strip(),
-            _RULES[kind] + " " + COMMON_RULES,
+            rules,
             "What woke you:\n" + json.dumps(wake, ensure_ascii=False, indent=2, default=str),
         )
         if part

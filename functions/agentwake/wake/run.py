@@ -16,12 +16,13 @@ from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
 from agentwake.deadline import deadline_after, run_deadline
-from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy
+from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
 from agentwake.store.models import FailureRecord
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
+from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
 from agentwake.wake.prompt import WakeKind, build_wake_messages
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
@@ -75,6 +76,10 @@ class WakeOutcome:
     steps: int = 0
     final_text: str = ""
     deliveries: int = 0
+    #: the final answer was delivered to the user (deliver_final), by this attempt or an earlier one
+    final_delivered: bool = False
+    #: tokens, latency and estimated cost of the run (agentwake.agent.ledger.usage_totals)
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None) -> WakeOutcome:
@@ -148,16 +153,26 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             for e in store.history_window(spec.session_id, session.history_window)
             if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
         ]
-        messages = build_wake_messages(persona=session.persona, kind=spec.kind, wake=spec.wake, history=history)
+        books = open_books(store, session, spec.run_id, journal=journal)
+        messages = build_wake_messages(
+            persona=session.persona,
+            kind=spec.kind,
+            wake=spec.wake,
+            history=history,
+            deliver_final=session.deliver_final,
+            deliveries_left=books.ledger.remaining_deliveries(),
+            deliveries_made=len(books.ledger.deliveries),
+        )
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        channel = RecordingChannel(_channels(session, deps), store)
+        channel = RecordingChannel(_channels(session, deps), store, books.counters)
         runner = build_runner(
             session=session,
             run_id=spec.run_id,
             messages=messages,
-            journal=journal,
+            journal=books.journal,
+            ledger=books.ledger,
             channel=channel,
             clock=deps.clock,
             deadline=deadline,
@@ -178,19 +193,22 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         raise
 
     _emit_run_metrics(runner)
+    emit_usage_metrics(runner)
     if runner.state is not AgentState.DONE:
-        _fail(spec, deps, attempt, runner.error_type or "RunFailed", runner.completion_text, runner)
-        raise RunFailed(spec.run_id, runner.completion_text, failure_type=runner.error_type or "RunFailed")
+        error_type = runner.error_type or "RunFailed"
+        _fail(spec, deps, attempt, error_type, runner.completion_text, runner, session=session)
+        raise run_failed(spec.run_id, runner.completion_text, error_type)
 
     try:
         store.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
-            note=spec.note(runner.completion_text),
+            note=note_with_final(spec.note(runner.completion_text), runner),
             steps=runner.steps_done,
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
+            usage=run_usage(runner, session, deps.settings),
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
@@ -216,6 +234,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         steps=runner.steps_done,
         final_text=runner.completion_text,
         deliveries=len(channel.sent),
+        final_delivered=runner.final_delivery_id is not None,
+        usage=run_usage(runner, session, deps.settings) or {},
     )
 
 
@@ -250,6 +270,7 @@ def _fail(
     runner: Any,
     *,
     best_effort: bool = False,
+    session: Any = None,
 ) -> None:
     failure = FailureRecord(
         run_id=spec.run_id,
@@ -263,7 +284,12 @@ def _fail(
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
     try:
-        deps.store.record_failure(failure, task_id=spec.task_id, job_id=spec.job_id)
+        deps.store.record_failure(
+            failure,
+            task_id=spec.task_id,
+            job_id=spec.job_id,
+            usage=run_usage(runner, session, deps.settings) if getattr(runner, "ledger", None) else None,
+        )
     except Exception:
         if not best_effort:
             raise

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec
+from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
 from agentwake.errors import PermanentProviderError, ProviderError, TransientProviderError
 
 if TYPE_CHECKING:
@@ -167,8 +167,28 @@ class BedrockProvider:
                     )
                 )
         return ModelReply(
-            text="\n".join(texts), tool_calls=tuple(calls), truncated=stop in _TRUNCATED_STOPS, provider_id=self.id
+            text="\n".join(texts),
+            tool_calls=tuple(calls),
+            truncated=stop in _TRUNCATED_STOPS,
+            provider_id=self.id,
+            usage=_usage(response, self.model_id),
         )
+
+
+def _usage(response: dict[str, Any], model_id: str) -> Usage | None:
+    """Converse ``usage.inputTokens``/``outputTokens``; None when the response has no usage."""
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    return Usage(
+        input_tokens=count(usage.get("inputTokens")),
+        output_tokens=count(usage.get("outputTokens")),
+        model=model_id,
+    )
 
 
 # --- request mapping -------------------------------------------------------------------------

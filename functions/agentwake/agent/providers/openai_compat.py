@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec
+from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
 from agentwake.errors import DeadlineExceeded, PermanentProviderError, TransientProviderError
 from agentwake.redact import redact, register_secret
 from agentwake.secrets import resolve_secret
@@ -162,6 +162,7 @@ class OpenAICompatProvider:
             tool_calls=calls,
             truncated=finish_reason == "length",
             provider_id=self.id,
+            usage=_usage(payload, self.model),
         )
 
 
@@ -216,6 +217,24 @@ def _tool_call(raw: Any, step: int, index: int) -> ToolCall:
     elif not isinstance(arguments, str):  # some servers send an object instead of JSON text
         arguments = json.dumps(arguments)
     return ToolCall(id=str(raw.get("id") or f"call_{step}_{index}"), name=name, arguments=arguments)
+
+
+def _usage(payload: dict[str, Any], model: str) -> Usage | None:
+    """``usage.prompt_tokens``/``completion_tokens``; None when the server sent no usage."""
+    usage = payload.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    answered_by = payload.get("model")
+    return Usage(
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        model=answered_by if isinstance(answered_by, str) and answered_by else model,
+    )
+
+
+def _count(value: Any) -> int:
+    """A token count as the server gave it; anything that is not a non-negative integer is 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 # --- errors ----------------------------------------------------------------------------------

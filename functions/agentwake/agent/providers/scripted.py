@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentwake.agent.types import ChatRequest, ModelReply, ToolCall
+from agentwake.agent.types import ChatRequest, ModelReply, ToolCall, Usage
 from agentwake.errors import PermanentProviderError, TransientProviderError
 
 ErrorClass = Literal[
@@ -43,6 +43,10 @@ class ScriptStep(BaseModel):
     #: fail only the first N attempts of this step, then give the reply; None means always fail
     error_times: int | None = None
     truncated: bool = False
+    #: tokens this step reports; None estimates them (about 4 characters a token) so budgets and
+    #: cost reports behave on the scripted provider as they would on a real one
+    input_tokens: int | None = Field(default=None, ge=0)
+    output_tokens: int | None = Field(default=None, ge=0)
 
 
 DEFAULT_SCRIPT = [ScriptStep(text="Nothing to add.")]
@@ -73,7 +77,22 @@ class ScriptedProvider:
         for i, c in enumerate(entry.tool_calls):
             args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
             calls.append(ToolCall(id=c.id or f"call_{request.step}_{i}", name=c.name, arguments=args))
-        return ModelReply(text=entry.text, tool_calls=tuple(calls), truncated=entry.truncated, provider_id=self.id)
+        usage = Usage(
+            input_tokens=entry.input_tokens
+            if entry.input_tokens is not None
+            else _estimate(sum(len(m.content) for m in request.messages)),
+            output_tokens=entry.output_tokens
+            if entry.output_tokens is not None
+            else _estimate(len(entry.text) + sum(len(c.arguments) for c in calls)),
+            model="scripted",
+        )
+        return ModelReply(
+            text=entry.text, tool_calls=tuple(calls), truncated=entry.truncated, provider_id=self.id, usage=usage
+        )
+
+
+def _estimate(chars: int) -> int:
+    return (chars + 3) // 4
 
 
 def _raise(error: ErrorClass, provider_id: str) -> None:

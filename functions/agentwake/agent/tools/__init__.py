@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.types import ToolCall, ToolSpec
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
 from agentwake.redact import redact
+
+if TYPE_CHECKING:
+    from agentwake.agent.ledger import RunLedger
+
+#: the call index part of the final answer's delivery id (deliver_final)
+FINAL = "final"
 
 
 @dataclass(frozen=True)
@@ -26,10 +32,17 @@ class ToolContext:
     call_index: int = 0
     #: a what-if replay: side-effecting tools say what they would do instead of doing it
     dry_run: bool = False
+    #: what the run spent and sent so far, and its caps (None: no caps, nothing counted)
+    ledger: RunLedger | None = field(default=None, compare=False, repr=False)
+    #: the run's final answer sent by deliver_final, not a tool call of the model
+    final: bool = False
 
     @property
     def delivery_id(self) -> str:
-        """Stable across retries and redrives: run id + step + call index."""
+        """Stable across retries and redrives: run id + step + call index (``{run_id}#final`` for
+        the final answer that deliver_final sends)."""
+        if self.final:
+            return f"{self.run_id}#{FINAL}"
         return f"{self.run_id}#{self.step}#{self.call_index}"
 
     @property
@@ -87,6 +100,9 @@ class ToolRegistry:
     @property
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(t.spec() for t in self._tools.values())
