@@ -135,7 +135,7 @@ def test_crash_between_the_call_and_its_journal_repeats_the_same_key(
 
 
 @pytest.fixture
-def test_tools_installed(monkeypatch: pytest.MonkeyPatch) -> Any:
+def tools_package_installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The test tool package on sys.path, as pip installs a package into the Lambda bundle."""
     monkeypatch.syspath_prepend(str(TEST_TOOLS))
     entry_points.forget()
@@ -144,7 +144,7 @@ def test_tools_installed(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_an_entry_point_tool_is_loaded_and_used(
-    resources: Resources, store: DynamoStore, test_tools_installed: None
+    resources: Resources, store: DynamoStore, tools_package_installed: None
 ) -> None:
     # GIVEN a session naming the entry-point tool word_count
     script = [
@@ -169,7 +169,7 @@ def test_an_entry_point_tool_is_loaded_and_used(
 
 
 def test_a_session_naming_a_missing_tool_fails_with_a_clear_config_error(
-    resources: Resources, store: DynamoStore, test_tools_installed: None
+    resources: Resources, store: DynamoStore, tools_package_installed: None
 ) -> None:
     seed_session(store, "s4", tools=[{"type": "python", "name": "no_such_tool"}])
     seed_task(store, "t4", "s4")
@@ -183,7 +183,7 @@ def test_a_session_naming_a_missing_tool_fails_with_a_clear_config_error(
     assert [e.kind for e in store.history("s4")] == []  # nothing written to the conversation
 
 
-def test_an_entry_point_that_is_not_a_tool_is_a_config_error(test_tools_installed: None) -> None:
+def test_an_entry_point_that_is_not_a_tool_is_a_config_error(tools_package_installed: None) -> None:
     from agentwake.agent.tools.config import build_tools
     from agentwake.errors import ConfigError
 
