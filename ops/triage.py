@@ -288,6 +288,8 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
         msg.error_source = "message-attributes"
         _join_run(msg, store)
+    elif dead_lettered_type == "SessionBusy":
+        _describe_gave_up_waiting(msg, store)
     elif dead_lettered_type:
         # a permanent input error the handler dead-lettered itself: it never became a run
         msg.kind = "invalid"
@@ -316,6 +318,32 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         task = store.get_task(msg.task_id)
         if task is not None:
             msg.session_id = task.session_id
+
+
+def _describe_gave_up_waiting(msg: DlqMessage, store: DynamoStore) -> None:
+    """A result the handler dead-lettered after waiting past SessionWaitLimit: a run that never
+    started because another run held its session (the reason names that run)."""
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    msg.kind = "background"
+    try:
+        msg.run_id = BackgroundResultMessage.parse_body(msg.body).run_id
+    except InvalidMessage:
+        msg.kind = "invalid"
+    if msg.run_id is not None:
+        _join_run(msg, store)
+        # the run never started: no attempt (the SQS receive count says nothing here)
+        msg.attempts = msg.summary.run.attempts if msg.summary and msg.summary.run else 0
+    msg.error_type = "SessionBusy"
+    msg.error_detail = _attr(msg.message_attributes, ATTR_REASON) or msg.error_detail
+    msg.error_source = "message-attributes"
+    msg.trigger = {
+        "never_ran": "the session was busy",
+        "holder_run_id": _attr(msg.message_attributes, "agentwake-holder-run-id"),
+        "wait_count": _int(_attr(msg.message_attributes, "agentwake-wait-count")),
+        "original_message_id": _attr(msg.message_attributes, ATTR_ORIGINAL_ID),
+    }
 
 
 def _cron_input(data: Any) -> dict[str, Any] | None:

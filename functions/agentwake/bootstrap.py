@@ -8,7 +8,7 @@ from typing import Any
 from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.idempotency import run_idempotency
-from agentwake.store.queues import DeadLetters
+from agentwake.store.queues import DeadLetters, ResultQueue
 from agentwake.store.schedules import Schedules
 from agentwake.wake.run import WakeDeps
 
@@ -47,9 +47,15 @@ def dead_letters() -> DeadLetters:
     return DeadLetters(get_settings().result_dlq_url)
 
 
+@lru_cache(maxsize=1)
+def result_queue() -> ResultQueue:
+    return ResultQueue(get_settings().result_queue_url)
+
+
 def reset() -> None:
     wake_deps.cache_clear()
     dead_letters.cache_clear()
+    result_queue.cache_clear()
 
 
 def reset_caches() -> None:

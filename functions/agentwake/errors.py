@@ -89,9 +89,21 @@ def run_failed(run_id: str, completion_text: str, failure_type: str) -> RunFaile
 
 
 class SessionBusy(AgentwakeError):
-    """Another wake of the same session holds the lease; try again later."""
+    """Another wake of the same session holds the lease; try again later.
+
+    Carries who waits (``run_id``) and who holds the session (``holder``, a run id), so that a
+    wake that gave up waiting can name the holder to the operator.
+    """
 
     retryable = True
+
+    def __init__(
+        self, message: str, *, run_id: str | None = None, session_id: str | None = None, holder: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.session_id = session_id
+        self.holder = holder
 
 
 class ConfigError(AgentwakeError):

@@ -71,6 +71,31 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_JOURNAL_TTL_DAYS", "journal_ttl_days"),
         description="how long journal items live (DynamoDB TTL), longer than the DLQ's 14 days",
     )
+    session_wait_limit_s: int = Field(
+        default=3600,
+        ge=1,
+        validation_alias=_env("AGENTWAKE_SESSION_WAIT_LIMIT_S", "session_wait_limit_s"),
+        description="how long a wake waits for its busy session before it gives up as SessionBusy "
+        "(stack parameter SessionWaitLimit)",
+    )
+    session_wait_max_delay_s: int = Field(
+        default=300,
+        ge=1,
+        le=900,
+        validation_alias=_env("AGENTWAKE_SESSION_WAIT_MAX_DELAY_S", "session_wait_max_delay_s"),
+        description="longest pause between two tries of a waiting wake (stack parameter SessionWaitMaxDelay; "
+        "SQS allows 900)",
+    )
+    scheduler_role_arn: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_SCHEDULER_ROLE_ARN", "scheduler_role_arn"),
+        description="role of job schedules; a cron wake waiting for its session schedules itself with it",
+    )
+    scheduler_dlq_arn: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_SCHEDULER_DLQ_ARN", "scheduler_dlq_arn"),
+        description="dead-letter queue of job schedules (and of a waiting cron wake's one-time schedule)",
+    )
     bedrock_model_id: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_BEDROCK_MODEL_ID", "bedrock_model_id"),

@@ -41,6 +41,10 @@ InvokeFn = Callable[[FunctionSpec, Any, str, str | None], Invocation]
 # (destination, record, condition) -> None
 DeliverFn = Callable[[Destination, dict[str, Any], str], None]
 
+#: queued asynchronous invocations served at once in the background mode (Lambda runs each in a
+#: sandbox of its own; locally a bound keeps a laptop responsive while retry delays sleep)
+DEFAULT_CONCURRENCY = 10
+
 
 def _timestamp(moment: float) -> str:
     return dt.datetime.fromtimestamp(moment, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -131,7 +135,8 @@ class AsyncInvoker:
     """Runs asynchronous invocations with Lambda's retries and destinations.
 
     ``invoke`` runs one to completion in the caller's thread. ``submit`` queues one; the queue
-    is served by a background thread after ``start()`` (the "up" mode), or by ``run_pending()``.
+    is served by ``concurrency`` background threads after ``start()`` (the "up" mode), or by
+    ``run_pending()``.
     """
 
     def __init__(
@@ -142,14 +147,16 @@ class AsyncInvoker:
         retry_delays: float | Sequence[float] = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
         self._invoke = invoke
         self._deliver = deliver
         self.retry_delays = [float(retry_delays)] if isinstance(retry_delays, int | float) else list(retry_delays)
         self._sleep = sleep
         self._clock = clock
+        self.concurrency = max(1, concurrency)
         self._queue: queue.Queue[AsyncInvocation | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._idle = threading.Condition()
         self._in_progress = 0
 
@@ -265,20 +272,28 @@ class AsyncInvoker:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread.is_alive() for thread in self._threads)
 
     def start(self) -> None:
+        """``concurrency`` threads serve the queue: invocations (and their retry delays) overlap."""
         if self.running:
             return
-        self._thread = threading.Thread(target=self._run, name="lambda-async-invoker", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"lambda-async-invoker#{n}", daemon=True)
+            for n in range(self.concurrency)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self._thread is None:
+        if not self._threads:
             return
-        self._queue.put(None)
-        self._thread.join(timeout)
-        self._thread = None
+        for _ in self._threads:
+            self._queue.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = []
 
     def _run(self) -> None:
         while True:

@@ -6,14 +6,19 @@
   ``Runtime.MarshalError``, as on Lambda);
 - the context carries the function's name, ARN, memory, request id, log group/stream and a
   ``get_remaining_time_in_millis()`` counting down from the template's Timeout;
-- the function's environment (plus the local endpoint and fake credentials) is in os.environ for
-  the duration of the invocation only; ``on_env_change`` runs after it is set and after it is
-  restored, so cached settings and clients never outlive the environment they were built from;
+- the function's environment (plus the local endpoint and fake credentials) is in os.environ while
+  the invocation runs; ``on_env_change`` runs after it is set and after it is restored, so cached
+  settings and clients never outlive the environment they were built from;
 - an exception becomes Lambda's error payload (errorMessage, errorType, requestId, stackTrace);
   an invocation that outlives Timeout is reported as timed out.
 
-os.environ is process-global, so invocations are serialized by a lock: locally every function
-runs with a concurrency of one.
+Invocations run concurrently, as Lambda runs concurrent sandboxes. os.environ is process-global,
+so ``EnvironmentGate`` lets invocations overlap exactly when they need the same environment: the
+functions of one stack share it (the template's Globals, the local endpoint, fake credentials),
+so they run side by side; an invocation that needs a different environment (another stack, a
+test that changed a function's variables) waits until the running ones are done. The variables
+that only name the function (``IDENTITY_VARIABLES``) are not compared: while invocations of two
+functions overlap they name the first one (each handler's context object always names its own).
 """
 
 from __future__ import annotations
@@ -36,9 +41,81 @@ from agentwake_local.template import LATEST, FunctionSpec
 
 logger = logging.getLogger(__name__)
 
-_INVOKE_LOCK = threading.RLock()
+#: variables that name the function, not configure it (see the module docstring)
+IDENTITY_VARIABLES = frozenset(
+    {"AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_LOG_GROUP_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "_HANDLER"}
+)
 # Variables a Lambda sandbox never has: they would route boto3 to the developer's own account.
 _REMOVED_FROM_SANDBOX = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+
+
+class EnvironmentGate:
+    """Shared use of os.environ: invocations with the same environment overlap, others take turns.
+
+    ``enter(env)`` applies ``env`` when nobody is inside (and calls ``on_change``), or joins the
+    invocations inside when they use the same environment; otherwise it waits. ``leave()``
+    restores the previous os.environ when the last one leaves. An invocation waiting for a
+    different environment stops newcomers from joining, so it is never starved.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._inside = 0
+        self._key: frozenset[tuple[str, str | None]] | None = None
+        self._previous: dict[str, str | None] = {}
+        self._on_change: Callable[[], None] | None = None
+        self._waiting_other = 0
+
+    @staticmethod
+    def _compared(env: Mapping[str, str | None]) -> frozenset[tuple[str, str | None]]:
+        return frozenset((k, v) for k, v in env.items() if k not in IDENTITY_VARIABLES)
+
+    def enter(self, env: Mapping[str, str | None], on_change: Callable[[], None] | None) -> Exception | None:
+        """Returns the exception of ``on_change`` if it failed (the caller reports it as an init error)."""
+        key = self._compared(env)
+        with self._cond:
+            joinable = self._inside > 0 and self._key == key
+            if not joinable:
+                self._waiting_other += 1
+                try:
+                    self._cond.wait_for(lambda: self._inside == 0)
+                finally:
+                    self._waiting_other -= 1
+            elif self._waiting_other:
+                # someone waits for another environment: let it have its turn first
+                self._cond.wait_for(lambda: self._inside == 0 or (self._key == key and not self._waiting_other))
+            if self._inside == 0:
+                self._previous = apply_env(env)
+                self._key = key
+                self._on_change = on_change
+                self._inside = 1
+                return self._notify_change(on_change)
+            self._inside += 1
+            return None
+
+    def leave(self) -> None:
+        with self._cond:
+            self._inside -= 1
+            if self._inside == 0:
+                restore_env(self._previous)
+                self._previous, self._key = {}, None
+                if self._notify_change(self._on_change) is not None:
+                    logger.error("on_env_change hook failed after restoring the environment")
+                self._cond.notify_all()
+
+    @staticmethod
+    def _notify_change(hook: Callable[[], None] | None) -> Exception | None:
+        if hook is None:
+            return None
+        try:
+            hook()
+        except Exception as exc:  # a broken hook must not wedge the gate
+            logger.exception("on_env_change hook failed")
+            return exc
+        return None
+
+
+_GATE = EnvironmentGate()
 
 
 class LambdaContext:
@@ -179,11 +256,8 @@ def _call(
     payload: Any,
     request_id: str,
     invoked_function_arn: str | None,
-    on_env_change: Callable[[], None] | None,
 ) -> tuple[Any, dict[str, Any] | None]:
     try:
-        if on_env_change:
-            on_env_change()
         handler = load_handler(function)
     except HandlerLoadError as exc:
         return None, _error(exc, request_id, error_type=exc.error_type)
@@ -223,19 +297,16 @@ def invoke(
 
     env: dict[str, str | None] = dict(lambda_environment(function, base_env))
     env.update({name: None for name in _REMOVED_FROM_SANDBOX})
-    with _INVOKE_LOCK:
-        previous = apply_env(env)
-        started = time.monotonic()
-        try:
-            result.response, result.error = _call(function, payload, request_id, invoked_function_arn, on_env_change)
-        finally:
-            result.duration_ms = (time.monotonic() - started) * 1000
-            restore_env(previous)
-            if on_env_change:
-                try:
-                    on_env_change()
-                except Exception:  # pragma: no cover - a broken hook must not hide the invocation
-                    logger.exception("on_env_change hook failed after %s", function.logical_id)
+    hook_error = _GATE.enter(env, on_env_change)
+    started = time.monotonic()
+    try:
+        if hook_error is not None:  # the init phase failed (a cache reset hook)
+            result.error = _error(hook_error, request_id)
+        else:
+            result.response, result.error = _call(function, payload, request_id, invoked_function_arn)
+    finally:
+        result.duration_ms = (time.monotonic() - started) * 1000
+        _GATE.leave()
 
     if enforce_timeout and result.duration_ms > function.timeout * 1000:
         result.response = None

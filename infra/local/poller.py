@@ -11,6 +11,10 @@ so it cannot show what agentwake promises. This poller does what Lambda does:
 4. records not deleted reappear after the queue's visibility timeout (or after the local
    ``visibility_timeout_override``, applied with ChangeMessageVisibility to keep tests fast).
 
+In the background ("up") mode a mapping runs ``concurrency`` pollers at once, each receiving its
+own batch and invoking the function, as Lambda's event source mapping scales up to the event's
+``ScalingConfig.MaximumConcurrency`` (``DEFAULT_CONCURRENCY`` when the template sets none).
+
 The redrive policy (DLQ after ``maxReceiveCount`` receives) is the queue's business, as on AWS:
 moto's ReceiveMessage moves a message whose receive count has reached ``maxReceiveCount`` to the
 dead-letter queue instead of delivering it, so the poller does not implement it.
@@ -135,6 +139,10 @@ class PollResult:
 
 InvokeFn = Callable[[Any], Invocation]
 
+#: concurrent invocations of a mapping without ``ScalingConfig.MaximumConcurrency`` (Lambda's own
+#: ceiling is the account's concurrency; locally a small bound keeps a laptop responsive)
+DEFAULT_CONCURRENCY = 5
+
 
 class SqsPoller:
     """The event source mapping of one function's SQS event; ``poll_once``/``drain`` or a thread."""
@@ -149,6 +157,7 @@ class SqsPoller:
         region: str | None = None,
         visibility_timeout_override: int | None = None,
         idle_interval: float = 0.2,
+        concurrency: int | None = None,
     ) -> None:
         if not source.queue_url:
             raise ValueError(f"{function.logical_id}/{source.name}: queue {source.queue_arn} is not local")
@@ -159,8 +168,9 @@ class SqsPoller:
         self.region = region or function.region
         self.visibility_timeout_override = visibility_timeout_override
         self.idle_interval = idle_interval
+        self.concurrency = max(1, concurrency or source.maximum_concurrency or DEFAULT_CONCURRENCY)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     @property
@@ -307,25 +317,31 @@ class SqsPoller:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(thread.is_alive() for thread in self._threads)
 
     def start(self) -> None:
+        """``concurrency`` threads, each receiving a batch and invoking the function in turn."""
         if self.running:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"sqs-poller:{self.name}", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"sqs-poller:{self.name}#{n}", daemon=True)
+            for n in range(self.concurrency)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = []
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                result = self.poll_once()
+                result = self._poll_once()
             except Exception:  # the server went away, a transient error: keep the thread alive
                 logger.exception("sqs %s: poll failed", self.name)
                 self._stop.wait(1.0)

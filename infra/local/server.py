@@ -92,7 +92,7 @@ class MotoServer:
             werkzeug_logger = logging.getLogger("werkzeug")
             if werkzeug_logger.level == logging.NOTSET:
                 werkzeug_logger.setLevel(logging.WARNING)
-        server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=not self.quiet)
+        server = _serialized_server(ThreadedMotoServer)(ip_address=self.host, port=self.port, verbose=not self.quiet)
         server.start()
         self._server = server
         logger.info("moto server listening on %s", self.endpoint_url)
@@ -121,6 +121,60 @@ class MotoServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def serialized(app: Any, lock: Any = None) -> Any:
+    """WSGI middleware: one request at a time inside moto's backends, which are not thread-safe
+    (concurrent TransactWriteItems fail with "dictionary changed size during iteration").
+
+    Exception: an SQS ReceiveMessage that may long-poll (WaitTimeSeconds absent or above 0) sleeps
+    inside the request, so it runs unlocked; the local poller always receives with WaitTimeSeconds=0.
+    """
+    import io
+    import threading
+
+    lock = lock or threading.Lock()
+
+    def call(environ: dict[str, Any], start_response: Any) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        if _may_long_poll(environ, body):
+            return app(environ, start_response)
+        with lock:
+            return app(environ, start_response)
+
+    return call
+
+
+def _may_long_poll(environ: dict[str, Any], body: bytes) -> bool:
+    import json
+    import urllib.parse
+
+    if environ.get("HTTP_X_AMZ_TARGET", "") == "AmazonSQS.ReceiveMessage":  # SQS JSON protocol
+        try:
+            return json.loads(body or b"{}").get("WaitTimeSeconds") != 0
+        except ValueError:
+            return True
+    if b"Action=ReceiveMessage" in body:  # SQS query protocol
+        return urllib.parse.parse_qs(body.decode("utf-8", "replace")).get("WaitTimeSeconds") != ["0"]
+    return False
+
+
+def _serialized_server(base: Any) -> Any:
+    """moto's ThreadedMotoServer with its WSGI app wrapped in ``serialized``."""
+    from moto.moto_server.threaded_moto_server import MotoRequestHandler
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    class SerializedMotoServer(base):  # type: ignore[misc, valid-type]
+        def _server_entry(self) -> None:
+            app = serialized(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return SerializedMotoServer
 
 
 def reset(endpoint_url: str) -> None:

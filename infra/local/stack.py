@@ -6,7 +6,8 @@
         local.invoke("CronWakeFunction", event)         # RequestResponse
         local.invoke_async("CronWakeFunction", event)   # Event: retries + on-failure destination
 
-``start(..., background=True)`` (the "up" mode) also runs every poller and the async queue on
+``start(..., background=True)`` (the "up" mode) also runs every poller (as many at once as the
+event source's MaximumConcurrency), the async queue and the firing of one-time schedules on
 background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
 (default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
 """
@@ -22,8 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentwake_local import lambda_runtime
+from agentwake_local import async_invoke, lambda_runtime
 from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
+from agentwake_local.at_schedules import OneTimeSchedules
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.poller import PollResult, SqsPoller
 from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
@@ -101,8 +103,10 @@ class LocalStackRuntime:
         poll_interval: float = 0.2,
         server_host: str = "127.0.0.1",
         server_port: int = 0,
+        async_concurrency: int = async_invoke.DEFAULT_CONCURRENCY,
     ) -> None:
         self.stack_name = stack_name
+        self.async_concurrency = async_concurrency
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
@@ -122,6 +126,7 @@ class LocalStackRuntime:
         self.visibility_timeout_override: int | None = None
         self.pollers: list[SqsPoller] = []
         self.async_invoker: AsyncInvoker | None = None
+        self.one_time_schedules: OneTimeSchedules | None = None
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
@@ -203,7 +208,12 @@ class LocalStackRuntime:
             self.template_path, self.parameter_overrides, stack_name=self.stack_name, region=self.region
         )
         self._stack = provision(template, self.endpoint_url, session=self._session)
-        self.async_invoker = AsyncInvoker(self._invoke_for_async, self._deliver, retry_delays=self.async_retry_delays)
+        self.async_invoker = AsyncInvoker(
+            self._invoke_for_async,
+            self._deliver,
+            retry_delays=self.async_retry_delays,
+            concurrency=self.async_concurrency,
+        )
         self.pollers = [
             SqsPoller(
                 function,
@@ -218,6 +228,12 @@ class LocalStackRuntime:
             for source in function.sqs_events
             if source.enabled and source.queue_url
         ]
+        self.one_time_schedules = OneTimeSchedules(
+            self.client("scheduler"),
+            [r.ref for r in self._stack.resources.values() if r.type == "AWS::Scheduler::ScheduleGroup"],
+            self._fire_schedule,
+            interval=self.poll_interval,
+        )
         logger.info(
             "local stack %s on %s: %d resources, %d functions, %d SQS pollers",
             self.stack_name,
@@ -257,8 +273,12 @@ class LocalStackRuntime:
             poller.start()
         if self.async_invoker is not None:
             self.async_invoker.start()
+        if self.one_time_schedules is not None:
+            self.one_time_schedules.start()
 
     def stop_background(self) -> None:
+        if self.one_time_schedules is not None:
+            self.one_time_schedules.stop()
         for poller in self.pollers:
             poller.stop()
         if self.async_invoker is not None:
@@ -420,6 +440,17 @@ class LocalStackRuntime:
             logger.warning("destination type %s (%s) is not emulated locally", destination.type, destination.arn)
             return
         logger.info("async destination %s %s <- %s", destination.type, destination.arn, condition)
+
+    # -- EventBridge Scheduler one-time schedules -----------------------------------------
+
+    def _fire_schedule(self, target_arn: str, payload: Any) -> None:
+        self.invoke_async(target_arn, payload)
+
+    def fire_due_schedules(self) -> list[str]:
+        """Fire the one-time ``at(...)`` schedules whose time has come (the background mode does
+        this on its own); the names of those fired."""
+        assert self.one_time_schedules is not None
+        return self.one_time_schedules.fire_due()
 
     # -- SQS event source mappings --------------------------------------------------------
 

@@ -154,8 +154,10 @@ def test_duplicate_concurrent_copies_make_one_run(store: DynamoStore, resources:
     first.start()
     assert entered.wait(10)
     # WHEN a second copy of the same message arrives meanwhile
-    with pytest.raises(IdempotencyAlreadyInProgressError):
+    # THEN it finds the run in progress and waits like for a busy session (it is the holder itself)
+    with pytest.raises(SessionBusy) as busy:
         wake_for_background_result(message("t1", "s1"), deps)
+    assert busy.value.holder == "bg:t1" and isinstance(busy.value.__cause__, IdempotencyAlreadyInProgressError)
     release.set()
     first.join(10)
     # THEN exactly one run happened, and the retried copy does nothing

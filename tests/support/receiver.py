@@ -18,6 +18,8 @@ class CountingReceiver:
         #: seconds to wait, after recording a delivery, before answering the next N requests
         self.slow_next = 0
         self.slow_seconds = 0.0
+        #: every request waits (after it is recorded) until this event is set, at most 60 s
+        self.hold: threading.Event | None = None
         self._lock = threading.Lock()
         outer = self
 
@@ -37,6 +39,8 @@ class CountingReceiver:
                         outer.slow_next -= 1
                 if slow:
                     time.sleep(outer.slow_seconds)  # it arrived, but the answer comes too late
+                if outer.hold is not None:
+                    outer.hold.wait(60)
                 self.send_response(200)
                 self.end_headers()
 

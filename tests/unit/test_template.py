@@ -279,10 +279,13 @@ def test_scheduler_role_invokes_only_the_cron_alias_and_dead_letters_to_its_queu
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
     assert trust["Condition"]["ArnEquals"] == {"aws:SourceArn": {"Fn::GetAtt": ["ScheduleGroup", "Arn"]}}
+    # the invoke grant is a policy of its own, so that the functions' environment may name the role
+    invoke = props(template, "SchedulerRoleInvokePolicy")
+    assert invoke["Roles"] == [{"Ref": "SchedulerRole"}]
     granted = {
         action: s["Resource"]
-        for policy in role["Policies"]
-        for s in policy["PolicyDocument"]["Statement"]
+        for document in [p["PolicyDocument"] for p in role["Policies"]] + [invoke["PolicyDocument"]]
+        for s in document["Statement"]
         for action in as_list(s["Action"])
     }
     assert granted == {
@@ -416,9 +419,13 @@ def test_deployed_outbound_policy_is_https_only_without_loopback(template: dict[
     assert env["AGENTWAKE_OUTBOUND_ALLOW_HTTP"] == "false"
 
 
-def test_only_the_background_function_sends_to_the_result_dlq(template: dict[str, Any]) -> None:
+def test_only_the_background_function_sends_to_the_result_dlq_and_back_to_its_queue(template: dict[str, Any]) -> None:
+    # permanent input errors go to the DLQ; a result waiting for its busy session re-sends itself
     sends = [p for p in policies(template, "BackgroundResultFunction") if "SQSSendMessagePolicy" in p]
-    assert sends == [{"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultDLQ", "QueueName"]}}}]
+    assert sends == [
+        {"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultDLQ", "QueueName"]}}},
+        {"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultQueue", "QueueName"]}}},
+    ]
     assert not [p for p in policies(template, "CronWakeFunction") if "SQSSendMessagePolicy" in p]
 
 
@@ -455,14 +462,21 @@ def test_bedrock_is_scoped_to_models_and_inference_profiles(template: dict[str, 
             assert "bedrock:InferenceProfileArn" in statement["Condition"]["StringLike"]
 
 
-def test_cron_function_may_delete_only_schedules_of_its_group(template: dict[str, Any]) -> None:
-    scheduler = [s for s in statements(policies(template, "CronWakeFunction")) if "scheduler" in repr(s["Action"])]
-    assert len(scheduler) == 1
-    assert sorted(scheduler[0]["Action"]) == ["scheduler:DeleteSchedule", "scheduler:GetSchedule"]
-    assert scheduler[0]["Resource"] == {
-        "Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"
-    }
-    assert "scheduler" not in repr(policies(template, "BackgroundResultFunction"))
+def test_cron_function_may_manage_only_schedules_of_its_group(template: dict[str, Any]) -> None:
+    scheduler = [s for s in statements(policies(template, "CronWakeFunction")) if "scheduler:" in repr(s["Action"])]
+    actions = sorted(action for s in scheduler for action in as_list(s["Action"]))
+    # run-once jobs delete their schedule; a cron wake waiting for its session creates a one-time one
+    assert actions == ["scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"]
+    for statement in scheduler:
+        assert statement["Resource"] == {
+            "Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"
+        }
+    # and may pass only the Scheduler role, only to the Scheduler
+    [passes] = [s for s in statements(policies(template, "CronWakeFunction")) if s["Action"] == "iam:PassRole"]
+    assert passes["Resource"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+    assert passes["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+    assert "scheduler:" not in repr(policies(template, "BackgroundResultFunction"))
+    assert "iam:PassRole" not in repr(policies(template, "BackgroundResultFunction"))
 
 
 # ------------------------------------------------------------------ outputs
@@ -518,4 +532,14 @@ def test_dashboard_body_is_json_with_the_metrics_operators_need(template: dict[s
     body_template, _vars = template["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
     body = _json.loads(re.sub(r"\$\{[^}]+\}", "X", body_template))
     titles = {w["properties"]["title"] for w in body["widgets"]}
-    assert titles == {"Runs", "DLQ depths", "Provider failovers", "Steps per run", "Duration (p90, ms)"}
+    assert titles == {
+        "Runs",
+        "DLQ depths",
+        "Provider failovers",
+        "Steps per run",
+        "Duration (p90, ms)",
+        "Busy sessions",
+    }
+    [busy] = [w for w in body["widgets"] if w["properties"]["title"] == "Busy sessions"]
+    shown = {m[1] for m in busy["properties"]["metrics"]}
+    assert shown == {"SessionBusy", "SessionWaitExceeded", "SessionWait"}

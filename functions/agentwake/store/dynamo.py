@@ -502,8 +502,25 @@ class DynamoStore:
         task_id: str | None = None,
         job_id: str | None = None,
         usage: dict[str, Any] | None = None,
+        kind: str | None = None,
     ) -> None:
-        """One transaction: the failure record, run failed + last error, task/job failed + last_error."""
+        """One transaction: the failure record, run failed + last error, task/job failed + last_error.
+
+        ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        """
+        identity, identity_values = "", {}
+        if kind is not None:
+            identity = (
+                ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
+                "gsi1pk = :g, gsi1sk = :rid, attempts = if_not_exists(attempts, :zero)"
+            )
+            identity_values = {
+                ":k": {"S": kind},
+                ":sid": {"S": failure.session_id},
+                ":rid": {"S": failure.run_id},
+                ":g": {"S": f"RUNS#{failure.session_id}"},
+                ":zero": {"N": "0"},
+            }
         items: list[dict[str, Any]] = [
             {
                 "Put": {
@@ -520,10 +537,11 @@ class DynamoStore:
                     "TableName": self.table,
                     "Key": self._key(run_pk(failure.run_id), "RUN"),
                     "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
-                    "steps = :n, #u = :u",
+                    "steps = :n, #u = :u" + identity,
                     "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
                     "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                     "ExpressionAttributeValues": {
+                        **identity_values,
                         ":s": {"S": "failed"},
                         ":ok": {"S": "succeeded"},
                         ":now": {"S": failure.at},

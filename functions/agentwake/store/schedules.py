@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from agentwake.errors import ConfigError
@@ -56,6 +57,42 @@ class Schedules:
         if run_once:
             kwargs["ActionAfterCompletion"] = "DELETE"
         self.client.create_schedule(**kwargs)
+
+    def create_once(
+        self,
+        *,
+        name: str,
+        at: datetime,
+        target_arn: str,
+        role_arn: str,
+        payload: dict[str, Any],
+        dlq_arn: str | None = None,
+        max_retries: int = 2,
+    ) -> bool:
+        """A one-time schedule ``at(...)`` (UTC) that invokes ``target_arn`` with ``payload`` once,
+        then deletes itself. False if a schedule of that name exists already (created by a copy)."""
+        target: dict[str, Any] = {
+            "Arn": target_arn,
+            "RoleArn": role_arn,
+            "Input": json.dumps(payload),
+            "RetryPolicy": {"MaximumRetryAttempts": max_retries, "MaximumEventAgeInSeconds": 3600},
+        }
+        if dlq_arn:
+            target["DeadLetterConfig"] = {"Arn": dlq_arn}
+        try:
+            self.client.create_schedule(
+                Name=name,
+                GroupName=self._group(),
+                ScheduleExpression=f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})",
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                Target=target,
+                State="ENABLED",
+                ActionAfterCompletion="DELETE",
+            )
+        except self.client.exceptions.ConflictException:
+            return False
+        return True
 
     def get(self, name: str) -> dict[str, Any] | None:
         try:

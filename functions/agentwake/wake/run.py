@@ -99,7 +99,18 @@ def execute_run(spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = Non
     def run_once(run: dict[str, str]) -> dict[str, Any]:
         return asdict(_execute(spec, deps, remaining_ms))
 
-    return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+    try:
+        return WakeOutcome(**run_once(run={"run_id": spec.run_id}))
+    except IdempotencyAlreadyInProgressError as exc:
+        # another copy of this very run is in progress: wait for it like for any busy session
+        raise SessionBusy(
+            f"run {spec.run_id} is in progress in another invocation; this copy will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=spec.run_id,
+        ) from exc
 
 
 def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOutcome:
@@ -121,8 +132,12 @@ def _execute(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> WakeOut
     token = store.acquire_lease(spec.session_id, spec.run_id, lease_s)
     if token is None:
         holder = store.lease_holder(spec.session_id)
+        holder_id = holder[0] if holder else None
         raise SessionBusy(
-            f"session {spec.session_id} is busy with run {holder[0] if holder else '?'}; {spec.run_id} will retry"
+            f"session {spec.session_id} is busy with run {holder_id or '?'}; {spec.run_id} will retry",
+            run_id=spec.run_id,
+            session_id=spec.session_id,
+            holder=holder_id,
         )
     try:
         return _run_leased(spec, deps, remaining_ms)

@@ -1,0 +1,275 @@
+"""Waiting for a busy session without spending the failure budget (docs/durability.md).
+
+A wake that finds its session leased by another run (``SessionBusy``) does not fail: it comes
+back later, with backoff and jitter, carrying how often and since when it waits.
+
+- A background result re-sends itself to the result queue with ``DelaySeconds`` and the wait state
+  as message attributes; the original record is reported as handled only once the re-send
+  succeeded (a failed re-send is a batch item failure: the record comes back, nothing is lost).
+  If both copies survive (the delete of the original failed), the run's idempotency absorbs the
+  second one.
+- A cron wake creates a one-time EventBridge Scheduler schedule ``at(...)`` with its own input plus
+  the wait state, targeting the function ARN it was invoked through, deleted after it fires. It
+  then comes back as the same kind of asynchronous invocation, with Lambda's retries and the
+  on-failure destination unchanged.
+
+Past ``SessionWaitLimit`` the wake gives up: a failure ``SessionBusy`` naming the holder is
+recorded for the run (which never started), and the background result goes to the DLQ with
+``agentwake-error-type: SessionBusy``; the cron wake raises, so it ends on CronFailureQueue.
+
+Metrics: ``SessionBusy`` (count of busy findings), ``SessionWait`` (seconds waited, when the wake
+finally runs or gives up), ``SessionWaitExceeded`` (wakes that gave up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentwake.errors import SessionBusy
+from agentwake.observability import logger, metrics
+from agentwake.settings import Settings
+from agentwake.store.models import FailureRecord
+from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
+
+#: the first pause; each further busy finding doubles it, up to SessionWaitMaxDelay
+BASE_DELAY_S = 2.0
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """How often a wake found its session busy, and since when (epoch seconds) it waits."""
+
+    count: int = 0
+    since: float | None = None
+
+    def waited(self, now: float) -> float:
+        return 0.0 if self.since is None else max(0.0, now - self.since)
+
+    # -- on a background result: two message attributes ------------------------------------------
+
+    @classmethod
+    def from_attributes(cls, attributes: dict[str, str | None]) -> WaitState:
+        """From the record's ``agentwake-wait-count`` / ``agentwake-waiting-since`` (epoch ms); a
+        missing or garbled value means "not waiting yet" (the wait restarts, nothing is lost)."""
+        try:
+            count = max(0, int(attributes.get(ATTR_WAIT_COUNT) or 0))
+            since_ms = attributes.get(ATTR_WAITING_SINCE)
+            since = int(since_ms) / 1000 if since_ms else None
+        except ValueError:
+            return cls()
+        return cls(count=count, since=since) if count else cls()
+
+    def to_attributes(self) -> dict[str, str]:
+        return {ATTR_WAIT_COUNT: str(self.count), ATTR_WAITING_SINCE: str(int((self.since or 0) * 1000))}
+
+    # -- on a cron wake: one field of the invocation's input -------------------------------------
+
+    @classmethod
+    def from_payload(cls, value: Any) -> WaitState:
+        if not isinstance(value, dict):
+            return cls()
+        try:
+            count = max(0, int(value.get("count") or 0))
+            since = float(value["since"]) if value.get("since") is not None else None
+        except (TypeError, ValueError):
+            return cls()
+        return cls(count=count, since=since) if count else cls()
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"count": self.count, "since": self.since}
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """Backoff with equal jitter: pause ``n`` lies in [d/2, d], d = min(max_delay, base * 2**n)."""
+
+    limit_s: float
+    max_delay_s: float
+    base_delay_s: float = BASE_DELAY_S
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WaitPolicy:
+        return cls(limit_s=settings.session_wait_limit_s, max_delay_s=settings.session_wait_max_delay_s)
+
+    def delay(self, count: int, rng: random.Random | Any = random) -> float:
+        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** min(count, 30))
+        return float(ceiling / 2 + rng.uniform(0, ceiling / 2))
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Come back after ``delay_s`` with ``state``."""
+
+    delay_s: float
+    state: WaitState
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Waited ``waited_s`` (past the limit) for a session that ``holder`` still holds."""
+
+    waited_s: float
+    holder: str | None
+    detail: str
+    state: WaitState = field(default_factory=WaitState)
+
+
+def decide(busy: SessionBusy, state: WaitState, policy: WaitPolicy, *, now: float, rng: Any = random) -> Wait | GiveUp:
+    """What a wake that found its session busy does next."""
+    metrics.add_metric(name="SessionBusy", unit="Count", value=1)
+    since = state.since if state.since is not None else now
+    waited = max(0.0, now - since)
+    if waited >= policy.limit_s:
+        metrics.add_metric(name="SessionWait", unit="Seconds", value=waited)
+        metrics.add_metric(name="SessionWaitExceeded", unit="Count", value=1)
+        detail = (
+            f"never ran: session {busy.session_id} was still busy with run {busy.holder or '?'} after "
+            f"{waited:.0f} s of waiting ({state.count} tries; SessionWaitLimit {policy.limit_s:.0f} s). "
+            f"Redrive it once that run has finished."
+        )
+        return GiveUp(waited_s=waited, holder=busy.holder, detail=detail, state=state)
+    # the last pause ends at the limit, so the final try happens when the limit is reached
+    delay = min(policy.delay(state.count, rng), max(1.0, policy.limit_s - waited))
+    return Wait(delay_s=delay, state=WaitState(count=state.count + 1, since=since))
+
+
+def ran_after_waiting(state: WaitState, now: float) -> None:
+    """A wake that had waited got its session (or found its run done): record how long it waited."""
+    if state.count:
+        metrics.add_metric(name="SessionWait", unit="Seconds", value=state.waited(now))
+
+
+def record_gave_up(
+    store: Any,
+    busy: SessionBusy,
+    decision: GiveUp,
+    *,
+    kind: str,
+    task_id: str | None = None,
+    job_id: str | None = None,
+) -> None:
+    """The failure an operator reads at the DLQ: the run never started, the session was busy."""
+    assert busy.run_id is not None and busy.session_id is not None
+    run = store.get_run(busy.run_id)
+    failure = FailureRecord(
+        run_id=busy.run_id,
+        session_id=busy.session_id,
+        attempt=run.attempts if run is not None else 0,
+        error_type="SessionBusy",
+        detail=decision.detail,
+    )
+    logger.error("gave up waiting for the session", extra={"holder": busy.holder, "waited_s": decision.waited_s})
+    usage = run.usage if run is not None else None  # what earlier attempts used, unchanged
+    store.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
+
+
+# --------------------------------------------------------------------------------------------
+# a background result
+
+
+@dataclass(frozen=True)
+class ParkedRecord:
+    """What is needed to re-send (or dead-letter) one SQS record of the result queue."""
+
+    body: str
+    message_id: str
+    source: str
+    receive_count: str
+    #: the producer's message attributes, SQS API shape (re-sent as they were)
+    attributes: dict[str, dict[str, str]]
+    state: WaitState
+
+
+def wait_background(
+    busy: SessionBusy,
+    record: ParkedRecord,
+    *,
+    store: Any,
+    settings: Settings,
+    result_queue: Any,
+    dead_letters: Any,
+    task_id: str,
+    now: Callable[[], float] = time.time,
+    rng: Any = random,
+) -> str:
+    """Re-send the record with a delay ("waiting"), or give up ("dead-lettered"). Raises if neither
+    the re-send nor the dead-lettering succeeded: the record is then a batch item failure."""
+    decision = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    if isinstance(decision, Wait):
+        result_queue.send_later(
+            body=record.body,
+            delay_s=decision.delay_s,
+            attributes=record.attributes,
+            wait=decision.state.to_attributes(),
+        )
+        logger.info(
+            "session busy: the result comes back later",
+            extra={"holder": busy.holder, "delay_s": round(decision.delay_s, 1), "wait_count": decision.state.count},
+        )
+        return "waiting"
+    record_gave_up(store, busy, decision, kind="background", task_id=task_id)
+    dead_letters.send(
+        body=record.body,
+        error_type="SessionBusy",
+        reason=decision.detail,
+        original_message_id=record.message_id,
+        source=record.source,
+        receive_count=record.receive_count,
+        extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
+    )
+    return "dead-lettered"
+
+
+# --------------------------------------------------------------------------------------------
+# a cron wake
+
+
+def schedule_name(run_id: str, count: int) -> str:
+    """A Scheduler name (<= 64 of [0-9A-Za-z_.-]) unique per run and try: a copy creating the
+    same wait finds it exists instead of creating a second one."""
+    return f"wait-{hashlib.sha256(run_id.encode()).hexdigest()[:32]}-{count}"
+
+
+def wait_cron(
+    busy: SessionBusy,
+    payload: dict[str, Any],
+    state: WaitState,
+    *,
+    store: Any,
+    settings: Settings,
+    schedules: Any,
+    target_arn: str | None,
+    job_id: str,
+    now: Callable[[], float] = time.time,
+    rng: Any = random,
+) -> str:
+    """Schedule the same wake again ("waiting"), or record the failure and raise ``SessionBusy``."""
+    decision = decide(busy, state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    if isinstance(decision, GiveUp):
+        record_gave_up(store, busy, decision, kind="cron", job_id=job_id)
+        raise SessionBusy(decision.detail, run_id=busy.run_id, session_id=busy.session_id, holder=busy.holder)
+    if schedules is None or not schedules.group or not target_arn or not settings.scheduler_role_arn:
+        # no scheduler to come back through (a bare test setup): Lambda's async retries it is
+        logger.warning("session busy and no scheduler configured: raising for Lambda's async retry")
+        raise busy
+    at = datetime.fromtimestamp(now() + decision.delay_s, UTC)
+    assert busy.run_id is not None
+    schedules.create_once(
+        name=schedule_name(busy.run_id, decision.state.count),
+        at=at,
+        target_arn=target_arn,
+        role_arn=settings.scheduler_role_arn,
+        payload={**payload, "session_wait": decision.state.to_payload()},
+        dlq_arn=settings.scheduler_dlq_arn,
+    )
+    logger.info(
+        "session busy: the cron wake comes back later",
+        extra={"holder": busy.holder, "at": at.isoformat(), "wait_count": decision.state.count},
+    )
+    return "waiting"
