@@ -183,8 +183,11 @@ def reset(endpoint_url: str) -> None:
         pass
 
 
-def is_reachable(endpoint_url: str, timeout: float = 1.0) -> bool:
-    """True if a moto server answers at ``endpoint_url`` (used to spot a stale state file)."""
+def is_reachable(endpoint_url: str, timeout: float = 10.0) -> bool:
+    """True if a moto server answers at ``endpoint_url`` (used to spot a stale state file).
+
+    A dead server refuses the connection at once; the generous timeout is for a live one that is
+    slow to dump its state on a loaded machine (a 1 s limit made a running stack look stale)."""
     try:
         with urllib.request.urlopen(f"{endpoint_url}/moto-api/data.json", timeout=timeout):
             return True
