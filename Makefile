@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean dlq-scale
+.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean dlq-scale schemas
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ lint: $(VENV)/.dev-installed
 
 typecheck: $(VENV)/.dev-installed
 	$(PY) -m mypy functions/agentwake
+
+schemas: $(VENV)/.dev-installed  ## regenerate schemas/*.schema.json (the producer contract) from the models
+	$(PY) -m agentwake.contract schemas
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from agentwake_ops import cli_admin, cli_dlq
+from agentwake_ops import cli_admin, cli_dlq, cli_replay
 from agentwake_ops.cli_common import CliState, state
 
 #: typer's type labels in --help, as a person reads them
@@ -149,6 +149,10 @@ def _root(
 
 
 app.add_typer(cli_dlq.app, name="dlq")
+cli_admin.runs_app.command(
+    "replay",
+    epilog='Example: agentwake runs replay bg:task-1234 --provider \'{"type":"bedrock","model_id":"amazon.nova-lite-v1:0"}\'',
+)(cli_replay.runs_replay)
 app.add_typer(cli_admin.runs_app, name="runs")
 app.add_typer(cli_admin.history_app, name="history")
 app.add_typer(cli_admin.jobs_app, name="jobs")

@@ -433,6 +433,9 @@ def sessions_put(
         str | None, typer.Option("--delivery", help='Where messages go, as JSON: {"type":"log"} or a webhook.')
     ] = None,
     role: Annotated[str | None, typer.Option("--role", help="user or admin.", metavar="user|admin")] = None,
+    tools: Annotated[
+        str | None, typer.Option("--tools", help="HTTP/Python tools as a JSON list (docs/tools.md); [] for none.")
+    ] = None,
     setting: Annotated[
         list[str] | None,
         typer.Option(
@@ -473,6 +476,15 @@ def sessions_put(
         if role not in ("user", "admin"):
             raise user_error(f"--role must be user or admin, got {role!r}")
         data["role"] = role
+    if tools is not None:
+        from agentwake.agent.tools.config import parse_tool_spec
+
+        specs = parse_json_option(tools, "--tools")
+        if not isinstance(specs, list):
+            raise user_error('--tools must be a JSON list like [{"type": "python", "name": "word_count"}]')
+        for spec in specs:
+            parse_tool_spec(spec)  # ConfigError naming the problem
+        data["tools"] = specs
     for item in setting or ():
         name, sep, raw = item.partition("=")
         if not sep or name.strip() not in SessionConfig.model_fields or name.strip() in ("session_id", "updated_at"):
@@ -529,6 +541,7 @@ def _print_session(config: SessionConfig) -> None:
         ("deliveries", f"{config.max_deliveries_per_run} per run, {dash(config.max_deliveries_per_day)} per day"),
         ("token budget", f"{dash(config.max_tokens_per_run)} per run, {dash(config.max_tokens_per_day)} per day"),
         *((f"price {key}", json.dumps(price.model_dump())) for key, price in config.prices.items()),
+        *((f"tool {spec.get('name')}", json.dumps(spec)) for spec in config.tools),
         ("updated", when(config.updated_at)),
     ]
     console().print(facts_panel(rows, "session"))

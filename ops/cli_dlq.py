@@ -326,6 +326,12 @@ def redrive(
     ] = None,
     queue: QueueOpt = "all",
     as_json: JsonOpt = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Replay each run first (runs replay); refuse if a replay still fails.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --verify: redrive even runs whose replay fails.")
+    ] = False,
 ) -> None:
     """Redrive DLQ messages so their runs resume where they stopped.
 
@@ -338,6 +344,14 @@ def redrive(
         check_id(session, "session id")
     selection = Selection(ids=tuple(ids or ()), error_type=error_type, session_id=session, everything=everything)
     context = ops(ctx)
+    if verify and not selection.empty:
+        from agentwake_ops.cli_replay import verify_before_redrive
+        from agentwake_ops.dlq_actions import list_messages
+        from agentwake_ops.dlq_view import filter_messages
+
+        chosen = filter_messages(list_messages(context, _check_queue(queue)), selection)
+        if not verify_before_redrive(context, chosen, force=force, to_stderr=as_json):
+            raise typer.Exit(1)
     bar = progress(as_json)
     try:
         report = run_redrive(context, selection, queue=_check_queue(queue), dry_run=dry_run, rate=rate, progress=bar)

@@ -492,6 +492,7 @@ def test_outputs(template: dict[str, Any]) -> None:
         "CronWakeFunctionAliasArn",
         "AlarmTopicArn",
         "DashboardName",
+        "ProducerPolicyArn",
     }
     assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
 

@@ -601,8 +601,12 @@ class DynamoStore:
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None = None,
+        wake: dict[str, Any] | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
+
+        ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
+        attempt (``previous`` is None), so it costs no round trip.
 
         Raises LeaseHeld (another run holds the session, or another copy of this run started since
         ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
@@ -662,6 +666,8 @@ class DynamoStore:
             }
         }
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+        if previous is None and wake is not None:
+            items.append(("wake", self._wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:
             items.append(
                 (
@@ -708,6 +714,39 @@ class DynamoStore:
                 }
             },
         )
+
+    def _wake_put(self, run_id: str, *, kind: str, wake: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": run_pk(run_id)},
+                    "sk": {"S": "WAKE"},
+                    "kind": {"S": kind},
+                    # bounded like a journal step: a wake the item cannot hold must not fail the run
+                    "value": {
+                        "S": json.dumps(
+                            bound_json(json.loads(json.dumps(wake, default=str)), JOURNAL_VALUE_BYTES),
+                            ensure_ascii=False,
+                        )
+                    },
+                    "at": {"S": utcnow_iso()},
+                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                },
+            }
+        }
+
+    def put_wake(self, run_id: str, *, kind: str, wake: dict[str, Any]) -> None:
+        """What woke the run (the prompt's wake JSON), kept beside its journal for ``runs replay``.
+        A wake writes it inside ``begin_run``'s transaction on its first attempt (no extra call)."""
+        self.db.put_item(**self._wake_put(run_id, kind=kind, wake=wake)["Put"])
+
+    def get_wake(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(kind, wake) as ``put_wake`` kept them, or None for a run that never started a step."""
+        item = self._get(run_pk(run_id), "WAKE")
+        if not item:
+            return None
+        return item["kind"]["S"], json.loads(item["value"]["S"])
 
     def commit_success(
         self,

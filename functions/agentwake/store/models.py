@@ -61,7 +61,7 @@ DeliverFinal = Literal["if_nothing_sent", "always", "never"]
 class SessionConfig(_Stored):
     """How a session's agent is built when it is woken."""
 
-    JSON_FIELDS = frozenset({"providers", "delivery", "prices"})
+    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools"})
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
@@ -89,6 +89,8 @@ class SessionConfig(_Stored):
     max_tokens_per_day: int | None = Field(default=None, ge=1)
     #: price per provider id or model, for the estimated cost (overrides the stack's AGENTWAKE_PRICES)
     prices: dict[str, TokenPrice] = Field(default_factory=dict)
+    #: tools besides send_message_to_user: HTTP tools and entry-point Python tools (docs/tools.md)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
     updated_at: str = Field(default_factory=utcnow_iso)
 
 

@@ -89,6 +89,7 @@ def build_runner(
     provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
+    dry_run: bool = False,
     ledger: RunLedger | None = None,
 ) -> Runner:
     """The session's runner. ``ledger`` carries its caps and budgets (``session_ledger``)."""
@@ -106,9 +107,11 @@ def build_runner(
     policy_final: DeliverFinal = getattr(session, "deliver_final", "never")
     return Runner(
         model=chain,
-        tools=ToolRegistry([SendMessageToUser(channel, final_answer_delivered=policy_final)]),
+        tools=ToolRegistry(
+            [SendMessageToUser(channel, final_answer_delivered=policy_final), *_declared_tools(session)]
+        ),
         messages=messages,
-        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role),
+        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role, dry_run=dry_run),
         journal=journal,
         max_steps=session.max_steps,
         on_event=on_event,
@@ -136,3 +139,13 @@ def has_daily_limits(session: Any) -> bool:
     return getattr(session, "max_tokens_per_day", None) is not None or (
         getattr(session, "max_deliveries_per_day", None) is not None
     )
+
+
+def _declared_tools(session: Any) -> list[Any]:
+    """HTTP and Python tools the session declares (their modules load only when it declares some)."""
+    specs = getattr(session, "tools", None) or []
+    if not specs:
+        return []
+    from agentwake.agent.tools.config import build_tools
+
+    return build_tools(list(specs), session_id=session.session_id)

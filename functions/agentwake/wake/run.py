@@ -119,6 +119,7 @@ def execute_run(
             seconds=lease_s,
             previous=existing,
             job_id=spec.job_id,
+            wake=spec.wake,
         )
     except LeaseHeld as exc:
         raise SessionBusy(

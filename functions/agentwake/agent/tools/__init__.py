@@ -30,6 +30,8 @@ class ToolContext:
     role: Literal["user", "admin"] = "user"
     step: int = 0
     call_index: int = 0
+    #: a what-if replay: side-effecting tools say what they would do instead of doing it
+    dry_run: bool = False
     #: what the run spent and sent so far, and its caps (None: no caps, nothing counted)
     ledger: RunLedger | None = field(default=None, compare=False, repr=False)
     #: the run's final answer sent by deliver_final, not a tool call of the model
@@ -43,19 +45,43 @@ class ToolContext:
             return f"{self.run_id}#{FINAL}"
         return f"{self.run_id}#{self.step}#{self.call_index}"
 
+    @property
+    def idempotency_key(self) -> str:
+        """What a side-effecting tool sends as its idempotency key: the same on every retry and
+        redrive of the run (run id + step + call index), so the receiver can drop a repeat."""
+        return self.delivery_id
+
     def for_call(self, step: int, call_index: int) -> ToolContext:
         return replace(self, step=step, call_index=call_index)
 
 
+#: what a side-effecting tool answers in a what-if replay instead of being called
+DRY_RUN_RESULT = "dry run: not called (side effect)"
+
+
+class ToolArgumentsInvalid(ValueError):
+    """The call's arguments do not match the tool's schema (the message says how)."""
+
+
 class Tool(ABC):
-    name: ClassVar[str]
-    description: ClassVar[str]
+    name: str
+    description: str
     Args: ClassVar[type[BaseModel]]
+    #: True for a tool that changes something outside (creates a ticket, sends mail): it is called
+    #: with ``ctx.idempotency_key`` and never in a what-if replay
+    side_effect: bool = False
 
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def parse_args(self, raw: dict[str, Any]) -> Any:
+        """Validate the call's arguments; raise ToolArgumentsInvalid saying what is wrong."""
+        try:
+            return self.Args.model_validate(raw)
+        except ValidationError as exc:
+            raise ToolArgumentsInvalid(describe_validation_error(exc, whole="(arguments)")) from exc
 
     @abstractmethod
     def invoke(self, args: Any, ctx: ToolContext) -> str:
@@ -98,9 +124,11 @@ class ToolRegistry:
         if not isinstance(raw, dict):
             return f"error: arguments for {name!r} must be a JSON object, got {type(raw).__name__}"
         try:
-            args = tool.Args.model_validate(raw)
-        except ValidationError as exc:
-            return f"error: arguments for {name!r} do not match its schema: {describe_validation_error(exc, whole='(arguments)')}"
+            args = tool.parse_args(raw)
+        except ToolArgumentsInvalid as exc:
+            return f"error: arguments for {name!r} do not match its schema: {exc}"
+        if tool.side_effect and ctx.dry_run:
+            return DRY_RUN_RESULT
         try:
             return tool.invoke(args, ctx)
         except (StepInterrupted, OutboundRefused, SecretRefRefused):

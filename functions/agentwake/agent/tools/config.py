@@ -1,0 +1,67 @@
+"""Tools a session's config declares besides ``send_message_to_user`` (docs/tools.md).
+
+    {"type": "http", "name": "create_ticket", "description": "...", "parameters": {JSON Schema},
+     "url": "https://...", "method": "POST", "secret_ref": "env:AGENTWAKE_SECRET_TICKETS",
+     "timeout": 10, "side_effect": true}
+    {"type": "python", "name": "word_count"}      # an entry point of group ``agentwake.tools``
+
+Imported only when a session declares tools, so sessions without them load none of this.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from agentwake.agent.tools import Tool
+from agentwake.agent.tools.http import TOOL_NAME, HttpToolSpec
+from agentwake.errors import ConfigError, describe_validation_error
+
+RESERVED = frozenset({"send_message_to_user"})
+
+
+class PythonToolSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["python"] = "python"
+    #: the entry point's name in the ``agentwake.tools`` group
+    name: str = Field(pattern=TOOL_NAME)
+
+
+ToolConfig = Annotated[HttpToolSpec | PythonToolSpec, Field(discriminator="type")]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(ToolConfig)
+
+
+def parse_tool_spec(raw: Any) -> HttpToolSpec | PythonToolSpec:
+    if not isinstance(raw, dict):
+        raise ConfigError(f'a tool spec must be an object like {{"type": "http", ...}}, got {type(raw).__name__}')
+    try:
+        return _ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, whole="(spec)")
+        raise ConfigError(f"invalid tool spec {raw.get('name')!r} (type {raw.get('type')!r}): {problems}") from exc
+
+
+def build_tools(specs: list[dict[str, Any]], *, session_id: str = "?") -> list[Tool]:
+    """The session's declared tools, built. Raises ConfigError for anything that cannot be built
+    (a bad spec, a duplicate or reserved name, an invalid schema, a Python tool not installed)."""
+    tools: list[Tool] = []
+    seen: set[str] = set()
+    for raw in specs:
+        spec = parse_tool_spec(raw)
+        if spec.name in RESERVED or spec.name in seen:
+            raise ConfigError(f"session {session_id} declares tool {spec.name!r} twice or over a built-in tool")
+        seen.add(spec.name)
+        if isinstance(spec, HttpToolSpec):
+            from agentwake.agent.tools.http import HttpTool
+
+            tools.append(HttpTool(spec))
+        else:
+            from agentwake.agent.tools.entry_points import load_tool
+
+            tool = load_tool(spec.name, session_id=session_id)
+            if tool.name != spec.name:
+                raise ConfigError(f"entry point {spec.name!r} gives a tool named {tool.name!r}; the names must agree")
+            tools.append(tool)
+    return tools

@@ -1,0 +1,76 @@
+"""Python tools from the deployer's own code: entry points of the group ``agentwake.tools``.
+
+A package declares, in its pyproject.toml::
+
+    [project.entry-points."agentwake.tools"]
+    word_count = "my_tools:WordCount"
+
+and a session names ``{"type": "python", "name": "word_count"}``. The entry point may be a ``Tool``
+subclass (instantiated with no arguments), a ``Tool`` instance, or a function returning one.
+Entry points are looked up (``importlib.metadata``) only when a session names such a tool, and each
+is loaded once per process: the first wake that needs it pays the import, later ones reuse it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from agentwake.agent.tools import Tool
+from agentwake.errors import ConfigError
+
+GROUP = "agentwake.tools"
+
+_loaded: dict[str, Tool] = {}
+_lock = threading.Lock()
+
+
+def installed() -> dict[str, Any]:
+    """Entry points of the group, by name."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def load_tool(name: str, *, session_id: str = "?") -> Tool:
+    """The tool of entry point ``name``; ConfigError if it is not installed or is not a tool."""
+    with _lock:
+        if name in _loaded:
+            return _loaded[name]
+        available = installed()
+        ep = available.get(name)
+        if ep is None:
+            names = ", ".join(sorted(available)) or "none"
+            raise ConfigError(
+                f"session {session_id} names Python tool {name!r}, but no package installs an entry point "
+                f"{name!r} in group {GROUP!r} (installed: {names}); add the package to functions/requirements.txt"
+            )
+        try:
+            target = ep.load()
+        except Exception as exc:
+            raise ConfigError(
+                f"Python tool {name!r} ({ep.value}) cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from exc
+        tool = _instantiate(target, name, ep.value)
+        _loaded[name] = tool
+        return tool
+
+
+def _instantiate(target: Any, name: str, where: str) -> Tool:
+    if isinstance(target, Tool):
+        return target
+    if isinstance(target, type) and issubclass(target, Tool):
+        return target()
+    if callable(target):
+        made = target()
+        if isinstance(made, Tool):
+            return made
+    raise ConfigError(
+        f"Python tool {name!r} ({where}) is not an agentwake Tool (a Tool subclass, instance, or factory)"
+    )
+
+
+def forget() -> None:
+    """Drop loaded tools (tests)."""
+    with _lock:
+        _loaded.clear()

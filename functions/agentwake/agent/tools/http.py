@@ -1,0 +1,156 @@
+"""HTTP tools declared in a session's config: validated arguments in, a bounded text result out.
+
+A call goes through the outbound policy (``agentwake.outbound``: https only, no loopback or
+private targets, checked after DNS and after redirects) and ends by the run's deadline. Its
+credential comes from a scoped secret reference and is sent only in the configured header.
+
+- Arguments are validated against the declared JSON Schema (fastjsonschema, compiled once); a
+  call that does not match is an ``error:`` result and nothing is sent.
+- A 2xx answer is the result, cut at ``max_result_chars`` with a visible marker. Any other answer,
+  a refused connection or a timeout of a read-only tool is an ``error:`` result the model sees.
+- ``side_effect: true``: the request carries ``Idempotency-Key: {run id}#{step}#{call}``, the same
+  on every retry and redrive. The runner journals the result, so a retry never calls it again; if
+  the outcome is uncertain (a timeout, a connection dropped after sending), the step is aborted
+  unjournaled (``ToolCallUncertain``) and the retry sends the same key, which the server drops.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
+from agentwake.agent.types import ToolSpec
+from agentwake.errors import ConfigError, DeadlineExceeded, StepInterrupted
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+RUN_ID_HEADER = "X-Agentwake-Run-Id"
+USER_AGENT = "agentwake-tool/1"
+_ERROR_BODY_CHARS = 300
+TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+
+
+class HttpToolSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["http"] = "http"
+    name: str = Field(pattern=TOOL_NAME)
+    description: str = Field(min_length=1, max_length=4000)
+    #: JSON Schema of the arguments (an object schema); calls are validated against it
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    url: str = Field(min_length=1, max_length=2048)
+    #: GET and DELETE send the arguments as the query string, the others as a JSON body
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    #: where the credential comes from (scoped like every secret reference); omit for none
+    secret_ref: str | None = None
+    auth_header: str = Field(default="Authorization", min_length=1, max_length=128)
+    #: the header value is ``{auth_scheme} {secret}``; an empty scheme sends the secret alone
+    auth_scheme: str = Field(default="Bearer", max_length=32)
+    timeout: float = Field(default=10.0, gt=0, le=300)
+    side_effect: bool = False
+    #: results longer than this are cut, with a marker saying how much was cut
+    max_result_chars: int = Field(default=8000, ge=100, le=100_000)
+
+
+class ToolCallUncertain(StepInterrupted):
+    """A side-effecting call may have reached the server: retry the step with the same key."""
+
+
+class ToolHttpError(Exception):
+    """The tool's server answered, but not with 2xx (the model sees it as an ``error:`` result)."""
+
+
+def cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n…[truncated {len(text) - limit} characters]"
+
+
+class HttpTool(Tool):
+    def __init__(self, spec: HttpToolSpec) -> None:
+        import fastjsonschema
+
+        from agentwake.outbound import check_url
+
+        self.config = spec
+        self.name = spec.name
+        self.description = spec.description
+        self.side_effect = spec.side_effect
+        if spec.parameters.get("type", "object") != "object":
+            raise ConfigError(f"tool {spec.name!r}: parameters must be an object schema")
+        try:
+            self._validate = fastjsonschema.compile(spec.parameters)
+        except fastjsonschema.JsonSchemaDefinitionException as exc:
+            raise ConfigError(f"tool {spec.name!r}: parameters is not a valid JSON Schema: {exc}") from exc
+        check_url(spec.url, what=f"url of tool {spec.name!r}", resolve=False)  # OutboundRefused (ConfigError)
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.config.parameters)
+
+    def parse_args(self, raw: dict[str, Any]) -> Any:
+        import fastjsonschema
+
+        try:
+            return self._validate(raw)
+        except fastjsonschema.JsonSchemaValueException as exc:
+            raise ToolArgumentsInvalid(exc.message) from exc
+
+    def _request(self, args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, str], bytes | None]:
+        from agentwake.secrets import resolve_secret
+
+        spec = self.config
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json, text/plain", RUN_ID_HEADER: ctx.run_id}
+        if spec.side_effect:
+            headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key
+        if spec.secret_ref:
+            secret = resolve_secret(spec.secret_ref)
+            headers[spec.auth_header] = f"{spec.auth_scheme} {secret}" if spec.auth_scheme else secret
+        url, body = spec.url, None
+        if spec.method in ("GET", "DELETE"):
+            if args:
+                query = urllib.parse.urlencode({k: v if isinstance(v, str) else json.dumps(v) for k, v in args.items()})
+                url += ("&" if urllib.parse.urlsplit(url).query else "?") + query
+        else:
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(args, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return url, headers, body
+
+    def invoke(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        from agentwake.outbound import ExchangeError, ExchangeTimeout, http_exchange, redact_url
+
+        spec = self.config
+        url, headers, body = self._request(args, ctx)
+        what = f"tool {spec.name!r} ({spec.method} {redact_url(spec.url)})"
+        try:
+            response = http_exchange(
+                spec.method,
+                url,
+                headers=headers,
+                body=body,
+                deadline=time.monotonic() + spec.timeout,
+                max_response_bytes=spec.max_result_chars * 4 + 1024,
+                what=f"url of tool {spec.name!r}",
+            )
+        except ExchangeTimeout as exc:
+            if exc.run_deadline_hit:
+                raise DeadlineExceeded(f"{what}: the run's deadline passed") from exc
+            if spec.side_effect and exc.request_sent:
+                raise ToolCallUncertain(f"{what} timed out after {spec.timeout:g}s; it may have acted") from exc
+            raise TimeoutError(f"{what} timed out after {spec.timeout:g}s") from exc
+        except ExchangeError as exc:
+            if spec.side_effect and exc.request_sent:
+                raise ToolCallUncertain(f"{what}: {exc}; it may have acted") from exc
+            raise
+        text = response.body.decode("utf-8", errors="replace")
+        if not 200 <= response.status < 300:
+            raise ToolHttpError(f"HTTP {response.status} {response.reason}: {cut(text.strip(), _ERROR_BODY_CHARS)}")
+        if not text:
+            return f"(HTTP {response.status}, empty body)"
+        text = cut(text, spec.max_result_chars)
+        if response.truncated and "…[truncated" not in text:
+            text += "\n…[truncated: the answer was longer]"
+        return text

@@ -1,0 +1,310 @@
+"""What-if replay: run a failed run again, in this process, from its journal, changing nothing.
+
+``agentwake runs replay RUN_ID`` rebuilds the run's prompt (what woke it, kept beside its journal;
+the session's persona; the history window), reuses every journaled model reply and tool result up to
+the first unfinished step, and runs the later steps against the given providers (or the session's
+current ones). It reaches the outcome a redrive would reach, without its effects:
+
+- **nothing is written**: the store is read through a DynamoDB client that refuses every write
+  (:class:`ReadOnlyClient`); new steps go to an in-memory journal;
+- **nothing is delivered**: ``send_message_to_user`` goes to a :class:`DryChannel` that records what
+  would be sent; side-effecting tools are not called (``ToolContext.dry_run``).
+
+``agentwake dlq redrive --verify`` replays each selected run first and refuses to redrive one whose
+replay still ends in ERROR, unless ``--force``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake.agent.chain import RetryPolicy
+from agentwake.agent.clock import Clock, SystemClock
+from agentwake.agent.providers import build_provider, parse_spec
+from agentwake.agent.runner import AgentState, RunEvent
+from agentwake.agent.tools import DRY_RUN_RESULT
+from agentwake.delivery import Delivery
+from agentwake.errors import AgentwakeError
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.models import SessionConfig
+
+#: DynamoDB operations a replay may call; every other operation is refused
+READ_OPERATIONS = frozenset({"get_item", "query", "batch_get_item", "transact_get_items", "describe_table"})
+
+
+class ReplayError(AgentwakeError):
+    """The run cannot be replayed (unknown run, no recorded wake input, no session config)."""
+
+
+class WriteRefused(AgentwakeError):
+    """Something tried to write to the table during a replay."""
+
+
+class ReadOnlyClient:
+    """A DynamoDB client that passes reads through and raises on any other operation."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.refused: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in READ_OPERATIONS or name in ("exceptions", "meta"):
+            return getattr(self._client, name)
+
+        def refuse(*_args: Any, **_kwargs: Any) -> Any:
+            self.refused.append(name)
+            raise WriteRefused(f"a replay writes nothing: refused DynamoDB {name}")
+
+        return refuse
+
+
+def read_only(store: DynamoStore) -> DynamoStore:
+    """The same table, through a client that refuses writes."""
+    return DynamoStore(store.table, client=ReadOnlyClient(store.db))
+
+
+class ReplayJournal:
+    """The run's journaled steps, read-only; new steps are kept in memory and dropped."""
+
+    def __init__(self, recorded: dict[str, dict[str, Any]]) -> None:
+        self.recorded = dict(recorded)
+        self.new: dict[str, dict[str, Any]] = {}
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {**self.recorded, **self.new}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.new.get(key, self.recorded.get(key))
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self.new[key] = value
+
+
+class DryChannel:
+    """Records what ``send_message_to_user`` would deliver; a delivery the run already made is
+    noted as such (a redrive would not send it again either)."""
+
+    def __init__(self, store: DynamoStore) -> None:
+        self.store = store
+        self.would_send: list[Delivery] = []
+        self.already_delivered: list[Delivery] = []
+
+    def send(self, delivery: Delivery) -> None:
+        if self.store.has_delivery(delivery.run_id, delivery.delivery_id):
+            self.already_delivered.append(delivery)
+        else:
+            self.would_send.append(delivery)
+
+
+@dataclass
+class ReplayOutcome:
+    run_id: str
+    session_id: str
+    kind: str
+    state: str  # DONE | ERROR
+    final_text: str = ""
+    error_type: str | None = None
+    provider_errors: dict[str, str] = field(default_factory=dict)
+    steps: int = 0
+    replayed_steps: int = 0
+    original_status: str | None = None
+    original_error: str | None = None
+    would_deliver: list[Delivery] = field(default_factory=list)
+    already_delivered: list[Delivery] = field(default_factory=list)
+    not_called: list[dict[str, Any]] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.state == AgentState.DONE.value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "outcome": self.state,
+            "final_text": self.final_text,
+            "error_type": self.error_type,
+            "provider_errors": self.provider_errors,
+            "steps": self.steps,
+            "replayed_steps": self.replayed_steps,
+            "original_status": self.original_status,
+            "original_error": self.original_error,
+            "would_deliver": [d.to_dict() for d in self.would_deliver],
+            "already_delivered": [d.to_dict() for d in self.already_delivered],
+            "side_effects_not_called": self.not_called,
+            "transcript": [{"kind": e.kind, "step": e.step, "replayed": e.replayed, **e.data} for e in self.events],
+        }
+
+
+def session_for_replay(
+    session: SessionConfig,
+    *,
+    providers: list[dict[str, Any]] | None = None,
+    max_steps: int | None = None,
+    persona: str | None = None,
+) -> SessionConfig:
+    """The session's config with the what-if changes (validated as a stored config would be)."""
+    data = session.model_dump()
+    if providers is not None:
+        for spec in providers:
+            parse_spec(spec)  # ConfigError naming the problem
+        data["providers"] = providers
+    if max_steps is not None:
+        data["max_steps"] = max_steps
+    if persona is not None:
+        data["persona"] = persona
+    return SessionConfig.model_validate(data)
+
+
+def replay(
+    store: DynamoStore,
+    run_id: str,
+    *,
+    providers: list[dict[str, Any]] | None = None,
+    max_steps: int | None = None,
+    persona: str | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    provider_factory: Callable[[dict[str, Any]], Any] = build_provider,
+    retry: RetryPolicy | None = None,
+    clock: Clock | None = None,
+) -> ReplayOutcome:
+    """Re-run ``run_id`` from its journal with the given changes; write and deliver nothing."""
+    from agentwake.wake.agent_factory import build_runner
+    from agentwake.wake.prompt import build_wake_messages
+
+    ro = read_only(store)
+    run = ro.get_run(run_id)
+    if run is None:
+        raise ReplayError(f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:TIME)")
+    recorded = ro.get_wake(run_id)
+    if recorded is None:
+        raise ReplayError(
+            f"run {run_id} has no recorded wake input (it never reached its first step); "
+            "there is nothing to replay: redrive it"
+        )
+    kind, wake = recorded
+    stored = ro.get_session(run.session_id)
+    if stored is None:
+        raise ReplayError(
+            f"session {run.session_id} has no config (agentwake sessions put {run.session_id}); the run would fail too"
+        )
+    session = session_for_replay(stored, providers=providers, max_steps=max_steps, persona=persona)
+    history = [
+        e.to_message() for e in ro.history_window(session.session_id, session.history_window) if e.run_id != run_id
+    ]
+    journal = ReplayJournal(ro.journal_entries(run_id))
+    ledger = _ledger(ro, session, journal)
+    messages = build_wake_messages(
+        persona=session.persona,
+        kind=kind,  # type: ignore[arg-type]
+        wake=wake,
+        history=history,
+        deliver_final=session.deliver_final,
+        deliveries_left=ledger.remaining_deliveries(),
+        deliveries_made=len(ledger.deliveries),
+    )
+    outcome = ReplayOutcome(
+        run_id=run_id,
+        session_id=session.session_id,
+        kind=kind,
+        state=AgentState.ERROR.value,
+        original_status=run.status,
+        original_error=run.last_error,
+    )
+
+    def collect(event: RunEvent) -> None:
+        outcome.events.append(event)
+        if event.kind == "tool" and not event.replayed and str(event.data.get("result", "")).startswith(DRY_RUN_RESULT):
+            outcome.not_called.append(
+                {"step": event.step, "tool": event.data.get("name"), "arguments": event.data.get("arguments")}
+            )
+        if on_event is not None:
+            on_event(event)
+
+    channel = DryChannel(ro)
+    runner = None
+    try:
+        runner = build_runner(
+            session=session,
+            run_id=run_id,
+            messages=messages,
+            journal=journal,
+            ledger=ledger,
+            channel=channel,
+            clock=clock or SystemClock(),
+            deadline=None,
+            provider_factory=provider_factory,
+            retry=retry,
+            on_event=collect,
+            dry_run=True,
+        )
+        runner.run()
+    except WriteRefused:
+        raise  # a bug: the replay must never get here quietly
+    except Exception as exc:  # what would crash or fail the real run ends this replay in ERROR
+        outcome.error_type = type(exc).__name__
+        outcome.final_text = f"{type(exc).__name__}: {exc}"
+    if runner is not None:
+        outcome.steps = runner.steps_done
+        outcome.replayed_steps = runner.replayed_steps
+        outcome.provider_errors = dict(runner.provider_errors)
+        if runner.finished:
+            outcome.state = runner.state.value
+            outcome.final_text = runner.completion_text
+            outcome.error_type = runner.error_type
+    outcome.would_deliver = list(channel.would_send)
+    outcome.already_delivered = list(channel.already_delivered)
+    return outcome
+
+
+def _ledger(ro: DynamoStore, session: SessionConfig, journal: ReplayJournal) -> Any:
+    """The run's caps and budgets as a redrive would see them (today's counters read, not written)."""
+    from agentwake.wake.agent_factory import has_daily_limits, session_ledger
+    from agentwake.wake.attention import journaled_deliveries
+
+    tokens_today = deliveries_today = 0
+    if has_daily_limits(session):
+        from agentwake.store.daily import DailyCounters
+
+        tokens_today, deliveries_today = DailyCounters(ro, session.session_id).read()
+    ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)
+    for delivery_id in journaled_deliveries(journal):
+        ledger.record_delivery(delivery_id, fresh=False)
+    return ledger
+
+
+@dataclass
+class Verdict:
+    """Whether a DLQ message may be redriven after its replay."""
+
+    message_id: str
+    run_id: str | None
+    outcome: ReplayOutcome | None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not None and self.outcome.ok
+
+
+def verify(store: DynamoStore, messages: Iterable[Any], **changes: Any) -> list[Verdict]:
+    """Replay the run of each DLQ message (``triage.DlqMessage``); a message without a run, or whose
+    run cannot be replayed, gets a verdict that is not ok with the reason."""
+    verdicts = []
+    for msg in messages:
+        if not msg.run_id:
+            verdicts.append(Verdict(msg.message_id, None, None, "no run to replay (a permanent input error)"))
+            continue
+        try:
+            outcome = replay(store, msg.run_id, **changes)
+        except ReplayError as exc:
+            verdicts.append(Verdict(msg.message_id, msg.run_id, None, str(exc)))
+            continue
+        reason = "" if outcome.ok else f"the replay ends in ERROR ({outcome.error_type}): {outcome.final_text}"
+        verdicts.append(Verdict(msg.message_id, msg.run_id, outcome, reason))
+    return verdicts
