@@ -68,6 +68,7 @@ from agentwake.wake.prompt import build_wake_messages  # noqa: E402
 from agentwake.wake.run import WakeDeps  # noqa: E402
 from bench import cold_init  # noqa: E402
 from tests.support.aws import create_resources  # noqa: E402
+from tests.support.probes import count_history_reads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -289,8 +290,8 @@ def main() -> int:
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
             )
             seed_history(store, session, n)
-        reads_short = store.count_history_reads("short", 20)
-        reads_long = store.count_history_reads("long", 20)
+        reads_short = count_history_reads(store, "short", 20)
+        reads_long = count_history_reads(store, "long", 20)
         short_times, short_calls = time_wakes(store, deps, "short", args.runs)
         long_times, long_calls = time_wakes(store, deps, "long", args.runs)
         short, long = statistics.median(short_times), statistics.median(long_times)

@@ -72,9 +72,9 @@ def _wake() -> None:
     from agentwake import bootstrap
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
     from agentwake.wake.agent_factory import RecordingChannel, build_runner
+    from agentwake.wake.assemble import channels_for
     from agentwake.wake.messages import BackgroundResultMessage
     from agentwake.wake.prompt import build_wake_messages
-    from agentwake.wake.run import _channels
 
     deps = bootstrap.wake_deps()
     store = deps.store
@@ -106,7 +106,7 @@ def _wake() -> None:
         run_id=msg.run_id,
         messages=messages,
         journal=journal,
-        channel=RecordingChannel(_channels(session, deps), journal),
+        channel=RecordingChannel(channels_for(session, deps), journal),
         clock=deps.clock,
         deadline=None,
         settings=deps.settings,

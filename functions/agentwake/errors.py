@@ -14,9 +14,11 @@ def describe_validation_error(exc: Any, *, whole: str = "(value)", limit: int = 
 
 
 class AgentwakeError(Exception):
-    """Base class. ``retryable`` tells the trigger whether trying again can help."""
+    """Base class. ``retryable`` tells the trigger whether trying again can help; the background
+    handler dead-letters a non-retryable error at once (with its reason) instead of spending the
+    message's receives. Unknown is retryable: a retry costs less than a message dead-lettered early."""
 
-    retryable: ClassVar[bool] = False
+    retryable: ClassVar[bool] = True
 
     @property
     def error_type(self) -> str:
@@ -173,9 +175,8 @@ class RunDeferred(AgentwakeError):
 
 
 class ProviderError(AgentwakeError):
-    """A model provider call failed. ``transient`` errors are retried on the same provider."""
-
-    transient: ClassVar[bool] = False
+    """A model provider call failed. ``TransientProviderError`` is retried on the same provider;
+    ``PermanentProviderError`` goes to the next provider at once."""
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         from agentwake.redact import redact
@@ -190,14 +191,13 @@ class ProviderError(AgentwakeError):
 class TransientProviderError(ProviderError):
     """Throttling, 5xx, timeouts, empty or malformed output: worth another attempt."""
 
-    transient = True
     retryable = True
 
 
 class PermanentProviderError(ProviderError):
     """Auth, validation, not found, content filtered: go to the next provider at once."""
 
-    transient = False
+    retryable = False
 
 
 class AllProvidersFailed(AgentwakeError):
@@ -211,3 +211,29 @@ class AllProvidersFailed(AgentwakeError):
         self.errors = {pid: redact(err) for pid, err in errors.items()}
         detail = "; ".join(f"{pid}: {err}" for pid, err in self.errors.items())
         super().__init__(f"All chat models failed: {detail}")
+
+
+# --- what the store reports (raised by agentwake.store, classified here by type) ---------------
+
+
+class RunAlreadySucceeded(AgentwakeError):
+    """The commit found the run already succeeded: a duplicate copy, nothing to do."""
+
+    retryable = False
+
+
+class LeaseHeld(AgentwakeError):
+    """Another run holds the session's lease (or another copy of this run started meanwhile)."""
+
+    retryable = True
+
+    def __init__(self, session_id: str, holder: str | None) -> None:
+        super().__init__(f"session {session_id} is busy with run {holder or '?'}")
+        self.session_id = session_id
+        self.holder = holder
+
+
+class TaskExists(AgentwakeError, ValueError):
+    """A task id is registered already; reusing it would make the new result look like a duplicate."""
+
+    retryable = False

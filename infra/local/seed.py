@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.store.dynamo import DynamoStore, TaskExists
+from agentwake.errors import TaskExists
+from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig, Task, task_token_hash
 
 #: a session whose scripted agent tells the user, then answers

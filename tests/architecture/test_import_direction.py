@@ -91,10 +91,6 @@ def test_runtime_never_imports_the_cli_or_the_emulator() -> None:
     assert not wrong, "imports against the allowed direction:\n" + "\n".join(sorted(wrong))
 
 
-#: TEMPORARY: removed when infra/local/template.py is split (issue 9, item 4), in progress on its branch
-PENDING_SPLIT = [["agentwake_local.provisioners", "agentwake_local.template"]]
-
-
 def test_no_import_cycles() -> None:
     # GIVEN the module import graph  WHEN its strongly connected components are found (Tarjan)
     g = graph()
@@ -132,7 +128,7 @@ def test_no_import_cycles() -> None:
             visit(v)
     # THEN no two modules import each other, directly or through others (a package __init__ that
     # re-exports its modules is the one exception Python itself makes: skip parent<->child pairs)
-    real = [c for c in cycles if not _package_reexport(c) and c not in PENDING_SPLIT]
+    real = [c for c in cycles if not _package_reexport(c)]
     assert not real, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in real)
 
 

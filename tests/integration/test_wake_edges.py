@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from agentwake.errors import DeliveryUncertain, RunDeferred
+from agentwake.errors import DeliveryUncertain, RunDeferred, TaskExists
 from agentwake.settings import Settings
-from agentwake.store.dynamo import DynamoStore, TaskExists
+from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import FailureRecord, Task
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.run import WakeDeps

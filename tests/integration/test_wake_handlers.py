@@ -17,6 +17,7 @@ from agentwake.handlers import background_result, cron_wake
 from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
 from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session, seed_task
+from tests.support.probes import count_history_reads
 from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -225,7 +226,7 @@ def test_wake_reads_a_bounded_window(store: DynamoStore, length: int) -> None:
     # WHEN a wake reads its history window
     window = store.history_window("session-long", 20)
     # THEN it reads the same number of items whatever the length: one page of at most the window
-    assert store.count_history_reads("session-long", 20) == min(length, 20)
+    assert count_history_reads(store, "session-long", 20) == min(length, 20)
     assert len(window) == min(length, 20)
     assert window[-1].content == f"message {length - 1}"  # newest last
     # AND the wake itself succeeds on the long conversation

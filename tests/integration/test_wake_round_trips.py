@@ -23,6 +23,7 @@ from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import WakeDeps
 from tests.support.aws import REGION
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
+from tests.support.probes import count_history_reads
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
@@ -178,4 +179,4 @@ def test_calls_do_not_depend_on_the_conversation_length(counted: tuple[DynamoSto
     long = counter.during(lambda: wake_for_background_result(message("t-long", "long"), deps(store)))
     # THEN they make the same calls, and the window read touched at most the window
     assert short == long, (short, long)
-    assert store.count_history_reads("long", 20) == 20
+    assert count_history_reads(store, "long", 20) == 20

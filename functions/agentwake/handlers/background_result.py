@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.errors import BudgetExceeded, PermanentInputError, SessionBusy
+from agentwake.errors import AgentwakeError, PermanentInputError, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -49,7 +49,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
             )
         ran_after_waiting(parked.state, time.time())
         return outcome.status
-    except (PermanentInputError, BudgetExceeded) as exc:
+    except AgentwakeError as exc:
+        if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
+            raise
+        # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
         bootstrap.dead_letters().send(
             body=record.body,
             error_type=exc.error_type,

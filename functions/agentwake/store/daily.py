@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agentwake.store.dynamo import DynamoStore, session_pk
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import session_pk
 
 #: counter items outlive their day by this much, then DynamoDB's TTL removes them
 COUNTER_TTL_S = 3 * 86400

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from agentwake.errors import CommitConflict
+from agentwake.errors import CommitConflict, LeaseHeld, RunAlreadySucceeded, TaskExists
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, safe_text
+from agentwake.store.keys import config_key, job_key, lease_key, run_key, run_pk, session_pk, task_key
 from agentwake.store.models import (
     FailureRecord,
     HistoryEntry,
@@ -31,19 +32,6 @@ from agentwake.store.models import (
 M = TypeVar("M", bound=_Stored)
 
 MARKER_TEXT = "Output your last task result below."
-
-
-class RunAlreadySucceeded(Exception):
-    """The commit found the run already succeeded: a duplicate copy, nothing to do."""
-
-
-class LeaseHeld(Exception):
-    """Another run holds the session's lease (or another copy of this run started meanwhile)."""
-
-    def __init__(self, session_id: str, holder: str | None) -> None:
-        super().__init__(f"session {session_id} is busy with run {holder or '?'}")
-        self.session_id = session_id
-        self.holder = holder
 
 
 @dataclass
@@ -86,18 +74,6 @@ class Unwritten:
             deliveries=[*self.deliveries, *other.deliveries],
             also=[*self.also, *other.also],
         )
-
-
-class TaskExists(ValueError):
-    """A task id is registered already; reusing it would make the new result look like a duplicate."""
-
-
-def session_pk(session_id: str) -> str:
-    return f"SESSION#{session_id}"
-
-
-def run_pk(run_id: str) -> str:
-    return f"RUN#{run_id}"
 
 
 def to_attr(value: Any) -> dict[str, Any]:
@@ -235,10 +211,10 @@ class DynamoStore:
     # --- sessions -----------------------------------------------------------------------------
 
     def put_session(self, config: SessionConfig) -> None:
-        self.db.put_item(TableName=self.table, Item=self._item(config, session_pk(config.session_id), "CONFIG"))
+        self.db.put_item(TableName=self.table, Item=self._item(config, *config_key(config.session_id)))
 
     def get_session(self, session_id: str) -> SessionConfig | None:
-        item = self._get(session_pk(session_id), "CONFIG")
+        item = self._get(*config_key(session_id))
         return self._load(SessionConfig, item) if item else None
 
     # --- history ------------------------------------------------------------------------------
@@ -264,17 +240,6 @@ class DynamoStore:
             return []
         items = list(self._query(session_pk(session_id), "MSG#", forward=False, limit=limit))
         return [self._load(HistoryEntry, i) for i in reversed(items)]
-
-    def count_history_reads(self, session_id: str, limit: int) -> int:
-        """Items a window read touches (ScannedCount), for tests and benchmarks."""
-        resp = self.db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-            ExpressionAttributeValues={":pk": {"S": session_pk(session_id)}, ":p": {"S": "MSG#"}},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return int(resp["ScannedCount"])
 
     def history(self, session_id: str) -> list[HistoryEntry]:
         return [self._load(HistoryEntry, i) for i in self._query(session_pk(session_id), "MSG#")]
@@ -326,41 +291,22 @@ class DynamoStore:
         try:
             self.db.put_item(
                 TableName=self.table,
-                Item=self._item(task, f"TASK#{task.task_id}", "TASK"),
+                Item=self._item(task, *task_key(task.task_id)),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except self.db.exceptions.ConditionalCheckFailedException as exc:
             raise TaskExists(f"task {task.task_id!r} is already registered; use a new task id") from exc
 
     def get_task(self, task_id: str) -> Task | None:
-        item = self._get(f"TASK#{task_id}", "TASK")
+        item = self._get(*task_key(task_id))
         return self._load(Task, item) if item else None
-
-    def _task_update(self, task_id: str, status: str, last_error: str | None) -> dict[str, Any]:
-        expr = "SET #s = :s"
-        values: dict[str, Any] = {":s": {"S": status}}
-        if last_error is None:
-            expr += " REMOVE last_error"
-        else:
-            expr += ", last_error = :e"
-            values[":e"] = {"S": truncate(last_error, 4000)}
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": self._key(f"TASK#{task_id}", "TASK"),
-                "UpdateExpression": expr,
-                "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": values,
-                "ConditionExpression": "attribute_exists(pk)",
-            }
-        }
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""
         try:
             self.db.update_item(
                 TableName=self.table,
-                Key=self._key(f"TASK#{task_id}", "TASK"),
+                Key=self._key(*task_key(task_id)),
                 UpdateExpression="SET #s = :s, finished_at = :f",
                 ConditionExpression="#s = :running",
                 ExpressionAttributeNames={"#s": "status"},
@@ -378,11 +324,11 @@ class DynamoStore:
     def put_job(self, job: Job) -> None:
         self.db.put_item(
             TableName=self.table,
-            Item=self._item(job, f"JOB#{job.job_id}", "JOB", gsi1pk="JOBS", gsi1sk=job.job_id),
+            Item=self._item(job, *job_key(job.job_id), gsi1pk="JOBS", gsi1sk=job.job_id),
         )
 
     def get_job(self, job_id: str) -> Job | None:
-        item = self._get(f"JOB#{job_id}", "JOB")
+        item = self._get(*job_key(job_id))
         return self._load(Job, item) if item else None
 
     def list_jobs(self) -> list[Job]:
@@ -401,21 +347,29 @@ class DynamoStore:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def delete_job(self, job_id: str) -> None:
-        self.db.delete_item(TableName=self.table, Key=self._key(f"JOB#{job_id}", "JOB"))
+        self.db.delete_item(TableName=self.table, Key=self._key(*job_key(job_id)))
 
     def set_job_running(self, job_id: str) -> None:
         self.db.update_item(
             TableName=self.table,
-            Key=self._key(f"JOB#{job_id}", "JOB"),
+            Key=self._key(*job_key(job_id)),
             UpdateExpression="SET #s = :s",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={":s": {"S": "running"}},
         )
 
-    def _job_update(
-        self, job_id: str, status: str, *, last_error: str | None, last_run_at: str | None, disable: bool
+    def _target_update(
+        self,
+        key: tuple[str, str],
+        status: str,
+        *,
+        last_error: str | None,
+        last_run_at: str | None = None,
+        disable: bool = False,
     ) -> dict[str, Any]:
+        """The update of the task or job a run belongs to (in the commit or failure transaction):
+        its status, its last error (removed on success), and for jobs the last run and ``enabled``."""
         sets = ["#s = :s"]
         values: dict[str, Any] = {":s": {"S": status}}
         removes = []
@@ -434,7 +388,7 @@ class DynamoStore:
         return {
             "Update": {
                 "TableName": self.table,
-                "Key": self._key(f"JOB#{job_id}", "JOB"),
+                "Key": self._key(*key),
                 "UpdateExpression": expr,
                 "ExpressionAttributeNames": {"#s": "status"},
                 "ExpressionAttributeValues": values,
@@ -445,7 +399,7 @@ class DynamoStore:
     # --- runs, journal, failures ----------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        item = self._get(run_pk(run_id), "RUN")
+        item = self._get(*run_key(run_id))
         return self._load(RunRecord, item) if item else None
 
     def begin_attempt(self, run_id: str, *, kind: str, session_id: str) -> int:
@@ -453,7 +407,7 @@ class DynamoStore:
         now = utcnow_iso()
         resp = self.db.update_item(
             TableName=self.table,
-            Key=self._key(run_pk(run_id), "RUN"),
+            Key=self._key(*run_key(run_id)),
             UpdateExpression=(
                 "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
                 "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk ADD attempts :one"
@@ -566,13 +520,13 @@ class DynamoStore:
         job_id: str | None = None,
     ) -> WakeRead:
         """The run record, the task or job and the session config in one (consistent) BatchGetItem."""
-        keys: dict[tuple[str, str], str] = {(run_pk(run_id), "RUN"): "run"}
+        keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
         if task_id is not None:
-            keys[(f"TASK#{task_id}", "TASK")] = "task"
+            keys[task_key(task_id)] = "task"
         if job_id is not None:
-            keys[(f"JOB#{job_id}", "JOB")] = "job"
+            keys[job_key(job_id)] = "job"
         if session_id is not None:
-            keys[(session_pk(session_id), "CONFIG")] = "session"
+            keys[config_key(session_id)] = "session"
         request: dict[str, Any] = {self.table: {"Keys": [self._key(pk, sk) for pk, sk in keys], "ConsistentRead": True}}
         found: list[dict[str, Any]] = []
         for attempt in range(8):
@@ -654,7 +608,7 @@ class DynamoStore:
         run_update = {
             "Update": {
                 "TableName": self.table,
-                "Key": self._key(run_pk(run_id), "RUN"),
+                "Key": self._key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
                     "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n"
@@ -675,7 +629,7 @@ class DynamoStore:
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": self._key(f"JOB#{job_id}", "JOB"),
+                            "Key": self._key(*job_key(job_id)),
                             "UpdateExpression": "SET #s = :s",
                             "ConditionExpression": "attribute_exists(pk)",
                             "ExpressionAttributeNames": {"#s": "status"},
@@ -707,7 +661,7 @@ class DynamoStore:
             {
                 "Delete": {
                     "TableName": self.table,
-                    "Key": self._key(session_pk(lease.session_id), "LEASE"),
+                    "Key": self._key(*lease_key(lease.session_id)),
                     "ConditionExpression": "#t = :me",
                     "ExpressionAttributeNames": {"#t": "token"},
                     "ExpressionAttributeValues": {":me": {"S": lease.token}},
@@ -781,7 +735,7 @@ class DynamoStore:
                 {
                     "Update": {
                         "TableName": self.table,
-                        "Key": self._key(run_pk(run_id), "RUN"),
+                        "Key": self._key(*run_key(run_id)),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
                         "REMOVE last_error, last_error_type",
                         "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
@@ -797,10 +751,15 @@ class DynamoStore:
             ),
         ]
         if task_id is not None:
-            items.append(("task", self._task_update(task_id, "woken", None)))
+            items.append(("task", self._target_update(task_key(task_id), "woken", last_error=None)))
         if job_id is not None:
             items.append(
-                ("job", self._job_update(job_id, "completed", last_error=None, last_run_at=now, disable=disable_job))
+                (
+                    "job",
+                    self._target_update(
+                        job_key(job_id), "completed", last_error=None, last_run_at=now, disable=disable_job
+                    ),
+                )
             )
         items += earlier
         if lease is not None and not lease.released:
@@ -873,7 +832,7 @@ class DynamoStore:
                 {
                     "Update": {
                         "TableName": self.table,
-                        "Key": self._key(run_pk(failure.run_id), "RUN"),
+                        "Key": self._key(*run_key(failure.run_id)),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
                         "steps = :n, #u = :u" + identity,
                         "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
@@ -893,12 +852,12 @@ class DynamoStore:
             ),
         ]
         if task_id is not None:
-            items.append(("target", self._task_update(task_id, "failed", failure.detail)))
+            items.append(("target", self._target_update(task_key(task_id), "failed", last_error=failure.detail)))
         if job_id is not None:
             items.append(
                 (
                     "target",
-                    self._job_update(job_id, "failed", last_error=failure.detail, last_run_at=None, disable=False),
+                    self._target_update(job_key(job_id), "failed", last_error=failure.detail),
                 )
             )
         items += self._unwritten_items(failure.run_id, unwritten)
@@ -940,7 +899,7 @@ class DynamoStore:
         return token
 
     def lease_holder(self, session_id: str) -> tuple[str, float] | None:
-        item = self._get(session_pk(session_id), "LEASE")
+        item = self._get(*lease_key(session_id))
         if not item:
             return None
         return item["holder"]["S"], float(item["lease_until"]["N"])
@@ -949,7 +908,7 @@ class DynamoStore:
         try:
             self.db.delete_item(
                 TableName=self.table,
-                Key=self._key(session_pk(session_id), "LEASE"),
+                Key=self._key(*lease_key(session_id)),
                 ConditionExpression="#t = :me",
                 ExpressionAttributeNames={"#t": "token"},
                 ExpressionAttributeValues={":me": {"S": token}},

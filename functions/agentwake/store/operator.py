@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentwake.store.dynamo import DynamoStore, run_pk, session_pk
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import run_pk, session_pk
 from agentwake.store.models import RunRecord, Task, _Stored
 
 M = TypeVar("M", bound=_Stored)

@@ -16,21 +16,23 @@ from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
 from agentwake.deadline import deadline_after, run_deadline
-from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
-from agentwake.observability import logger, metrics
-from agentwake.settings import Settings
-from agentwake.store.dynamo import (
-    DynamoJournal,
-    DynamoStore,
-    Lease,
+from agentwake.errors import (
+    ConfigError,
     LeaseHeld,
     RunAlreadySucceeded,
-    WakeRead,
+    RunDeferred,
+    RunFailed,
+    SessionBusy,
+    run_failed,
 )
+from agentwake.observability import logger, metrics
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoJournal, Lease, WakeRead
 from agentwake.store.models import FailureRecord, truncate
-from agentwake.wake.agent_factory import RecordingChannel, build_runner
-from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
-from agentwake.wake.prompt import WakeKind, build_wake_messages
+from agentwake.wake.assemble import assemble_agent
+from agentwake.wake.attention import emit_usage_metrics, note_with_final, run_usage
+from agentwake.wake.ports import RunStore
+from agentwake.wake.prompt import WakeKind
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
 LEASE_GRACE_S = 30.0
@@ -48,7 +50,7 @@ def _default_channel_factory(spec: dict[str, Any]) -> Any:
 class WakeDeps:
     """What a wake needs from the outside world (ports); tests swap any of them."""
 
-    store: DynamoStore
+    store: RunStore
     settings: Settings
     clock: Clock = field(default_factory=SystemClock)
     provider_factory: Callable[[dict[str, Any]], Any] = build_provider
@@ -162,46 +164,21 @@ def _run_leased(
         session = read.session
         if session is None:
             raise ConfigError(f"session {spec.session_id} has no config (agentwake sessions put {spec.session_id})")
-        history = [
-            e.to_message()
-            for e in store.history_window(spec.session_id, session.history_window)
-            if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
-        ]
         failed.session = session
-        books = open_books(store, session, spec.run_id, fresh=first_attempt)
-        # the DynamoDB journal (under the daily token counter's wrapper, if the session has one)
-        journal: DynamoJournal = getattr(books.journal, "inner", books.journal)  # type: ignore[arg-type]
-        failed.journal = journal
-        messages = build_wake_messages(
-            persona=session.persona,
-            kind=spec.kind,
-            wake=spec.wake,
-            history=history,
-            deliver_final=session.deliver_final,
-            deliveries_left=books.ledger.remaining_deliveries(),
-            deliveries_made=len(books.ledger.deliveries),
-        )
         # every HTTP exchange of the run ends by this (taken first: never later than the chain's)
         http_deadline = deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        # the journal records the deliveries: each lands with the step that reports it
-        channel = RecordingChannel(_channels(session, deps), journal, books.counters)
-        runner = build_runner(
-            session=session,
-            run_id=spec.run_id,
-            messages=messages,
-            journal=books.journal,
-            ledger=books.ledger,
-            channel=channel,
-            clock=deps.clock,
+        agent = assemble_agent(
+            spec,
+            deps,
+            session,
+            first_attempt=first_attempt,
             deadline=deadline,
-            settings=deps.settings,
-            provider_factory=deps.provider_factory,
-            retry=deps.retry,
-            on_event=deps.on_event,
+            on_journal=lambda j: setattr(failed, "journal", j),
         )
+        runner, journal, channel = agent.runner, agent.journal, agent.channel
         with run_deadline(http_deadline):
             runner.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
@@ -253,21 +230,6 @@ def _run_leased(
         final_delivered=runner.final_delivery_id is not None,
         usage=run_usage(runner, session, deps.settings) or {},
     )
-
-
-def _channels(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
-    """Each target session's own delivery channel (an admin run may message other sessions)."""
-    built = {session.session_id: deps.channel_factory(session.delivery)}
-
-    def channel_for(session_id: str) -> Any:
-        if session_id not in built:
-            target = deps.store.get_session(session_id)
-            if target is None:
-                raise DeliveryError(f"there is no session {session_id!r} to message")
-            built[session_id] = deps.channel_factory(target.delivery)
-        return built[session_id]
-
-    return channel_for
 
 
 def _emit_run_metrics(runner: Any) -> None:
