@@ -4,7 +4,7 @@ Every operation reads the queue through one complete scan (``agentwake_ops.sqs_s
 cannot be sure it saw every message, the operation changes nothing and raises ``IncompleteScan``.
 
 - Redrive sends first and deletes after: an interrupted move leaves at worst a duplicate, which the
-  run's idempotency absorbs — never a lost message.
+  run record absorbs (a run that already succeeded does nothing) — never a lost message.
 - Export writes the file, flushes and fsyncs it, and only then (with ``delete=True``) deletes
   exactly the messages it wrote, by the receipt handles the scan holds; an export interrupted
   before the file is complete deletes nothing and leaves every message visible again.
@@ -382,7 +382,7 @@ def _redrive_one(ctx: OpsContext, claimed: Claim, msg: DlqMessage) -> RedriveIte
         item.ok = False
         item.reason = (
             f"redriven, but not deleted from the DLQ ({_error(exc)}): it is still there, and a second "
-            "redrive would only repeat a run the idempotency of its run id absorbs"
+            "redrive would only repeat a run its run record absorbs (a succeeded run does nothing)"
         )
     return item
 
