@@ -54,6 +54,8 @@ def local(server: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     reset_caches()
     yield res
     reset_caches()
+    # moto's backends are process-global: leave no thousands of messages behind for later modules
+    server.reset()
 
 
 def fill_dlq(res: Resources, count: int) -> Counter[str]:
