@@ -46,7 +46,7 @@ from agentwake.agent.tools.send_message import SendMessageToUser  # noqa: E402
 from agentwake.delivery.log import LogChannel  # noqa: E402
 from agentwake.settings import Settings  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.models import SessionConfig, Task  # noqa: E402
+from agentwake.store.models import SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.wake.background import wake_for_background_result  # noqa: E402
 from agentwake.wake.messages import BackgroundResultMessage  # noqa: E402
 from agentwake.wake.prompt import build_wake_messages  # noqa: E402
@@ -82,10 +82,13 @@ def time_wakes(store: DynamoStore, deps: WakeDeps, session: str, runs: int) -> t
     store.db.meta.events.register("before-call.dynamodb", lambda **kw: calls.__setitem__(0, calls[0] + 1))
     for i in range(runs):
         task_id = f"{session}-t{i}"
-        store.put_task(Task(task_id=task_id, session_id=session, tool_name="bench"))
+        store.put_task(
+            Task(task_id=task_id, session_id=session, tool_name="bench", token_sha256=task_token_hash(task_id))
+        )
         msg = BackgroundResultMessage(
             task_id=task_id,
             session_id=session,
+            task_token=task_id,  # the bench's tasks use their id as token
             tool_name="bench",
             status="succeeded",
             result_text="r",

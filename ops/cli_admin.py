@@ -379,27 +379,51 @@ def tasks_register(
     args: Annotated[str | None, typer.Option("--args", help="The tool's arguments as a JSON object.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Register a background task when it starts; prints its task id."""
+    """Register a background task when it starts; prints its task id and its task token.
+
+    The token is shown once (agentwake keeps only its hash): `tasks finish` needs it.
+    """
     context = ops(ctx)
     tool_args = parse_json_option(args, "--args") if args else {}
     if not isinstance(tool_args, dict):
         raise OpsError("--args must be a JSON object")
     if context.store.get_session(session) is None:
         raise OpsError(f"session {session!r} does not exist; create it first (agentwake sessions put {session})")
-    task_id = context.tasks.register_task(session, tool, tool_args)
+    registered = context.tasks.register_task(session, tool, tool_args)
+    task_id = registered.task_id
     if as_json:
-        print_json({"task_id": task_id, "session_id": session, "run_id": background_run_id(task_id)})
+        typer.echo(
+            json.dumps(
+                {
+                    "task_id": task_id,
+                    "task_token": registered.task_token,
+                    "session_id": session,
+                    "run_id": background_run_id(task_id),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
     console().print(task_id)
+    console().print(f"task token (shown once; `tasks finish` needs it): {registered.task_token}")
 
 
 @tasks_app.command(
     "finish",
-    epilog="Example: agentwake tasks finish task-0123 --status succeeded --result 'Found 3 offers' --summary 'Aurora research'",
+    epilog="Example: agentwake tasks finish task-0123 --token awt_... --status succeeded --result 'Found 3 offers' --summary 'Aurora research'",
 )
 def tasks_finish(
     ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="The task id `tasks register` printed.", metavar="TASK_ID")],
+    token: Annotated[
+        str,
+        typer.Option(
+            "--token",
+            envvar="AGENTWAKE_TASK_TOKEN",
+            help="The task token `tasks register` printed (or AGENTWAKE_TASK_TOKEN).",
+        ),
+    ],
     status: Annotated[str, typer.Option("--status", help="succeeded or failed.", metavar="succeeded|failed")],
     result: Annotated[str, typer.Option("--result", help="The task's result text, shown to the agent.")],
     summary: Annotated[
@@ -411,7 +435,7 @@ def tasks_finish(
     if status not in ("succeeded", "failed"):
         raise OpsError(f"--status must be succeeded or failed, got {status!r}")
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
-    message_id = ops(ctx).tasks.finish_task(task_id, final, result, summary_name=summary)
+    message_id = ops(ctx).tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
     if as_json:
         print_json({"task_id": task_id, "message_id": message_id, "run_id": background_run_id(task_id)})
         return

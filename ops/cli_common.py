@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from agentwake.redact import redact
 from agentwake_ops.context import InvokeAsync, OpsContext, OpsError, OpsOptions, resolve_context
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
@@ -58,7 +59,8 @@ def err_console() -> Console:
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header)."""
+    typer.echo(redact(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

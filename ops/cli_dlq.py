@@ -138,9 +138,12 @@ def render_message(msg: DlqMessage) -> None:
     if msg.error_detail:
         out.print(Panel(escape(msg.error_detail), title="last error detail", expand=False))
 
+    parsed = triage.safe_json(msg.body)
     try:
-        body: Any = Syntax(json.dumps(json.loads(msg.body), indent=2), "json", word_wrap=True)
-    except ValueError:
+        body: Any = Syntax(json.dumps(parsed, indent=2), "json", word_wrap=True) if parsed is not None else None
+    except (ValueError, RecursionError):
+        body = None
+    if body is None:
         body = escape(msg.body)
     out.print(Panel(body, title="body", expand=False))
     if msg.attributes or msg.message_attributes:

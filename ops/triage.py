@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentwake.redact import redact
 from agentwake.store.dynamo import DynamoStore, RunSummary
+from agentwake.store.itemsize import safe_text
 from agentwake.store.models import cron_run_id
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON, ATTR_RECEIVE_COUNT, ATTR_SOURCE
 from agentwake_ops.context import OpsContext, OpsError
@@ -170,10 +172,7 @@ class DlqMessage:
 
     def full(self) -> dict[str, Any]:
         """Everything (``dlq show --json`` and ``dlq export``)."""
-        try:
-            body_json: Any = json.loads(self.body)
-        except ValueError:
-            body_json = None
+        body_json: Any = safe_json(self.body)
         summary = self.summary or RunSummary(run=None)
         return {
             **self.view(),
@@ -217,14 +216,28 @@ def describe(
         _describe_scheduler(msg, store)
     if msg.attempts is None:
         msg.attempts = _int(attributes.get("ApproximateReceiveCount"))
+    if msg.error_detail:
+        msg.error_detail = redact(msg.error_detail)
+    # a body may name ids with lone surrogates ("\ud800" escapes): printable text only
+    for name in ("run_id", "session_id", "task_id", "job_id", "error_type", "error_detail"):
+        value = getattr(msg, name)
+        if isinstance(value, str):
+            setattr(msg, name, safe_text(value))
     return msg
 
 
-def _body_object(body: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(body)
-    except ValueError:
+def safe_json(text: str | None) -> Any:
+    """``json.loads`` for any DLQ body: None for what is not JSON, too deep, or has oversized numbers."""
+    if not text:
         return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        return None
+
+
+def _body_object(body: str) -> dict[str, Any] | None:
+    data = safe_json(body)
     return data if isinstance(data, dict) else None
 
 

@@ -15,3 +15,17 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def local_outbound_policy() -> object:
+    """Tests talk to HTTP servers on 127.0.0.1, as the local stack does: loopback and plain http are
+    allowed, exactly as AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK/HTTP=1 allow them locally. Tests of the
+    policy itself pass a strict ``OutboundPolicy()``."""
+    from agentwake import outbound
+    from agentwake.redact import forget_secrets
+
+    outbound.set_default_policy(outbound.OutboundPolicy(allow_loopback=True, allow_http=True))
+    yield
+    outbound.set_default_policy(None)
+    forget_secrets()

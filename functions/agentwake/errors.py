@@ -44,6 +44,14 @@ class SessionMismatch(PermanentInputError):
     """The message names a session other than the one its task was registered for."""
 
 
+class ForgedCompletion(PermanentInputError):
+    """The completion message does not carry its task's token (missing, or another task's).
+
+    Only the holder of the token ``register_task`` returned may complete a task; the task is
+    left untouched, so the genuine completion still wakes the agent.
+    """
+
+
 # --- a run that did not succeed: raise so the trigger retries --------------------------
 
 
@@ -53,10 +61,20 @@ class RunFailed(AgentwakeError):
     retryable = True
 
     def __init__(self, run_id: str, completion_text: str, *, failure_type: str = "RunFailed") -> None:
+        from agentwake.redact import redact
+
+        completion_text = redact(completion_text)
         super().__init__(f"run {run_id} failed: {completion_text}")
         self.run_id = run_id
         self.completion_text = completion_text
         self.failure_type = failure_type
+
+
+class CommitConflict(AgentwakeError):
+    """The DONE commit was cancelled on the run item and the run, read again, has not succeeded:
+    not a duplicate of a succeeded run. Recorded as a failure; the trigger retries."""
+
+    retryable = True
 
 
 class BudgetExceeded(RunFailed):
@@ -104,6 +122,17 @@ class ConfigError(AgentwakeError):
     retryable = True
 
 
+class OutboundRefused(ConfigError):
+    """An outbound URL breaks the outbound policy (scheme, loopback/private address, redirect).
+
+    A configuration error, not a tool result the model may retry: nothing was sent.
+    """
+
+
+class SecretRefRefused(ConfigError):
+    """A secret reference points outside the scope this deployment allows; nothing was read."""
+
+
 class StepInterrupted(AgentwakeError):
     """Infrastructure failed mid-step (e.g. a delivery was sent but could not be recorded).
 
@@ -112,6 +141,12 @@ class StepInterrupted(AgentwakeError):
     """
 
     retryable = True
+
+
+class DeadlineExceeded(StepInterrupted):
+    """The run's deadline passed (an HTTP exchange, a model call or a delivery did not finish in
+    time). The run ends with a recorded failure before Lambda's own timeout; a retry continues
+    from the journal."""
 
 
 class DeliveryError(AgentwakeError):
@@ -143,7 +178,9 @@ class ProviderError(AgentwakeError):
     transient: ClassVar[bool] = False
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
+        from agentwake.redact import redact
+
+        super().__init__(redact(message))
         self.code = code or type(self).__name__
 
     def describe(self) -> str:
@@ -169,6 +206,8 @@ class AllProvidersFailed(AgentwakeError):
     retryable = True
 
     def __init__(self, errors: dict[str, str]) -> None:
-        self.errors = dict(errors)
+        from agentwake.redact import redact
+
+        self.errors = {pid: redact(err) for pid, err in errors.items()}
         detail = "; ".join(f"{pid}: {err}" for pid, err in self.errors.items())
         super().__init__(f"All chat models failed: {detail}")

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-logger = Logger(service=os.getenv("POWERTOOLS_SERVICE_NAME", "agentwake"))
+from agentwake.redact import redact
+
+
+def _redacted_json(record: Any) -> str:
+    """Every log line passes the redactor (secrets resolved for the run, bearer tokens, auth headers)."""
+    return redact(json.dumps(record, default=str, separators=(",", ":")))
+
+
+logger = Logger(service=os.getenv("POWERTOOLS_SERVICE_NAME", "agentwake"), json_serializer=_redacted_json)
 metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Agentwake"))

@@ -1,38 +1,123 @@
-"""Resolve secret references: ``env:NAME``, ``secretsmanager:ARN_OR_NAME``, ``ssm:/param/name``.
+"""Resolve secret references: ``env:NAME``, ``secretsmanager:NAME_OR_ARN``, ``ssm:/param/name``.
 
-AWS lookups go through Powertools Parameters (cached), imported only when a reference needs them.
+References are scoped, and a reference outside its scope is refused before any call:
+
+- ``env:`` names only variables starting with ``AGENTWAKE_SECRET_`` (never the function's own
+  ``AWS_SECRET_ACCESS_KEY`` or any other variable of its environment);
+- ``secretsmanager:`` only secrets whose name starts with the stack's ``SecretsPrefix``
+  (``AGENTWAKE_SECRETS_PREFIX``), or exactly the stack's ``OpenAIApiKeySecretArn``;
+- ``ssm:`` only parameters under the stack's ``SsmPathPrefix`` (``AGENTWAKE_SSM_PATH_PREFIX``).
+
+template.yaml turns the same prefixes into the functions' IAM grants, so what this module allows
+is exactly what the deployed function may read. Every resolved value is registered with the
+redactor (agentwake.redact). AWS lookups go through Powertools Parameters (cached), imported only
+when a reference needs them.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from agentwake.errors import ConfigError
+from agentwake.errors import ConfigError, SecretRefRefused
+from agentwake.redact import redact, register_secret
+
+ENV_PREFIX = "AGENTWAKE_SECRET_"
+DEFAULT_SECRETS_PREFIX = "agentwake/"
+DEFAULT_SSM_PATH_PREFIX = "/agentwake/"
 
 
-def resolve_secret(ref: str, environ: Mapping[str, str] | None = None) -> str:
+@dataclass(frozen=True)
+class SecretScope:
+    """Where secret references may point (the stack parameters SecretsPrefix and SsmPathPrefix)."""
+
+    secrets_prefix: str = DEFAULT_SECRETS_PREFIX
+    ssm_path_prefix: str = DEFAULT_SSM_PATH_PREFIX
+    #: one Secrets Manager ARN allowed besides the prefix (the stack's OpenAIApiKeySecretArn)
+    extra_secret_arn: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: object) -> SecretScope:
+        return cls(
+            secrets_prefix=getattr(settings, "secrets_prefix", DEFAULT_SECRETS_PREFIX),
+            ssm_path_prefix=getattr(settings, "ssm_path_prefix", DEFAULT_SSM_PATH_PREFIX),
+            extra_secret_arn=getattr(settings, "openai_api_key_secret_arn", None),
+        )
+
+
+def default_scope() -> SecretScope:
+    """The scope of this deployment (from Settings); the built-in prefixes where there are none."""
+    from agentwake.settings import get_settings
+
+    try:
+        return SecretScope.from_settings(get_settings())
+    except ConfigError:
+        return SecretScope()
+
+
+def secret_name(target: str) -> str:
+    """The secret's name from a name or an ARN (``arn:...:secret:NAME-AbCdEf`` keeps its suffix)."""
+    if target.startswith("arn:"):
+        _, sep, name = target.partition(":secret:")
+        return name if sep else ""
+    return target
+
+
+def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
+    """``(scheme, target)`` of a reference inside the scope; raises ConfigError / SecretRefRefused."""
     scheme, sep, target = ref.partition(":")
     if not sep or not target:
-        raise ConfigError(f"secret reference {ref!r} must look like env:NAME, secretsmanager:ID or ssm:NAME")
+        raise ConfigError(
+            f"secret reference {ref!r} must look like env:{ENV_PREFIX}NAME, secretsmanager:NAME or ssm:/NAME"
+        )
+    scope = scope or default_scope()
+    if scheme == "env":
+        if not target.startswith(ENV_PREFIX) or target == ENV_PREFIX:
+            raise SecretRefRefused(
+                f"secret reference {ref!r} is refused: env: references must name a variable starting with {ENV_PREFIX!r}"
+            )
+        return scheme, target
+    if scheme == "secretsmanager":
+        name = secret_name(target)
+        prefix = scope.secrets_prefix
+        if (scope.extra_secret_arn and target == scope.extra_secret_arn) or (
+            prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name
+        ):
+            return scheme, target
+        raise SecretRefRefused(
+            f"secret reference {ref!r} is refused: secretsmanager: references must name a secret starting with "
+            f"{prefix!r} (stack parameter SecretsPrefix)"
+        )
+    if scheme == "ssm":
+        prefix = scope.ssm_path_prefix
+        if prefix and target.startswith(prefix) and len(target) > len(prefix) and ".." not in target:
+            return scheme, target
+        raise SecretRefRefused(
+            f"secret reference {ref!r} is refused: ssm: references must name a parameter under {prefix!r} "
+            f"(stack parameter SsmPathPrefix)"
+        )
+    raise ConfigError(f"unknown secret scheme {scheme!r} in {ref!r} (use env:, secretsmanager: or ssm:)")
+
+
+def resolve_secret(ref: str, environ: Mapping[str, str] | None = None, *, scope: SecretScope | None = None) -> str:
+    scheme, target = check_ref(ref, scope)
     if scheme == "env":
         env = os.environ if environ is None else environ
         value = env.get(target)
         if not value:
             raise ConfigError(f"environment variable {target} (from {ref!r}) is not set")
+        register_secret(value)
         return value
-    if scheme == "secretsmanager":
-        from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities import parameters
 
-        try:
-            return str(parameters.get_secret(target, max_age=300))
-        except Exception as exc:
-            raise ConfigError(f"cannot read secret {target!r}: {exc}") from exc
-    if scheme == "ssm":
-        from aws_lambda_powertools.utilities import parameters
-
-        try:
-            return str(parameters.get_parameter(target, decrypt=True, max_age=300))
-        except Exception as exc:
-            raise ConfigError(f"cannot read SSM parameter {target!r}: {exc}") from exc
-    raise ConfigError(f"unknown secret scheme {scheme!r} in {ref!r} (use env:, secretsmanager: or ssm:)")
+    try:
+        if scheme == "secretsmanager":
+            value = str(parameters.get_secret(target, max_age=300))
+        else:
+            value = str(parameters.get_parameter(target, decrypt=True, max_age=300))
+    except Exception as exc:
+        what = "secret" if scheme == "secretsmanager" else "SSM parameter"
+        raise ConfigError(f"cannot read {what} {target!r}: {redact(str(exc))}") from exc
+    register_secret(value)
+    return value

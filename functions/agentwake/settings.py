@@ -111,6 +111,28 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_OPENAI_API_KEY_SECRET_ARN", "openai_api_key_secret_arn"),
         description="default API-key secret for OpenAI-compatible provider specs that leave it out",
     )
+    secrets_prefix: str = Field(
+        default="agentwake/",
+        min_length=1,
+        validation_alias=_env("AGENTWAKE_SECRETS_PREFIX", "secrets_prefix"),
+        description="secretsmanager: references must name a secret starting with this (stack parameter SecretsPrefix)",
+    )
+    ssm_path_prefix: str = Field(
+        default="/agentwake/",
+        min_length=2,
+        validation_alias=_env("AGENTWAKE_SSM_PATH_PREFIX", "ssm_path_prefix"),
+        description="ssm: references must name a parameter under this path (stack parameter SsmPathPrefix)",
+    )
+    outbound_allow_loopback: bool = Field(
+        default=False,
+        validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK", "outbound_allow_loopback"),
+        description="outbound HTTP may reach loopback addresses (the local stack and tests; deployed: false)",
+    )
+    outbound_allow_http: bool = Field(
+        default=False,
+        validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_HTTP", "outbound_allow_http"),
+        description="outbound HTTP may use plain http:// (the local stack and tests; deployed: https only)",
+    )
     endpoint_url: str | None = Field(
         default=None,
         validation_alias=_env("AWS_ENDPOINT_URL", "endpoint_url"),
@@ -140,7 +162,7 @@ class Settings(BaseModel):
     def _price_table(cls, value: object) -> object:
         return _prices(value) if isinstance(value, str) else value
 
-    @field_validator("transcript", mode="before")
+    @field_validator("transcript", "outbound_allow_loopback", "outbound_allow_http", mode="before")
     @classmethod
     def _flag(cls, value: object) -> object:
         return value.lower() in ("1", "true", "yes") if isinstance(value, str) else value

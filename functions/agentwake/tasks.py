@@ -1,16 +1,46 @@
 """Tasks API (plain Python) for producers: register a background task when it starts, and send
-its completion message when it finishes. The message wakes the agent (run ``bg:{task_id}``)."""
+its completion message when it finishes. The message wakes the agent (run ``bg:{task_id}``).
+
+The producer contract (a capability, like Step Functions task tokens):
+
+1. ``register_task`` returns the task id **and a secret task token**. agentwake stores only the
+   token's SHA-256; keep the token with the work (never log it), it is shown once.
+2. The completion message must carry it as ``task_token``. A message without it, or with another
+   task's, is a ``ForgedCompletion``: dead-lettered at once, the task untouched, so the genuine
+   completion still wakes the agent. Anyone who can send to the queue but does not hold the
+   token cannot complete (or pre-empt) a task.
+3. The wake shows the agent the tool name and arguments that were *registered*; a message's own
+   ``tool_name``/``tool_args`` are ignored.
+"""
 
 from __future__ import annotations
 
+import secrets
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agentwake.errors import UnknownTask
+from agentwake.errors import ForgedCompletion, UnknownTask
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Task
+from agentwake.store.models import Task, task_token_hash
 from agentwake.wake.messages import BackgroundResultMessage
+
+
+def new_task_token() -> str:
+    """A fresh task token: 256 random bits, URL-safe."""
+    return "awt_" + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class RegisteredTask:
+    """What ``register_task`` returns. ``task_token`` is shown once: keep it to finish the task."""
+
+    task_id: str
+    task_token: str
+
+    def __repr__(self) -> str:  # the token is a secret: never in a repr or a log line
+        return f"RegisteredTask(task_id={self.task_id!r}, task_token='…')"
 
 
 class TasksService:
@@ -25,15 +55,18 @@ class TasksService:
 
     def register_task(
         self, session_id: str, tool_name: str, args: dict[str, Any] | None = None, *, task_id: str | None = None
-    ) -> str:
+    ) -> RegisteredTask:
+        """Register a task; returns its id and its token (stored only as a hash: keep it)."""
+        token = new_task_token()
         task = Task(
             task_id=task_id or f"task-{uuid.uuid4().hex[:16]}",
             session_id=session_id,
             tool_name=tool_name,
             tool_args=args or {},
+            token_sha256=task_token_hash(token),
         )
         self.store.put_task(task)
-        return task.task_id
+        return RegisteredTask(task_id=task.task_id, task_token=token)
 
     def finish_task(
         self,
@@ -41,22 +74,24 @@ class TasksService:
         status: Literal["succeeded", "failed"],
         result_text: str,
         *,
+        task_token: str,
         summary_name: str | None = None,
         note: str = "",
         subagent_name: str | None = None,
     ) -> str:
-        """Send the completion message; returns the SQS message id."""
+        """Send the completion message carrying ``task_token``; returns the SQS message id."""
         if not self.queue_url:
             raise ValueError("the background-result queue URL is unknown (AGENTWAKE_RESULT_QUEUE_URL)")
         task = self.store.get_task(task_id)
         if task is None:
             raise UnknownTask(f"no task is registered with id {task_id!r}")
+        if not task.token_matches(task_token):
+            raise ForgedCompletion(f"that is not the task token of {task_id}: nothing was sent")
         finished_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
         msg = BackgroundResultMessage(
             task_id=task.task_id,
             session_id=task.session_id,
-            tool_name=task.tool_name,
-            tool_args=task.tool_args,
+            task_token=task_token,
             status=status,
             result_text=result_text,
             note=note,

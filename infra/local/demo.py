@@ -132,12 +132,17 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line(f"history note: {_one_line(result.cron_note)}")
 
         p.section("A background task finishes and the agent messages the user")
-        task_id = ctx.tasks.register_task("alice", "web_research", {"query": "aurora pricing"})
-        p.cmd(f"agentwake tasks register --session alice --tool web_research  -> {task_id}")
+        registered = ctx.tasks.register_task("alice", "web_research", {"query": "aurora pricing"})
+        task_id = registered.task_id
+        p.cmd(f"agentwake tasks register --session alice --tool web_research  -> {task_id} + its task token")
         ctx.tasks.finish_task(
-            task_id, "succeeded", "Aurora Serverless v2: $0.12 per ACU-hour.", summary_name="Aurora pricing research"
+            task_id,
+            "succeeded",
+            "Aurora Serverless v2: $0.12 per ACU-hour.",
+            task_token=registered.task_token,
+            summary_name="Aurora pricing research",
         )
-        p.cmd(f"agentwake tasks finish {task_id} --status succeeded --result '...'")
+        p.cmd(f"agentwake tasks finish {task_id} --token <its task token> --status succeeded --result '...'")
         p.line("the local SQS poller hands the message to BackgroundResultFunction:")
         runtime.drain()
         history = store.history("alice")
@@ -150,8 +155,15 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.section("A background task whose wake fails: every provider fails after a first message")
         store.put_session(SessionConfig(session_id="bob", providers=BROKEN_PROVIDERS, retry_base_delay_ms=20))
         p.cmd("agentwake sessions put bob --provider <primary: 5xx> --provider <fallback: auth error>")
-        failing = ctx.tasks.register_task("bob", "report", {"quarter": "Q3"})
-        ctx.tasks.finish_task(failing, "succeeded", "Q3: compute 41%, storage 22%.", summary_name="Q3 cost report")
+        failing_task = ctx.tasks.register_task("bob", "report", {"quarter": "Q3"})
+        failing = failing_task.task_id
+        ctx.tasks.finish_task(
+            failing,
+            "succeeded",
+            "Q3: compute 41%, storage 22%.",
+            task_token=failing_task.task_token,
+            summary_name="Q3 cost report",
+        )
         max_receive = runtime.stack.resources["BackgroundResultQueue"].properties["RedrivePolicy"]["maxReceiveCount"]
         p.line(
             f"each failed attempt raises, the record is a batch item failure and comes back;"

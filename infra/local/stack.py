@@ -42,6 +42,10 @@ STATE_FILE = "local.json"
 ENV_FILE = "env.json"
 
 
+#: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template)
+LOCAL_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
+
+
 def agentwake_home(home: str | Path | None = None) -> Path:
     if home is not None:
         return Path(home)
@@ -322,8 +326,10 @@ class LocalStackRuntime:
         return self.stack.outputs
 
     def env(self) -> dict[str, str]:
-        """Fake credentials, region and ``AWS_ENDPOINT_URL`` for this stack (not applied)."""
-        return aws_env(self.endpoint_url, self.region)
+        """Fake credentials, region and ``AWS_ENDPOINT_URL`` for this stack (not applied), and the
+        outbound policy of the local stack: providers and webhooks on this machine's loopback over
+        plain http are allowed here (the deployed template leaves both off)."""
+        return {**aws_env(self.endpoint_url, self.region), **LOCAL_OUTBOUND_ENV}
 
     def client(self, service: str) -> Any:
         """A boto3 client for the local endpoint (fake credentials, never ~/.aws)."""
@@ -345,7 +351,7 @@ class LocalStackRuntime:
         """
         endpoint = endpoint_url or self.endpoint_url
         data = {
-            logical_id: {**function.environment, "AWS_ENDPOINT_URL": endpoint}
+            logical_id: {**function.environment, **LOCAL_OUTBOUND_ENV, "AWS_ENDPOINT_URL": endpoint}
             for logical_id, function in self.stack.functions.items()
         }
         if path is not None:

@@ -157,8 +157,9 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(function.environment, "AGENTWAKE_SESSION_WAIT_LIMIT_S", "5")
         # WHEN a task of that session finishes and its result keeps finding the session busy
-        task_id = tasks.register_task(session, "web_research", {"query": "q"})
-        tasks.finish_task(task_id, "succeeded", "the result", summary_name="Research")
+        registered = tasks.register_task(session, "web_research", {"query": "q"})
+        task_id = registered.task_id
+        tasks.finish_task(task_id, "succeeded", "the result", task_token=registered.task_token, summary_name="Research")
         [dead] = wait_until(
             lambda: messages_of(local, "BackgroundResultDLQ", session), 120, "the result is dead-lettered"
         )
@@ -220,8 +221,9 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     )
     receiver.hold = hold = threading.Event()
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
-    task_id = tasks.register_task(session, "web_research", {"query": "q"})
-    tasks.finish_task(task_id, "succeeded", "the result", summary_name="Research")
+    registered = tasks.register_task(session, "web_research", {"query": "q"})
+    task_id = registered.task_id
+    tasks.finish_task(task_id, "succeeded", "the result", task_token=registered.task_token, summary_name="Research")
     bg_run = f"bg:{task_id}"
     wait_until(lambda: receiver.received, 120, "the background run is delivering")
     assert (store.lease_holder(session) or ("",))[0] == bg_run
@@ -273,9 +275,16 @@ def test_a_burst_of_fifty_completions_for_one_session_all_run_one_at_a_time(
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
 
     # WHEN 50 background tasks of that session finish at once
-    task_ids = [tasks.register_task(session, "web_research", {"query": f"q{n}"}) for n in range(BURST)]
-    for task_id in task_ids:
-        tasks.finish_task(task_id, "succeeded", f"result of {task_id}", summary_name=f"Research {task_id}")
+    registered = [tasks.register_task(session, "web_research", {"query": f"q{n}"}) for n in range(BURST)]
+    task_ids = [r.task_id for r in registered]
+    for r in registered:
+        tasks.finish_task(
+            r.task_id,
+            "succeeded",
+            f"result of {r.task_id}",
+            task_token=r.task_token,
+            summary_name=f"Research {r.task_id}",
+        )
     run_ids = [f"bg:{t}" for t in task_ids]
 
     # THEN every run succeeds, and no copy is left on the queue (waiting copies included)

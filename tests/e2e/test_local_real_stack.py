@@ -33,6 +33,7 @@ from agentwake_local.poller import PollResult
 from agentwake_local.stack import LocalStackRuntime, read_state
 from agentwake_ops.cli import app
 from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session
+from tests.support.tasks import token_hash_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -121,10 +122,18 @@ def producer(local: LocalStackRuntime, store: DynamoStore) -> TasksService:
     return TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
 
 
+#: task id -> the token register_task returned (the producer keeps it to finish the task)
+TOKENS: dict[str, str] = {}
+
+
 def finished_task(tasks: TasksService, session_id: str, result: str = "the result") -> tuple[str, str]:
     """A task of ``session_id`` that finished: (task id, SQS message id of its result)."""
-    task_id = tasks.register_task(session_id, "web_research", {"query": "q"})
-    return task_id, tasks.finish_task(task_id, "succeeded", result, summary_name=f"Research {task_id}")
+    registered = tasks.register_task(session_id, "web_research", {"query": "q"})
+    task_id = registered.task_id
+    TOKENS[task_id] = registered.task_token
+    return task_id, tasks.finish_task(
+        task_id, "succeeded", result, task_token=registered.task_token, summary_name=f"Research {task_id}"
+    )
 
 
 def send_raw(local: LocalStackRuntime, body: str) -> str:
@@ -251,7 +260,7 @@ def test_successful_record_is_deleted_and_has_exactly_one_note(local: LocalStack
     assert task is not None and task.status == "woken"
 
     # WHEN the producer sends the same result again (at-least-once delivery)
-    duplicate = tasks.finish_task(task_id, "succeeded", "Aurora costs $0.12 per ACU-hour.")
+    duplicate = tasks.finish_task(task_id, "succeeded", "Aurora costs $0.12 per ACU-hour.", task_token=TOKENS[task_id])
     again = local.drain()
 
     # THEN the copy is handled and deleted, and there is still exactly one note and one attempt
@@ -451,7 +460,15 @@ def seeded(local: LocalStackRuntime, store: DynamoStore) -> DynamoStore:
         ("task-ok-2", "session-demo"),
         ("task-fail-1", "session-failing"),
     ):
-        store.put_task(Task(task_id=task_id, session_id=session, tool_name="web_research", tool_args={"query": "q"}))
+        store.put_task(
+            Task(
+                task_id=task_id,
+                session_id=session,
+                tool_name="web_research",
+                tool_args={"query": "q"},
+                token_sha256=token_hash_for(task_id),
+            )
+        )
     seed_job(store, "job-nightly", "session-demo")
     seed_job(store, "job-nightly-failing", "session-failing")
     return store

@@ -39,7 +39,7 @@ COMMANDS: list[tuple[list[str], list[str]]] = [
     ),
     (["sessions", "show"], ["SESSION", "--json"]),
     (["tasks", "register"], ["--session", "--tool", "--args"]),
-    (["tasks", "finish"], ["TASK_ID", "--status", "--result", "--summary"]),
+    (["tasks", "finish"], ["TASK_ID", "--token", "--status", "--result", "--summary"]),
 ]
 
 
@@ -109,7 +109,21 @@ def test_tasks_history_and_runs(cli: Cli, stack: Stack) -> None:
     cli("sessions", "put", "s3")
     registered = cli_json(cli, "tasks", "register", "--session", "s3", "--tool", "web_research", "--args", '{"q": 1}')
     task_id = registered["task_id"]
-    finished = cli_json(cli, "tasks", "finish", task_id, "--status", "succeeded", "--result", "done", "--summary", "R")
+    assert registered["task_token"].startswith("awt_")
+    finished = cli_json(
+        cli,
+        "tasks",
+        "finish",
+        task_id,
+        "--token",
+        registered["task_token"],
+        "--status",
+        "succeeded",
+        "--result",
+        "done",
+        "--summary",
+        "R",
+    )
     assert finished["run_id"] == f"bg:{task_id}" and finished["message_id"]
     # WHEN the agent is woken by it
     ok, _ = stack.poll()
@@ -124,7 +138,9 @@ def test_tasks_history_and_runs(cli: Cli, stack: Stack) -> None:
     # AND the user errors are one line
     assert (
         "unknown-task"
-        in cli("tasks", "finish", "unknown-task", "--status", "succeeded", "--result", "x", expect=1).stderr
+        in cli(
+            "tasks", "finish", "unknown-task", "--token", "awt_x", "--status", "succeeded", "--result", "x", expect=1
+        ).stderr
     )
     assert "does not exist" in cli("tasks", "register", "--session", "nobody", "--tool", "t", expect=1).stderr
     assert "no run" in cli("runs", "show", "bg:nothing", expect=1).stderr

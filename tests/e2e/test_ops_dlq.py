@@ -41,10 +41,21 @@ FIXED = {
 def make_failed_background_run(cli: Cli, stack: Stack, session: str, providers: list[dict[str, Any]]) -> str:
     """A session, a task, its completion message, and polls until the message is dead-lettered."""
     cli("sessions", "put", session, *[a for p in providers for a in ("--provider", json.dumps(p))])
-    task_id = json.loads(cli("tasks", "register", "--session", session, "--tool", "web_research", "--json").stdout)[
-        "task_id"
-    ]
-    cli("tasks", "finish", task_id, "--status", "succeeded", "--result", "3 offers found", "--summary", "Research")
+    registered = json.loads(cli("tasks", "register", "--session", session, "--tool", "web_research", "--json").stdout)
+    task_id = registered["task_id"]
+    cli(
+        "tasks",
+        "finish",
+        task_id,
+        "--token",
+        registered["task_token"],
+        "--status",
+        "succeeded",
+        "--result",
+        "3 offers found",
+        "--summary",
+        "Research",
+    )
     return task_id
 
 

@@ -49,6 +49,7 @@ class Running:
     env: dict[str, str]
     output: list[str] = field(default_factory=list)
     task_ids: list[str] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
     minutely_job: str = ""
 
     def wait_for_output(self, text: str) -> None:
@@ -105,6 +106,8 @@ class Result:
 def run(running: Running, command: str) -> Result:
     if "TASK_ID" in command:
         command = command.replace("TASK_ID", running.task_ids[-1])
+    if "TOKEN" in command:
+        command = command.replace("TOKEN", running.tokens[-1])
     command = command.replace(".venv/bin/agentwake", str(AGENTWAKE_BIN), 1)
     proc = subprocess.run(
         ["bash", "-c", command], cwd=ROOT, env=running.env, capture_output=True, text=True, timeout=WAIT_S
@@ -141,9 +144,11 @@ def check_session_put(running: Running, command: str) -> None:
 
 
 def check_register(running: Running, command: str) -> None:
-    task_id = ok(run(running, command)).stdout.strip()
-    assert re.fullmatch(r"[\w-]+", task_id), task_id  # prints the task id
+    lines = ok(run(running, command)).stdout.strip().splitlines()
+    task_id, token = lines[0].strip(), lines[-1].rsplit(":", 1)[-1].strip()
+    assert re.fullmatch(r"[\w-]+", task_id), lines  # prints the task id, then its token
     running.task_ids.append(task_id)
+    running.tokens.append(token)
 
 
 def check_finish(running: Running, command: str) -> None:

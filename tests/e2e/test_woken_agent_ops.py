@@ -28,6 +28,7 @@ from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION, drain
+from tests.support.tasks import token_for, token_hash_for
 
 #: step 0 costs 100 tokens, step 1 another 200: a 250-token budget is exceeded at step 2 (index 1)
 OVER_BUDGET_AT_STEP_2 = {
@@ -42,10 +43,12 @@ OVER_BUDGET_AT_STEP_2 = {
 
 
 def start_task(cli: Cli, session: str) -> str:
-    task_id: str = json.loads(
-        cli("tasks", "register", "--session", session, "--tool", "web_research", "--json").stdout
-    )["task_id"]
-    cli("tasks", "finish", task_id, "--status", "succeeded", "--result", "3 offers found", "--summary", "Research")
+    registered = json.loads(cli("tasks", "register", "--session", session, "--tool", "web_research", "--json").stdout)
+    task_id: str = registered["task_id"]
+    cli(
+        "tasks", "finish", task_id, "--token", registered["task_token"],
+        "--status", "succeeded", "--result", "3 offers found", "--summary", "Research",
+    )  # fmt: skip
     return task_id
 
 
@@ -168,7 +171,9 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
         {"type": "bedrock", "id": "nova", "model_id": NOVA},
     ]
     stack.store.put_session(SessionConfig(session_id="s-cost", providers=providers, prices=PRICES))
-    stack.store.put_task(Task(task_id="t-cost", session_id="s-cost", tool_name="web_research"))
+    stack.store.put_task(
+        Task(task_id="t-cost", session_id="s-cost", tool_name="web_research", token_sha256=token_hash_for("t-cost"))
+    )
 
     def factory(spec: dict[str, Any]) -> Any:
         if spec["type"] == "bedrock":
@@ -181,6 +186,7 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
     msg = BackgroundResultMessage(
         task_id="t-cost",
         session_id="s-cost",
+        task_token=token_for("t-cost"),
         tool_name="web_research",
         status="succeeded",
         result_text="3 offers found",

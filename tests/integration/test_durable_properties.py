@@ -34,6 +34,7 @@ from agentwake.wake.session_wait import ParkedRecord, WaitState, wait_background
 from tests.support.aws import REGION, create_resources
 from tests.support.faults import BOUNDARIES, FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.tasks import token_for, token_hash_for
 
 TASKS = ("t0", "t1", "t2", "t3")
 SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0"}
@@ -105,7 +106,9 @@ class DurableRuns(RuleBasedStateMachine):
         for s in self.broken:
             self._put_session(s)
         for t in TASKS:
-            self.store.put_task(Task(task_id=t, session_id=SESSION_OF[t], tool_name="job"))
+            self.store.put_task(
+                Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t))
+            )
         self.where = dict.fromkeys(TASKS, "queue")  # queue | dlq | done
         self.receives = Counter[str]()
         self.resent_allowance = Counter[str]()
@@ -124,6 +127,7 @@ class DurableRuns(RuleBasedStateMachine):
         return BackgroundResultMessage(
             task_id=task_id,
             session_id=SESSION_OF[task_id],
+            task_token=token_for(task_id),
             tool_name="job",
             status="succeeded",
             result_text="r",

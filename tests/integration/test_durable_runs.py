@@ -17,6 +17,7 @@ from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.idempotency import run_idempotency
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, MAX_ITEM_BYTES, item_size
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.run import WakeDeps
 from tests.support.aws import REGION, Resources
@@ -210,14 +211,15 @@ def test_journal_items_expire_and_stay_small(store: DynamoStore) -> None:
     journal = store.journal("bg:big")
     # WHEN it is journaled
     journal.put("000.tool.00", {"content": "x" * 500_000, "tool": "send_message_to_user"})
-    # THEN it is stored truncated with a visible marker, and the item expires (TTL) after 15 days
+    # THEN it is stored cut to the journal's byte bound with a visible marker, and the item expires
+    # (TTL) after 15 days
     item = store.db.get_item(TableName=store.table, Key=store._key("RUN#bg:big", "STEP#000.tool.00"))["Item"]
-    assert len(item["value"]["S"]) < 100_000
-    assert "[truncated 440000 characters]" in item["value"]["S"]
+    assert item_size(item) <= JOURNAL_VALUE_BYTES + 1000 < MAX_ITEM_BYTES
+    assert "bytes to fit a DynamoDB item]" in item["value"]["S"]
     ttl = int(item["expires_at"]["N"])
     assert abs(ttl - (store.now() + 15 * 86400)) < 60
     # AND a replay reads the same truncated value back
-    assert store.journal("bg:big").get("000.tool.00")["content"].endswith("[truncated 440000 characters]")  # type: ignore[index]
+    assert store.journal("bg:big").get("000.tool.00")["content"].endswith("bytes to fit a DynamoDB item]")  # type: ignore[index]
 
 
 def test_run_summary_is_what_an_operator_reads(

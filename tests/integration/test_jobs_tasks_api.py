@@ -123,10 +123,17 @@ def test_register_and_finish_task_wakes_the_agent(store: DynamoStore, resources:
     seed_session(store, "session-demo")
     sqs = boto3.client("sqs", region_name=REGION)
     tasks = TasksService(store, resources.queue_url, sqs=sqs)
-    task_id = tasks.register_task("session-demo", "web_research", {"query": "aurora"})
+    registered = tasks.register_task("session-demo", "web_research", {"query": "aurora"})
+    task_id = registered.task_id
     assert store.get_task(task_id).status == "running"  # type: ignore[union-attr]
-    # WHEN it finishes
-    tasks.finish_task(task_id, "succeeded", "Aurora costs X", summary_name="Aurora research")
+    # AND the store keeps only the token's hash
+    assert registered.task_token not in json.dumps(
+        store.db.get_item(TableName=store.table, Key=store._key(f"TASK#{task_id}", "TASK"))
+    )
+    # WHEN it finishes, with its token
+    tasks.finish_task(
+        task_id, "succeeded", "Aurora costs X", task_token=registered.task_token, summary_name="Aurora research"
+    )
     # THEN a valid completion message is on the queue, and handling it wakes the agent
     [msg] = drain(resources.queue_url)
     body = json.loads(msg["Body"])
@@ -154,5 +161,5 @@ def test_register_and_finish_task_wakes_the_agent(store: DynamoStore, resources:
 def test_finish_unknown_task_is_refused(store: DynamoStore, resources: Resources) -> None:
     tasks = TasksService(store, resources.queue_url, sqs=boto3.client("sqs", region_name=REGION))
     with pytest.raises(UnknownTask):
-        tasks.finish_task("task-nope", "succeeded", "x")
+        tasks.finish_task("task-nope", "succeeded", "x", task_token="awt_whatever")
     assert drain(resources.queue_url) == []

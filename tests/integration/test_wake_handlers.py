@@ -17,6 +17,7 @@ from agentwake.handlers import background_result, cron_wake
 from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
 from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session, seed_task
+from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -37,6 +38,7 @@ def result_body(task_id: str, session_id: str, **over: Any) -> str:
     body = {
         "task_id": task_id,
         "session_id": session_id,
+        "task_token": token_for(task_id),
         "tool_name": "web_research",
         "tool_args": {"query": "q"},
         "status": "succeeded",

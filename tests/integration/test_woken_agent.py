@@ -26,6 +26,7 @@ from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session, seed_task
 from tests.support.faults import Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.tasks import token_for
 
 PLAIN_ANSWER = [{"text": "The research found that Aurora costs $0.12 per ACU-hour."}]
 
@@ -62,6 +63,7 @@ def message(task_id: str = "t1", session_id: str = "s1") -> BackgroundResultMess
     return BackgroundResultMessage(
         task_id=task_id,
         session_id=session_id,
+        task_token=token_for(task_id),
         tool_name="web_research",
         status="succeeded",
         result_text="Aurora costs $0.12 per ACU-hour.",

@@ -10,6 +10,7 @@ from typing import Any
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig, Task
 from agentwake.wake.messages import BackgroundResultMessage
+from tests.support.tasks import token_for, token_hash_for
 
 #: step 0 messages the user, step 1 answers: a run that ends DONE with one delivery
 OK_SCRIPT = [
@@ -35,7 +36,16 @@ def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | No
 
 
 def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
-    store.put_task(Task(task_id=task_id, session_id=session_id, tool_name="web_research", tool_args={"q": "x"}))
+    """A registered task whose token is ``tests.support.tasks.token_for(task_id)``."""
+    store.put_task(
+        Task(
+            task_id=task_id,
+            session_id=session_id,
+            tool_name="web_research",
+            tool_args={"q": "x"},
+            token_sha256=token_hash_for(task_id),
+        )
+    )
 
 
 def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
@@ -56,6 +66,7 @@ def message(task_id: str, session_id: str, result_text: str = "the result") -> B
     return BackgroundResultMessage(
         task_id=task_id,
         session_id=session_id,
+        task_token=token_for(task_id),
         tool_name="web_research",
         status="succeeded",
         result_text=result_text,

@@ -16,6 +16,7 @@ FORBIDDEN_MODULES = {
     "agentwake.agent.providers.openai_compat",
     "agentwake.agent.providers.bedrock",
     "agentwake.delivery.webhook",
+    "agentwake.outbound",
     "agentwake_ops.cli",
     "urllib.request",
     "http.client",

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 
+from tests.support.tasks import token_for
+
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 ALL = sorted(EVENTS.glob("*.json"))
 SQS_EVENTS = ("background-result-success.json", "background-result-mixed-batch.json")
@@ -35,6 +37,7 @@ ATTRIBUTE_KEYS = {"ApproximateReceiveCount", "SentTimestamp", "SenderId", "Appro
 RESULT_KEYS = {
     "task_id",
     "session_id",
+    "task_token",
     "tool_name",
     "tool_args",
     "status",
@@ -104,6 +107,8 @@ def test_success_event_carries_one_complete_result() -> None:
     result = json.loads(body)
     assert set(result) == RESULT_KEYS
     assert result["task_id"] == "task-ok-1"
+    # the token the sample task is registered with (tests/support/tasks.py, events/README.md)
+    assert result["task_token"] == token_for("task-ok-1")
     assert result["session_id"] == "session-demo"
     assert result["tool_args"] == {"query": "aurora pricing"}
     assert result["status"] == "succeeded"

@@ -18,7 +18,7 @@ from agentwake.agent.types import ChatRequest, Message, ToolCall, ToolSpec
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
 
 PATH = "/v1/chat/completions"
-KEY_ENV = "AGENTWAKE_TEST_OPENAI_KEY"
+KEY_ENV = "AGENTWAKE_SECRET_TEST_OPENAI_KEY"
 
 SEND_TOOL = ToolSpec(
     name="send_message_to_user",
@@ -301,12 +301,17 @@ def test_an_unusable_response_body_is_transient_malformed_output(server, provide
 
 def test_the_api_key_comes_from_the_env_reference(server, monkeypatch):
     # GIVEN a spec whose key lives in an environment variable
-    monkeypatch.setenv("MY_LLM_KEY", "sk-from-env")
+    monkeypatch.setenv("AGENTWAKE_SECRET_MY_LLM_KEY", "sk-from-env")
     server.expect_request(PATH, headers={"Authorization": "Bearer sk-from-env"}).respond_with_json(
         completion({"content": "hi"})
     )
     provider = build_provider(
-        {"type": "openai", "base_url": server.url_for("/v1"), "model": "m", "api_key_ref": "env:MY_LLM_KEY"}
+        {
+            "type": "openai",
+            "base_url": server.url_for("/v1"),
+            "model": "m",
+            "api_key_ref": "env:AGENTWAKE_SECRET_MY_LLM_KEY",
+        }
     )
 
     # WHEN the provider is asked
@@ -331,10 +336,10 @@ def test_a_spec_without_key_sends_no_authorization(server):
 
 def test_a_missing_key_is_a_config_error(server, monkeypatch):
     # GIVEN a spec pointing at an environment variable that is not set
-    monkeypatch.delenv("MISSING_LLM_KEY", raising=False)
+    monkeypatch.delenv("AGENTWAKE_SECRET_MISSING_LLM_KEY", raising=False)
     server.expect_request(PATH).respond_with_json(completion({"content": "hi"}))
     provider = OpenAICompatProvider.from_spec(
-        OpenAISpec(base_url=server.url_for("/v1"), model="m", api_key_ref="env:MISSING_LLM_KEY")
+        OpenAISpec(base_url=server.url_for("/v1"), model="m", api_key_ref="env:AGENTWAKE_SECRET_MISSING_LLM_KEY")
     )
 
     # WHEN the provider is asked
@@ -342,7 +347,7 @@ def test_a_missing_key_is_a_config_error(server, monkeypatch):
         provider.complete(wake_request())
 
     # THEN the error names the variable, and nothing was sent without a key
-    assert "MISSING_LLM_KEY" in str(info.value)
+    assert "AGENTWAKE_SECRET_MISSING_LLM_KEY" in str(info.value)
     assert server.log == []
 
 

@@ -295,8 +295,19 @@ def test_scheduler_role_invokes_only_the_cron_alias_and_dead_letters_to_its_queu
     assert props(template, "ScheduleGroup")["Name"] == {"Fn::Sub": "${AWS::StackName}-jobs"}
 
 
+def identity_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Allow statements of identity policies (roles, functions): not key or queue resource policies,
+    whose ``Resource: "*"`` means "this key"/"this queue", and not Deny statements."""
+    found = []
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        for key in ("Policies", "AssumeRolePolicyDocument"):
+            found += [s for s in statements(properties.get(key)) if s.get("Effect") == "Allow"]
+    return found
+
+
 def test_no_iam_statement_grants_a_wildcard_action_or_an_unscoped_resource(template: dict[str, Any]) -> None:
-    found = list(statements(template["Resources"]))
+    found = identity_statements(template)
     assert len(found) >= 8, "the statement walker found too few statements"
     for statement in found:
         assert "NotAction" not in statement and "NotResource" not in statement, statement
@@ -311,10 +322,101 @@ def policies(template: dict[str, Any], logical_id: str) -> list[Any]:
     return props(template, logical_id)["Policies"]
 
 
+def table_grants(template: dict[str, Any], logical_id: str) -> dict[str, set[str]]:
+    """Table logical id -> the DynamoDB actions the function is granted on it."""
+    out: dict[str, set[str]] = {}
+    for statement in statements(policies(template, logical_id)):
+        actions = [a for a in as_list(statement["Action"]) if a.startswith("dynamodb:")]
+        for resource in as_list(statement["Resource"]):
+            if actions and isinstance(resource, dict) and "Fn::GetAtt" in resource:
+                out.setdefault(resource["Fn::GetAtt"][0], set()).update(actions)
+    return out
+
+
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
-def test_functions_use_both_tables_through_scoped_policy_templates(template: dict[str, Any], logical_id: str) -> None:
-    crud = [p["DynamoDBCrudPolicy"]["TableName"] for p in policies(template, logical_id) if "DynamoDBCrudPolicy" in p]
-    assert crud == [{"Ref": "AgentTable"}, {"Ref": "IdempotencyTable"}]
+def test_functions_get_exactly_the_dynamodb_actions_the_code_uses(template: dict[str, Any], logical_id: str) -> None:
+    # no policy template that grants more (DynamoDBCrudPolicy has Scan and BatchWriteItem)
+    assert not [p for p in policies(template, logical_id) if isinstance(p, dict) and "DynamoDBCrudPolicy" in p]
+    grants = table_grants(template, logical_id)
+    assert grants == {
+        "AgentTable": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+        },
+        "IdempotencyTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"},
+    }
+    every_action = {a for s in statements(template["Resources"]) for a in as_list(s.get("Action", []))}
+    assert not {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"} & every_action
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_secret_grants_are_exactly_the_stack_prefixes(template: dict[str, Any], logical_id: str) -> None:
+    # GIVEN the secret scoping parameters, with the defaults agentwake.secrets uses
+    assert default(template, "SecretsPrefix") == "agentwake/"
+    assert default(template, "SsmPathPrefix") == "/agentwake/"
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_SECRETS_PREFIX"] == {"Ref": "SecretsPrefix"}
+    assert env["AGENTWAKE_SSM_PATH_PREFIX"] == {"Ref": "SsmPathPrefix"}
+    by_sid = {s.get("Sid"): s for s in statements(policies(template, logical_id))}
+    # THEN Secrets Manager and SSM are readable exactly under the prefixes
+    prefix_arn = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${SecretsPrefix}*"
+    param_arn = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter${SsmPathPrefix}*"
+    assert by_sid["ScopedSecrets"]["Action"] == "secretsmanager:GetSecretValue"
+    assert by_sid["ScopedSecrets"]["Resource"] == {"Fn::Sub": prefix_arn}
+    assert by_sid["ScopedParameters"]["Action"] == "ssm:GetParameter"
+    assert by_sid["ScopedParameters"]["Resource"] == {"Fn::Sub": param_arn}
+    # AND kms:Decrypt only through SSM / Secrets Manager, for those parameters / secrets only
+    ssm_kms = by_sid["DecryptScopedParameters"]
+    assert ssm_kms["Action"] == "kms:Decrypt"
+    assert ssm_kms["Condition"]["StringEquals"] == {"kms:ViaService": {"Fn::Sub": "ssm.${AWS::Region}.amazonaws.com"}}
+    assert ssm_kms["Condition"]["StringLike"] == {"kms:EncryptionContext:PARAMETER_ARN": {"Fn::Sub": param_arn}}
+    sm_kms = by_sid["DecryptScopedSecrets"]
+    assert sm_kms["Condition"]["StringEquals"] == {
+        "kms:ViaService": {"Fn::Sub": "secretsmanager.${AWS::Region}.amazonaws.com"}
+    }
+    assert sm_kms["Condition"]["StringLike"] == {"kms:EncryptionContext:SecretARN": {"Fn::Sub": prefix_arn}}
+
+
+def test_alarm_topic_key_lets_cloudwatch_publish(template: dict[str, Any]) -> None:
+    # GIVEN the alarm topic: encrypted with the stack's own key, not the AWS managed alias/aws/sns
+    assert props(template, "AlarmTopic")["KmsMasterKeyId"] == {"Ref": "AlarmTopicKey"}
+    key = props(template, "AlarmTopicKey")
+    assert key["EnableKeyRotation"] is True
+    # THEN the key policy lets CloudWatch (the alarms) encrypt messages for the topic
+    by_sid = {s["Sid"]: s for s in key["KeyPolicy"]["Statement"]}
+    cloudwatch = by_sid["CloudWatchAlarmsPublishToTheTopic"]
+    assert cloudwatch["Effect"] == "Allow"
+    assert cloudwatch["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert set(as_list(cloudwatch["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    # AND the account keeps control of the key through IAM
+    assert by_sid["AccountManagesTheKeyThroughIam"]["Principal"] == {
+        "AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}
+    }
+
+
+def test_every_queue_refuses_requests_without_tls(template: dict[str, Any]) -> None:
+    policy = props(template, "QueuesRequireTls")
+    assert {q["Ref"] for q in policy["Queues"]} == set(QUEUES)
+    [deny] = policy["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "sqs:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert {r["Fn::GetAtt"][0] for r in deny["Resource"]} == set(QUEUES)
+
+
+def test_cron_reserved_concurrency_is_a_parameter_off_by_default(template: dict[str, Any]) -> None:
+    assert default(template, "CronReservedConcurrency") == -1
+    assert props(template, "CronWakeFunction")["ReservedConcurrentExecutions"] == {
+        "Fn::If": ["HasCronReservedConcurrency", {"Ref": "CronReservedConcurrency"}, {"Ref": "AWS::NoValue"}]
+    }
+
+
+def test_deployed_outbound_policy_is_https_only_without_loopback(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK"] == "false"
+    assert env["AGENTWAKE_OUTBOUND_ALLOW_HTTP"] == "false"
 
 
 def test_only_the_background_function_sends_to_the_result_dlq_and_back_to_its_queue(template: dict[str, Any]) -> None:
@@ -341,8 +443,10 @@ def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, A
     assert when_set["Statement"] == [
         {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "OpenAIApiKeySecretArn"}}
     ]
+    # AND unconditionally, only the SecretsPrefix secrets (test_secret_grants_are_exactly_the_stack_prefixes)
     ungated = [p for p in policies(template, logical_id) if not (isinstance(p, dict) and "Fn::If" in p)]
-    assert "secretsmanager" not in repr(ungated)
+    reads = [s for s in statements(ungated) if s["Action"] == "secretsmanager:GetSecretValue"]
+    assert [s["Sid"] for s in reads] == ["ScopedSecrets"]
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))

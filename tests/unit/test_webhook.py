@@ -218,12 +218,12 @@ def test_build_channel_log():
 
 def test_build_channel_webhook_resolves_the_secret_and_signs_with_it(httpserver, monkeypatch):
     # GIVEN a webhook session config whose secret comes from the environment
-    monkeypatch.setenv("AGENTWAKE_TEST_HOOK_SECRET", SECRET)
+    monkeypatch.setenv("AGENTWAKE_SECRET_TEST_HOOK", SECRET)
     httpserver.expect_request("/hook").respond_with_data("ok")
     spec = {
         "type": "webhook",
         "url": httpserver.url_for("/hook"),
-        "secret_ref": "env:AGENTWAKE_TEST_HOOK_SECRET",
+        "secret_ref": "env:AGENTWAKE_SECRET_TEST_HOOK",
         "timeout": 3,
     }
 
@@ -257,7 +257,7 @@ def test_build_channel_webhook_without_secret_ref_is_unsigned_with_default_timeo
         pytest.param({"type": "webhook", "url": "https://hooks.example/x", "timeout": 0}, id="zero-timeout"),
         pytest.param({"type": "webhook", "url": "https://hooks.example/x", "secret": "raw"}, id="misspelt-key"),
         pytest.param(
-            {"type": "webhook", "url": "https://h.example/x", "secret_ref": "env:AGENTWAKE_UNSET_XYZ"},
+            {"type": "webhook", "url": "https://h.example/x", "secret_ref": "env:AGENTWAKE_SECRET_UNSET_XYZ"},
             id="secret-not-set",
         ),
         pytest.param({"type": "webhook", "url": "https://h.example/x", "secret_ref": "vault:x"}, id="bad-secret-ref"),
@@ -265,7 +265,7 @@ def test_build_channel_webhook_without_secret_ref_is_unsigned_with_default_timeo
     ],
 )
 def test_build_channel_config_errors(spec, monkeypatch):
-    monkeypatch.delenv("AGENTWAKE_UNSET_XYZ", raising=False)
+    monkeypatch.delenv("AGENTWAKE_SECRET_UNSET_XYZ", raising=False)
 
     with pytest.raises(ConfigError):
         build_channel(spec)

@@ -9,7 +9,14 @@ from dataclasses import dataclass, replace
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers.base import Provider
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
-from agentwake.errors import AllProvidersFailed, ProviderError, TransientProviderError
+from agentwake.errors import (
+    AllProvidersFailed,
+    DeadlineExceeded,
+    OutboundRefused,
+    ProviderError,
+    SecretRefRefused,
+    TransientProviderError,
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,11 @@ class ProviderChain:
             provider = self.providers[index]
             try:
                 reply = self._call_with_retries(provider, request)
+            except (DeadlineExceeded, OutboundRefused, SecretRefRefused) as exc:
+                # the run's deadline passed, or the config points somewhere it must not: no
+                # fallback can help, the run ends with this reason
+                self.errors[provider.id] = describe_error(exc)
+                raise
             except Exception as exc:  # any failure of one provider moves to the next
                 self.errors[provider.id] = describe_error(exc)
                 continue

@@ -57,4 +57,5 @@ def build_channel(spec: dict[str, Any]) -> DeliveryChannel:
     from agentwake.delivery.webhook import WebhookChannel
 
     secret = resolve_secret(parsed.secret_ref) if parsed.secret_ref is not None else None
+    # OutboundRefused (a ConfigError) for a URL that can never be sent to: scheme, IP literal
     return WebhookChannel(parsed.url, secret, timeout=parsed.timeout)

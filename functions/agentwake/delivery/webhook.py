@@ -7,8 +7,13 @@ Request: ``POST url`` with body ``{"delivery_id", "run_id", "session_id", "text"
 - ``X-Agentwake-Delivery-Id: <delivery_id>``
 - ``X-Agentwake-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`` when a secret is set.
 
-Only a 2xx answer counts as delivered. Redirects are not followed (urllib would turn a redirected
-POST into a body-less GET and report success). Two kinds of failure:
+Only a 2xx answer counts as delivered. Redirects are not followed (a redirected POST could land
+anywhere, loopback included). The URL passes agentwake.outbound's policy (https; no loopback,
+link-local, private or non-HTTP targets, checked after DNS resolution; a refused URL is an
+``OutboundRefused`` configuration error, never sent), and the exchange ends by the channel's
+timeout or the run's deadline, whichever comes first (``DeadlineExceeded`` at the run's deadline:
+the step is aborted, the run fails with that reason and a retry resends the same delivery id).
+Two kinds of failure:
 
 - **certainly not delivered** (a 3xx/4xx/5xx answer, connection refused, no such host):
   ``DeliveryError``; the model sees an ``error:`` tool result and may decide what to do;
@@ -26,16 +31,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agentwake.delivery import Delivery
-from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
+from agentwake.errors import ConfigError, DeadlineExceeded, DeliveryError, DeliveryUncertain
+from agentwake.outbound import (
+    ExchangeError,
+    ExchangeTimeout,
+    OutboundPolicy,
+    check_url,
+    http_exchange,
+    redact_url,
+)
+from agentwake.redact import redact, register_secret
 
 SIGNATURE_HEADER = "X-Agentwake-Signature"
 DELIVERY_ID_HEADER = "X-Agentwake-Delivery-Id"
@@ -63,29 +75,8 @@ def verify_signature(body: bytes, header: str | None, secret: str) -> bool:
     return hmac.compare_digest(expected, given)
 
 
-def redact_url(url: str) -> str:
-    """The URL for error messages and logs: no query, fragment or user info (they may hold tokens)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:  # not a number: keep it out of the message rather than fail on it
-        port = None
-    netloc = f"{host}:{port}" if port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Make every 3xx an HTTPError instead of following it."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-        return None
 
 
 class WebhookChannel:
@@ -98,6 +89,7 @@ class WebhookChannel:
         timeout: float = 5.0,
         *,
         now: Callable[[], datetime] = _utc_now,
+        policy: OutboundPolicy | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url or "")
         try:
@@ -106,15 +98,24 @@ class WebhookChannel:
             raise ConfigError(f"webhook url has an invalid port: {redact_url(url)!r}") from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"webhook url must be an http(s) URL with a host, got {redact_url(url or '')!r}")
+        check_url(url, policy, what="webhook url", resolve=False)  # OutboundRefused: scheme, IP literal
         if secret is not None and not secret:
             raise ConfigError("webhook secret is empty; omit it to send unsigned deliveries")
         if timeout <= 0:
             raise ConfigError(f"webhook timeout must be positive, got {timeout}")
         self.url = url
         self.secret = secret
+        register_secret(secret)
         self.timeout = float(timeout)
         self._now = now
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._policy = policy
+
+    def __repr__(self) -> str:  # never the secret, nor the URL's query (it may hold a token)
+        return f"WebhookChannel(url={redact_url(self.url)!r}, signed={self.secret is not None})"
+
+    def check(self) -> None:
+        """Resolve and check the URL against the outbound policy now (OutboundRefused if it breaks it)."""
+        check_url(self.url, self._policy, what="webhook url")
 
     def body(self, delivery: Delivery) -> bytes:
         """The exact bytes sent (and signed) for ``delivery``."""
@@ -131,36 +132,41 @@ class WebhookChannel:
         }
         if self.secret is not None:
             headers[SIGNATURE_HEADER] = sign(body, self.secret)
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         where = redact_url(self.url)
         what = f"delivery {delivery.delivery_id} to {where}"
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                status = response.status
-                response.read(65536)  # drain a little so the connection closes cleanly
-        except urllib.error.HTTPError as exc:
-            detail = _error_body(exc)
-            raise DeliveryError(f"{what} failed: HTTP {exc.code} {exc.reason}{detail}") from exc
-        except TimeoutError as exc:
+            response = http_exchange(
+                "POST",
+                self.url,
+                headers=headers,
+                body=body,
+                deadline=time.monotonic() + self.timeout,
+                policy=self._policy,
+                max_response_bytes=_MAX_ERROR_BODY,
+                what="webhook url",
+            )
+        except ExchangeTimeout as exc:
+            if exc.run_deadline_hit:
+                raise DeadlineExceeded(
+                    f"{what} did not finish before the run's deadline"
+                    + ("; it may have arrived" if exc.request_sent else "")
+                ) from exc
+            if not exc.request_sent:
+                raise DeliveryError(f"{what} failed: cannot connect within {self.timeout:g}s") from exc
             raise DeliveryUncertain(f"{what} timed out after {self.timeout:g}s; it may have arrived") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError | ConnectionResetError):
-                raise DeliveryUncertain(f"{what}: no answer ({exc.reason}); it may have arrived") from exc
-            raise DeliveryError(f"{what} failed: cannot connect: {exc.reason}") from exc
-        except (ConnectionResetError, http.client.HTTPException) as exc:
-            # the request went out and the connection broke before a full answer
-            raise DeliveryUncertain(f"{what}: {type(exc).__name__}: {exc}; it may have arrived") from exc
-        except OSError as exc:
-            raise DeliveryError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-        if not 200 <= status < 300:  # urllib raises for these; kept in case a handler does not
-            raise DeliveryError(f"{what} failed: HTTP {status}")
+        except ExchangeError as exc:
+            if exc.request_sent:
+                # the request went out and the connection broke before a full answer
+                raise DeliveryUncertain(f"{what}: {exc}; it may have arrived") from exc
+            raise DeliveryError(f"{what} failed: {exc}") from exc
+        status = response.status
+        if not 200 <= status < 300:
+            detail = _error_body(response.body)
+            if 300 <= status < 400:
+                detail = f" (redirect to {redact_url(response.headers.get('location', ''))!r} not followed){detail}"
+            raise DeliveryError(redact(f"{what} failed: HTTP {status} {response.reason}{detail}"))
 
 
-def _error_body(exc: urllib.error.HTTPError) -> str:
-    try:
-        text = exc.read(_MAX_ERROR_BODY).decode("utf-8", errors="replace").strip()
-    except Exception:
-        return ""
-    finally:
-        exc.close()
+def _error_body(body: bytes) -> str:
+    text = redact(body.decode("utf-8", errors="replace").strip())
     return f": {text}" if text else ""

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agentwake.errors import CommitConflict
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, safe_text
 from agentwake.store.models import (
     FailureRecord,
     HistoryEntry,
@@ -194,7 +196,7 @@ class DynamoStore:
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": f"DELIVERY#{delivery_id}"},
             "session_id": {"S": session_id},
-            "text": {"S": truncate(text)},
+            "text": {"S": truncate(safe_text(text))},
             "at": {"S": utcnow_iso()},
         }
         entry = HistoryEntry(
@@ -392,7 +394,7 @@ class DynamoStore:
         item = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": f"STEP#{key}"},
-            "value": {"S": json.dumps(value)},
+            "value": {"S": json.dumps(value, ensure_ascii=False)},
             "at": {"S": utcnow_iso()},
             "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
         }
@@ -452,7 +454,15 @@ class DynamoStore:
         except self.db.exceptions.TransactionCanceledException as exc:
             reasons = exc.response.get("CancellationReasons", [])
             if len(reasons) > 2 and reasons[2].get("Code") == "ConditionalCheckFailed":
-                raise RunAlreadySucceeded(run_id) from exc
+                # read, not assumed: only a run already succeeded is a duplicate to ignore
+                run = self.get_run(run_id)
+                if run is not None and run.status == "succeeded":
+                    raise RunAlreadySucceeded(run_id) from exc
+                state = "does not exist" if run is None else f"is {run.status!r}"
+                raise CommitConflict(
+                    f"the commit of {run_id} was cancelled on the run item, and the run {state}: "
+                    "not a duplicate of a succeeded run"
+                ) from exc
             raise
 
     def record_failure(
@@ -624,8 +634,5 @@ class DynamoJournal:
 
 
 def _cap_journal_value(value: dict[str, Any]) -> dict[str, Any]:
-    out = dict(value)
-    for k in ("text", "content"):
-        if isinstance(out.get(k), str):
-            out[k] = truncate(out[k])
-    return out
+    """Bounded in bytes as DynamoDB counts them (any text, tool arguments included): see itemsize."""
+    return bound_json(value, JOURNAL_VALUE_BYTES)

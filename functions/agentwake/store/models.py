@@ -28,6 +28,11 @@ def utcnow_iso() -> str:
 
 
 def truncate(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """At most ``limit`` characters (at most 4 UTF-8 bytes each, so 60,000 are at most 240 KB),
+    lone surrogates replaced (DynamoDB refuses them), cut with a visible marker."""
+    from agentwake.store.itemsize import safe_text
+
+    text = safe_text(text)
     if len(text) <= limit:
         return text
     cut = len(text) - limit
@@ -111,8 +116,24 @@ class HistoryEntry(_Stored):
 TaskStatus = Literal["running", "finished", "woken", "failed"]
 
 
+#: a task's registered arguments are shown to the woken agent; they stay below this (UTF-8 JSON)
+MAX_TOOL_ARGS_BYTES = 64 * 1024
+
+
+def task_token_hash(token: str) -> str:
+    """What the store keeps of a task token: its SHA-256 (the token itself is never stored)."""
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
 class Task(_Stored):
-    """A background task the agent started; the wake for its result is run ``bg:{task_id}``."""
+    """A background task the agent started; the wake for its result is run ``bg:{task_id}``.
+
+    ``token_sha256``: the hash of the task token ``register_task`` returned; only a completion
+    message carrying that token may wake the agent for this task (a capability, like Step
+    Functions task tokens).
+    """
 
     JSON_FIELDS = frozenset({"tool_args"})
 
@@ -120,6 +141,7 @@ class Task(_Stored):
     session_id: str
     tool_name: str
     tool_args: dict[str, Any] = Field(default_factory=dict)
+    token_sha256: str | None = None
     status: TaskStatus = "running"
     created_at: str = Field(default_factory=utcnow_iso)
     finished_at: str | None = None
@@ -128,6 +150,24 @@ class Task(_Stored):
     @property
     def run_id(self) -> str:
         return background_run_id(self.task_id)
+
+    @field_validator("tool_args")
+    @classmethod
+    def _bounded_args(cls, v: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        size = len(json.dumps(v, ensure_ascii=False, default=str).encode("utf-8", errors="surrogatepass"))
+        if size > MAX_TOOL_ARGS_BYTES:
+            raise ValueError(f"tool_args are {size} bytes as JSON; at most {MAX_TOOL_ARGS_BYTES} are kept")
+        return v
+
+    def token_matches(self, token: str | None) -> bool:
+        """Does ``token`` complete this task? Compared in constant time; no token, no match."""
+        import hmac
+
+        if not token or not self.token_sha256:
+            return False
+        return hmac.compare_digest(task_token_hash(token), self.token_sha256)
 
 
 JobStatus = Literal["scheduled", "running", "completed", "failed"]
@@ -188,7 +228,16 @@ class FailureRecord(_Stored):
     @field_validator("detail")
     @classmethod
     def _cap(cls, v: str) -> str:
-        return truncate(v, 20_000)
+        from agentwake.redact import redact
+
+        return truncate(redact(v), 20_000)
+
+    @field_validator("provider_errors")
+    @classmethod
+    def _cap_errors(cls, v: dict[str, str]) -> dict[str, str]:
+        from agentwake.redact import redact
+
+        return {truncate(str(k), 200): truncate(redact(e), 2000) for k, e in list(v.items())[:20]}
 
 
 class JournalEntry(BaseModel):

@@ -4,9 +4,11 @@ itself to it with a delay)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentwake.errors import ConfigError
+from agentwake.redact import redact
 
 #: message attributes agentwake puts on a message it dead-letters itself
 ATTR_ERROR_TYPE = "agentwake-error-type"
@@ -21,8 +23,41 @@ ATTR_WAITING_SINCE = "agentwake-waiting-since"
 MAX_DELAY_SECONDS = 900
 
 
-def _attr(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value[:1024] or "-"}
+#: SQS's whole-message limit (body + attribute names, types and values)
+SQS_MAX_MESSAGE_BYTES = 256 * 1024
+#: each attribute value agentwake attaches is cut to this many UTF-8 bytes
+MAX_ATTRIBUTE_BYTES = 1024
+#: characters SQS refuses in bodies and attribute values: anything outside
+#: #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF (lone surrogates included)
+_NOT_SQS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+ATTR_BODY_SANITIZED = "agentwake-body-sanitized"
+
+
+def sqs_safe(text: str) -> str:
+    """``text`` with every character SQS refuses replaced by U+FFFD."""
+    return _NOT_SQS.sub("\ufffd", text)
+
+
+def cut_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (on a character boundary), marked if cut."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    room = max(0, max_bytes - len(marker.encode("utf-8")))
+    return data[:room].decode("utf-8", errors="ignore") + marker
+
+
+def _attr(value: Any) -> dict[str, str]:
+    """An attribute value SQS accepts: redacted, only characters SQS allows, at most 1 KiB."""
+    text = cut_utf8(sqs_safe(redact(str(value))).strip(), MAX_ATTRIBUTE_BYTES)
+    return {"DataType": "String", "StringValue": text or "-"}
+
+
+def _attributes_size(attributes: dict[str, dict[str, str]]) -> int:
+    return sum(
+        len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode("utf-8"))
+        for name, value in attributes.items()
+    )
 
 
 class DeadLetters:
@@ -48,20 +83,50 @@ class DeadLetters:
         """Move a message to the DLQ with its reason attached. Raises if the send fails."""
         if not self.url:
             raise ConfigError("AGENTWAKE_RESULT_DLQ_URL is not set: cannot dead-letter a permanent input error")
-        attributes = {
-            ATTR_ERROR_TYPE: _attr(error_type),
-            ATTR_REASON: _attr(reason),
-            ATTR_ORIGINAL_ID: _attr(original_message_id),
-            ATTR_SOURCE: _attr(source),
-            ATTR_RECEIVE_COUNT: _attr(receive_count),
-        }
-        attributes.update({name: _attr(value) for name, value in (extra or {}).items()})
-        resp = self.client.send_message(
-            QueueUrl=self.url,
-            MessageBody=body or "(empty body)",
-            MessageAttributes=attributes,
+        body, attributes = dead_letter_message(
+            body=body,
+            error_type=error_type,
+            reason=reason,
+            original_message_id=original_message_id,
+            source=source,
+            receive_count=receive_count,
+            extra=extra,
         )
+        resp = self.client.send_message(QueueUrl=self.url, MessageBody=body, MessageAttributes=attributes)
         return str(resp["MessageId"])
+
+
+def dead_letter_message(
+    *,
+    body: str,
+    error_type: str,
+    reason: str,
+    original_message_id: str,
+    source: str = "",
+    receive_count: str = "1",
+    extra: dict[str, str] | None = None,
+) -> tuple[str, dict[str, dict[str, str]]]:
+    """The body and attributes of a dead-lettered message, as SQS accepts them: only characters
+    SQS allows, the reason redacted, every value at most 1 KiB, the whole message within 256 KiB."""
+    attributes = {
+        ATTR_ERROR_TYPE: _attr(error_type),
+        ATTR_REASON: _attr(reason),
+        ATTR_ORIGINAL_ID: _attr(original_message_id),
+        ATTR_SOURCE: _attr(source),
+        ATTR_RECEIVE_COUNT: _attr(receive_count),
+    }
+    attributes.update({name: _attr(value) for name, value in (extra or {}).items()})
+    safe_body = sqs_safe(body or "") or "(empty body)"
+    notes = []
+    if safe_body != (body or "(empty body)"):
+        notes.append("characters SQS refuses were replaced by U+FFFD")
+    room = SQS_MAX_MESSAGE_BYTES - _attributes_size(attributes) - 256  # 256: the note attribute below
+    if len(safe_body.encode("utf-8")) > room:
+        safe_body = cut_utf8(safe_body, room, marker="…[truncated to fit the DLQ]")
+        notes.append("the body was cut to fit SQS's 256 KiB")
+    if notes:
+        attributes[ATTR_BODY_SANITIZED] = _attr("; ".join(notes))
+    return safe_body, attributes
 
 
 class ResultQueue:

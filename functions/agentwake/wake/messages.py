@@ -13,22 +13,30 @@ from agentwake.store.models import background_run_id, cron_run_id
 
 #: SQS allows 256 KiB per message; result text may use most of it
 MAX_RESULT_CHARS = 200_000
+#: deeper JSON than this is not a result message (and would exhaust the parser's recursion)
+MAX_DEPTH = 32
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 
 
 class BackgroundResultMessage(BaseModel):
-    """What a producer sends when a background task finishes (``finish_task`` builds it)."""
+    """What a producer sends when a background task finishes (``finish_task`` builds it).
+
+    ``task_token`` is the token ``register_task`` returned: without it (or with another task's)
+    the message is a ``ForgedCompletion``. ``tool_name``/``tool_args`` are accepted for older
+    producers but never used: the wake shows the agent what was registered.
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     task_id: str = Field(pattern=ID_PATTERN)
     session_id: str = Field(pattern=ID_PATTERN)
-    tool_name: str = Field(min_length=1, max_length=128)
+    task_token: str | None = Field(default=None, max_length=256)
+    tool_name: str | None = Field(default=None, min_length=1, max_length=128)
     tool_args: dict[str, Any] = Field(default_factory=dict)
     status: Literal["succeeded", "failed"]
     result_text: str = Field(max_length=MAX_RESULT_CHARS)
     note: str = Field(default="", max_length=4000)
-    summary_name: str = Field(min_length=1, max_length=256)
+    summary_name: str | None = Field(default=None, min_length=1, max_length=256)
     finished_at: str = Field(max_length=64)
     subagent_name: str | None = Field(default=None, max_length=128)
 
@@ -42,11 +50,27 @@ class BackgroundResultMessage(BaseModel):
         if body is None or not body.strip():
             raise InvalidMessage("the message body is empty")
         try:
+            body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage(f"the message body is not valid UTF-8 (at character {exc.start})") from exc
+        try:
             data = json.loads(body)
         except json.JSONDecodeError as exc:
             raise InvalidMessage(f"the message body is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels") from exc
+        except ValueError as exc:  # e.g. an integer longer than Python's int_max_str_digits
+            raise InvalidMessage(f"the message body is not acceptable JSON: {str(exc)[:200]}") from exc
         if not isinstance(data, dict):
             raise InvalidMessage(f"the message body must be a JSON object, got {type(data).__name__}")
+        if _depth(data) > MAX_DEPTH:
+            raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels")
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage(
+                "the message body contains a lone surrogate (\\ud800-\\udfff): not valid Unicode"
+            ) from exc
         try:
             msg = cls.model_validate(data)
         except ValidationError as exc:
@@ -57,6 +81,23 @@ class BackgroundResultMessage(BaseModel):
         except ValueError as exc:
             raise InvalidMessage(f"finished_at is not an ISO-8601 time: {msg.finished_at!r}") from exc
         return msg
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests (iterative: no recursion to exhaust)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                return deepest
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
 
 
 class CronWakeInput(BaseModel):

@@ -15,11 +15,12 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState, RunEvent
+from agentwake.deadline import deadline_after, run_deadline
 from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed, SessionBusy, run_failed
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
-from agentwake.store.models import FailureRecord
+from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
 from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
 from agentwake.wake.prompt import WakeKind, build_wake_messages
@@ -174,6 +175,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             deliveries_left=books.ledger.remaining_deliveries(),
             deliveries_made=len(books.ledger.deliveries),
         )
+        # every HTTP exchange of the run ends by this (taken first: never later than the chain's)
+        http_deadline = deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
@@ -192,10 +195,11 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             retry=deps.retry,
             on_event=deps.on_event,
         )
-        runner.run()
-    except ConfigError as exc:
-        _fail(spec, deps, attempt, "ConfigError", str(exc), runner)
-        raise RunFailed(spec.run_id, str(exc), failure_type="ConfigError") from exc
+        with run_deadline(http_deadline):
+            runner.run()
+    except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
+        _fail(spec, deps, attempt, exc.error_type, str(exc), runner)
+        raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
     except Exception as exc:
         # a crash (store outage, bug): record it for the operator, then let the trigger retry
         _fail(spec, deps, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
@@ -241,7 +245,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         status="succeeded",
         attempt=attempt,
         steps=runner.steps_done,
-        final_text=runner.completion_text,
+        # bounded: the outcome is also the Powertools idempotency record (one DynamoDB item)
+        final_text=truncate(runner.completion_text, 2000),
         deliveries=len(channel.sent),
         final_delivered=runner.final_delivery_id is not None,
         usage=run_usage(runner, session, deps.settings) or {},

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from agentwake.agent.providers.base import Provider
 from agentwake.agent.providers.scripted import ScriptStep
-from agentwake.errors import ConfigError
+from agentwake.errors import ConfigError, describe_validation_error
+
+#: fields that would carry a key inline; refused with a pointer to ``api_key_ref``
+INLINE_KEY_FIELDS = ("api_key", "apiKey", "key", "token", "authorization")
 
 
 class _Spec(BaseModel):
@@ -38,10 +41,29 @@ class OpenAISpec(_Spec):
     type: Literal["openai"] = "openai"
     base_url: str
     model: str
-    #: where the API key comes from: ``env:NAME``, ``secretsmanager:ARN_OR_NAME`` or ``ssm:/param/name``
+    #: where the API key comes from: ``env:AGENTWAKE_SECRET_NAME``, ``secretsmanager:agentwake/NAME``
+    #: or ``ssm:/agentwake/name`` (scoped: see agentwake.secrets). Never the key itself.
     api_key_ref: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(k in data for k in INLINE_KEY_FIELDS):
+            raise ValueError(
+                "an inline api_key is not allowed (it would be stored in the session config and shown "
+                "wherever the config is): store the key as a secret and name it with api_key_ref, e.g. "
+                "env:AGENTWAKE_SECRET_LLM_KEY, secretsmanager:agentwake/llm-key or ssm:/agentwake/llm-key"
+            )
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.lower().startswith(("https://", "http://")):
+            raise ValueError("base_url must be an https:// URL")
+        return v
 
     @model_validator(mode="after")
     def _default_id(self) -> OpenAISpec:
@@ -69,10 +91,13 @@ _SPEC_ADAPTER: TypeAdapter[Any] = TypeAdapter(ProviderSpec)
 
 
 def parse_spec(raw: dict[str, Any]) -> ScriptedSpec | OpenAISpec | BedrockSpec:
+    """Validate a provider spec. The error names fields and problems, never the spec's values."""
     try:
         return _SPEC_ADAPTER.validate_python(raw)  # type: ignore[no-any-return]
-    except Exception as exc:
-        raise ConfigError(f"invalid provider spec {raw!r}: {exc}") from exc
+    except ValidationError as exc:
+        kind = raw.get("type") if isinstance(raw, dict) else None
+        problems = describe_validation_error(exc, whole="(spec)")
+        raise ConfigError(f"invalid provider spec (type {kind!r}): {problems}") from exc
 
 
 def build_provider(spec: ScriptedSpec | OpenAISpec | BedrockSpec | dict[str, Any]) -> Provider:

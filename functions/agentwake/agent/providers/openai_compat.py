@@ -1,24 +1,30 @@
-"""Any OpenAI-compatible chat-completions endpoint, over the stdlib's urllib.
+"""Any OpenAI-compatible chat-completions endpoint, over agentwake.outbound (stdlib http.client).
 
 No requests/httpx: the Lambda bundle and cold start stay light. No retries here either: the
 ProviderChain retries transient errors with a deadline, so this module only classifies them.
+Every request passes the outbound policy (https, no loopback/private targets, the address that
+was checked) and ends by ``request.timeout`` and the run's deadline, whichever comes first.
+Every error text is redacted (the API key, bearer tokens, auth headers) before it is cut short.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
-from agentwake.errors import PermanentProviderError, TransientProviderError
+from agentwake.errors import DeadlineExceeded, PermanentProviderError, TransientProviderError
+from agentwake.redact import redact, register_secret
 from agentwake.secrets import resolve_secret
 
 if TYPE_CHECKING:
     from agentwake.agent.providers import OpenAISpec
+    from agentwake.outbound import HttpResponse, OutboundPolicy
+
+#: the most of an answer read (a bigger one is malformed output)
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 #: how much of a server's error text goes into an error message (and so into failure records)
 MAX_ERROR_TEXT = 300
@@ -45,6 +51,7 @@ class OpenAICompatProvider:
         max_tokens: int | None = None,
         temperature: float | None = None,
         environ: Mapping[str, str] | None = None,
+        policy: OutboundPolicy | None = None,
     ) -> None:
         self.id = id
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -52,8 +59,16 @@ class OpenAICompatProvider:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self._api_key = api_key
+        register_secret(api_key)
         self._api_key_ref = api_key_ref
         self._environ = environ
+        self._policy = policy
+        from agentwake.outbound import check_url
+
+        check_url(self.url, policy, what=f"provider {id} base_url", resolve=False)  # OutboundRefused
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAICompatProvider(id={self.id!r}, url={self.url!r}, model={self.model!r})"
 
     @classmethod
     def from_spec(cls, spec: OpenAISpec) -> OpenAICompatProvider:
@@ -92,31 +107,40 @@ class OpenAICompatProvider:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         data = json.dumps(self.build_body(request)).encode("utf-8")
-        http_request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-        raw = self._send(http_request, request.timeout)
+        response = self._send(data, headers, request.timeout)
+        raw = response.body
+        if response.status >= 300:
+            raise _http_error(response)
+        if response.truncated:
+            raise TransientProviderError(
+                f"the answer is larger than {MAX_RESPONSE_BYTES} bytes", code="MalformedOutput"
+            )
         try:
             payload = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise TransientProviderError(f"response body is not JSON: {_snippet(raw)}", code="MalformedOutput") from exc
         return self.parse_reply(payload, request.step)
 
-    def _send(self, http_request: urllib.request.Request, timeout: float) -> bytes:
+    def _send(self, data: bytes, headers: dict[str, str], timeout: float) -> HttpResponse:
+        from agentwake import outbound
+
         try:
-            with urllib.request.urlopen(http_request, timeout=timeout) as response:
-                return bytes(response.read())
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from exc
-        except TimeoutError as exc:  # socket.timeout is an alias
+            return outbound.http_exchange(
+                "POST",
+                self.url,
+                headers=headers,
+                body=data,
+                deadline=time.monotonic() + max(0.0, timeout),
+                policy=self._policy,
+                max_response_bytes=MAX_RESPONSE_BYTES,
+                what=f"provider {self.id} base_url",
+            )
+        except outbound.ExchangeTimeout as exc:
+            if exc.run_deadline_hit:
+                raise DeadlineExceeded(f"provider {self.id} did not answer before the run's deadline") from exc
             raise TransientProviderError(f"no answer within {timeout:.1f}s", code="Timeout") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise TransientProviderError(f"no answer within {timeout:.1f}s", code="Timeout") from exc
-            raise TransientProviderError(f"cannot reach {self.url}: {exc.reason}", code="ConnectionError") from exc
-        except (ConnectionError, http.client.HTTPException) as exc:
-            # reset, remote disconnected, incomplete read: the connection broke mid-answer
-            raise TransientProviderError(
-                f"connection to {self.url} broke: {type(exc).__name__}", code="ConnectionError"
-            ) from exc
+        except outbound.ExchangeError as exc:
+            raise TransientProviderError(f"{exc}", code="ConnectionError") from exc
 
     def parse_reply(self, payload: Any, step: int = 0) -> ModelReply:
         """``choices[0].message`` → ModelReply. A body without it is malformed output (transient)."""
@@ -218,17 +242,19 @@ def _count(value: Any) -> int:
 # --- errors ----------------------------------------------------------------------------------
 
 
-def _http_error(exc: urllib.error.HTTPError) -> TransientProviderError | PermanentProviderError:
-    status = exc.code
-    try:
-        body = exc.read()
-    except Exception:  # the body is only for the message; a broken one must not hide the status
-        body = b""
+def _http_error(response: HttpResponse) -> TransientProviderError | PermanentProviderError:
+    status = response.status
+    if 300 <= status < 400:
+        return PermanentProviderError(
+            f"HTTP {status}: redirects are not followed (Location: {_snippet(response.headers.get('location', ''))})",
+            code=f"HTTP{status}",
+        )
+    body = response.body
     try:
         detail = _error_text(json.loads(body))
-    except ValueError:
+    except (ValueError, RecursionError):
         detail = ""
-    detail = _snippet(detail or body or exc.reason or "")
+    detail = _snippet(detail or body or response.reason or "")
     message = f"HTTP {status}" + (f": {detail}" if detail else "")
     if status >= 500 or status in _TRANSIENT_4XX:
         return TransientProviderError(message, code=f"HTTP{status}")
@@ -246,7 +272,8 @@ def _error_text(payload: Any) -> str:
 
 
 def _snippet(text: str | bytes) -> str:
+    """Short, one-line, redacted (before it is cut, so no half secret survives)."""
     if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    text = " ".join(str(text).split())
+        text = text[: MAX_ERROR_TEXT * 64].decode("utf-8", errors="replace")
+    text = redact(" ".join(str(text)[: MAX_ERROR_TEXT * 64].split()))
     return text if len(text) <= MAX_ERROR_TEXT else text[: MAX_ERROR_TEXT - 3] + "..."

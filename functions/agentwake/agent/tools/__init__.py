@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.types import ToolCall, ToolSpec
-from agentwake.errors import StepInterrupted, describe_validation_error
+from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
+from agentwake.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.ledger import RunLedger
@@ -82,7 +83,8 @@ class ToolRegistry:
 
     def execute(self, call: ToolCall, ctx: ToolContext) -> str:
         """Run one call. Every problem becomes an ``error: ...`` text the model sees, except
-        StepInterrupted (infrastructure failed mid-step), which aborts the run."""
+        StepInterrupted (infrastructure failed mid-step, the deadline passed), which aborts the run,
+        and a refused URL or secret reference: a configuration error, not something to retry."""
         name = (call.name or "").strip()
         if not name:
             return "error: the tool call has no tool name; name one of: " + ", ".join(self.names)
@@ -101,7 +103,7 @@ class ToolRegistry:
             return f"error: arguments for {name!r} do not match its schema: {describe_validation_error(exc, whole='(arguments)')}"
         try:
             return tool.invoke(args, ctx)
-        except StepInterrupted:
+        except (StepInterrupted, OutboundRefused, SecretRefRefused):
             raise  # the step did not complete: abort the run unjournaled so a retry redoes it
         except Exception as exc:  # a tool failure is information for the model, not an ERROR
-            return f"error: tool {name!r} failed: {type(exc).__name__}: {exc}"
+            return redact(f"error: tool {name!r} failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,437 @@
+"""Every outbound HTTP exchange (model providers, webhooks, HTTP tools) goes through here.
+
+The policy (``OutboundPolicy``):
+
+- ``https`` only, unless ``allow_http`` (local stack and tests); any other scheme (``file:``,
+  ``ftp:``, ...) and URLs with user info are always refused;
+- the host is resolved once, and the exchange is refused if any address it resolves to is
+  loopback (unless ``allow_loopback``), link-local (the instance metadata endpoints
+  ``169.254.169.254`` / ``fd00:ec2::254`` included), private, shared, unspecified, multicast or
+  otherwise not globally routable. Numeric forms (``2130706433``, ``0x7f000001``, ``127.1``),
+  IPv4-mapped/NAT64/6to4 IPv6 forms are resolved the same way and refused the same way;
+- the connection goes to the address that was checked (the ``Host`` header and TLS SNI keep the
+  name), so a DNS answer that changes between check and connect cannot redirect it;
+- a redirect is followed only when the caller allows it (``max_redirects``), and its target passes
+  the same checks before any byte is sent to it.
+
+A refused URL raises ``OutboundRefused`` (a ``ConfigError``): nothing was sent, and it is not an
+``error:`` tool result the model would retry.
+
+Deadlines are absolute: ``deadline`` (``time.monotonic()`` seconds) bounds the connect, the TLS
+handshake, sending the request and every read of the answer together, so a server that dribbles
+one byte at a time cannot outlive it. A run sets its own deadline with ``run_deadline()``; every
+exchange inside ends by then, whatever deadline its caller asked for.
+
+stdlib only (``http.client``, ``ssl``, ``socket``); import this module lazily, off the cold start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import http.client
+import io
+import ipaddress
+import socket
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake import deadline as _deadline
+from agentwake.errors import ConfigError, OutboundRefused
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: how long an exchange may take when neither the caller nor the run sets a deadline
+DEFAULT_TIMEOUT_S = 60.0
+
+Resolver = Callable[[str, int], list[str]]
+
+
+@dataclass(frozen=True)
+class OutboundPolicy:
+    """What outbound URLs may reach. The deployed default allows neither loopback nor plain http."""
+
+    allow_loopback: bool = False
+    allow_http: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> OutboundPolicy:
+        return cls(
+            allow_loopback=bool(getattr(settings, "outbound_allow_loopback", False)),
+            allow_http=bool(getattr(settings, "outbound_allow_http", False)),
+        )
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    reason: str
+    #: header names in lower case
+    headers: Mapping[str, str]
+    body: bytes
+    #: the URL that answered (after redirects)
+    url: str
+    #: the body was longer than ``max_response_bytes`` and was cut there
+    truncated: bool = False
+    redirects: tuple[str, ...] = field(default_factory=tuple)
+
+
+class ExchangeError(OSError):
+    """The exchange failed. ``request_sent``: the request may have reached the server."""
+
+    def __init__(self, message: str, *, request_sent: bool, run_deadline_hit: bool = False) -> None:
+        super().__init__(message)
+        self.request_sent = request_sent
+        self.run_deadline_hit = run_deadline_hit
+
+
+class ExchangeTimeout(ExchangeError, TimeoutError):
+    """The deadline came before the answer did. ``run_deadline_hit``: it was the run's deadline."""
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+_POLICY_OVERRIDE: contextvars.ContextVar[OutboundPolicy | None] = contextvars.ContextVar(
+    "agentwake_outbound_policy", default=None
+)
+_default_override: OutboundPolicy | None = None
+
+
+def set_default_policy(policy: OutboundPolicy | None) -> None:
+    """Replace the policy ``default_policy()`` returns (tests; ``None`` goes back to Settings)."""
+    global _default_override
+    _default_override = policy
+
+
+def default_policy() -> OutboundPolicy:
+    """The deployment's policy: Settings' ``AGENTWAKE_OUTBOUND_ALLOW_*`` (strict where unset)."""
+    scoped = _POLICY_OVERRIDE.get()
+    if scoped is not None:
+        return scoped
+    if _default_override is not None:
+        return _default_override
+    from agentwake.settings import get_settings
+
+    try:
+        return OutboundPolicy.from_settings(get_settings())
+    except ConfigError:
+        return OutboundPolicy()
+
+
+@contextlib.contextmanager
+def policy_scope(policy: OutboundPolicy) -> Iterator[None]:
+    token = _POLICY_OVERRIDE.set(policy)
+    try:
+        yield
+    finally:
+        _POLICY_OVERRIDE.reset(token)
+
+
+def redact_url(url: str) -> str:
+    """The URL for error messages and logs: no query, fragment or user info (they may hold tokens)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "(unparsable url)"
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:  # not a number: keep it out of the message rather than fail on it
+        port = None
+    netloc = f"{host}:{port}" if port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_v4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if isinstance(ip, ipaddress.IPv4Address):
+        return None
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    return None
+
+
+def address_refusal(address: str, policy: OutboundPolicy) -> str | None:
+    """Why ``address`` may not be reached under ``policy`` (None: it may)."""
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return f"{address!r} is not an IP address"
+    embedded = _embedded_v4(ip)
+    if embedded is not None:
+        reason = address_refusal(str(embedded), policy)
+        return f"{reason} (inside {ip})" if reason else None
+    if ip.is_loopback:
+        return None if policy.allow_loopback else f"{ip} is a loopback address"
+    if ip.is_unspecified:
+        return f"{ip} is the unspecified address"
+    if ip.is_link_local:
+        return f"{ip} is link-local (instance metadata lives there)"
+    if ip.is_multicast:
+        return f"{ip} is a multicast address"
+    if ip.is_private:
+        return f"{ip} is a private address"
+    if not ip.is_global:
+        return f"{ip} is not a globally routable address"
+    return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL that passed the policy, and the address to connect to."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+    address: str
+    url: str
+
+
+def _literal_address(host: str) -> str | None:
+    """The address a numeric host stands for (``10.0.0.1``, ``::1``, ``2130706433``, ``0x7f.1``), else None."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))  # the forms inet_aton (and so getaddrinfo) accepts
+    except OSError:
+        return None
+
+
+def check_url(
+    url: str,
+    policy: OutboundPolicy | None = None,
+    *,
+    resolver: Resolver | None = None,
+    what: str = "url",
+    resolve: bool = True,
+) -> Target:
+    """Parse, resolve and check ``url``; raises OutboundRefused (nothing sent) if it breaks the policy.
+
+    ``resolve=False`` (config time): check everything but names, which are checked when resolved.
+    """
+    policy = policy or default_policy()
+    shown = redact_url(url) if isinstance(url, str) else repr(url)
+    if not isinstance(url, str) or not url or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise OutboundRefused(f"{what} {shown!r} is refused: not a URL (empty, or with spaces/control characters)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise OutboundRefused(f"{what} {shown!r} is refused: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise OutboundRefused(f"{what} {shown!r} is refused: only https URLs may be reached, not {scheme or 'no'}:")
+    if scheme == "http" and not policy.allow_http:
+        raise OutboundRefused(
+            f"{what} {shown!r} is refused: plain http is not allowed here (use https; "
+            "AGENTWAKE_OUTBOUND_ALLOW_HTTP is for the local stack)"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise OutboundRefused(f"{what} {shown!r} is refused: credentials in URLs are not allowed")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise OutboundRefused(f"{what} {shown!r} is refused: it has no host")
+    port = port or (443 if scheme == "https" else 80)
+    literal = _literal_address(host)
+    if not resolve and literal is None:
+        return Target(scheme=scheme, host=host, port=port, path=parts.path or "/", address="", url=url)
+    try:
+        addresses = [literal] if literal is not None else (resolver or _system_resolver)(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise ExchangeError(f"cannot resolve {host!r}: {exc}", request_sent=False) from exc
+    if not addresses:
+        raise ExchangeError(f"{host!r} resolves to no address", request_sent=False)
+    for address in addresses:
+        reason = address_refusal(address, policy)
+        if reason:
+            hint = " (AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK is for the local stack)" if "loopback" in reason else ""
+            raise OutboundRefused(f"{what} {shown!r} is refused: {host} resolves to {reason}{hint}")
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return Target(scheme=scheme, host=host, port=port, path=path, address=addresses[0], url=url)
+
+
+# --- the run's deadline (set by the wake: agentwake.deadline) ---------------------------------------
+
+run_deadline = _deadline.run_deadline
+current_run_deadline = _deadline.current
+run_deadline_passed = _deadline.passed
+
+
+def effective_deadline(deadline: float | None) -> tuple[float, bool]:
+    """``(deadline, is_the_run_deadline)``: the earlier of the caller's and the run's."""
+    own = time.monotonic() + DEFAULT_TIMEOUT_S if deadline is None else deadline
+    run = _deadline.current()
+    if run is not None and run <= own:
+        return run, True
+    return own, False
+
+
+# --- the exchange ---------------------------------------------------------------------------------
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Socket reads that never wait past an absolute deadline (the timeout shrinks on each read)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("deadline reached while reading the answer")
+        self._sock.settimeout(remaining)
+        return self._sock.recv_into(buffer)
+
+
+class _SocketShim:
+    """What ``http.client.HTTPResponse`` needs of a socket: ``makefile``, over deadline-bound reads."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+
+def _remaining(deadline: float, run_hit: bool, *, sent: bool, doing: str) -> float:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ExchangeTimeout(f"deadline reached before {doing}", request_sent=sent, run_deadline_hit=run_hit)
+    return remaining
+
+
+def _one_exchange(
+    target: Target,
+    method: str,
+    headers: Mapping[str, str],
+    body: bytes | None,
+    deadline: float,
+    run_hit: bool,
+    max_response_bytes: int,
+    ssl_context: ssl.SSLContext | None,
+) -> HttpResponse:
+    where = redact_url(target.url)
+    sent = False
+    sock: socket.socket | None = None
+    try:
+        try:
+            sock = socket.create_connection(
+                (target.address, target.port), timeout=_remaining(deadline, run_hit, sent=False, doing="connecting")
+            )
+            if target.scheme == "https":
+                context = ssl_context or ssl.create_default_context()
+                sock.settimeout(_remaining(deadline, run_hit, sent=False, doing="the TLS handshake"))
+                sock = context.wrap_socket(sock, server_hostname=target.host)
+        except TimeoutError as exc:
+            raise ExchangeTimeout(
+                f"connecting to {where} timed out", request_sent=False, run_deadline_hit=run_hit
+            ) from exc
+        except ssl.SSLError as exc:
+            raise ExchangeError(f"TLS with {where} failed: {exc.reason or exc}", request_sent=False) from exc
+        except OSError as exc:
+            raise ExchangeError(f"cannot connect to {where}: {exc.strerror or exc}", request_sent=False) from exc
+
+        conn_class = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
+        conn = conn_class(target.host, target.port)
+        conn.sock = sock  # already connected to the checked address: http.client will not resolve again
+        try:
+            sock.settimeout(_remaining(deadline, run_hit, sent=False, doing="sending the request"))
+            sent = True  # from here on, (part of) the request may have reached the server
+            conn.request(method, target.path, body=body, headers=dict(headers))
+            response = http.client.HTTPResponse(
+                _SocketShim(sock, deadline),  # type: ignore[arg-type]
+                method=method,
+            )
+            response.begin()
+            data = response.read(max_response_bytes + 1) if max_response_bytes >= 0 else response.read()
+        except TimeoutError as exc:
+            raise ExchangeTimeout(
+                f"{where} did not answer in time", request_sent=sent, run_deadline_hit=run_hit
+            ) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise ExchangeError(f"the exchange with {where} broke: {type(exc).__name__}", request_sent=sent) from exc
+        truncated = max_response_bytes >= 0 and len(data) > max_response_bytes
+        return HttpResponse(
+            status=response.status,
+            reason=response.reason or "",
+            headers={k.lower(): v for k, v in response.getheaders()},
+            body=data[:max_response_bytes] if truncated else data,
+            url=target.url,
+            truncated=truncated,
+        )
+    finally:
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def http_exchange(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    deadline: float | None = None,
+    policy: OutboundPolicy | None = None,
+    max_redirects: int = 0,
+    max_response_bytes: int = 4 * 1024 * 1024,
+    ssl_context: ssl.SSLContext | None = None,
+    resolver: Resolver | None = None,
+    what: str = "url",
+) -> HttpResponse:
+    """One request (and, if allowed, its redirects) under ``policy``, finished by ``deadline``.
+
+    Raises OutboundRefused (policy; nothing sent), ExchangeTimeout (deadline; ``request_sent`` says
+    whether the server may have the request) or ExchangeError (network).
+    A 3xx beyond ``max_redirects`` is returned as it is, not followed.
+    """
+    policy = policy or default_policy()
+    final_deadline, run_hit = effective_deadline(deadline)
+    headers = dict(headers or {})
+    redirects: list[str] = []
+    current = url
+    while True:
+        target = check_url(current, policy, resolver=resolver, what=what if not redirects else "redirect target")
+        response = _one_exchange(
+            target, method, headers, body, final_deadline, run_hit, max_response_bytes, ssl_context
+        )
+        location = response.headers.get("location")
+        if response.status not in _REDIRECTS or not location or len(redirects) >= max_redirects:
+            return dataclasses.replace(response, redirects=tuple(redirects))
+        following = urllib.parse.urljoin(current, location)
+        redirects.append(redact_url(following))
+        if response.status == 303 or (response.status in (301, 302) and method.upper() == "POST"):
+            method, body = "GET", None
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
+        if urllib.parse.urlsplit(following).hostname != target.host:
+            headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
+        current = following
