@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentwake.store.dynamo import DynamoStore, TaskExists
-from agentwake.store.models import Job, SessionConfig, Task
+from agentwake.store.models import Job, SessionConfig, Task, task_token_hash
 
 #: a session whose scripted agent tells the user, then answers
 DEMO_SCRIPT = [
@@ -30,6 +30,13 @@ SESSIONS: dict[str, list[dict[str, Any]]] = {
     "session-failing": FAILING_PROVIDERS,
 }
 TASKS = {"task-ok-1": "session-demo", "task-ok-2": "session-demo", "task-fail-1": "session-failing"}
+
+
+def sample_token(task_id: str) -> str:
+    """The task token the sample events carry for ``task_id`` (a real producer gets a secret one)."""
+    return f"awt_test-token-of-{task_id}"
+
+
 JOBS = {
     "job-nightly": Job(
         job_id="job-nightly",
@@ -51,7 +58,13 @@ def seed(store: DynamoStore) -> list[str]:
     for task_id, session_id in TASKS.items():
         try:
             store.put_task(
-                Task(task_id=task_id, session_id=session_id, tool_name="web_research", tool_args={"query": "q"})
+                Task(
+                    task_id=task_id,
+                    session_id=session_id,
+                    tool_name="web_research",
+                    tool_args={"query": "q"},
+                    token_sha256=task_token_hash(sample_token(task_id)),
+                )
             )
             created.append(f"task:{task_id}")
         except TaskExists:
