@@ -53,7 +53,7 @@ warnings.filterwarnings("ignore")
 from botocore.client import BaseClient  # noqa: E402
 
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.models import SessionConfig, Task  # noqa: E402
+from agentwake.store.models import SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake_local import timing  # noqa: E402
 from agentwake_local.stack import LocalStackRuntime  # noqa: E402
 from tests.support.receiver import CountingReceiver  # noqa: E402
@@ -218,7 +218,14 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
             tasks: dict[str, str] = {}
             for i in range(n):
                 task_id, session_id = f"bench-t{i}", f"bench-s{i % sessions}"
-                store.put_task(Task(task_id=task_id, session_id=session_id, tool_name="bench"))
+                store.put_task(
+                    Task(
+                        task_id=task_id,
+                        session_id=session_id,
+                        tool_name="bench",
+                        token_sha256=task_token_hash(f"bench-token-{task_id}"),
+                    )
+                )
                 tasks[task_id] = session_id
             ids = list(tasks)
             for start in range(0, n, 10):
@@ -228,6 +235,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
                         "MessageBody": json.dumps(
                             {
                                 "task_id": task_id,
+                                "task_token": f"bench-token-{task_id}",
                                 "session_id": tasks[task_id],
                                 "tool_name": "bench",
                                 "status": "succeeded",
