@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench soak validate clean schemas
+.PHONY: test demo lint typecheck bench soak fuzz validate clean schemas
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), t
 
 soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine with 200 examples (minutes)
 	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 $(PY) -m pytest -q tests/integration/test_durable_properties.py
+
+fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler, then dlq list/show/export (minutes)
+	AGENTWAKE_FUZZ_BODIES=10000 $(PY) -m pytest -q -p no:logging tests/security/test_poison_fuzz.py
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py

@@ -33,6 +33,7 @@ from typing import Any
 
 from agentwake.redact import redact
 from agentwake.store.dynamo import DynamoStore, RunSummary
+from agentwake.store.itemsize import safe_text
 from agentwake.store.models import cron_run_id
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON, ATTR_RECEIVE_COUNT, ATTR_SOURCE
 from agentwake_ops.context import OpsContext, OpsError
@@ -217,6 +218,11 @@ def describe(
         msg.attempts = _int(attributes.get("ApproximateReceiveCount"))
     if msg.error_detail:
         msg.error_detail = redact(msg.error_detail)
+    # a body may name ids with lone surrogates ("\ud800" escapes): printable text only
+    for name in ("run_id", "session_id", "task_id", "job_id", "error_type", "error_detail"):
+        value = getattr(msg, name)
+        if isinstance(value, str):
+            setattr(msg, name, safe_text(value))
     return msg
 
 

@@ -70,6 +70,13 @@ class RunFailed(AgentwakeError):
         self.failure_type = failure_type
 
 
+class CommitConflict(AgentwakeError):
+    """The DONE commit was cancelled on the run item and the run, read again, has not succeeded:
+    not a duplicate of a succeeded run. Recorded as a failure; the trigger retries."""
+
+    retryable = True
+
+
 class BudgetExceeded(RunFailed):
     """The run went over its token budget (per run, or per session per day). Permanent: retrying
     the same run spends more of what is already over budget. It is recorded, dead-lettered at once

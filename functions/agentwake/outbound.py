@@ -378,9 +378,7 @@ def _one_exchange(
                 f"{where} did not answer in time", request_sent=sent, run_deadline_hit=run_hit
             ) from exc
         except (OSError, http.client.HTTPException) as exc:
-            raise ExchangeError(
-                f"the exchange with {where} broke: {type(exc).__name__}", request_sent=sent
-            ) from exc
+            raise ExchangeError(f"the exchange with {where} broke: {type(exc).__name__}", request_sent=sent) from exc
         truncated = max_response_bytes >= 0 and len(data) > max_response_bytes
         return HttpResponse(
             status=response.status,

@@ -126,12 +126,12 @@ class Settings(BaseModel):
     outbound_allow_loopback: bool = Field(
         default=False,
         validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK", "outbound_allow_loopback"),
-        description="outbound HTTP (providers, webhooks, tools) may reach loopback addresses: the local stack and tests only",
+        description="outbound HTTP may reach loopback addresses (the local stack and tests; deployed: false)",
     )
     outbound_allow_http: bool = Field(
         default=False,
         validation_alias=_env("AGENTWAKE_OUTBOUND_ALLOW_HTTP", "outbound_allow_http"),
-        description="outbound HTTP may use plain http:// (the local stack and tests only; deployed: https only)",
+        description="outbound HTTP may use plain http:// (the local stack and tests; deployed: https only)",
     )
     endpoint_url: str | None = Field(
         default=None,

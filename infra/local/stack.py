@@ -47,6 +47,7 @@ ENV_FILE = "env.json"
 #: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template)
 LOCAL_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
 
+
 def agentwake_home(home: str | Path | None = None) -> Path:
     if home is not None:
         return Path(home)

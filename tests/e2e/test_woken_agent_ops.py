@@ -46,18 +46,9 @@ def start_task(cli: Cli, session: str) -> str:
     registered = json.loads(cli("tasks", "register", "--session", session, "--tool", "web_research", "--json").stdout)
     task_id: str = registered["task_id"]
     cli(
-        "tasks",
-        "finish",
-        task_id,
-        "--token",
-        registered["task_token"],
-        "--status",
-        "succeeded",
-        "--result",
-        "3 offers found",
-        "--summary",
-        "Research",
-    )
+        "tasks", "finish", task_id, "--token", registered["task_token"],
+        "--status", "succeeded", "--result", "3 offers found", "--summary", "Research",
+    )  # fmt: skip
     return task_id
 
 

@@ -106,7 +106,9 @@ class DurableRuns(RuleBasedStateMachine):
         for s in self.broken:
             self._put_session(s)
         for t in TASKS:
-            self.store.put_task(Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t)))
+            self.store.put_task(
+                Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t))
+            )
         self.where = dict.fromkeys(TASKS, "queue")  # queue | dlq | done
         self.receives = Counter[str]()
         self.resent_allowance = Counter[str]()

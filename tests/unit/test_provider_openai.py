@@ -306,7 +306,12 @@ def test_the_api_key_comes_from_the_env_reference(server, monkeypatch):
         completion({"content": "hi"})
     )
     provider = build_provider(
-        {"type": "openai", "base_url": server.url_for("/v1"), "model": "m", "api_key_ref": "env:AGENTWAKE_SECRET_MY_LLM_KEY"}
+        {
+            "type": "openai",
+            "base_url": server.url_for("/v1"),
+            "model": "m",
+            "api_key_ref": "env:AGENTWAKE_SECRET_MY_LLM_KEY",
+        }
     )
 
     # WHEN the provider is asked

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agentwake.errors import CommitConflict
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, safe_text
 from agentwake.store.models import (
     FailureRecord,
@@ -33,11 +34,6 @@ MARKER_TEXT = "Output your last task result below."
 
 class RunAlreadySucceeded(Exception):
     """The commit found the run already succeeded: a duplicate copy, nothing to do."""
-
-
-class CommitConflict(Exception):
-    """The commit was cancelled on the run item, and the run (read again) has not succeeded: not
-    a duplicate, a conflict. Recorded as a failure and retried."""
 
 
 class TaskExists(ValueError):

@@ -10,6 +10,19 @@ from typing import Any
 from agentwake.errors import ConfigError
 from agentwake.redact import redact
 
+#: message attributes agentwake puts on a message it dead-letters itself
+ATTR_ERROR_TYPE = "agentwake-error-type"
+ATTR_REASON = "agentwake-reason"
+ATTR_ORIGINAL_ID = "agentwake-original-message-id"
+ATTR_SOURCE = "agentwake-source-queue"
+ATTR_RECEIVE_COUNT = "agentwake-receive-count"
+#: how often a result found its session busy, and since when (epoch milliseconds) it waits
+ATTR_WAIT_COUNT = "agentwake-wait-count"
+ATTR_WAITING_SINCE = "agentwake-waiting-since"
+#: SQS's largest DelaySeconds
+MAX_DELAY_SECONDS = 900
+
+
 #: SQS's whole-message limit (body + attribute names, types and values)
 SQS_MAX_MESSAGE_BYTES = 256 * 1024
 #: each attribute value agentwake attaches is cut to this many UTF-8 bytes
@@ -34,28 +47,17 @@ def cut_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
     return data[:room].decode("utf-8", errors="ignore") + marker
 
 
+def _attr(value: Any) -> dict[str, str]:
+    """An attribute value SQS accepts: redacted, only characters SQS allows, at most 1 KiB."""
+    text = cut_utf8(sqs_safe(redact(str(value))).strip(), MAX_ATTRIBUTE_BYTES)
+    return {"DataType": "String", "StringValue": text or "-"}
+
+
 def _attributes_size(attributes: dict[str, dict[str, str]]) -> int:
     return sum(
         len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode("utf-8"))
         for name, value in attributes.items()
     )
-
-
-#: message attributes agentwake puts on a message it dead-letters itself
-ATTR_ERROR_TYPE = "agentwake-error-type"
-ATTR_REASON = "agentwake-reason"
-ATTR_ORIGINAL_ID = "agentwake-original-message-id"
-ATTR_SOURCE = "agentwake-source-queue"
-ATTR_RECEIVE_COUNT = "agentwake-receive-count"
-#: how often a result found its session busy, and since when (epoch milliseconds) it waits
-ATTR_WAIT_COUNT = "agentwake-wait-count"
-ATTR_WAITING_SINCE = "agentwake-waiting-since"
-#: SQS's largest DelaySeconds
-MAX_DELAY_SECONDS = 900
-
-
-def _attr(value: str) -> dict[str, str]:
-    return {"DataType": "String", "StringValue": value[:1024] or "-"}
 
 
 class DeadLetters:
@@ -94,6 +96,39 @@ class DeadLetters:
         return str(resp["MessageId"])
 
 
+def dead_letter_message(
+    *,
+    body: str,
+    error_type: str,
+    reason: str,
+    original_message_id: str,
+    source: str = "",
+    receive_count: str = "1",
+    extra: dict[str, str] | None = None,
+) -> tuple[str, dict[str, dict[str, str]]]:
+    """The body and attributes of a dead-lettered message, as SQS accepts them: only characters
+    SQS allows, the reason redacted, every value at most 1 KiB, the whole message within 256 KiB."""
+    attributes = {
+        ATTR_ERROR_TYPE: _attr(error_type),
+        ATTR_REASON: _attr(reason),
+        ATTR_ORIGINAL_ID: _attr(original_message_id),
+        ATTR_SOURCE: _attr(source),
+        ATTR_RECEIVE_COUNT: _attr(receive_count),
+    }
+    attributes.update({name: _attr(value) for name, value in (extra or {}).items()})
+    safe_body = sqs_safe(body or "") or "(empty body)"
+    notes = []
+    if safe_body != (body or "(empty body)"):
+        notes.append("characters SQS refuses were replaced by U+FFFD")
+    room = SQS_MAX_MESSAGE_BYTES - _attributes_size(attributes) - 256  # 256: the note attribute below
+    if len(safe_body.encode("utf-8")) > room:
+        safe_body = cut_utf8(safe_body, room, marker="…[truncated to fit the DLQ]")
+        notes.append("the body was cut to fit SQS's 256 KiB")
+    if notes:
+        attributes[ATTR_BODY_SANITIZED] = _attr("; ".join(notes))
+    return safe_body, attributes
+
+
 class ResultQueue:
     """The background-result queue, as the function itself writes to it: a delayed re-send."""
 
@@ -121,41 +156,3 @@ class ResultQueue:
             MessageAttributes=merged,
         )
         return str(resp["MessageId"])
-
-
-def dead_letter_message(
-    *,
-    body: str,
-    error_type: str,
-    reason: str,
-    original_message_id: str,
-    source: str = "",
-    receive_count: str = "1",
-    extra: dict[str, str] | None = None,
-) -> tuple[str, dict[str, dict[str, str]]]:
-    """The body and attributes of a dead-lettered message, as SQS accepts them: only characters
-    SQS allows, the reason redacted, every value at most 1 KiB, the whole message within 256 KiB."""
-
-    def attr(value: Any) -> dict[str, str]:
-        text = cut_utf8(sqs_safe(redact(str(value))).strip(), MAX_ATTRIBUTE_BYTES)
-        return {"DataType": "String", "StringValue": text or "-"}
-
-    attributes = {
-        ATTR_ERROR_TYPE: attr(error_type),
-        ATTR_REASON: attr(reason),
-        ATTR_ORIGINAL_ID: attr(original_message_id),
-        ATTR_SOURCE: attr(source),
-        ATTR_RECEIVE_COUNT: attr(receive_count),
-    }
-    attributes.update({name: attr(value) for name, value in (extra or {}).items()})
-    safe_body = sqs_safe(body or "") or "(empty body)"
-    notes = []
-    if safe_body != (body or "(empty body)"):
-        notes.append("characters SQS refuses were replaced by U+FFFD")
-    room = SQS_MAX_MESSAGE_BYTES - _attributes_size(attributes) - 256  # 256: the note attribute below
-    if len(safe_body.encode("utf-8")) > room:
-        safe_body = cut_utf8(safe_body, room, marker="…[truncated to fit the DLQ]")
-        notes.append("the body was cut to fit SQS's 256 KiB")
-    if notes:
-        attributes[ATTR_BODY_SANITIZED] = attr("; ".join(notes))
-    return safe_body, attributes

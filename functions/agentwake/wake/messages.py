@@ -68,7 +68,9 @@ class BackgroundResultMessage(BaseModel):
         try:
             json.dumps(data, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise InvalidMessage("the message body contains a lone surrogate (\\ud800-\\udfff): not valid Unicode") from exc
+            raise InvalidMessage(
+                "the message body contains a lone surrogate (\\ud800-\\udfff): not valid Unicode"
+            ) from exc
         try:
             msg = cls.model_validate(data)
         except ValidationError as exc:

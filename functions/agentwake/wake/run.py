@@ -20,7 +20,7 @@ from agentwake.errors import ConfigError, DeliveryError, RunDeferred, RunFailed,
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore, RunAlreadySucceeded
-from agentwake.store.models import FailureRecord
+from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.agent_factory import RecordingChannel, build_runner
 from agentwake.wake.attention import emit_usage_metrics, note_with_final, open_books, run_usage
 from agentwake.wake.prompt import WakeKind, build_wake_messages
@@ -178,6 +178,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             deliveries_left=books.ledger.remaining_deliveries(),
             deliveries_made=len(books.ledger.deliveries),
         )
+        # every HTTP exchange of the run ends by this (taken first: never later than the chain's)
+        http_deadline = deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
@@ -196,8 +198,7 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
             retry=deps.retry,
             on_event=deps.on_event,
         )
-        # every HTTP exchange of the run (providers, webhooks) ends by the run's deadline
-        with run_deadline(deadline_after(remaining_ms, deps.settings.run_timeout_margin_ms)):
+        with run_deadline(http_deadline):
             runner.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
         _fail(spec, deps, attempt, exc.error_type, str(exc), runner)
@@ -247,7 +248,8 @@ def _run_leased(spec: RunSpec, deps: WakeDeps, remaining_ms: int | None) -> Wake
         status="succeeded",
         attempt=attempt,
         steps=runner.steps_done,
-        final_text=runner.completion_text,
+        # bounded: the outcome is also the Powertools idempotency record (one DynamoDB item)
+        final_text=truncate(runner.completion_text, 2000),
         deliveries=len(channel.sent),
         final_delivered=runner.final_delivery_id is not None,
         usage=run_usage(runner, session, deps.settings) or {},

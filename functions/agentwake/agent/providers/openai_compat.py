@@ -112,7 +112,9 @@ class OpenAICompatProvider:
         if response.status >= 300:
             raise _http_error(response)
         if response.truncated:
-            raise TransientProviderError(f"the answer is larger than {MAX_RESPONSE_BYTES} bytes", code="MalformedOutput")
+            raise TransientProviderError(
+                f"the answer is larger than {MAX_RESPONSE_BYTES} bytes", code="MalformedOutput"
+            )
         try:
             payload = json.loads(raw)
         except (ValueError, RecursionError) as exc:

@@ -1,0 +1,101 @@
+"""Build 4: deadlines hold across a whole HTTP exchange (connect + every read), so a run stops at its
+deadline with a recorded DeadlineExceeded failure, before Lambda's own timeout would kill it
+without one. The servers are real sockets on 127.0.0.1; bounds are generous (the slow servers would
+otherwise go on for minutes)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from agentwake.agent.providers.openai_compat import OpenAICompatProvider
+from agentwake.agent.types import ChatRequest, Message
+from agentwake.bootstrap import reset_caches
+from agentwake.errors import TransientProviderError
+from tests.security.conftest import Cli, Stack
+from tests.security.servers import Dribbler, Silent
+from tests.security.wake import completion_body, handle
+
+#: the Lambda time the handler is given, and the margin the run keeps before it
+REMAINING_MS = 8_000
+MARGIN_MS = 3_000
+
+
+@pytest.fixture
+def short_lambda(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
+    monkeypatch.setenv("AGENTWAKE_RUN_TIMEOUT_MARGIN_MS", str(MARGIN_MS))
+    monkeypatch.setenv("AGENTWAKE_MIN_RUN_BUDGET_MS", "0")
+    reset_caches()
+    return stack
+
+
+def test_a_dribbling_server_cannot_outlive_the_exchange_deadline() -> None:
+    # GIVEN a provider whose server answers one byte every 0.5 s (a whole answer would take hours)
+    with Dribbler(interval=0.5) as server:
+        provider = OpenAICompatProvider(id="slow", base_url=server.url + "/v1", model="m")
+        started = time.monotonic()
+        # WHEN it is asked with a 2 s timeout
+        with pytest.raises(TransientProviderError) as info:
+            provider.complete(ChatRequest(messages=(Message(role="user", content="hi"),), timeout=2.0))
+        # THEN the exchange ends as a timeout, long before the server would have finished
+        assert info.value.code == "Timeout"
+        assert time.monotonic() - started < 30
+        assert server.bytes_sent > 0  # it was dribbling, not silent
+
+
+def test_a_run_against_a_dribbling_provider_ends_at_its_deadline_with_a_recorded_failure(
+    short_lambda: Stack, cli: Cli
+) -> None:
+    stack = short_lambda
+    with Dribbler(interval=0.5) as server:
+        # GIVEN a session whose only provider dribbles
+        provider = {"type": "openai", "id": "slow", "base_url": server.url + "/v1", "model": "m"}
+        cli("sessions", "put", "s-slow", "--provider", json.dumps(provider))
+        body = completion_body(stack, "s-slow")
+        task_id = json.loads(body)["task_id"]
+        started = time.monotonic()
+        # WHEN its wake runs with 8 s of Lambda time left
+        response = handle([body], remaining_ms=REMAINING_MS)
+        elapsed = time.monotonic() - started
+    # THEN the handler returned before Lambda's timeout, the record is a batch item failure (retry) ...
+    assert elapsed < REMAINING_MS / 1000
+    assert len(response["batchItemFailures"]) == 1
+    # ... and the run's failure says why
+    [failure] = stack.store.failures(f"bg:{task_id}")
+    assert failure.error_type == "DeadlineExceeded"
+    assert "deadline" in failure.detail
+    assert stack.store.get_task(task_id).status == "failed"  # type: ignore[union-attr]
+
+
+def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(short_lambda: Stack, cli: Cli) -> None:
+    stack = short_lambda
+    with Silent() as hook:
+        # GIVEN a session whose agent messages the user through a webhook that never answers in time
+        # (its own timeout, 60 s, is longer than the run has)
+        script = [
+            {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your report is ready."}}]},
+            {"text": "Told the user."},
+        ]
+        provider = {"type": "scripted", "id": "p", "script": script}
+        cli("sessions", "put", "s-hook", "--provider", json.dumps(provider))
+        session = stack.store.get_session("s-hook")
+        stack.store.put_session(
+            session.model_copy(update={"delivery": {"type": "webhook", "url": hook.url + "/hook", "timeout": 60}})  # type: ignore[union-attr]
+        )
+        body = completion_body(stack, "s-hook")
+        task_id = json.loads(body)["task_id"]
+        started = time.monotonic()
+        # WHEN its wake runs with 8 s of Lambda time left
+        response = handle([body], remaining_ms=REMAINING_MS)
+        elapsed = time.monotonic() - started
+        # THEN the webhook got the request, the run stopped at its deadline, and the failure is recorded
+        assert len(hook.requests) == 1
+    assert elapsed < REMAINING_MS / 1000
+    assert len(response["batchItemFailures"]) == 1
+    [failure] = stack.store.failures(f"bg:{task_id}")
+    assert failure.error_type == "DeadlineExceeded"
+    assert "may have arrived" in failure.detail
+    # AND the delivery was not journaled as done: the retry sends the same delivery id again
+    assert stack.store.run_summary(f"bg:{task_id}").deliveries == []

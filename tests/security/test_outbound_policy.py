@@ -1,0 +1,226 @@
+"""Build 2 and 3: secret references are scoped, and every outbound URL passes one policy
+(agentwake.outbound): https only, no loopback/link-local/private/non-HTTP targets, checked after DNS
+resolution and after redirects, the connection made to the address that was checked. A refused URL
+is a configuration error and nothing is sent (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from werkzeug import Response
+
+from agentwake import outbound
+from agentwake.agent.providers import parse_spec
+from agentwake.agent.providers.openai_compat import OpenAICompatProvider
+from agentwake.agent.types import ChatRequest, Message
+from agentwake.delivery import Delivery
+from agentwake.delivery.factory import build_channel
+from agentwake.delivery.webhook import WebhookChannel
+from agentwake.errors import ConfigError, DeliveryError, OutboundRefused, SecretRefRefused
+from agentwake.outbound import OutboundPolicy, address_refusal, check_url, http_exchange
+from agentwake.secrets import SecretScope, resolve_secret
+from tests.security.servers import RawServer
+
+STRICT = OutboundPolicy()  # what the deployed template sets
+LOOPBACK_OK = OutboundPolicy(allow_loopback=True, allow_http=True)  # what the local stack sets
+DELIVERY = Delivery(delivery_id="bg:t#0#0", run_id="bg:t", session_id="s", text="hello")
+
+
+def request() -> ChatRequest:
+    return ChatRequest(messages=(Message(role="user", content="hi"),), timeout=5.0)
+
+
+class Recorder(RawServer):
+    """Answers 200 with an OpenAI-shaped reply; records every request it gets."""
+
+    def behave(self, conn: socket.socket) -> None:
+        body = json.dumps({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+# --- scoped secret references ----------------------------------------------------------------------
+
+
+def test_env_reference_to_the_functions_own_credentials_is_refused_before_any_call(
+    httpserver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the function's AWS credentials in its environment and a provider that names them
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    provider = OpenAICompatProvider(
+        id="p", base_url=httpserver.url_for("/v1"), model="m", api_key_ref="env:AWS_SECRET_ACCESS_KEY"
+    )
+    # WHEN the provider is called
+    with pytest.raises(SecretRefRefused) as info:
+        provider.complete(request())
+    # THEN it is refused with the allowed prefix in the message, and nothing reached the server
+    assert "AGENTWAKE_SECRET_" in str(info.value)
+    assert isinstance(info.value, ConfigError)
+    assert httpserver.log == []
+
+
+@pytest.mark.parametrize(
+    ("ref", "allowed"),
+    [
+        ("env:AWS_SECRET_ACCESS_KEY", "AGENTWAKE_SECRET_"),
+        ("env:AGENTWAKE_TABLE", "AGENTWAKE_SECRET_"),
+        ("secretsmanager:prod/db-password", "agentwake/"),
+        ("secretsmanager:arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf", "agentwake/"),
+        ("ssm:/prod/db/password", "/agentwake/"),
+        ("ssm:/agentwake/../prod/password", "/agentwake/"),
+    ],
+)
+def test_references_outside_the_scope_are_refused_with_the_allowed_prefix(ref: str, allowed: str) -> None:
+    with pytest.raises(SecretRefRefused) as info:
+        resolve_secret(ref, {"AWS_SECRET_ACCESS_KEY": "x", "AGENTWAKE_TABLE": "t"}, scope=SecretScope())
+    assert allowed in str(info.value)
+
+
+def test_references_inside_the_scope_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_secret("env:AGENTWAKE_SECRET_LLM", {"AGENTWAKE_SECRET_LLM": "v4lue-1"}) == "v4lue-1"
+    # the stack's OpenAIApiKeySecretArn is allowed as it is, whatever its name
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf"
+    scope = SecretScope(extra_secret_arn=arn)
+    from agentwake.secrets import check_ref
+
+    assert check_ref(f"secretsmanager:{arn}", scope) == ("secretsmanager", arn)
+    assert check_ref("secretsmanager:agentwake/llm-key", scope)[1] == "agentwake/llm-key"
+    assert check_ref("ssm:/agentwake/llm-key", scope)[1] == "/agentwake/llm-key"
+
+
+# --- URLs refused before anything is sent ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("base_url", ["file:///proc/self/environ#", "ftp://llm.example/v1", "gopher://x/"])
+def test_non_http_base_urls_are_refused(base_url: str) -> None:
+    # a session's spec is refused when parsed ...
+    with pytest.raises(ConfigError, match="https"):
+        parse_spec({"type": "openai", "base_url": base_url, "model": "m"})
+    # ... and a provider built around it directly is refused too
+    with pytest.raises(OutboundRefused, match="only https"):
+        OpenAICompatProvider(id="p", base_url=base_url, model="m", policy=LOOPBACK_OK)
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["169.254.169.254", "[::1]", "0x7f000001", "2130706433", "127.1", "10.0.0.1", "192.168.1.10", "[fd00:ec2::254]",
+     "[::ffff:169.254.169.254]", "0.0.0.0", "100.100.100.200", "[::]", "localhost"],
+)  # fmt: skip
+def test_webhook_urls_to_internal_addresses_are_refused_and_nothing_is_sent(host: str) -> None:
+    # GIVEN a server listening on 127.0.0.1 (where several of these forms lead)
+    with Recorder() as server:
+        url = f"https://{host}:{server.port}/hook"
+        # WHEN a webhook names it, under the deployed policy
+        with pytest.raises(OutboundRefused) as info:
+            WebhookChannel(url, None, policy=STRICT).send(DELIVERY)
+        # THEN it is a clear configuration error, and no connection was even made
+        assert "refused" in str(info.value)
+        assert server.connections == 0
+
+
+def test_plain_http_is_refused_unless_the_local_setting_allows_it() -> None:
+    with pytest.raises(OutboundRefused, match="plain http"):
+        check_url("http://llm.example/v1", STRICT, resolve=False)
+    assert check_url("http://llm.example/v1", OutboundPolicy(allow_http=True), resolve=False).host == "llm.example"
+
+
+def test_credentials_in_urls_are_refused() -> None:
+    with pytest.raises(OutboundRefused, match="credentials"):
+        check_url("https://user:pass@llm.example/v1", STRICT, resolve=False)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1", "::1", "10.1.2.3", "172.16.0.1", "192.168.0.1", "169.254.169.254", "fd00:ec2::254", "fe80::1",
+     "0.0.0.0", "::", "100.64.0.1", "224.0.0.1", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1"],
+)  # fmt: skip
+def test_every_internal_address_form_is_refused(address: str) -> None:
+    assert address_refusal(address, STRICT) is not None
+
+
+@pytest.mark.parametrize("address", ["93.184.215.14", "2606:4700::6810:84e5", "8.8.8.8"])
+def test_public_addresses_pass(address: str) -> None:
+    assert address_refusal(address, STRICT) is None
+
+
+def test_a_name_is_checked_after_resolution() -> None:
+    # GIVEN a public-looking name whose DNS answer is the metadata endpoint
+    def resolver(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    # WHEN it is checked THEN the resolved address is what counts
+    with pytest.raises(OutboundRefused, match="link-local"):
+        check_url("https://innocent.example/", STRICT, resolver=resolver)
+
+
+def test_a_refused_webhook_fails_the_run_as_a_config_error_not_a_tool_result() -> None:
+    # GIVEN a session's delivery config naming the metadata endpoint
+    # WHEN the channel is built for the run
+    with pytest.raises(OutboundRefused):
+        build_channel({"type": "webhook", "url": "https://169.254.169.254/latest/meta-data/"})
+    # THEN it is a ConfigError (the run fails with it; the model never sees an error: to retry)
+    assert issubclass(OutboundRefused, ConfigError)
+
+
+# --- redirects ---------------------------------------------------------------------------------------
+
+
+def test_a_webhook_redirect_to_loopback_is_not_followed(httpserver) -> None:
+    # GIVEN a webhook receiver that redirects to another server on loopback
+    with Recorder() as target:
+        httpserver.expect_request("/hook", method="POST").respond_with_response(
+            Response(status=307, headers={"Location": f"{target.url}/internal"})
+        )
+        channel = WebhookChannel(httpserver.url_for("/hook"), None, policy=LOOPBACK_OK)
+        # WHEN a delivery is sent
+        with pytest.raises(DeliveryError) as info:
+            channel.send(DELIVERY)
+        # THEN it failed clearly, and the redirect target never got a request
+        assert "307" in str(info.value) and "not followed" in str(info.value)
+        assert target.connections == 0
+
+
+@pytest.mark.parametrize(
+    "location", ["http://169.254.169.254/latest/meta-data/", "http://0x0a000001/", "http://[::ffff:10.0.0.1]/"]
+)
+def test_a_followed_redirect_is_checked_before_anything_is_sent_to_it(httpserver, location: str) -> None:
+    # GIVEN a server that redirects to an internal address
+    httpserver.expect_request("/start").respond_with_response(Response(status=302, headers={"Location": location}))
+    # WHEN the exchange follows redirects
+    with pytest.raises(OutboundRefused, match="redirect target"):
+        http_exchange("GET", httpserver.url_for("/start"), deadline=None, policy=LOOPBACK_OK, max_redirects=3)
+
+
+def test_the_connection_goes_to_the_checked_address_with_the_name_in_the_host_header() -> None:
+    # GIVEN a name that resolves (for this exchange) to the recorder on loopback
+    with Recorder() as server:
+
+        def resolver(host: str, port: int) -> list[str]:
+            return ["127.0.0.1"]
+
+        # WHEN an exchange is made to the name
+        response = http_exchange(
+            "POST",
+            f"http://llm.internal.test:{server.port}/v1/chat/completions",
+            headers={"Content-Type": "application/json"},
+            body=b"{}",
+            policy=LOOPBACK_OK,
+            resolver=resolver,
+        )
+        # THEN it reached the checked address, and the Host header still names the host
+        assert response.status == 200
+        [raw] = server.requests
+        assert f"Host: llm.internal.test:{server.port}".encode() in raw
+
+
+def test_the_policy_comes_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentwake.settings import Settings
+
+    strict = Settings.from_env({"AGENTWAKE_TABLE": "t"})
+    local = Settings.from_env(
+        {"AGENTWAKE_TABLE": "t", "AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
+    )
+    assert OutboundPolicy.from_settings(strict) == STRICT
+    assert OutboundPolicy.from_settings(local) == LOOPBACK_OK
+    assert outbound.DEFAULT_TIMEOUT_S > 0
