@@ -9,10 +9,10 @@
    rebuilding each message's list of past handles: renewing or releasing the holds of a scan of
    n messages costs n². Handles are indexed as moto issues them (``Message.mark_received``); a
    handle the index does not know goes to moto's own code, which raises what AWS raises.
-3. **Whole-queue attributes for one value.** For every message it returns, ReceiveMessage reads the
-   queue's retention period through ``get_queue_attributes``, which counts every message of the
-   queue (visible, in flight, delayed) three times over; SendMessage does the same to read
-   ``ContentBasedDeduplication``. Both now read the one attribute they need.
+3. **Whole-queue attributes for one value.** SendMessage reads ``ContentBasedDeduplication``
+   through the queue's attributes, which count every message of the queue; it now reads the one
+   attribute it needs. (ReceiveMessage's retention check, which did the same, is patched with the
+   other pinned patches in ``moto_patches``.)
 
 Written for moto 5.2.5 (pyproject pins it); another version is left unpatched (slower, not wrong).
 """
@@ -81,11 +81,6 @@ def apply() -> bool:
             queue.pending_messages.remove(message)
         return None
 
-    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
-        retention_period = int(self.get_queue(queue_name).message_retention_period)
-        retain_until = retention_period + message.sent_timestamp / 1000
-        return not retain_until <= unix_time()
-
     original_send = models.SQSBackend.send_message
     original_attributes: Any = models.Queue.__dict__["attributes"]  # the property object
 
@@ -104,7 +99,6 @@ def apply() -> bool:
         finally:
             _SENDING.reset(token)
 
-    models.SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
     models.SQSBackend.send_message = send_message  # type: ignore[method-assign]
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.Message.mark_received = mark_received  # type: ignore[method-assign]

@@ -57,8 +57,8 @@ class CrashAt(DynamoStore):
         super().__init__(*args, **kwargs)
         self.crash_after: str | None = crash_after
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any]) -> None:
-        super().journal_put(run_id, key, value)
+    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        super().journal_put(run_id, key, value, **kw)
         if key == self.crash_after:
             self.crash_after = None
             raise RuntimeError(f"crash after journaling {key}")
@@ -107,11 +107,11 @@ def test_crash_between_the_call_and_its_journal_repeats_the_same_key(
     class DiesAfterCall(DynamoStore):
         armed = True
 
-        def journal_put(self, run_id: str, key: str, value: dict[str, Any]) -> None:
+        def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
             if key == "000.tool.00" and self.armed:
                 self.armed = False
                 raise RuntimeError("died after the call, before its journal")
-            super().journal_put(run_id, key, value)
+            super().journal_put(run_id, key, value, **kw)
 
     store = DiesAfterCall(resources.table, client=boto3.client("dynamodb", region_name=REGION))
     seed_session(

@@ -21,6 +21,7 @@ from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import WakeDeps
+from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
 from tests.support.probes import count_history_reads
@@ -86,7 +87,7 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     # AND the run really succeeded, with its note and its only step journaled by the commit
     assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history("s1")] == ["marker", "note"]
-    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply"]
+    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply"]
     assert store.lease_holder("s1") is None
 
 
@@ -102,7 +103,7 @@ def test_deliver_final_costs_two_calls(counted: tuple[DynamoStore, CallCounter])
     # (so a crash before the commit cannot send it twice); its journal entry rides on the commit
     assert len(calls) <= 4 + 2, calls
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
-    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply", "final.delivery"]
+    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
 
 
 def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(
@@ -119,7 +120,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     # AND everything a durable run needs is written: the delivery in history before the note,
     # both steps and the tool result journaled
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
-    assert [s["key"] for s in store.run_summary("bg:t1").steps] == ["000.reply", "000.tool.00", "001.reply"]
+    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "000.tool.00", "001.reply"]
     assert len(OK_SCRIPT) == 2
 
 

@@ -14,6 +14,7 @@ from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, Message
 from agentwake.bootstrap import reset_caches
 from agentwake.errors import TransientProviderError
+from agentwake_ops.runs import run_summary
 from tests.security.conftest import Cli, Stack
 from tests.security.servers import Dribbler, Silent
 from tests.security.wake import completion_body, handle
@@ -98,4 +99,4 @@ def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(sho
     assert failure.error_type == "DeadlineExceeded"
     assert "may have arrived" in failure.detail
     # AND the delivery was not journaled as done: the retry sends the same delivery id again
-    assert stack.store.run_summary(f"bg:{task_id}").deliveries == []
+    assert run_summary(stack.store, f"bg:{task_id}").deliveries == []

@@ -9,6 +9,7 @@ import json
 from werkzeug import Request, Response
 
 from agentwake.store.itemsize import MAX_ITEM_BYTES, attribute_size, cut_text, item_size
+from agentwake_ops.runs import run_summary
 from tests.security.conftest import Cli, Stack
 from tests.security.wake import completion_body, handle
 
@@ -71,7 +72,7 @@ def test_a_450_kb_tool_argument_ends_done_on_the_first_attempt(stack: Stack, cli
     assert response["batchItemFailures"] == []
     run = stack.store.get_run(f"bg:{task_id}")
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
-    steps = stack.store.run_summary(f"bg:{task_id}").steps
+    steps = run_summary(stack.store, f"bg:{task_id}").steps
     tool_step = next(s for s in steps if s["key"].startswith("000.tool"))
     assert tool_step["content"].startswith("error:")
     assert len(calls) == 2  # each model call made once
