@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from agentwake.redact import redact
-from agentwake_ops import replay as replay_mod
 from agentwake_ops.cli_common import (
     JSON_HELP,
     console,
@@ -23,10 +20,15 @@ from agentwake_ops.cli_common import (
     parse_json_option,
     print_json,
 )
-from agentwake_ops.context import OpsContext, OpsError
+
+if TYPE_CHECKING:
+    from agentwake_ops import replay as replay_mod
+    from agentwake_ops.context import OpsContext
 
 
 def _providers(provider: list[str] | None, providers_file: Path | None) -> list[dict[str, Any]] | None:
+    from agentwake_ops.context import OpsError
+
     """The --provider / --providers-file specs (each checked when the replay builds its session)."""
     if provider and providers_file:
         raise OpsError("give either --provider (repeatable) or --providers-file, not both")
@@ -63,7 +65,10 @@ def runs_replay(
 
     Journaled model replies and tool results are reused up to the first unfinished step; later steps use --provider (or the session's current providers). Prints the transcript and the outcome a redrive would reach. Exits 0 when the replay reaches DONE, 1 when it ends in ERROR.
     """
+    from rich.markup import escape
+
     from agentwake.agent.transcript import TranscriptPrinter
+    from agentwake_ops import replay as replay_mod
 
     printer = None if as_json else TranscriptPrinter(out=_RedactingStdout(), indent="  ")
     if printer is not None:
@@ -96,6 +101,9 @@ class _RedactingStdout:
 
 
 def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     out = console()
     rows = [
         ("run id", outcome.run_id),
@@ -131,6 +139,11 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
 def verify_before_redrive(context: OpsContext, messages: list[Any], *, force: bool, to_stderr: bool = False) -> bool:
     """Replay each message's run; print the verdicts (on stderr with --json, so stdout stays JSON).
     True when the redrive may go ahead."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from agentwake_ops import replay as replay_mod
+
     verdicts = replay_mod.verify(context.store, messages)
     out = err_console() if to_stderr else console()
     table = Table(title=f"--verify: replayed {len(verdicts)} run(s)", title_justify="left")

@@ -45,6 +45,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "job_id": "The job that came due (agentwake jobs create printed it).",
         "scheduled_time": "The firing's scheduled time (<aws.scheduler.scheduled-time>); with the job id it names "
         "the run cron:{job_id}:{scheduled_time}, stable across retries.",
+        "session_id": "Optional: the job's session, which `agentwake jobs create` puts in the schedule's input so "
+        "the wake reads the session config in its one batch read. The job's own session is what counts; without "
+        "this field the wake reads it from the job (one read more).",
     },
 }
 
