@@ -78,7 +78,10 @@ def emit_usage_metrics(runner: Any) -> None:
     """InputTokens / OutputTokens of this attempt's model calls, by provider (replayed calls were
     counted by the attempt that made them)."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+    if is_metrics_disabled():  # single_metric prints even then; Metrics.flush_metrics does not
+        return
     fresh: dict[str, list[int]] = {}
     for call in runner.ledger.calls:
         if call.replayed:
