@@ -40,7 +40,10 @@ def truncate(text: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 class _Stored(BaseModel):
-    # built on first use, not at import: a wake validates only the few kinds it reads (cold start)
+    # built on first use, not at import: a wake validates only the few kinds it reads (cold start).
+    # Empty collections are plain defaults (pydantic copies a mutable default for each instance),
+    # not ``default_factory=list``: pydantic inspects a factory's signature, and for a builtin that
+    # means tokenizing its text signature (about 2 ms of a cold start; tests/unit/test_models_defaults.py).
     model_config = ConfigDict(extra="ignore", defer_build=True)
     #: fields stored as JSON strings (nested structures; avoids DynamoDB Decimal round trips)
     JSON_FIELDS: ClassVar[frozenset[str]] = frozenset()
@@ -88,9 +91,9 @@ class SessionConfig(_Stored):
     max_tokens_per_run: int | None = Field(default=None, ge=1)
     max_tokens_per_day: int | None = Field(default=None, ge=1)
     #: price per provider id or model, for the estimated cost (overrides the stack's AGENTWAKE_PRICES)
-    prices: dict[str, TokenPrice] = Field(default_factory=dict)
+    prices: dict[str, TokenPrice] = {}
     #: tools besides send_message_to_user: HTTP tools and entry-point Python tools (docs/tools.md)
-    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=32)
+    tools: list[dict[str, Any]] = Field(default=[], max_length=32)
     updated_at: str = Field(default_factory=utcnow_iso)
 
 
@@ -143,7 +146,7 @@ class Task(_Stored):
     task_id: str
     session_id: str
     tool_name: str
-    tool_args: dict[str, Any] = Field(default_factory=dict)
+    tool_args: dict[str, Any] = {}
     token_sha256: str | None = None
     status: TaskStatus = "running"
     created_at: str = Field(default_factory=utcnow_iso)
@@ -224,7 +227,7 @@ class FailureRecord(_Stored):
     attempt: int
     error_type: str
     detail: str
-    provider_errors: dict[str, str] = Field(default_factory=dict)
+    provider_errors: dict[str, str] = {}
     steps_done: int = 0
     at: str = Field(default_factory=utcnow_iso)
 

@@ -32,7 +32,7 @@ class BackgroundResultMessage(BaseModel):
     session_id: str = Field(pattern=ID_PATTERN)
     task_token: str | None = Field(default=None, max_length=256)
     tool_name: str | None = Field(default=None, min_length=1, max_length=128)
-    tool_args: dict[str, Any] = Field(default_factory=dict)
+    tool_args: dict[str, Any] = {}
     status: Literal["succeeded", "failed"]
     result_text: str = Field(max_length=MAX_RESULT_CHARS)
     note: str = Field(default="", max_length=4000)

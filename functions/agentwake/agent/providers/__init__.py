@@ -28,7 +28,7 @@ class _Spec(BaseModel):
 
 class ScriptedSpec(_Spec):
     type: Literal["scripted"] = "scripted"
-    script: list[ScriptStep] = Field(default_factory=list)
+    script: list[ScriptStep] = []
 
     @model_validator(mode="after")
     def _default_id(self) -> ScriptedSpec:

@@ -30,7 +30,7 @@ class ScriptToolCall(BaseModel):
 
     name: str | None = None
     #: an object is sent as JSON; a string is sent verbatim (so it may be malformed JSON)
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    arguments: dict[str, Any] | str = {}
     id: str | None = None
 
 
@@ -38,7 +38,7 @@ class ScriptStep(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = ""
-    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    tool_calls: list[ScriptToolCall] = []
     error: ErrorClass | None = None
     #: fail only the first N attempts of this step, then give the reply; None means always fail
     error_times: int | None = None
