@@ -39,6 +39,16 @@ def test_handler_import_stays_light(handler: str) -> None:
     assert loaded & FORBIDDEN_MODULES == set()
 
 
+def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery() -> None:
+    # GIVEN a fresh interpreter WHEN it imports the background handler
+    code = "import sys, json, agentwake.handlers.background_result; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    # THEN the session-wait machinery and secret resolution wait for the records and sessions that use them
+    assert "agentwake.wake.session_wait" not in loaded
+    assert "agentwake.secrets" not in loaded
+
+
 @pytest.mark.parametrize("handler", ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake"])
 def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handler: str) -> None:
     # GIVEN a fresh interpreter with the function's environment
@@ -73,3 +83,23 @@ def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handle
     assert "boto3" not in tops and "s3transfer" not in tops
     assert "aws_xray_sdk" not in tops
     assert "aws_lambda_powertools.utilities.parser" not in loaded
+
+
+def test_the_narrow_service_check_answers_as_botocore_does_for_every_name() -> None:
+    # GIVEN botocore's own list of services, and the runtime's loader that checks one name at a time
+    from botocore.loaders import Loader
+
+    from agentwake.store import aws
+
+    aws.reset_clients()
+    loader = aws._session().get_component("data_loader")
+    for type_name in ("service-2", "endpoint-rule-set-1"):
+        every = Loader.list_available_services(loader, type_name)
+        narrow = loader.list_available_services(type_name)
+        # THEN every service botocore knows is known, and names it does not know are not
+        assert len(every) > 300
+        assert [name for name in every if name not in narrow] == []
+        assert all(name not in narrow for name in ("nonesuch", "", "dynamodb/2012-08-10", "../dynamodb", 7))
+        # AND a listing (botocore's error message joins it) is botocore's own
+        assert list(narrow) == every
+    aws.reset_clients()

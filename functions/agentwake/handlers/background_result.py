@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -20,9 +20,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError, PermanentInputError, SessionBusy
 from agentwake.observability import logger, metrics
+from agentwake.store.queues import ATTR_WAIT_COUNT
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.session_wait import ParkedRecord, WaitState, ran_after_waiting, wait_background
+
+if TYPE_CHECKING:
+    from agentwake.wake.session_wait import ParkedRecord
 
 _RECORD_KEYS = ["run_id", "task_id", "session_id", "attempt", "message_id"]
 
@@ -33,21 +36,26 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     remaining = lambda_context.get_remaining_time_in_millis() if lambda_context is not None else None
     try:
         msg = BackgroundResultMessage.parse_body(record.body)
-        parked = _parked(record)
         deps = bootstrap.wake_deps()
         try:
             outcome = wake_for_background_result(msg, deps, remaining_ms=remaining)
         except SessionBusy as busy:
+            # the wait machinery is loaded by the wakes that wait, not by every cold start
+            from agentwake.wake.session_wait import wait_background
+
             return wait_background(
                 busy,
-                parked,
+                _parked(record),
                 store=deps.store,
                 settings=deps.settings,
                 result_queue=bootstrap.result_queue(),
                 dead_letters=bootstrap.dead_letters(),
                 task_id=msg.task_id,
             )
-        ran_after_waiting(parked.state, time.time())
+        if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}):
+            from agentwake.wake.session_wait import ran_after_waiting
+
+            ran_after_waiting(_parked(record).state, time.time())
         return outcome.status
     except AgentwakeError as exc:
         if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
@@ -72,6 +80,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 
 def _parked(record: SQSRecord) -> ParkedRecord:
     """The record as it would be re-sent: body, the producer's attributes, the wait state."""
+    from agentwake.wake.session_wait import ParkedRecord, WaitState
+
     attributes: dict[str, dict[str, str]] = {}
     strings: dict[str, str | None] = {}
     for name, value in (record.raw_event.get("messageAttributes") or {}).items():
