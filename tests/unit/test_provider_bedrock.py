@@ -21,6 +21,7 @@ from agentwake.agent.providers.bedrock import BedrockProvider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE
 from agentwake.agent.types import ChatRequest, Message, ToolCall, ToolSpec
 from agentwake.errors import PermanentProviderError, TransientProviderError
+from agentwake.store import aws
 
 CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 SYSTEM = "You are a helpful agent."
@@ -532,9 +533,9 @@ def test_an_unreachable_endpoint_is_transient():
 
 
 def test_the_lazy_client_makes_one_attempt_and_honours_the_request_timeout(monkeypatch):
-    # GIVEN boto3 is watched as the provider builds its own client
+    # GIVEN the runtime's client factory is watched as the provider builds its own client
     created: list[tuple[dict[str, Any], Any]] = []
-    real_client = boto3.client
+    real_client = aws.new_client
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         client = real_client(*args, **kwargs)
@@ -545,7 +546,7 @@ def test_the_lazy_client_makes_one_attempt_and_honours_the_request_timeout(monke
         created.append((kwargs, client))
         return client
 
-    monkeypatch.setattr(boto3, "client", spy)
+    monkeypatch.setattr(aws, "new_client", spy)
     provider = build_provider({"type": "bedrock", "model_id": CLAUDE, "region": "eu-west-1"})
 
     # THEN building the provider creates no client
@@ -591,3 +592,23 @@ def test_a_real_slow_endpoint_times_out_within_the_request_timeout(httpserver: H
     # THEN it gives up as a transient timeout, long before the server would have answered
     assert info.value.code == "Timeout"
     assert elapsed < 2.0
+
+
+def test_the_lazy_client_comes_from_the_runtime_session_without_boto3() -> None:
+    # GIVEN a fresh interpreter with a Bedrock provider
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from agentwake.agent.providers import build_provider\n"
+        "p = build_provider({'type': 'bedrock', 'model_id': 'm', 'region': 'eu-west-1'})\n"
+        "c = p.client(7.0)\n"
+        "print(json.dumps({'boto3': 'boto3' in sys.modules, 'region': c.meta.region_name}))\n"
+    )
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PATH": ""}
+    # WHEN it builds the client of its first call (no call is made)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    result = json.loads(out.stdout)
+    # THEN the client is for the spec's region and boto3 was never imported (its import is a cold-start cost)
+    assert result == {"boto3": False, "region": "eu-west-1"}

@@ -1,1 +1,1 @@
-"""DynamoDB and SQS adapters. With ``delivery/``, the only package that imports boto3."""
+"""DynamoDB, SQS and Scheduler adapters, and the one botocore session every runtime client comes from (``aws``)."""

@@ -91,6 +91,13 @@ def client(service: str, region: str | None = None, endpoint_url: str | None = N
     )
 
 
+def new_client(service: str, *, region: str | None = None, config: Any = None) -> Any:
+    """A client of its own (not shared), from the shared session: for a client whose configuration
+    changes between calls (Bedrock's read timeout follows each call's deadline). It reuses the
+    session's loaded models, endpoint data and credentials; boto3 is not imported."""
+    return _session().create_client(service, region_name=region, config=config)
+
+
 def reset_clients() -> None:
     client.cache_clear()
     _session.cache_clear()

@@ -1,7 +1,8 @@
-"""Amazon Bedrock through the Converse API (boto3 ``bedrock-runtime``).
+"""Amazon Bedrock through the Converse API (botocore ``bedrock-runtime``).
 
-boto3 is imported, and the client built, at the first call: a session whose primary model is not
-on Bedrock never pays for it. The client makes exactly one attempt per call, because the
+The client is built at the first call, from the runtime's one botocore session
+(``agentwake.store.aws.new_client``: no boto3 import, the session's loaded endpoint data reused): a
+session whose primary model is not on Bedrock never pays for it. The client makes exactly one attempt per call, because the
 ProviderChain does the retrying against the Lambda's deadline; this module only classifies, by
 exception type and error code, never by message text.
 """
@@ -97,15 +98,16 @@ class BedrockProvider:
             return self._given_client
         timeout = max(0.1, round(timeout, 1))
         if self._client is None or self._client_timeout != timeout:
-            import boto3
             from botocore.config import Config
+
+            from agentwake.store import aws
 
             config = Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 read_timeout=timeout,
                 connect_timeout=min(_CONNECT_TIMEOUT, timeout),
             )
-            self._client = boto3.client("bedrock-runtime", region_name=self.region, config=config)
+            self._client = aws.new_client("bedrock-runtime", region=self.region, config=config)
             self._client_timeout = timeout
         return self._client
 
