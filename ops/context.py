@@ -17,31 +17,45 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from agentwake.jobs import JobsService, JobTargets
-from agentwake.settings import Settings
-from agentwake.store.dynamo import DynamoStore
-from agentwake.store.schedules import Schedules
-from agentwake.tasks import TasksService
-from agentwake_ops.plugins import InvokeAsync
+if TYPE_CHECKING:  # imported where used: every command imports this module, few build a context
+    from agentwake.jobs import JobsService
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.tasks import TasksService
+    from agentwake_ops.plugins import InvokeAsync
 
 DEFAULT_STACK_NAME = "agentwake"
 
-#: environment variable -> the stack output it stands for
-#: (the runtime's own variables are named by agentwake.settings; the rest are the CLI's)
-ENV_OUTPUTS: dict[str, str] = {
-    Settings.env_name("table_name"): "AgentTableName",
-    Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
-    Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
-    Settings.env_name("schedule_group"): "ScheduleGroupName",
-    "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
-    "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
-    "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
-    "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",
-    "AGENTWAKE_CRON_FUNCTION_ARN": "CronWakeFunctionAliasArn",
-}
-_OUTPUT_ENV = {output: env for env, output in ENV_OUTPUTS.items()}
+
+@cache
+def env_outputs() -> dict[str, str]:
+    """Environment variable -> the stack output it stands for (``ENV_OUTPUTS``).
+
+    The runtime's own variables are named by ``agentwake.settings`` (pydantic), imported on the
+    first call: only the commands that discover the stack pay it."""
+    from agentwake.settings import Settings
+
+    return {
+        Settings.env_name("table_name"): "AgentTableName",
+        Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
+        Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
+        Settings.env_name("schedule_group"): "ScheduleGroupName",
+        "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
+        "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
+        "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
+        "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",
+        "AGENTWAKE_CRON_FUNCTION_ARN": "CronWakeFunctionAliasArn",
+    }
+
+
+def __getattr__(name: str) -> Any:
+    """``ENV_OUTPUTS``, built on first access (see ``env_outputs``)."""
+    if name == "ENV_OUTPUTS":
+        return env_outputs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: queue role -> the stack output holding its URL
 QUEUE_OUTPUTS: dict[str, str] = {
@@ -121,7 +135,7 @@ class OpsContext:
 
 
 def description_hint(output: str) -> str:
-    env = _OUTPUT_ENV.get(output)
+    env = next((env for env, out in env_outputs().items() if out == output), None)
     return f"stack output {output} / {env}" if env else f"stack output {output}"
 
 
@@ -139,7 +153,7 @@ def discover(
     """Find the resources (see the module docstring). Raises OpsError saying what to do."""
     env = os.environ if env is None else env
 
-    outputs = {output: env[name] for name, output in ENV_OUTPUTS.items() if env.get(name)}
+    outputs = {output: env[name] for name, output in env_outputs().items() if env.get(name)}
     if "AgentTableName" in outputs:
         region = options.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         endpoint = env.get("AWS_ENDPOINT_URL") or None
@@ -231,6 +245,11 @@ def build_context(
     session: Any = None,
 ) -> OpsContext:
     """Clients, store and services for the discovered resources."""
+    from agentwake.jobs import JobsService, JobTargets
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.store.schedules import Schedules
+    from agentwake.tasks import TasksService
+
     options = options or OpsOptions()
     outputs = discovery.outputs
     if session is None:

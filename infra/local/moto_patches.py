@@ -1,6 +1,6 @@
 """Patches that make the embedded moto server's cost per request independent of what it holds.
 
-Three things in moto grow with everything ever written, and the local stack writes a lot:
+Things in moto that grow with everything ever written, and the local stack writes a lot:
 
 1. **model instance tracking** (``BaseModel.__new__``): every model object ever created (each
    DynamoDB item, each copy of one, each SQS message) is appended to a class-level list that only
@@ -19,6 +19,16 @@ Three things in moto grow with everything ever written, and the local stack writ
    just to read its retention period, so one ReceiveMessage on a queue of 2,500 messages took
    seconds. The patch reads the retention period directly and compares visibility and delay times
    with one clock reading per message. Scans of the queue remain (moto keeps a list), but cheap.
+5. **SQS's clock, receipt handles and SendMessage** (``moto.sqs.models.unix_time``/``unix_time_millis``,
+   ``Message.mark_received``, ``SQSBackend.change_message_visibility``, ``SQSBackend.send_message``,
+   ``Queue.attributes``): moto's SQS computes "now" through datetime objects
+   (``utcnow() - utcfromtimestamp(0)``, ~20 µs) for every message on every receive, count and
+   send; ``time.time()`` is the same value at a hundredth of the cost (only "now" is replaced).
+   ``ChangeMessageVisibility`` found its message by walking the queue and rebuilding each
+   message's past handles, so renewing or releasing the holds of a scan of n messages cost n²;
+   handles are now indexed as moto issues them, and a handle the index does not know goes to
+   moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
+   through the queue's attributes, which count every message; it now reads that one attribute.
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -35,6 +45,7 @@ import inspect
 import logging
 import textwrap
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -56,6 +67,14 @@ PINNED: dict[str, str] = {
         "9c430561cf6d7cb41f2a0c147bd697a94b4ca23265bc0dea6253a16ea103c493"
     ),
     "moto.dynamodb.models.table.Table.all_items": ("2091a7dc1699504cd07211a2971cbfaa082b82c419b4a36ca59dab20fac685f0"),
+    "moto.sqs.models.unix_time": "f0576ec9e5f586e54a3646c4bee8f05589aed07b2aecf0e1943ffcd2585c3960",
+    "moto.sqs.models.unix_time_millis": "7a37e1337d02962edf1a7396cbc8f3872997b0d7cbb22d50e53876019c11dbad",
+    "moto.sqs.models.Message.mark_received": "b9ce92d7af8b52555c34cb258c89c3d0c3810b2fdf7e51068ac35fb2d889c186",
+    "moto.sqs.models.SQSBackend.change_message_visibility": (
+        "9c89525e42fd0d37a036c00c21b1a5441d11da541e4902f48ad1ceb5d7b0e915"
+    ),
+    "moto.sqs.models.SQSBackend.send_message": "fd7abfe52e85d6434a4c8ab0398c27889a0627e7c423a10c31fac9bca68e3f5b",
+    "moto.sqs.models.Queue.attributes": "ddf03540564891aa86180cfebb4a8b4eca6fbb0ba4a8f09c5ffdada0038ff8a0",
 }
 
 
@@ -69,6 +88,10 @@ _applied = False
 _QUERY_PARTITION: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
     "agentwake_query_partition", default=None
 )
+#: every SQS receipt handle moto issued -> its message (a handle stays valid while its message lives)
+_HANDLES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+#: inside SendMessage (which reads one attribute of the queue)
+_SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentwake_sqs_sending", default=False)
 
 
 def _resolve(dotted: str) -> Any:
@@ -136,8 +159,11 @@ def apply() -> None:
         _transactions_copy_only_what_they_touch()
         _primary_key_queries_read_one_partition()
         _sqs_cost_independent_of_queue_length()
+        _sqs_cheap_clock_handles_and_sends()
         _applied = True
-        logger.debug("moto %s patched: no instance tracking, item-level rollback, partition queries", MOTO_VERSION)
+        logger.debug(
+            "moto %s patched: no instance tracking, item-level rollback, partition queries, cheap SQS", MOTO_VERSION
+        )
 
 
 def applied() -> bool:
@@ -391,3 +417,79 @@ def _sqs_cost_independent_of_queue_length() -> None:
     Message.visible = property(visible)  # type: ignore[method-assign,assignment]
     Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
     SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 5. SQS: a cheap "now", receipt handles found by index, SendMessage reads one queue attribute
+
+
+def _sqs_cheap_clock_handles_and_sends() -> None:
+    import time
+
+    from moto.sqs import models
+    from moto.sqs.exceptions import InvalidParameterValue
+
+    original_unix_time = models.unix_time
+    original_unix_time_millis = models.unix_time_millis
+
+    def unix_time(dt: Any = None) -> float:
+        return time.time() if dt is None else float(original_unix_time(dt))
+
+    def unix_time_millis(dt: Any = None) -> float:
+        return time.time() * 1000.0 if dt is None else float(original_unix_time_millis(dt))
+
+    original_mark_received = models.Message.mark_received
+
+    def mark_received(self: Any, visibility_timeout: int | None = None) -> None:
+        original_mark_received(self, visibility_timeout)
+        _HANDLES[self.receipt_handle] = self
+
+    original_change = models.SQSBackend.change_message_visibility
+
+    def change_message_visibility(self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+        queue = self.get_queue(queue_name)
+        message = _HANDLES.get(receipt_handle)
+        if message is None or message not in queue._messages:
+            return original_change(self, queue_name, receipt_handle, visibility_timeout)  # type: ignore[no-any-return]
+        # moto's own checks and effects, without the walk over the queue
+        given = unix_time_millis() + int(visibility_timeout) * 1000
+        if given - message.sent_timestamp > 43200 * 1000:
+            raise InvalidParameterValue(
+                f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+            )
+        message.change_visibility(visibility_timeout)
+        if message.visible and message in queue.pending_messages:
+            queue.pending_messages.remove(message)
+        return None
+
+    original_send = models.SQSBackend.send_message
+    original_attributes: Any = models.Queue.__dict__["attributes"]  # the property object
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if _SENDING.get():
+            # SendMessage only reads ContentBasedDeduplication here: no need to count the queue
+            if not self.fifo_queue:  # moto lists the attribute for FIFO queues only
+                return {}
+            return {"ContentBasedDeduplication": str(bool(self.content_based_deduplication)).lower()}
+        return original_attributes.fget(self)  # type: ignore[no-any-return]
+
+    def send_message(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _SENDING.set(True)
+        try:
+            return original_send(self, *args, **kwargs)
+        finally:
+            _SENDING.reset(token)
+
+    unix_time.__agentwake_original__ = original_unix_time  # type: ignore[attr-defined]
+    unix_time_millis.__agentwake_original__ = original_unix_time_millis  # type: ignore[attr-defined]
+    mark_received.__agentwake_original__ = original_mark_received  # type: ignore[attr-defined]
+    change_message_visibility.__agentwake_original__ = original_change  # type: ignore[attr-defined]
+    send_message.__agentwake_original__ = original_send  # type: ignore[attr-defined]
+    attributes.__agentwake_original__ = original_attributes.fget  # type: ignore[attr-defined]
+    models.unix_time = unix_time  # type: ignore[assignment]
+    models.unix_time_millis = unix_time_millis  # type: ignore[assignment]
+    models.SQSBackend.send_message = send_message  # type: ignore[method-assign]
+    models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
+    models.Message.mark_received = mark_received  # type: ignore[method-assign]
+    models.SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]

@@ -88,9 +88,6 @@ class MotoServer:
         prepare_moto()
         from moto.server import ThreadedMotoServer
 
-        from agentwake_local import moto_sqs_speed
-
-        moto_sqs_speed.apply()
         if self.quiet:
             # werkzeug logs one line per request at INFO; keep the local stack's own lines readable.
             werkzeug_logger = logging.getLogger("werkzeug")

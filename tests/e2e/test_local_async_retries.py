@@ -17,7 +17,6 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from agentwake_local.functions import EventInvokeConfig, FunctionSpec
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.stack import LocalStackRuntime
 from tests.support.builders import OK_SCRIPT
+from tests.support.receiver import CountingReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTWAKE_BIN = Path(sys.executable).parent / "agentwake"
@@ -59,44 +59,6 @@ def test_async_retries_wait_lambdas_spacing_scaled_down_locally() -> None:
     assert timing.faithful().async_retry_delays == (60.0, 120.0)
 
 
-class GatedReceiver:
-    """A webhook receiver that holds each delivery until the test opens the gate."""
-
-    def __init__(self) -> None:
-        self.received: list[dict[str, Any]] = []
-        self.arrived = threading.Event()
-        self.gate = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.received.append(json.loads(body))
-                outer.arrived.set()
-                outer.gate.wait(WAIT_S)
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/deliveries"
-
-    def __enter__(self) -> GatedReceiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[LocalStackRuntime]:
     with pytest.MonkeyPatch.context() as mp:
@@ -112,7 +74,8 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
     local: LocalStackRuntime, tmp_path: Path
 ) -> None:
     store = DynamoStore(local.outputs["AgentTableName"], client=local.client("dynamodb"))
-    with GatedReceiver() as receiver:
+    with CountingReceiver() as receiver:
+        receiver.hold = gate = threading.Event()  # each delivery waits until the test opens the gate
         # GIVEN a job whose session delivers to a webhook that holds the first copy mid-run
         session, job_id = f"session-{uuid.uuid4().hex[:8]}", f"job-{uuid.uuid4().hex[:8]}"
         store.put_session(
@@ -163,11 +126,11 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
             duplicate.start()
             # its first attempt finds the session busy and waits for its retry: let the first copy finish
             assert retry_wait.wait(WAIT_S), "the duplicate never retried"
-            receiver.gate.set()
+            gate.set()
             stdout, stderr = first.communicate(timeout=WAIT_S)
             duplicate.join(WAIT_S)
         finally:
-            receiver.gate.set()
+            gate.set()
             if first.poll() is None:
                 first.kill()
 

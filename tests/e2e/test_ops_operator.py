@@ -428,5 +428,26 @@ def test_the_cli_starts_without_boto3_pydantic_rich_or_the_local_stack() -> None
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_a_command_that_finds_no_stack_imports_neither_the_settings_nor_the_store() -> None:
+    # GIVEN a fresh interpreter
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agentwake_ops.cli import main\n"
+        "code = main(['dlq', 'list', '--help'])\n"
+        "heavy = ('agentwake.settings', 'agentwake.store.dynamo', 'agentwake.jobs', 'agentwake.tasks')\n"
+        "print('loaded:', sorted(m for m in heavy if m in sys.modules), code)\n"
+    )
+    # WHEN a command that needs no stack runs (a subcommand's --help: the root options are parsed,
+    # so agentwake_ops.context is imported)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # THEN it printed its help, and the runtime settings and the store stayed unloaded: only a
+    # command that discovers the stack (AGENTWAKE_* variables, stack outputs) imports them
+    assert "Usage: agentwake dlq list" in out.stdout, out.stdout + out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "loaded: [] 0", out.stdout + out.stderr
+
+
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -3,7 +3,8 @@
 - moto's server stays correct under concurrent requests (its backends are serialized);
 - invocations that need the same environment overlap, a different environment waits its turn;
 - an SQS event source runs up to its MaximumConcurrency invocations at once, never more;
-- one-time ``at(...)`` schedules fire once, when due, and delete themselves.
+- one-time ``at(...)`` schedules fire once, when due, and delete themselves (the local scheduler, ticked
+  with the time the test gives it).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from agentwake_local.at_schedules import OneTimeSchedules
+from agentwake_local import timing
 from agentwake_local.functions import FunctionSpec, SqsEventSource
 from agentwake_local.lambda_runtime import EnvironmentGate, Invocation
 from agentwake_local.poller import SqsPoller
+from agentwake_local.scheduler import LocalScheduler
 from agentwake_local.server import MotoServer, boto3_session
 
 
@@ -181,44 +183,49 @@ def test_an_sqs_event_source_runs_up_to_its_maximum_concurrency(server: MotoServ
 
 
 def test_one_time_schedules_fire_once_when_due_and_delete_themselves(server: MotoServer) -> None:
-    # GIVEN a schedule group with a due one-time schedule, a future one, a kept one and a cron job
+    # GIVEN a schedule group with three one-time schedules: two due in a minute (one deletes itself
+    # after completion, one is kept) and one due in six minutes
     scheduler = client(server, "scheduler")
     scheduler.create_schedule_group(Name="i11-group")
-    now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+    start = datetime.now(UTC).replace(microsecond=0)
+    soon, later = start + timedelta(minutes=1), start + timedelta(minutes=6)
 
-    def create(name: str, expression: str, payload: str, **extra: Any) -> None:
+    def create(name: str, moment: datetime, payload: str, **extra: Any) -> None:
         scheduler.create_schedule(
             Name=name,
             GroupName="i11-group",
-            ScheduleExpression=expression,
+            ScheduleExpression=f"at({moment:%Y-%m-%dT%H:%M:%S})",
             ScheduleExpressionTimezone="UTC",
             FlexibleTimeWindow={"Mode": "OFF"},
             Target={"Arn": f"arn:fn:{name}", "RoleArn": "arn:role", "Input": payload},
             **extra,
         )
 
-    create("due", "at(2026-11-30T11:59:58)", '{"at": "<aws.scheduler.scheduled-time>"}', ActionAfterCompletion="DELETE")
-    create("later", "at(2026-11-30T12:05:00)", "{}", ActionAfterCompletion="DELETE")
-    create("kept", "at(2026-11-30T11:00:00)", '{"k": 1}')
-    create("nightly", "cron(0 6 * * ? *)", "{}")
+    create("due", soon, '{"at": "<aws.scheduler.scheduled-time>"}', ActionAfterCompletion="DELETE")
+    create("later", later, "{}", ActionAfterCompletion="DELETE")
+    create("kept", soon, '{"k": 1}')
     fired: list[tuple[str, Any]] = []
-    clock = [now.timestamp()]
-    schedules = OneTimeSchedules(
-        scheduler, ["i11-group"], lambda arn, p: fired.append((arn, p)), clock=lambda: clock[0]
+    # the local stack's scheduler, ticked by the test with the time it wants (its injected clock)
+    local_scheduler = LocalScheduler(
+        scheduler, client(server, "sqs"), lambda arn, event: fired.append((arn, event)), timing=timing.local()
     )
 
-    # WHEN the firer looks twice
-    first = schedules.fire_due()
-    again = schedules.fire_due()
+    def tick(moment: datetime) -> list[str]:
+        return sorted(f.name for f in local_scheduler.tick(moment) if f.outcome == "invoked")
+
+    # WHEN the scheduler ticks before their time  THEN nothing fires
+    assert tick(start) == [] and fired == []
+
+    # WHEN it ticks when the first two are due, and once more
+    first = tick(soon + timedelta(seconds=1))
+    again = tick(soon + timedelta(seconds=2))
 
     # THEN the due ones fired once, with the scheduled time in the input; the DELETE one is gone
-    assert sorted(first) == ["due", "kept"] and again == []
-    assert sorted(fired) == [("arn:fn:due", {"at": "2026-11-30T11:59:58Z"}), ("arn:fn:kept", {"k": 1})]
+    assert first == ["due", "kept"] and again == []
+    assert sorted(fired) == [("arn:fn:due", {"at": f"{soon:%Y-%m-%dT%H:%M:%SZ}"}), ("arn:fn:kept", {"k": 1})]
     names = {s["Name"] for s in scheduler.list_schedules(GroupName="i11-group")["Schedules"]}
-    assert names == {"later", "kept", "nightly"}
+    assert names == {"later", "kept"}
 
-    # WHEN the later one's time comes
-    clock[0] = (now + timedelta(minutes=6)).timestamp()
-    # THEN it fires too; the cron job schedule never does (jobs are run by invoking the function)
-    assert schedules.fire_due() == ["later"]
+    # WHEN the later one's time comes  THEN it fires too, and only it
+    assert tick(later + timedelta(seconds=1)) == ["later"]
     assert sorted(arn for arn, _ in fired) == ["arn:fn:due", "arn:fn:kept", "arn:fn:later"]

@@ -20,6 +20,8 @@ class CountingReceiver:
         self.slow_seconds = 0.0
         #: every request waits (after it is recorded) until this event is set, at most 60 s
         self.hold: threading.Event | None = None
+        #: set when the first delivery has been recorded (a test waits on it, not on time)
+        self.arrived = threading.Event()
         self._lock = threading.Lock()
         outer = self
 
@@ -34,6 +36,7 @@ class CountingReceiver:
                         return
                     outer.received.append(json.loads(body))
                     outer.headers.append(dict(self.headers))
+                    outer.arrived.set()
                     slow = outer.slow_next > 0
                     if slow:
                         outer.slow_next -= 1
@@ -59,6 +62,8 @@ class CountingReceiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.hold is not None:
+            self.hold.set()  # release held requests, so the server shuts down at once
         self.server.shutdown()
         self.server.server_close()
 

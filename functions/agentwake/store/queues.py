@@ -65,14 +65,20 @@ def _attributes_size(attributes: dict[str, dict[str, str]]) -> int:
     )
 
 
+def _sqs_client(client: Any) -> Any:
+    """``client`` if given, else the runtime's SQS client, made now: ``agentwake.store.aws`` (boto3)
+    is imported on first use, never when this module is (cold start)."""
+    if client is not None:
+        return client
+    from agentwake.store.aws import client as make_client
+
+    return make_client("sqs")
+
+
 class DeadLetters:
     def __init__(self, dlq_url: str | None, *, client: Any = None) -> None:
-        if client is None:
-            from agentwake.store.aws import client as make_client
-
-            client = make_client("sqs")
         self.url = dlq_url
-        self.client = client
+        self.client = _sqs_client(client)
 
     def send(
         self,
@@ -138,12 +144,8 @@ class ResultQueue:
     """The background-result queue, as the function itself writes to it: a delayed re-send."""
 
     def __init__(self, queue_url: str | None, *, client: Any = None) -> None:
-        if client is None:
-            from agentwake.store.aws import client as make_client
-
-            client = make_client("sqs")
         self.url = queue_url
-        self.client = client
+        self.client = _sqs_client(client)
 
     def send_later(
         self, *, body: str, delay_s: float, attributes: dict[str, dict[str, str]], wait: dict[str, str]
