@@ -42,7 +42,7 @@ def env_outputs() -> dict[str, str]:
         Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
         Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
         Settings.env_name("schedule_group"): "ScheduleGroupName",
-        "AGENTWAKE_CRON_FAILURE_QUEUE_URL": "CronFailureQueueUrl",
+        Settings.env_name("cron_failure_queue_url"): "CronFailureQueueUrl",
         "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
         "AGENTWAKE_SCHEDULER_DLQ_ARN": "SchedulerDLQArn",
         "AGENTWAKE_SCHEDULER_ROLE_ARN": "SchedulerRoleArn",

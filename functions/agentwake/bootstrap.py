@@ -2,18 +2,23 @@
 
 Cold start builds only what every wake uses: the settings and one DynamoDB client. The Scheduler
 client is made on first use (deleting a run-once job's schedule), the SQS client only when a
-permanent input error is dead-lettered; provider adapters when a session names them.
+permanent failure is dead-lettered (a background result to its DLQ, a cron wake to CronFailureQueue);
+provider adapters when a session names them.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import DeadLetters, ResultQueue
 from agentwake.store.schedules import Schedules
 from agentwake.wake.run import WakeDeps
+
+if TYPE_CHECKING:
+    from agentwake.store.cron_failures import CronFailures
 
 
 @lru_cache(maxsize=1)
@@ -45,10 +50,19 @@ def result_queue() -> ResultQueue:
     return ResultQueue(get_settings().result_queue_url)
 
 
+@lru_cache(maxsize=1)
+def cron_failures() -> CronFailures:
+    """CronFailureQueue for a permanent cron failure (imported and built only on that path)."""
+    from agentwake.store.cron_failures import CronFailures
+
+    return CronFailures(get_settings().cron_failure_queue_url)
+
+
 def reset() -> None:
     wake_deps.cache_clear()
     dead_letters.cache_clear()
     result_queue.cache_clear()
+    cron_failures.cache_clear()
 
 
 def reset_caches() -> None:

@@ -43,6 +43,12 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_RESULT_DLQ_URL", "result_dlq_url"),
         description="its DLQ (permanent input errors are sent here at once)",
     )
+    cron_failure_queue_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_CRON_FAILURE_QUEUE_URL", "cron_failure_queue_url"),
+        description="CronFailureQueue URL: a cron wake that fails permanently (BudgetExceeded, an invalid event) "
+        "sends its record here at once instead of spending Lambda's retries",
+    )
     schedule_group: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_SCHEDULE_GROUP", "schedule_group"),

@@ -440,6 +440,56 @@ def test_cron_error_ends_as_one_on_failure_record_after_the_retries(
     assert store.history(session) == []
 
 
+def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
+    local: LocalStackRuntime, store: DynamoStore, limits: Limits
+) -> None:
+    from agentwake.agent.providers import scripted
+
+    # GIVEN a job whose session has a 250-token run budget, and a model that spends 100 then 200 tokens
+    session, job_id, provider = uid("session-budget"), uid("job-budget"), uid("p")
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "a"}}], "input_tokens": 80, "output_tokens": 20},
+        {"tool_calls": [{"name": "lookup", "arguments": {"q": "b"}}], "input_tokens": 180, "output_tokens": 20},
+        {"text": "done"},
+    ]
+    seed_session(store, session, [{"type": "scripted", "id": provider, "script": script}], max_tokens_per_run=250)
+    seed_job(store, job_id, session)
+    event = {"job_id": job_id, "scheduled_time": SCHEDULED_TIME}
+    alias_arn = local.outputs["CronWakeFunctionAliasArn"]
+    assert limits.cron_retries > 0  # retries exist, and a permanent failure must not spend them
+
+    # WHEN the Scheduler's input arrives as an asynchronous invocation of the alias
+    outcome = local.invoke_async(alias_arn, event).wait(timeout=30)
+
+    # THEN Lambda invoked it once: the handler returned, so no retry was spent and Lambda sent nothing
+    assert outcome.condition == "Success" and len(outcome.attempts) == 1
+    assert outcome.attempts[0].response["status"] == "failed_permanently"
+    assert outcome.record is None  # no on-success destination: the record below is the handler's own
+    assert scripted.CALLS[provider] == 2
+    # AND exactly one record is on CronFailureQueue, like Lambda's, saying it was dead-lettered at once
+    [message] = peek(local, CRON_FAILURES)
+    record = json.loads(message["Body"])
+    assert record["requestContext"]["condition"] == "PermanentFailure"
+    assert record["requestContext"]["functionArn"] == alias_arn
+    assert record["requestPayload"] == event
+    assert record["responsePayload"]["errorType"] == "BudgetExceeded"
+    assert "budget is 250" in record["responsePayload"]["errorMessage"]
+    # AND the failure is recorded once, and the conversation got nothing
+    run_id = f"cron:{job_id}:{SCHEDULED_TIME}"
+    assert [f.error_type for f in store.failures(run_id)] == ["BudgetExceeded"]
+    assert store.history(session) == []
+
+    # WHEN the operator redrives it without raising the budget (the CLI re-invokes asynchronously)
+    clear(local, CRON_FAILURES)
+    again = local.invoke_async(alias_arn, event).wait(timeout=30)
+
+    # THEN the model is not called again, and the record is back on the queue after one invocation
+    assert again.condition == "Success" and len(again.attempts) == 1
+    assert scripted.CALLS[provider] == 2
+    [message] = peek(local, CRON_FAILURES)
+    assert json.loads(message["Body"])["responsePayload"]["errorType"] == "BudgetExceeded"
+
+
 # --- 6. `agentwake invoke LogicalId -e events/X.json` on the running local stack ---------------------
 
 EVENT_FILES = {

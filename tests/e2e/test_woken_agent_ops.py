@@ -273,3 +273,89 @@ def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: 
     worse = cli("sessions", "put", "s-set", "--set", "deliver_final=sometimes", expect=None)
     assert worse.exit_code != 0 and "deliver_final" in worse.output
     assert stack.store.get_session("s-set").deliver_final == "never"  # type: ignore[union-attr]
+
+
+# --- the cron path: a budget exceeded reaches CronFailureQueue at once ----------------------------
+
+
+def lambda_destination_record(event: dict[str, Any], error: dict[str, Any]) -> str:
+    """What Lambda itself sends to the on-failure destination after the retries (as infra/local does)."""
+    return json.dumps(
+        {
+            "version": "1.0",
+            "timestamp": "2026-11-30T06:03:00.000Z",
+            "requestContext": {
+                "requestId": "req-lambda",
+                "functionArn": "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live",
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": 3,
+            },
+            "requestPayload": event,
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "responsePayload": error,
+        }
+    )
+
+
+def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(cli: Cli, stack: Stack) -> None:
+    from agentwake.handlers import cron_wake
+    from agentwake.store.models import Job
+    from tests.support.aws import FakeLambdaContext
+
+    # GIVEN a nightly job whose session has a 250-token run budget that its run exceeds at step 2
+    cli(
+        "sessions",
+        "put",
+        "s-cron-budget",
+        "--provider",
+        json.dumps(OVER_BUDGET_AT_STEP_2),
+        "--set",
+        "max_tokens_per_run=250",
+    )
+    stack.store.put_job(
+        Job(job_id="job-budget", session_id="s-cron-budget", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
+    )
+    event = {"job_id": "job-budget", "scheduled_time": "2026-11-30T06:00:00Z"}
+    # AND, for comparison, Lambda's own record of a job whose retries ran out (a run the store never saw)
+    stack.sqs.send_message(
+        QueueUrl=stack.res.cron_failure_url,
+        MessageBody=lambda_destination_record(
+            {"job_id": "job-gone", "scheduled_time": "2026-11-29T06:00:00Z"},
+            {"errorType": "RunFailed", "errorMessage": "run cron:job-gone failed: All chat models failed"},
+        ),
+    )
+
+    # WHEN the schedule invokes the cron function once
+    result = cron_wake.handler(event, FakeLambdaContext())
+
+    # THEN it returned, and the operator's list shows the budget failure beside Lambda's record
+    assert result["status"] == "failed_permanently"
+    rows = {r["run_id"]: r for r in cli_json(cli, "dlq", "list", "--queue", "cron")}
+    budget = rows["cron:job-budget:2026-11-30T06:00:00Z"]
+    lambdas = rows["cron:job-gone:2026-11-29T06:00:00Z"]
+    assert budget.keys() == lambdas.keys()
+    assert (budget["kind"], lambdas["kind"]) == ("cron", "cron")
+    assert budget["session_id"] == "s-cron-budget" and budget["job_id"] == "job-budget"
+    assert budget["error_type"] == "BudgetExceeded" and budget["attempts"] == 1
+    assert "budget is 250" in budget["error"] and budget["run_status"] == "failed"
+    assert budget["in_dlq_since"] is not None
+    # AND `dlq show` says it was dead-lettered at once as permanent, with what the run spent
+    shown_json = cli_json(cli, "dlq", "show", budget["message_id"][:8])
+    assert shown_json["trigger"]["condition"] == "PermanentFailure"
+    assert "approximate_invoke_count" not in shown_json["trigger"]
+    assert shown_json["payload"] == event
+    shown = cli("dlq", "show", budget["message_id"][:8]).stdout
+    assert "PermanentFailure" in shown and "BudgetExceeded" in shown and "model calls by provider" in shown
+    # AND the table lists both
+    listed = cli("dlq", "list", "--queue", "cron").stdout
+    assert "BudgetExceeded" in listed and "RunFailed" in listed
+
+    # WHEN the operator redrives it without raising the budget
+    cli("dlq", "redrive", "--id", budget["message_id"][:8])
+    # THEN the CLI re-invoked the function with the original input
+    assert stack.invocations == [("CronWakeFunction", event)]
+    # AND that invocation stops at once without calling the model, back on the queue
+    assert cron_wake.handler(stack.invocations[0][1], FakeLambdaContext())["status"] == "failed_permanently"
+    assert scripted.CALLS["p"] == 2
+    again = [r for r in cli_json(cli, "dlq", "list", "--queue", "cron") if r["job_id"] == "job-budget"]
+    assert [(r["error_type"], r["attempts"]) for r in again] == [("BudgetExceeded", 2)]

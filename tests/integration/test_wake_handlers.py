@@ -288,11 +288,127 @@ def test_cron_agent_build_failure_raises(store: DynamoStore, session_change: dic
     assert store.failures("cron:job-b:2026-11-30T06:00:00Z")[0].error_type == "ConfigError"
 
 
-def test_cron_invalid_input_raises_clearly(store: DynamoStore) -> None:
-    from agentwake.errors import InvalidMessage
+# --- a permanent cron failure reaches CronFailureQueue after one invocation ------------------------
 
-    with pytest.raises(InvalidMessage, match="job_id"):
-        invoke_cron({"hello": "world"})
+#: step 0 costs 100 tokens, step 1 another 200: a 250-token run budget is exceeded at step 2 (index 1)
+OVER_BUDGET_AT_STEP_2 = [
+    {"tool_calls": [{"name": "lookup", "arguments": {"q": "a"}}], "input_tokens": 80, "output_tokens": 20},
+    {"tool_calls": [{"name": "lookup", "arguments": {"q": "b"}}], "input_tokens": 180, "output_tokens": 20},
+    {"text": "done", "input_tokens": 10, "output_tokens": 5},
+]
+BUDGET_EVENT = {"job_id": "job-budget", "scheduled_time": "2026-11-30T06:00:00Z"}
+BUDGET_RUN = "cron:job-budget:2026-11-30T06:00:00Z"
+
+
+def seed_over_budget_job(store: DynamoStore) -> None:
+    seed_session(
+        store, "s-budget", [{"type": "scripted", "id": "p", "script": OVER_BUDGET_AT_STEP_2}], max_tokens_per_run=250
+    )
+    seed_job(store, "job-budget", "s-budget")
+
+
+def cron_failure_records(resources: Resources) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """(the record, its message attributes) of every message on CronFailureQueue."""
+    return [
+        (json.loads(m["Body"]), {k: v["StringValue"] for k, v in (m.get("MessageAttributes") or {}).items()})
+        for m in drain(resources.cron_failure_url)
+    ]
+
+
+def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invocation(
+    store: DynamoStore, resources: Resources
+) -> None:
+    from agentwake.agent.providers import scripted
+
+    # GIVEN a job whose session has a 250-token run budget, and a model that spends 100 then 200 tokens
+    seed_over_budget_job(store)
+    context = FakeLambdaContext()
+
+    # WHEN the schedule invokes the cron function once
+    result = cron_wake.handler(dict(BUDGET_EVENT), context)
+
+    # THEN the handler did not raise (Lambda spends no retry) and says the run failed for good
+    assert result == {"run_id": BUDGET_RUN, "status": "failed_permanently", "error_type": "BudgetExceeded"}
+    assert scripted.CALLS["p"] == 2
+    # AND exactly one record is on CronFailureQueue, shaped like Lambda's, carrying BudgetExceeded and why
+    [(record, attributes)] = cron_failure_records(resources)
+    assert record["requestContext"] == {
+        "requestId": context.aws_request_id,
+        "functionArn": context.invoked_function_arn,
+        "condition": "PermanentFailure",
+    }
+    assert record["requestPayload"] == BUDGET_EVENT
+    assert record["responsePayload"]["errorType"] == "BudgetExceeded"
+    reason = record["responsePayload"]["errorMessage"]
+    assert "token budget exceeded at step 1" in reason and "used 300 tokens" in reason and "budget is 250" in reason
+    assert attributes["agentwake-error-type"] == "BudgetExceeded" and attributes["agentwake-reason"] == reason
+    assert attributes["agentwake-dead-lettered-at"].endswith("Z")
+    # AND the run's failure is recorded, and the job says why it failed
+    [failure] = store.failures(BUDGET_RUN)
+    assert (failure.attempt, failure.error_type) == (1, "BudgetExceeded")
+    job = store.get_job("job-budget")
+    assert job is not None and job.status == "failed" and "budget is 250" in (job.last_error or "")
+    assert store.history("s-budget") == []
+
+    # WHEN it is invoked again (a redrive) without raising the budget
+    again = cron_wake.handler(dict(BUDGET_EVENT), context)
+
+    # THEN the model is not called again; the run stops at once and its record is on the queue again
+    assert again["status"] == "failed_permanently" and scripted.CALLS["p"] == 2
+    [(record, _)] = cron_failure_records(resources)
+    assert record["responsePayload"]["errorType"] == "BudgetExceeded"
+    assert [f.error_type for f in store.failures(BUDGET_RUN)] == ["BudgetExceeded", "BudgetExceeded"]
+
+
+def test_an_invalid_cron_event_goes_to_the_cron_failure_queue_at_once(resources: Resources) -> None:
+    # GIVEN an event that is no cron wake, carrying a credential-shaped value
+    event = {"hello": "world", "note": "api_key=sk-live-abcdefghijklmnop"}
+    # WHEN it is invoked
+    result = invoke_cron(event)
+    # THEN the handler returns (an invalid event fails the same way every time: no retry)
+    assert result == {"run_id": None, "status": "failed_permanently", "error_type": "InvalidMessage"}
+    # AND one record is on CronFailureQueue with the reason, the credential redacted everywhere
+    [(record, attributes)] = cron_failure_records(resources)
+    assert record["requestContext"]["condition"] == "PermanentFailure"
+    assert record["responsePayload"]["errorType"] == attributes["agentwake-error-type"] == "InvalidMessage"
+    assert "job_id" in record["responsePayload"]["errorMessage"]
+    assert record["requestPayload"]["hello"] == "world"
+    assert "sk-live" not in json.dumps(record) and "sk-live" not in json.dumps(attributes)
+
+
+def test_a_huge_reason_and_event_are_bounded_on_the_cron_failure_queue(resources: Resources) -> None:
+    # GIVEN an invalid cron event whose job_id is 300,000 characters long
+    event = {"job_id": "bad id with spaces " + "x" * 300_000, "scheduled_time": "2026-11-30T06:00:00Z"}
+    # WHEN it is invoked
+    assert invoke_cron(event)["status"] == "failed_permanently"
+    # THEN the record fits SQS: the reason is cut to 1 KiB and the event to its cron keys with a note
+    [(record, attributes)] = cron_failure_records(resources)
+    assert len(record["responsePayload"]["errorMessage"].encode()) <= 1024
+    assert len(attributes["agentwake-reason"].encode()) <= 1024
+    payload = record["requestPayload"]
+    assert payload["scheduled_time"] == "2026-11-30T06:00:00Z" and "job_id" not in payload
+    assert "only its cron keys are kept" in payload["agentwakeTruncated"]
+
+
+@pytest.mark.parametrize("case", ["invalid event", "budget exceeded"])
+def test_a_permanent_failure_that_cannot_reach_the_queue_raises(
+    case: str, store: DynamoStore, resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake import bootstrap
+    from agentwake.errors import BudgetExceeded, InvalidMessage
+
+    # GIVEN a CronFailureQueue that cannot be reached (it does not exist)
+    monkeypatch.setenv("AGENTWAKE_CRON_FAILURE_QUEUE_URL", resources.cron_failure_url + "-gone")
+    bootstrap.reset_caches()
+    seed_over_budget_job(store)
+    event, expected = (
+        ({"hello": "world"}, InvalidMessage) if case == "invalid event" else (BUDGET_EVENT, BudgetExceeded)
+    )
+    # WHEN the cron function fails permanently
+    # THEN it raises the original error: Lambda retries, and its own on-failure destination gets it
+    with pytest.raises(expected):
+        invoke_cron(dict(event))
+    assert cron_failure_records(resources) == []
 
 
 def test_a_duplicate_record_of_a_succeeded_run_does_nothing(store: DynamoStore) -> None:

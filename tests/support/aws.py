@@ -28,6 +28,7 @@ class Resources:
             "AGENTWAKE_TABLE": self.table,
             "AGENTWAKE_RESULT_QUEUE_URL": self.queue_url,
             "AGENTWAKE_RESULT_DLQ_URL": self.dlq_url,
+            "AGENTWAKE_CRON_FAILURE_QUEUE_URL": self.cron_failure_url,
             "AGENTWAKE_SCHEDULE_GROUP": self.schedule_group,
             "AGENTWAKE_RUN_TIMEOUT_MARGIN_MS": "1000",
             "POWERTOOLS_METRICS_NAMESPACE": "AgentwakeTest",

@@ -424,6 +424,27 @@ def test_only_the_background_function_sends_to_the_result_dlq_and_back_to_its_qu
     assert not [p for p in policies(template, "CronWakeFunction") if "SQSSendMessagePolicy" in p]
 
 
+def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(template: dict[str, Any]) -> None:
+    # GIVEN every sqs:SendMessage statement of each function's own policies
+    def sends(logical_id: str) -> list[Any]:
+        return [s for s in statements(policies(template, logical_id)) if "sqs:SendMessage" in as_list(s["Action"])]
+
+    # THEN the cron function may send exactly to CronFailureQueue (a permanent failure goes there at once)
+    assert sends("CronWakeFunction") == [
+        {
+            "Sid": "CronFailureQueueSend",
+            "Effect": "Allow",
+            "Action": "sqs:SendMessage",
+            "Resource": {"Fn::GetAtt": ["CronFailureQueue", "Arn"]},
+        }
+    ]
+    # AND the background function may not
+    assert sends("BackgroundResultFunction") == []
+    # AND the handler finds the queue through the environment
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_CRON_FAILURE_QUEUE_URL"] == {"Ref": "CronFailureQueue"}
+
+
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
 def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, Any], logical_id: str) -> None:
     assert default(template, "OpenAIApiKeySecretArn") == ""

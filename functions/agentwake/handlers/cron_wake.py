@@ -1,7 +1,11 @@
 """CronWakeFunction: invoked asynchronously by EventBridge Scheduler with ``{job_id, scheduled_time}``.
 
 A run that ends in ERROR raises, so Lambda retries it and then sends the event with the error to
-the on-failure destination queue. A wake whose session is busy schedules itself again (a one-time
+the on-failure destination queue. A failure no retry can fix (``retryable`` false in
+agentwake.errors: an invalid event, a run over its token budget) is recorded as any failure, then
+the handler sends Lambda's record to that queue itself, at once, and returns ``failed_permanently``:
+no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
+destination still deliver it. A wake whose session is busy schedules itself again (a one-time
 schedule) and returns: waiting spends none of Lambda's retries. Past SessionWaitLimit it raises
 SessionBusy and ends on the on-failure destination like any failure.
 """
@@ -15,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agentwake import bootstrap
-from agentwake.errors import InvalidMessage, SessionBusy
+from agentwake.errors import AgentwakeError, InvalidMessage, PermanentInputError, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
@@ -25,6 +29,42 @@ from agentwake.wake.session_wait import WaitState, ran_after_waiting, wait_cron
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        return _wake(event, context)
+    except AgentwakeError as exc:
+        if exc.retryable:  # a failed run, a busy session past its limit: Lambda retries, then the destination
+            raise
+        return _failed_permanently(event, exc, context)
+
+
+def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext) -> dict[str, Any]:
+    """Send the failure to CronFailureQueue now; no retry can help. If the send fails, raise ``exc``."""
+    request_id = getattr(context, "aws_request_id", None) or "-"
+    try:
+        bootstrap.cron_failures().send(
+            event,
+            error_type=exc.error_type,
+            reason=str(exc),
+            request_id=request_id,
+            function_arn=getattr(context, "invoked_function_arn", None) or "-",
+            executed_version=getattr(context, "function_version", None) or "$LATEST",
+        )
+    except Exception as send_error:
+        # nothing may be lost: Lambda retries the event and its own on-failure destination takes it
+        logger.exception("could not send a permanent failure to CronFailureQueue; raising it for Lambda's retries")
+        raise exc from send_error
+    metrics.add_metric(
+        name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",
+        unit="Count",
+        value=1,
+    )
+    logger.warning(
+        "sent a permanent failure to CronFailureQueue at once", extra={"error_type": exc.error_type, "reason": str(exc)}
+    )
+    return {"run_id": getattr(exc, "run_id", None), "status": "failed_permanently", "error_type": exc.error_type}
+
+
+def _wake(event: Any, context: LambdaContext) -> dict[str, Any]:
     deps = bootstrap.wake_deps()
     try:
         wake = CronWakeInput.model_validate(event)
