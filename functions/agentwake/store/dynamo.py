@@ -64,15 +64,19 @@ class Unwritten:
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     #: more transaction items that go with the steps (the session's daily token counter)
     also: list[dict[str, Any]] = field(default_factory=list)
+    #: deliveries whose record was built when they were sent (``DynamoStore.delivery_record``):
+    #: tagged transaction items, written as they are
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.deliveries or self.also)
+        return bool(self.steps or self.deliveries or self.also or self.records)
 
     def __add__(self, other: Unwritten) -> Unwritten:
         return Unwritten(
             steps={**self.steps, **other.steps},
             deliveries=[*self.deliveries, *other.deliveries],
             also=[*self.also, *other.also],
+            records=[*self.records, *other.records],
         )
 
 
@@ -272,6 +276,14 @@ class DynamoStore:
         tag = f"delivery:{delivery_id}"
         put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
         return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
+
+    def delivery_record(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, Any]]:
+        """The record of a delivery just sent (marker, history entry, ``also``), built at the moment
+        of the send (its history entry sorts there) and written by the run's next transaction:
+        deliver_final's answer rides on the commit (or the failure record) this way."""
+        return self._delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
 
     def record_delivery(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
@@ -482,6 +494,7 @@ class DynamoStore:
         items += [("step", item) for item in unwritten.also]
         for d in unwritten.deliveries:
             items += self._delivery_items(**d)
+        items += unwritten.records
         return items
 
     def journal_put(
@@ -928,6 +941,10 @@ class DynamoJournal:
     - The run's last steps (the reply without tool calls, deliver_final's entry) are kept back and
       written by the commit (or failure) transaction, with the deliveries they report; anything
       kept back is written before a message is sent.
+    - deliver_final's answer is recorded like a tool step's delivery: its reply is durable before
+      the send (flushed), its record is staged when it is sent and lands with the entry that reports
+      it (``final.delivery``), which the commit writes — the next write after the send, as for
+      ``send_message_to_user`` (docs/durability.md).
     """
 
     #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
@@ -945,6 +962,8 @@ class DynamoJournal:
         self.pending = Unwritten()
         #: deliveries sent since the last step was put, not yet reported by any step
         self.loose: list[dict[str, Any]] = []
+        #: records of such deliveries built when they were sent (deliver_final's answer)
+        self.staged: list[tuple[str, Any]] = []
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
@@ -952,12 +971,15 @@ class DynamoJournal:
     def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         value = _cap_journal_value(value)
         if self._keep_back(key, value):
-            self.pending = self.pending + Unwritten(steps={key: value}, deliveries=self.loose, also=list(also))
+            self.pending = self.pending + Unwritten(
+                steps={key: value}, deliveries=self.loose, also=list(also), records=self.staged
+            )
         else:
-            rest = self.pending + Unwritten(deliveries=self.loose)
+            rest = self.pending + Unwritten(deliveries=self.loose, records=self.staged)
             self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
             self.pending = Unwritten()
         self.loose = []
+        self.staged = []
         self.entries[key] = value
 
     def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
@@ -968,7 +990,12 @@ class DynamoJournal:
         """Write the steps kept back (before anything leaves the process)."""
         if self.pending.steps:
             *earlier, (key, value) = self.pending.steps.items()
-            rest = Unwritten(steps=dict(earlier), deliveries=self.pending.deliveries, also=self.pending.also)
+            rest = Unwritten(
+                steps=dict(earlier),
+                deliveries=self.pending.deliveries,
+                also=self.pending.also,
+                records=self.pending.records,
+            )
             self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
             self.pending = Unwritten()
 
@@ -977,12 +1004,13 @@ class DynamoJournal:
         reported yet; a failure does not (the step that sent them is redone, and resends them under
         the same delivery id: the at-least-once edge of docs/durability.md)."""
         if for_commit:
-            return self.pending + Unwritten(deliveries=self.loose)
+            return self.pending + Unwritten(deliveries=self.loose, records=self.staged)
         return self.pending
 
     def mark_written(self) -> None:
         self.pending = Unwritten()
         self.loose = []
+        self.staged = []
 
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
@@ -997,16 +1025,20 @@ class DynamoJournal:
     def record_delivery(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
     ) -> bool:
-        """Stage a sent delivery: it is written with the step that reports it. The final answer's
-        delivery (deliver_final, ``{run_id}#final``) is not reported by a tool step: it is recorded
-        at once, so a crash before the commit cannot send it twice."""
-        if run_id != self.run_id or delivery_id == f"{self.run_id}#final":
-            recorded = self.store.record_delivery(
+        """Stage a sent delivery: it is written with the step that reports it (a tool result, or
+        ``final.delivery`` for deliver_final's answer, which the commit or the failure record
+        writes). A delivery to another session is recorded on its own, at once."""
+        if run_id != self.run_id:
+            return self.store.record_delivery(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
             )
-            if run_id == self.run_id:
-                self.delivered.add(delivery_id)
-            return recorded
+        if delivery_id == f"{self.run_id}#final":
+            # built now, so its history entry sorts at the send, before the commit's marker and note
+            self.staged += self.store.delivery_record(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+            self.delivered.add(delivery_id)
+            return True
         self.loose.append(
             {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
         )
