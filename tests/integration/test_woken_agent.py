@@ -285,6 +285,40 @@ def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: Co
     assert notes[2].endswith("(session setting max_deliveries_per_day=2); the message was not sent]")
 
 
+class CountedMeanwhile(DynamoStore):
+    """Another run of the session counts a delivery right after this wake's batch read (before
+    it takes the lease): the counters the read found are stale."""
+
+    def read_wake(self, **kw: Any) -> Any:
+        read = super().read_wake(**kw)
+        from agentwake.store.daily import DailyCounters
+
+        add = DailyCounters(self, kw["session_id"]).add(deliveries=1)
+        self.db.transact_write_items(TransactItems=[add])
+        return read
+
+
+def test_a_delivery_counted_between_the_wake_read_and_the_lease_counts(
+    resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN a session allowed 1 delivery a day whose model answers in plain text (deliver_final sends it),
+    # and another run of the session that counts its delivery just after this wake read the counters
+    store = CountedMeanwhile(resources.table, client=boto3.client("dynamodb", region_name=REGION))
+    setup(store, receiver, PLAIN_ANSWER, max_deliveries_per_day=1)
+    calls: list[str] = []
+    store.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    # WHEN the wake runs
+    outcome = wake_for_background_result(message(), deps_for(store))
+    # THEN the lease's transaction found the counters moved, and the run used what they are now:
+    # the day's one delivery is spent, so the final answer is not sent
+    assert outcome.status == "succeeded" and not outcome.final_delivered
+    assert receiver.received == []
+    assert note(store).endswith("(session setting max_deliveries_per_day=1); the message was not sent]")
+    # AND that cost one more start transaction, no read of its own
+    assert calls.count("TransactWriteItems") == 1 + 2 + 1, calls  # the other run's, the start twice, the commit
+    assert "GetItem" not in calls
+
+
 def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
     store: DynamoStore, receiver: CountingReceiver
 ) -> None:
@@ -395,7 +429,7 @@ def test_a_retry_replays_the_runs_deliveries_and_says_how_many_remain(
 # --- round trips ---------------------------------------------------------------------------------
 
 
-def test_daily_limits_cost_one_read_per_run_and_no_extra_write(store: DynamoStore, receiver: CountingReceiver) -> None:
+def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN two sessions with the same agent (a message, a lookup, an answer), one with daily limits
     script = [send("hello"), {"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]
     for session, extra in (("plain", {}), ("daily", {"max_tokens_per_day": 10_000, "max_deliveries_per_day": 10})):
@@ -416,10 +450,12 @@ def test_daily_limits_cost_one_read_per_run_and_no_extra_write(store: DynamoStor
     plain, calls[:] = list(calls), []
     wake_for_background_result(message("t-daily", "daily"), deps)
     daily = list(calls)
-    # THEN the daily limits cost one GetItem (today's counters) and nothing else: the token counter
-    # rides on each step's journal write and the delivery counter on the delivery's own transaction
-    assert len(daily) == len(plain) + 1
-    assert daily.count("GetItem") == plain.count("GetItem") + 1
+    # THEN the daily limits cost no call at all: today's counters come in the wake's batch read, the
+    # token counter rides on each step's journal write and the delivery counter on the delivery's
+    # own transaction
+    assert len(daily) == len(plain), (daily, plain)
+    reads = ("BatchGetItem", "GetItem", "Query")
+    assert [c for c in daily if c in reads] == [c for c in plain if c in reads] == ["BatchGetItem", "Query"]
     writes = ("PutItem", "TransactWriteItems", "UpdateItem")
     assert sum(daily.count(w) for w in writes) == sum(plain.count(w) for w in writes)
     # AND the counters hold what the run spent and sent
