@@ -764,7 +764,11 @@ class DynamoStore:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
             if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
                 raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
-            if usage is not None and set(failed) == {"usage"} and failed["usage"].get("Code") == "ConditionalCheckFailed":
+            if (
+                usage is not None
+                and set(failed) == {"usage"}
+                and failed["usage"].get("Code") == "ConditionalCheckFailed"
+            ):
                 now_item = failed["usage"].get("Item")
                 raise _UsageMoved(DailyUsage.from_item(usage.session_id, usage.day, now_item)) from exc
             if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
