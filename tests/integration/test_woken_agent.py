@@ -157,6 +157,69 @@ def test_a_crash_between_sending_and_recording_resends_the_same_delivery_id(
     assert kinds(faulty) == ["delivery", "marker", "note"]
 
 
+class HardKill(BaseException):
+    """The Lambda is killed (timeout, out of memory): no except clause runs, no failure is recorded."""
+
+
+class KilledOnce(DynamoStore):
+    """Kills the process once at a point between the model's final reply and the commit."""
+
+    def __init__(self, *args: Any, at: str, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.at: str | None = at
+
+    def _kill(self, point: str) -> None:
+        if self.at == point:
+            self.at = None
+            raise HardKill(point)
+
+    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        self._kill("reply_not_journaled")  # the model answered; nothing of it is written yet
+        super().journal_put(run_id, key, value, **kw)
+        self._kill("reply_journaled_not_sent")
+
+    def delivery_record(self, **kw: Any) -> list[tuple[str, Any]]:
+        self._kill("sent_not_recorded")
+        return super().delivery_record(**kw)
+
+    def commit_success(self, **kw: Any) -> None:
+        self._kill("commit_not_landed")
+        super().commit_success(**kw)
+
+
+@pytest.mark.parametrize(
+    ("point", "arrivals", "model_calls"),
+    [
+        ("reply_not_journaled", 1, 2),  # nothing was sent: the retry asks the model again and sends once
+        ("reply_journaled_not_sent", 1, 1),  # the retry replays the reply and sends it once
+        ("sent_not_recorded", 2, 1),  # the at-least-once edge: the same text under the same id
+        ("commit_not_landed", 2, 1),
+    ],
+)
+def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
+    point: str, arrivals: int, model_calls: int, resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN the plain-text model, and a Lambda killed once at a point between its final reply and the commit
+    store = KilledOnce(resources.table, client=boto3.client("dynamodb", region_name=REGION), at=point)
+    setup(store, receiver, PLAIN_ANSWER)
+    deps = deps_for(store)
+    with pytest.raises(HardKill):
+        wake_for_background_result(message(), deps)
+    # WHEN the trigger retries the run (the killed holder's lease released, as if it expired)
+    if store.lease_holder("s1") is not None:
+        store.db.delete_item(TableName=store.table, Key={"pk": {"S": "SESSION#s1"}, "sk": {"S": "LEASE"}})
+    outcome = wake_for_background_result(message(), deps)
+    # THEN the user got one answer: at most a copy of the same text under the same delivery id,
+    # which the receiver drops by X-Agentwake-Delivery-Id
+    assert outcome.status == "succeeded" and outcome.final_delivered
+    assert receiver.by_delivery_id() == {"bg:t1#final": arrivals}
+    assert set(receiver.texts()) == {PLAIN_ANSWER[0]["text"]}
+    assert scripted.CALLS["p"] == model_calls
+    # AND history holds it once, with the text the user saw
+    [delivery] = [e for e in store.history("s1") if e.kind == "delivery"]
+    assert delivery.content == PLAIN_ANSWER[0]["text"] and kinds(store) == ["delivery", "marker", "note"]
+
+
 def test_never_sends_nothing(store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN deliver_final=never and a model that answers in plain text
     setup(store, receiver, PLAIN_ANSWER, deliver_final="never")
