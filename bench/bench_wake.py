@@ -4,9 +4,10 @@
 
 Everything runs on this machine, on moto in-process (no network). It reports:
 
-1. DynamoDB calls per wake, by kind (one-step background, two-step background with a delivery,
-   cron, the retry after a failure at step 2), counted at the client (botocore ``before-call``
-   events), each against its budget (docs/table-design.md#round-trips);
+1. DynamoDB calls per wake, by kind (one-step background, the final answer sent by deliver_final,
+   a session with daily limits, two-step background with a delivery, cron, the retry after a
+   failure at step 2), counted at the client (botocore ``before-call`` events), each against its
+   budget (docs/table-design.md#round-trips);
 2. a wake with a 100,000-entry history against one with 10 entries, in the same table: calls per
    wake and items the window read touched (the window read is bounded); wake times on moto are
    printed for the record only (moto copies the whole table on every transaction);
@@ -154,6 +155,7 @@ def _message(task_id: str, session: str) -> BackgroundResultMessage:
     return BackgroundResultMessage(
         task_id=task_id,
         session_id=session,
+        task_token=task_id,  # the bench's tasks use their id as token
         tool_name="bench",
         status="succeeded",
         result_text="r",
@@ -176,16 +178,41 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
         ("k3", broken, "if_nothing_sent"),
         ("k4", one_step, "never"),
         ("k5", one_step, "if_nothing_sent"),
+        ("k6", one_step, "never"),
+        ("k7", one_step, "if_nothing_sent"),
     ):
+        # k6, k7: a session with daily limits (a daily token budget and a daily delivery cap)
+        limits = {"max_tokens_per_day": 1_000_000, "max_deliveries_per_day": 50} if session in ("k6", "k7") else {}
         store.put_session(
-            SessionConfig(session_id=session, providers=providers, retry_base_delay_ms=0, deliver_final=final)
+            SessionConfig(session_id=session, providers=providers, retry_base_delay_ms=0, deliver_final=final, **limits)
         )
-        store.put_task(Task(task_id=f"{session}-t", session_id=session, tool_name="bench"))
+        store.put_task(
+            Task(
+                task_id=f"{session}-t",
+                session_id=session,
+                tool_name="bench",
+                token_sha256=task_token_hash(f"{session}-t"),
+            )
+        )
     out.append(("one-step background", calls.of(lambda: wake_for_background_result(_message("k1-t", "k1"), deps)), 4))
     out.append(
         (
             "one-step background, final answer sent (deliver_final)",
             calls.of(lambda: wake_for_background_result(_message("k5-t", "k5"), deps)),
+            4 + 1,
+        )
+    )
+    out.append(
+        (
+            "session with daily limits (one step)",
+            calls.of(lambda: wake_for_background_result(_message("k6-t", "k6"), deps)),
+            4,
+        )
+    )
+    out.append(
+        (
+            "session with daily limits, final answer sent",
+            calls.of(lambda: wake_for_background_result(_message("k7-t", "k7"), deps)),
             4 + 1,
         )
     )

@@ -1,8 +1,9 @@
 """DynamoDB round trips per wake, counted at the client (botocore ``before-call`` events).
 
 Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 4 DynamoDB calls,
-background or cron; each further model step adds at most 1 and each delivery at most 1; a retry
-adds the one read of its journal; and the count does not depend on the conversation's length.
+background or cron, with or without daily limits; each further model step adds at most 1 and each
+delivery at most 1 (the final answer deliver_final sends included); a retry adds the one read of
+its journal; and the count does not depend on the conversation's length.
 """
 
 from __future__ import annotations
@@ -91,19 +92,47 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     assert store.lease_holder("s1") is None
 
 
-def test_deliver_final_costs_two_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoStore, CallCounter]) -> None:
     # GIVEN a one-step agent whose session sends the final answer when nothing else was sent (default)
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN it costs a one-step wake plus two: the final reply is journaled before it is sent (so a
-    # retry cannot send a different answer), and the delivery is recorded at once after the send
-    # (so a crash before the commit cannot send it twice); its journal entry rides on the commit
-    assert len(calls) <= 4 + 2, calls
+    # THEN it costs a one-step wake plus one delivery: the final reply is journaled before it is
+    # sent (so a retry resends the same answer), and the delivery's record rides on the commit
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "TransactWriteItems"], calls
+    assert len(calls) <= 4 + 1
+    # AND the delivery is in history before the marker and the note, and journaled
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
+    assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
+
+
+def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, CallCounter]) -> None:
+    # GIVEN a one-step agent of a session with a daily token budget and a daily delivery cap
+    store, counter = counted
+    limits = {"max_tokens_per_day": 100_000, "max_deliveries_per_day": 5}
+    seed_session(
+        store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never", **limits
+    )
+    seed_task(store, "t1", "s1")
+    # WHEN it is woken
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
+    # THEN the same four calls as a session without limits: today's counters come in the batch read,
+    # are checked unchanged by the start transaction, and the tokens are counted by the commit
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
+    from agentwake.store.daily import DailyCounters
+
+    tokens, _ = DailyCounters(store, "s1").read()
+    assert tokens == store.get_run("bg:t1").usage["total_tokens"] > 0  # type: ignore[union-attr]
+    # AND a cron wake of that session, whose final answer is sent, costs one delivery more
+    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], **limits)
+    store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
+    wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
+    cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
+    assert len(cron) <= 4 + 1, cron
+    assert DailyCounters(store, "s1").read()[1] == 1
 
 
 def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(

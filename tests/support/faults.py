@@ -60,6 +60,12 @@ class FaultyStore(DynamoStore):
         self._fire("after_send_before_journal")
         return super().record_delivery(**kw)
 
+    def delivery_record(self, **kw: Any) -> list[tuple[str, Any]]:
+        # deliver_final's answer was sent; its record (which the commit writes) is not yet built:
+        # dying here leaves nothing that records the send
+        self._fire("after_send_before_journal")
+        return super().delivery_record(**kw)
+
     def commit_success(self, **kw: Any) -> None:
         self._fire("after_journal_before_commit")
         if self.armed == "inside_commit_not_landed":

@@ -1,30 +1,31 @@
 """A session's counters for one UTC day: tokens spent and messages delivered, all runs together.
 
-One item per session per day (``SESSION#{id}`` / ``USAGE#{yyyy-mm-dd}``), read once when a run of a
-session with a daily cap or budget starts, and updated inside writes the run makes anyway: the
-delivery counter in the delivery's transaction, the token counter in the model step's journal
-write. A session without daily limits never touches it. The item expires after a few days (TTL).
-One wake per session at a time (the lease) means the count read at the start stays exact for the run.
+One item per session per day (``SESSION#{id}`` / ``USAGE#{yyyy-mm-dd}``), read in the wake's one
+batch read (``DynamoStore.read_wake`` asks for today's item with the run, the task or job and the
+session config: no round trip of its own), checked unchanged by the transaction that takes the
+lease, and updated inside writes the run makes anyway: the delivery counter in the delivery's
+transaction, the token counter in the model step's journal write. A session without daily limits
+never writes it. The item expires after a few days (TTL). One wake per session at a time (the
+lease) means the count checked when the lease is taken stays exact for the run.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import session_pk
+from agentwake.store.keys import session_pk, usage_day, usage_key
 
 #: counter items outlive their day by this much, then DynamoDB's TTL removes them
 COUNTER_TTL_S = 3 * 86400
 
 
 def utc_day(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+    return usage_day(now)
 
 
 def counter_sk(day: str) -> str:
-    return f"USAGE#{day}"
+    return usage_key("", day)[1]
 
 
 class DailyCounters:
@@ -34,7 +35,8 @@ class DailyCounters:
         self.day = day or utc_day(store.now())
 
     def read(self) -> tuple[int, int]:
-        """(tokens, deliveries) of the session today: one GetItem."""
+        """(tokens, deliveries) of the session today: one GetItem (a wake has them from its batch
+        read; this is for the operator's replay and a schedule that does not name its session)."""
         item = self.store._get(session_pk(self.session_id), counter_sk(self.day))
         if not item:
             return 0, 0

@@ -16,7 +16,17 @@ from typing import Any, TypeVar
 
 from agentwake.errors import CommitConflict, LeaseHeld, RunAlreadySucceeded, TaskExists
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, safe_text
-from agentwake.store.keys import config_key, job_key, lease_key, run_key, run_pk, session_pk, task_key
+from agentwake.store.keys import (
+    config_key,
+    job_key,
+    lease_key,
+    run_key,
+    run_pk,
+    session_pk,
+    task_key,
+    usage_day,
+    usage_key,
+)
 from agentwake.store.models import (
     FailureRecord,
     HistoryEntry,
@@ -34,14 +44,37 @@ M = TypeVar("M", bound=_Stored)
 MARKER_TEXT = "Output your last task result below."
 
 
+@dataclass(frozen=True)
+class DailyUsage:
+    """A session's counters for one UTC day (``USAGE#{day}``) as read; 0 for an item not there yet."""
+
+    session_id: str
+    day: str
+    tokens: int = 0
+    deliveries: int = 0
+
+    @classmethod
+    def from_item(cls, session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
+        item = item or {}
+        return cls(
+            session_id=session_id,
+            day=day,
+            tokens=int(item.get("tokens", {}).get("N", "0")),
+            deliveries=int(item.get("deliveries", {}).get("N", "0")),
+        )
+
+
 @dataclass
 class WakeRead:
-    """What a wake reads before it starts, in one BatchGetItem: the run, the task or job, the session."""
+    """What a wake reads before it starts, in one BatchGetItem: the run, the task or job, the
+    session config and the session's daily counters of today (read whether or not the session has
+    daily limits: the config that says so comes in the same read)."""
 
     run: RunRecord | None = None
     task: Task | None = None
     job: Job | None = None
     session: SessionConfig | None = None
+    usage: DailyUsage | None = None
 
 
 @dataclass
@@ -53,6 +86,8 @@ class Lease:
     attempt: int
     #: set once a commit/failure transaction (or release_lease) deleted it, or it is known lost
     released: bool = False
+    #: today's counters, checked unchanged by the write that took the lease (sessions with daily limits)
+    usage: DailyUsage | None = None
 
 
 @dataclass
@@ -64,15 +99,19 @@ class Unwritten:
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     #: more transaction items that go with the steps (the session's daily token counter)
     also: list[dict[str, Any]] = field(default_factory=list)
+    #: deliveries whose record was built when they were sent (``DynamoStore.delivery_record``):
+    #: tagged transaction items, written as they are
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.deliveries or self.also)
+        return bool(self.steps or self.deliveries or self.also or self.records)
 
     def __add__(self, other: Unwritten) -> Unwritten:
         return Unwritten(
             steps={**self.steps, **other.steps},
             deliveries=[*self.deliveries, *other.deliveries],
             also=[*self.also, *other.also],
+            records=[*self.records, *other.records],
         )
 
 
@@ -113,6 +152,14 @@ def from_attr(attr: dict[str, Any]) -> Any:
     if kind == "SS":
         return set(value)
     raise TypeError(f"unexpected DynamoDB attribute type {kind}")
+
+
+class _UsageMoved(Exception):
+    """The day's counters changed between the wake's read and its lease: here is what they are now."""
+
+    def __init__(self, usage: DailyUsage) -> None:
+        super().__init__(usage)
+        self.usage = usage
 
 
 class DynamoStore:
@@ -272,6 +319,14 @@ class DynamoStore:
         tag = f"delivery:{delivery_id}"
         put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
         return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
+
+    def delivery_record(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, Any]]:
+        """The record of a delivery just sent (marker, history entry, ``also``), built at the moment
+        of the send (its history entry sorts there) and written by the run's next transaction:
+        deliver_final's answer rides on the commit (or the failure record) this way."""
+        return self._delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
 
     def record_delivery(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
@@ -482,6 +537,7 @@ class DynamoStore:
         items += [("step", item) for item in unwritten.also]
         for d in unwritten.deliveries:
             items += self._delivery_items(**d)
+        items += unwritten.records
         return items
 
     def journal_put(
@@ -519,14 +575,19 @@ class DynamoStore:
         task_id: str | None = None,
         job_id: str | None = None,
     ) -> WakeRead:
-        """The run record, the task or job and the session config in one (consistent) BatchGetItem."""
+        """The run record, the task or job, the session config and the session's counters of today
+        (``USAGE#{day}``) in one (consistent) BatchGetItem."""
         keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
         if task_id is not None:
             keys[task_key(task_id)] = "task"
         if job_id is not None:
             keys[job_key(job_id)] = "job"
+        day = usage_day(self.now())
         if session_id is not None:
             keys[config_key(session_id)] = "session"
+            # one more key, not one more round trip: whether the session has daily limits is in
+            # its config, which this same read fetches
+            keys[usage_key(session_id, day)] = "usage"
         request: dict[str, Any] = {self.table: {"Keys": [self._key(pk, sk) for pk, sk in keys], "ConsistentRead": True}}
         found: list[dict[str, Any]] = []
         for attempt in range(8):
@@ -539,10 +600,14 @@ class DynamoStore:
         else:
             raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
         read = WakeRead()
+        if session_id is not None:
+            read.usage = DailyUsage(session_id=session_id, day=day)
         models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
         for item in found:
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
-            if name is not None:
+            if name == "usage" and session_id is not None:
+                read.usage = DailyUsage.from_item(session_id, day, item)
+            elif name is not None:
                 setattr(read, name, self._load(models[name], item))
         return read
 
@@ -556,15 +621,68 @@ class DynamoStore:
         previous: RunRecord | None,
         job_id: str | None = None,
         wake: dict[str, Any] | None = None,
+        usage: DailyUsage | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
 
         ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
         attempt (``previous`` is None), so it costs no round trip.
 
+        ``usage``: the session's daily counters as the batch read found them (a session with daily
+        limits). They were read before the lease, so the same transaction checks them unchanged: a
+        run of the session that counted a delivery or tokens between that read and this lease makes
+        the check fail, and the transaction is made again with the counters it returned. The lease
+        carries the counters it was taken with.
+
         Raises LeaseHeld (another run holds the session, or another copy of this run started since
         ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
         """
+        for _ in range(3):
+            try:
+                return self._begin_run(
+                    run_id=run_id,
+                    kind=kind,
+                    session_id=session_id,
+                    seconds=seconds,
+                    previous=previous,
+                    job_id=job_id,
+                    wake=wake,
+                    usage=usage,
+                )
+            except _UsageMoved as moved:
+                usage = moved.usage
+        # the counters keep moving: some run of the session is writing them, so it is busy
+        raise LeaseHeld(session_id, None)
+
+    def _usage_check(self, usage: DailyUsage) -> dict[str, Any]:
+        """A ConditionCheck that the day's counters are still what was read."""
+        conditions, values = [], {}
+        for name, value in (("tokens", usage.tokens), ("deliveries", usage.deliveries)):
+            values[f":{name}"] = {"N": str(value)}
+            same = f"{name} = :{name}"
+            conditions.append(f"(attribute_not_exists({name}) OR {same})" if value == 0 else same)
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": self._key(*usage_key(usage.session_id, usage.day)),
+                "ConditionExpression": " AND ".join(conditions),
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _begin_run(
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        seconds: float,
+        previous: RunRecord | None,
+        job_id: str | None,
+        wake: dict[str, Any] | None,
+        usage: DailyUsage | None,
+    ) -> Lease:
         now = self.now()
         token = uuid.uuid4().hex
         attempt = (previous.attempts if previous is not None else 0) + 1
@@ -638,12 +756,21 @@ class DynamoStore:
                     },
                 )
             )
+        if usage is not None:
+            items.append(("usage", self._usage_check(usage)))
         try:
             self._transact(items)
         except self.db.exceptions.TransactionCanceledException as exc:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
             if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
                 raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
+            if (
+                usage is not None
+                and set(failed) == {"usage"}
+                and failed["usage"].get("Code") == "ConditionalCheckFailed"
+            ):
+                now_item = failed["usage"].get("Item")
+                raise _UsageMoved(DailyUsage.from_item(usage.session_id, usage.day, now_item)) from exc
             if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
                 old = failed["run"].get("Item") or {}
                 if old.get("status", {}).get("S") == "succeeded":
@@ -653,7 +780,7 @@ class DynamoStore:
                 holder = (failed["lease"].get("Item") or {}).get("holder", {}).get("S")
                 raise LeaseHeld(session_id, holder) from exc
             raise
-        return Lease(session_id=session_id, token=token, attempt=attempt)
+        return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
 
     def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
         return (
@@ -928,6 +1055,10 @@ class DynamoJournal:
     - The run's last steps (the reply without tool calls, deliver_final's entry) are kept back and
       written by the commit (or failure) transaction, with the deliveries they report; anything
       kept back is written before a message is sent.
+    - deliver_final's answer is recorded like a tool step's delivery: its reply is durable before
+      the send (flushed), its record is staged when it is sent and lands with the entry that reports
+      it (``final.delivery``), which the commit writes — the next write after the send, as for
+      ``send_message_to_user`` (docs/durability.md).
     """
 
     #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
@@ -945,6 +1076,8 @@ class DynamoJournal:
         self.pending = Unwritten()
         #: deliveries sent since the last step was put, not yet reported by any step
         self.loose: list[dict[str, Any]] = []
+        #: records of such deliveries built when they were sent (deliver_final's answer)
+        self.staged: list[tuple[str, Any]] = []
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
@@ -952,12 +1085,15 @@ class DynamoJournal:
     def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         value = _cap_journal_value(value)
         if self._keep_back(key, value):
-            self.pending = self.pending + Unwritten(steps={key: value}, deliveries=self.loose, also=list(also))
+            self.pending = self.pending + Unwritten(
+                steps={key: value}, deliveries=self.loose, also=list(also), records=self.staged
+            )
         else:
-            rest = self.pending + Unwritten(deliveries=self.loose)
+            rest = self.pending + Unwritten(deliveries=self.loose, records=self.staged)
             self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
             self.pending = Unwritten()
         self.loose = []
+        self.staged = []
         self.entries[key] = value
 
     def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
@@ -968,7 +1104,12 @@ class DynamoJournal:
         """Write the steps kept back (before anything leaves the process)."""
         if self.pending.steps:
             *earlier, (key, value) = self.pending.steps.items()
-            rest = Unwritten(steps=dict(earlier), deliveries=self.pending.deliveries, also=self.pending.also)
+            rest = Unwritten(
+                steps=dict(earlier),
+                deliveries=self.pending.deliveries,
+                also=self.pending.also,
+                records=self.pending.records,
+            )
             self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
             self.pending = Unwritten()
 
@@ -977,12 +1118,13 @@ class DynamoJournal:
         reported yet; a failure does not (the step that sent them is redone, and resends them under
         the same delivery id: the at-least-once edge of docs/durability.md)."""
         if for_commit:
-            return self.pending + Unwritten(deliveries=self.loose)
+            return self.pending + Unwritten(deliveries=self.loose, records=self.staged)
         return self.pending
 
     def mark_written(self) -> None:
         self.pending = Unwritten()
         self.loose = []
+        self.staged = []
 
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
@@ -997,16 +1139,20 @@ class DynamoJournal:
     def record_delivery(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
     ) -> bool:
-        """Stage a sent delivery: it is written with the step that reports it. The final answer's
-        delivery (deliver_final, ``{run_id}#final``) is not reported by a tool step: it is recorded
-        at once, so a crash before the commit cannot send it twice."""
-        if run_id != self.run_id or delivery_id == f"{self.run_id}#final":
-            recorded = self.store.record_delivery(
+        """Stage a sent delivery: it is written with the step that reports it (a tool result, or
+        ``final.delivery`` for deliver_final's answer, which the commit or the failure record
+        writes). A delivery to another session is recorded on its own, at once."""
+        if run_id != self.run_id:
+            return self.store.record_delivery(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
             )
-            if run_id == self.run_id:
-                self.delivered.add(delivery_id)
-            return recorded
+        if delivery_id == f"{self.run_id}#final":
+            # built now, so its history entry sorts at the send, before the commit's marker and note
+            self.staged += self.store.delivery_record(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+            self.delivered.add(delivery_id)
+            return True
         self.loose.append(
             {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
         )

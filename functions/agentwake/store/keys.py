@@ -5,6 +5,7 @@
 | session config | ``SESSION#{session}`` | ``CONFIG`` |
 | history entry | ``SESSION#{session}`` | ``MSG#{time}#{id}`` |
 | session lease | ``SESSION#{session}`` | ``LEASE`` |
+| daily counters | ``SESSION#{session}`` | ``USAGE#{yyyy-mm-dd}`` (UTC) |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
 | task | ``TASK#{task}`` | ``TASK`` |
@@ -12,6 +13,8 @@
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 
 def session_pk(session_id: str) -> str:
@@ -40,3 +43,12 @@ def config_key(session_id: str) -> tuple[str, str]:
 
 def lease_key(session_id: str) -> tuple[str, str]:
     return session_pk(session_id), "LEASE"
+
+
+def usage_day(now: float) -> str:
+    """The UTC day of an epoch time, as the daily counters' key names it."""
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+
+
+def usage_key(session_id: str, day: str) -> tuple[str, str]:
+    return session_pk(session_id), f"USAGE#{day}"

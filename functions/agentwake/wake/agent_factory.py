@@ -23,7 +23,8 @@ class RecordingChannel:
     """Sends through the target session's own channel; a delivery already recorded is never sent
     again, and each delivered message is appended to that session's history whatever the run's
     outcome later: the DynamoDB journal stages it and writes it in the same transaction as the
-    tool step that reports the send (docs/durability.md).
+    step that reports the send — the tool result, or for deliver_final's answer its
+    ``final.delivery`` entry, which the commit writes (docs/durability.md).
 
     The at-least-once edge: a crash after ``send`` and before ``record_delivery`` means a retry
     sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.

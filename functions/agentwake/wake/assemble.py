@@ -15,7 +15,7 @@ from agentwake.wake.attention import RunBooks, open_books
 from agentwake.wake.prompt import build_wake_messages
 
 if TYPE_CHECKING:
-    from agentwake.store.dynamo import DynamoJournal
+    from agentwake.store.dynamo import DailyUsage, DynamoJournal
     from agentwake.store.models import SessionConfig
     from agentwake.wake.run import RunSpec, WakeDeps
 
@@ -39,16 +39,18 @@ def assemble_agent(
     first_attempt: bool,
     deadline: float | None,
     on_journal: Callable[[DynamoJournal], None] | None = None,
+    usage: DailyUsage | None = None,
 ) -> WakeAgent:
     """Build the attempt's runner. ``on_journal`` learns the journal as soon as it exists, so a
-    failure while assembling still records what it holds."""
+    failure while assembling still records what it holds. ``usage``: the session's counters of
+    today, as the lease's transaction checked them (None: read them here)."""
     store = deps.store
     history = [
         e.to_message()
         for e in store.history_window(spec.session_id, session.history_window)
         if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
     ]
-    books = open_books(store, session, spec.run_id, fresh=first_attempt)
+    books = open_books(store, session, spec.run_id, fresh=first_attempt, usage=usage)
     journal: DynamoJournal = getattr(books.journal, "inner", books.journal)  # type: ignore[arg-type]
     if on_journal is not None:
         on_journal(journal)

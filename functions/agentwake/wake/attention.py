@@ -27,17 +27,23 @@ class RunBooks:
     counters: Any = None
 
 
-def open_books(store: Any, session: Any, run_id: str, *, fresh: bool = False) -> RunBooks:
-    """The run's journal and ledger. Costs one extra read only for a session with daily limits.
-    ``fresh``: a first attempt, whose journal is empty and is not read."""
+def open_books(store: Any, session: Any, run_id: str, *, fresh: bool = False, usage: Any = None) -> RunBooks:
+    """The run's journal and ledger. ``fresh``: a first attempt, whose journal is empty and is not
+    read. ``usage``: today's counters of a session with daily limits as the wake's batch read found
+    them (agentwake.store.dynamo.DailyUsage); without them, they cost one read here."""
     journal: Any = store.journal(run_id, fresh=fresh)
     counters = None
     tokens_today = deliveries_today = 0
     if has_daily_limits(session):
         from agentwake.store.daily import CountingJournal, DailyCounters
 
-        counters = DailyCounters(store, session.session_id)
-        tokens_today, deliveries_today = counters.read()
+        if usage is not None and usage.session_id == session.session_id:
+            # counted on the day they were read: the run's limits and its updates use one counter
+            counters = DailyCounters(store, session.session_id, day=usage.day)
+            tokens_today, deliveries_today = usage.tokens, usage.deliveries
+        else:
+            counters = DailyCounters(store, session.session_id)
+            tokens_today, deliveries_today = counters.read()
         if session.max_tokens_per_day is not None:
             journal = CountingJournal(journal, counters)
     ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)

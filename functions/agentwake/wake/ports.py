@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentwake.store.dynamo import DynamoJournal, Lease, Unwritten, WakeRead
+    from agentwake.store.dynamo import DailyUsage, DynamoJournal, Lease, Unwritten, WakeRead
     from agentwake.store.models import FailureRecord, HistoryEntry, RunRecord, SessionConfig
 
 
@@ -27,7 +27,7 @@ class RunStore(Protocol):
         task_id: str | None = None,
         job_id: str | None = None,
     ) -> WakeRead:
-        """The run, the task or job and the session config: one batch read."""
+        """The run, the task or job, the session config and its counters of today: one batch read."""
         ...
 
     def begin_run(
@@ -40,9 +40,10 @@ class RunStore(Protocol):
         previous: RunRecord | None,
         job_id: str | None = None,
         wake: dict[str, Any] | None = None,
+        usage: DailyUsage | None = None,
     ) -> Lease:
-        """The session's lease and the attempt count in one conditional write (raises LeaseHeld,
-        RunAlreadySucceeded)."""
+        """The session's lease and the attempt count in one conditional write, checking the daily
+        counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
         ...
 
     def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]: ...

@@ -27,8 +27,9 @@ from agentwake.errors import (
 )
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
-from agentwake.store.dynamo import DynamoJournal, Lease, WakeRead
+from agentwake.store.dynamo import DailyUsage, DynamoJournal, Lease, WakeRead
 from agentwake.store.models import FailureRecord, truncate
+from agentwake.wake.agent_factory import has_daily_limits
 from agentwake.wake.assemble import assemble_agent
 from agentwake.wake.attention import emit_usage_metrics, note_with_final, run_usage
 from agentwake.wake.ports import RunStore
@@ -122,6 +123,7 @@ def execute_run(
             previous=existing,
             job_id=spec.job_id,
             wake=spec.wake,
+            usage=_daily_usage(read, spec.session_id),
         )
     except LeaseHeld as exc:
         raise SessionBusy(
@@ -137,6 +139,16 @@ def execute_run(
     finally:
         if not lease.released:
             store.release_lease(spec.session_id, lease.token)
+
+
+def _daily_usage(read: WakeRead, session_id: str) -> DailyUsage | None:
+    """The counters of today the batch read found, when the session has daily limits (the lease's
+    transaction then checks them unchanged, and the run starts from them: no read of its own)."""
+    if read.session is None or not has_daily_limits(read.session):
+        return None
+    if read.usage is None or read.usage.session_id != session_id:
+        return None  # a schedule that named no session (or another): the run reads them itself
+    return read.usage
 
 
 def _already_succeeded(spec: RunSpec, attempt: int) -> WakeOutcome:
@@ -177,6 +189,7 @@ def _run_leased(
             first_attempt=first_attempt,
             deadline=deadline,
             on_journal=lambda j: setattr(failed, "journal", j),
+            usage=lease.usage,
         )
         runner, journal, channel = agent.runner, agent.journal, agent.channel
         with run_deadline(http_deadline):
