@@ -117,6 +117,25 @@ def test_a_model_that_never_calls_the_send_tool_still_reaches_the_user_once(
     assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
 
+def test_a_metrics_error_between_the_final_send_and_the_commit_changes_no_outcome(
+    store: DynamoStore, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the plain-text model, and metrics that fail (they are emitted after the final answer is
+    # sent and before the commit that records it)
+    setup(store, receiver, PLAIN_ANSWER)
+
+    def broken(runner: Any) -> None:
+        raise ValueError("metrics backend refused a dimension")
+
+    monkeypatch.setattr("agentwake.wake.run._emit_run_metrics", broken)
+    # WHEN its background result wakes it
+    outcome = wake_for_background_result(message(), deps_for(store))
+    # THEN the run still commits: one delivery, recorded once, and the note
+    assert outcome.status == "succeeded" and outcome.final_delivered
+    assert receiver.by_delivery_id() == {"bg:t1#final": 1}
+    assert kinds(store) == ["delivery", "marker", "note"]
+
+
 @pytest.mark.parametrize("boundary", ["after_journal_before_commit", "inside_commit_not_landed"])
 def test_a_crash_after_the_final_delivery_and_a_retry_still_deliver_it_once(
     boundary: str, resources: Resources, receiver: CountingReceiver

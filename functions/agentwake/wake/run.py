@@ -202,8 +202,7 @@ def _run_leased(
         failed(attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", runner, best_effort=True)
         raise
 
-    _emit_run_metrics(runner)
-    emit_usage_metrics(runner)
+    _emit_metrics(runner)
     if runner.state is not AgentState.DONE:
         error_type = runner.error_type or "RunFailed"
         failed(attempt, error_type, runner.completion_text, runner)
@@ -243,6 +242,16 @@ def _run_leased(
         final_delivered=runner.final_delivery_id is not None,
         usage=run_usage(runner, session, deps.settings) or {},
     )
+
+
+def _emit_metrics(runner: Any) -> None:
+    """The run's metrics. They never decide an outcome: this runs between a final answer's send and
+    the commit that records it, so a metrics error is logged, not raised."""
+    try:
+        _emit_run_metrics(runner)
+        emit_usage_metrics(runner)
+    except Exception:
+        logger.exception("could not emit the run's metrics; the run's outcome is unaffected")
 
 
 def _emit_run_metrics(runner: Any) -> None:
