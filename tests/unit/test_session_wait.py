@@ -188,3 +188,12 @@ def test_a_cron_wake_past_the_limit_raises_session_busy_after_recording_it() -> 
         "kind": "cron",
         "usage": None,
     }
+
+
+def test_a_wait_value_of_any_size_means_not_waiting_yet() -> None:
+    # GIVEN wait attributes and a cron payload a producer filled with a 400-digit number
+    huge = "9" * 400
+    # WHEN they are read THEN the wait restarts (nothing is lost), instead of an OverflowError
+    # failing a record whose run has already committed
+    assert WaitState.from_attributes({ATTR_WAIT_COUNT: "2", ATTR_WAITING_SINCE: huge}) == WaitState()
+    assert WaitState.from_payload({"count": 2, "since": int(huge)}) == WaitState()

@@ -61,7 +61,7 @@ class WaitState:
             count = max(0, int(attributes.get(ATTR_WAIT_COUNT) or 0))
             since_ms = attributes.get(ATTR_WAITING_SINCE)
             since = int(since_ms) / 1000 if since_ms else None
-        except ValueError:
+        except (ValueError, OverflowError):  # a producer-set value of any size ends here
             return cls()
         return cls(count=count, since=since) if count else cls()
 
@@ -77,7 +77,7 @@ class WaitState:
         try:
             count = max(0, int(value.get("count") or 0))
             since = float(value["since"]) if value.get("since") is not None else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return cls()
         return cls(count=count, since=since) if count else cls()
 
