@@ -227,8 +227,8 @@ class LeaseHeld(AgentwakeError):
 
     retryable = True
 
-    def __init__(self, session_id: str, holder: str | None) -> None:
-        super().__init__(f"session {session_id} is busy with run {holder or '?'}")
+    def __init__(self, session_id: str, holder: str | None, *, detail: str | None = None) -> None:
+        super().__init__(detail or f"session {session_id} is busy with run {holder or '?'}")
         self.session_id = session_id
         self.holder = holder
 

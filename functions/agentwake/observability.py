@@ -16,5 +16,8 @@ def _redacted_json(record: Any) -> str:
     return redact(json.dumps(record, default=str, separators=(",", ":")))
 
 
+#: characters of an error's text a log line carries (the failure record keeps the whole, bounded text)
+LOG_REASON_CHARS = 2000
+
 logger = Logger(service=os.getenv("POWERTOOLS_SERVICE_NAME", "agentwake"), json_serializer=_redacted_json)
 metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Agentwake"))

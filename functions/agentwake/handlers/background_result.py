@@ -19,7 +19,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError, PermanentInputError, SessionBusy
-from agentwake.observability import logger, metrics
+from agentwake.observability import LOG_REASON_CHARS, logger, metrics
+from agentwake.store.models import truncate
 from agentwake.store.queues import ATTR_WAIT_COUNT
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -74,7 +75,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
             unit="Count",
             value=1,
         )
-        logger.warning("dead-lettered a permanent failure", extra={"error_type": exc.error_type, "reason": str(exc)})
+        logger.warning(
+            "dead-lettered a permanent failure",
+            extra={"error_type": exc.error_type, "reason": truncate(str(exc), LOG_REASON_CHARS)},
+        )
         return "dead-lettered"
 
 

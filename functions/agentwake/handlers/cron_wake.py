@@ -2,8 +2,8 @@
 
 A run that ends in ERROR raises, so Lambda retries it and then sends the event with the error to
 the on-failure destination queue. A failure no retry can fix (``retryable`` false in
-agentwake.errors: an invalid event, a run over its token budget) is recorded as any failure, then
-the handler sends Lambda's record to that queue itself, at once, and returns ``failed_permanently``:
+agentwake.errors: an invalid event, a run over its token budget) is sent to that queue by the
+handler itself (a run over budget is first recorded as any failure; an invalid event has no run), at once, and returns ``failed_permanently``:
 no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
 destination still deliver it. A wake whose session is busy schedules itself again (a one-time
 schedule) and returns: waiting spends none of Lambda's retries. Past SessionWaitLimit it raises
@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError, InvalidMessage, PermanentInputError, SessionBusy
-from agentwake.observability import logger, metrics
+from agentwake.observability import LOG_REASON_CHARS, logger, metrics
+from agentwake.store.models import truncate
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.session_wait import WaitState, ran_after_waiting, wait_cron
@@ -59,7 +60,8 @@ def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext)
         value=1,
     )
     logger.warning(
-        "sent a permanent failure to CronFailureQueue at once", extra={"error_type": exc.error_type, "reason": str(exc)}
+        "sent a permanent failure to CronFailureQueue at once",
+        extra={"error_type": exc.error_type, "reason": truncate(str(exc), LOG_REASON_CHARS)},
     )
     return {"run_id": getattr(exc, "run_id", None), "status": "failed_permanently", "error_type": exc.error_type}
 

@@ -652,7 +652,12 @@ class DynamoStore:
             except _UsageMoved as moved:
                 usage = moved.usage
         # the counters keep moving: some run of the session is writing them, so it is busy
-        raise LeaseHeld(session_id, None)
+        raise LeaseHeld(
+            session_id,
+            None,
+            detail=f"session {session_id} is busy: its daily counters changed between the wake's read and "
+            "the lease three times in a row (another run of the session is counting deliveries or tokens)",
+        )
 
     def _usage_check(self, usage: DailyUsage) -> dict[str, Any]:
         """A ConditionCheck that the day's counters are still what was read."""
