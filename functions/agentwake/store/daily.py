@@ -3,8 +3,8 @@
 One item per session per day (``SESSION#{id}`` / ``USAGE#{yyyy-mm-dd}``), read in the wake's one
 batch read (``DynamoStore.read_wake`` asks for today's item with the run, the task or job and the
 session config: no round trip of its own), checked unchanged by the transaction that takes the
-lease, and updated inside writes the run makes anyway: the delivery counter in the delivery's
-transaction, the token counter in the model step's journal write. A session without daily limits
+lease, and updated inside writes the run makes anyway: the delivery counter in the transaction
+that records the delivery (for deliver_final's answer, the commit), the token counter in the model step's journal write. A session without daily limits
 never writes it. The item expires after a few days (TTL). One wake per session at a time (the
 lease) means the count checked when the lease is taken stays exact for the run.
 """

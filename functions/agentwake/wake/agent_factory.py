@@ -26,8 +26,9 @@ class RecordingChannel:
     step that reports the send — the tool result, or for deliver_final's answer its
     ``final.delivery`` entry, which the commit writes (docs/durability.md).
 
-    The at-least-once edge: a crash after ``send`` and before ``record_delivery`` means a retry
-    sends the same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
+    The at-least-once edge: a crash after ``send`` and before the transaction that records the
+    delivery (the tool step's write; for deliver_final's answer, the commit) means a retry sends the
+    same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
     """
 
     def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:
