@@ -140,7 +140,7 @@ def floor(runtime: LocalStackRuntime, calls: list[tuple[str, dict[str, Any]]]) -
     """Replay the writes against empty copies of the tables; (seconds, conditional failures)."""
     ddb = runtime.client("dynamodb")
     tables: dict[str, str] = {}
-    for logical_id in ("AgentTable", "IdempotencyTable"):
+    for logical_id in ("AgentTable",):
         name = runtime.stack.ref(logical_id)
         described = ddb.describe_table(TableName=name)["Table"]
         copy = f"{name}-floor-{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,39 @@
+"""`make bench` keeps working: each benchmark script runs end to end at a tiny size.
+
+The figures are not checked here (timing belongs to the benchmarks, not to tests); what is checked
+is that every script still runs against today's template, store and CLI and prints its report.
+A script that rots (e.g. a table the template no longer has) fails here, not in front of a reader.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expected"),
+    [
+        ("bench_wake.py", ["--long", "200", "--runs", "1", "--cold-runs", "1"], "cold init (CPU"),
+        ("bench_local.py", ["--n", "10", "--sessions", "5"], "accounted for: "),
+        ("bench_cli.py", ["--runs", "1", "--messages", "5"], "agentwake dlq list --json"),
+        ("cold_init.py", ["--runs", "1"], "ratio"),
+    ],
+)
+def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[str], expected: str) -> None:
+    # GIVEN a benchmark script WHEN it runs at a tiny size
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    # THEN it exits 0 and prints its report
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert expected in out.stdout, out.stdout[-3000:]
