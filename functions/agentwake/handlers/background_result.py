@@ -18,9 +18,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.errors import AgentwakeError, PermanentInputError, SessionBusy
-from agentwake.observability import LOG_REASON_CHARS, logger, metrics
-from agentwake.store.models import truncate
+from agentwake.errors import AgentwakeError, SessionBusy
+from agentwake.observability import logger, metrics, permanent_failure_handed_over
 from agentwake.store.queues import ATTR_WAIT_COUNT
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -70,15 +69,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
             source=record.event_source_arn,
             receive_count=str(record.attributes.approximate_receive_count),
         )
-        metrics.add_metric(
-            name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",
-            unit="Count",
-            value=1,
-        )
-        logger.warning(
-            "dead-lettered a permanent failure",
-            extra={"error_type": exc.error_type, "reason": truncate(str(exc), LOG_REASON_CHARS)},
-        )
+        permanent_failure_handed_over(exc, "the DLQ")
         return "dead-lettered"
 
 

@@ -19,9 +19,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from agentwake import bootstrap
-from agentwake.errors import AgentwakeError, InvalidMessage, PermanentInputError, SessionBusy
-from agentwake.observability import LOG_REASON_CHARS, logger, metrics
-from agentwake.store.models import truncate
+from agentwake.errors import AgentwakeError, InvalidMessage, SessionBusy
+from agentwake.observability import logger, metrics, permanent_failure_handed_over
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.session_wait import WaitState, ran_after_waiting, wait_cron
@@ -54,15 +53,7 @@ def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext)
         # nothing may be lost: Lambda retries the event and its own on-failure destination takes it
         logger.exception("could not send a permanent failure to CronFailureQueue; raising it for Lambda's retries")
         raise exc from send_error
-    metrics.add_metric(
-        name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",
-        unit="Count",
-        value=1,
-    )
-    logger.warning(
-        "sent a permanent failure to CronFailureQueue at once",
-        extra={"error_type": exc.error_type, "reason": truncate(str(exc), LOG_REASON_CHARS)},
-    )
+    permanent_failure_handed_over(exc, "CronFailureQueue")
     return {"run_id": getattr(exc, "run_id", None), "status": "failed_permanently", "error_type": exc.error_type}
 
 
