@@ -56,6 +56,7 @@ from agentwake.store.dynamo import DynamoStore  # noqa: E402
 from agentwake.store.models import SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake_local import timing  # noqa: E402
 from agentwake_local.stack import LocalStackRuntime  # noqa: E402
+from agentwake_ops.sqs_scan import queue_counts  # noqa: E402
 from tests.support.receiver import CountingReceiver  # noqa: E402
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
@@ -177,18 +178,6 @@ def floor(runtime: LocalStackRuntime, calls: list[tuple[str, dict[str, Any]]]) -
 # --- the wakes ----------------------------------------------------------------------------------------
 
 
-def queue_depth(sqs: Any, url: str) -> int:
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=[
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
-
-
 def run(n: int, sessions: int, failing_percent: int) -> int:
     server, endpoint = start_server()
     try:
@@ -256,7 +245,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
                 runtime.start_background()
                 deadline = time.monotonic() + WAIT_S
                 while time.monotonic() < deadline:
-                    if queue_depth(sqs, queue) == 0:
+                    if sum(queue_counts(sqs, queue)) == 0:
                         break
                     time.sleep(0.5)
                 elapsed = time.perf_counter() - started
@@ -269,7 +258,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
                 for entry in store.history(session_id):
                     if entry.kind == "note" and entry.run_id:
                         notes[entry.run_id.removeprefix("bg:")] += 1
-            dead = queue_depth(sqs, dlq)
+            dead = sum(queue_counts(sqs, dlq))
             ok_tasks = [t for t, s in tasks.items() if s not in failing_sessions]
             deliveries = receiver.by_delivery_id()
         floor_s, floor_failed = floor(runtime, recorder.calls)

@@ -71,7 +71,7 @@ from agentwake.wake.prompt import build_wake_messages  # noqa: E402
 from agentwake.wake.run import WakeDeps  # noqa: E402
 from bench import cold_init  # noqa: E402
 from tests.support.aws import create_resources  # noqa: E402
-from tests.support.probes import count_history_reads  # noqa: E402
+from tests.support.probes import DynamoCalls, count_history_reads, seed_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,46 +81,19 @@ SCRIPT = [
 ]
 
 
-def seed_history(store: DynamoStore, session: str, n: int) -> None:
-    table = boto3.resource("dynamodb", region_name="us-east-1").Table(store.table)
-    with table.batch_writer() as batch:
-        for i in range(n):
-            batch.put_item(
-                Item={
-                    "pk": f"SESSION#{session}",
-                    "sk": f"MSG#{i:020d}#x",
-                    "session_id": session,
-                    "role": "user" if i % 2 == 0 else "assistant",
-                    "content": f"message {i} " + "x" * 200,
-                    "kind": "message",
-                    "created_at": "2026-01-01T00:00:00Z",
-                }
-            )
-
-
 def time_wakes(store: DynamoStore, deps: WakeDeps, session: str, runs: int) -> tuple[list[float], float]:
     out = []
-    calls = [0]
-    store.db.meta.events.register("before-call.dynamodb", lambda **kw: calls.__setitem__(0, calls[0] + 1))
+    calls = DynamoCalls(store.db)
+    made = 0
     for i in range(runs):
         task_id = f"{session}-t{i}"
         store.put_task(
             Task(task_id=task_id, session_id=session, tool_name="bench", token_sha256=task_token_hash(task_id))
         )
-        msg = BackgroundResultMessage(
-            task_id=task_id,
-            session_id=session,
-            task_token=task_id,  # the bench's tasks use their id as token
-            tool_name="bench",
-            status="succeeded",
-            result_text="r",
-            summary_name="Bench",
-            finished_at="2026-11-30T05:00:00Z",
-        )
         t0 = time.perf_counter()
-        wake_for_background_result(msg, deps)
+        made += len(calls.during(lambda: wake_for_background_result(_message(task_id, session), deps)))  # noqa: B023
         out.append(time.perf_counter() - t0)
-    return out, (calls[0] - runs) / runs  # minus the put_task above
+    return out, made / runs
 
 
 def time_bare_runner(runs: int) -> list[float]:
@@ -135,22 +108,6 @@ def time_bare_runner(runs: int) -> list[float]:
         ).run()
         out.append(time.perf_counter() - t0)
     return out
-
-
-class Calls:
-    """DynamoDB calls the store's client makes, counted with botocore's before-call event."""
-
-    def __init__(self, client: object) -> None:
-        self.n = 0
-        client.meta.events.register("before-call.dynamodb", self._count)  # type: ignore[attr-defined]
-
-    def _count(self, **_: object) -> None:
-        self.n += 1
-
-    def of(self, fn) -> int:  # type: ignore[no-untyped-def]
-        start = self.n
-        fn()
-        return self.n - start
 
 
 def _message(task_id: str, session: str) -> BackgroundResultMessage:
@@ -168,7 +125,7 @@ def _message(task_id: str, session: str) -> BackgroundResultMessage:
 
 def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, int]]:
     """(kind, calls, budget) for each wake kind of docs/table-design.md#round-trips."""
-    calls = Calls(store.db)
+    calls = DynamoCalls(store.db)
     one_step = [{"type": "scripted", "id": "p", "script": [{"text": "nothing to tell"}]}]
     two_step = [{"type": "scripted", "id": "p", "script": SCRIPT}]
     broken = [{"type": "scripted", "id": "p", "script": [SCRIPT[0], {"error": "auth"}]}]
@@ -196,35 +153,15 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
                 token_sha256=task_token_hash(f"{session}-t"),
             )
         )
-    out.append(("one-step background", calls.of(lambda: wake_for_background_result(_message("k1-t", "k1"), deps)), 4))
-    out.append(
-        (
-            "one-step background, final answer sent (deliver_final)",
-            calls.of(lambda: wake_for_background_result(_message("k5-t", "k5"), deps)),
-            4 + 1,
-        )
-    )
-    out.append(
-        (
-            "session with daily limits (one step)",
-            calls.of(lambda: wake_for_background_result(_message("k6-t", "k6"), deps)),
-            4,
-        )
-    )
-    out.append(
-        (
-            "session with daily limits, final answer sent",
-            calls.of(lambda: wake_for_background_result(_message("k7-t", "k7"), deps)),
-            4 + 1,
-        )
-    )
-    out.append(
-        (
-            "two-step background with a delivery",
-            calls.of(lambda: wake_for_background_result(_message("k2-t", "k2"), deps)),
-            4 + 1 + 1,
-        )
-    )
+    for kind, session, budget in (
+        ("one-step background", "k1", 4),
+        ("one-step background, final answer sent (deliver_final)", "k5", 4 + 1),
+        ("session with daily limits (one step)", "k6", 4),
+        ("session with daily limits, final answer sent", "k7", 4 + 1),
+        ("two-step background with a delivery", "k2", 4 + 1 + 1),
+    ):
+        message = _message(f"{session}-t", session)
+        out.append((kind, len(calls.during(lambda: wake_for_background_result(message, deps))), budget))  # noqa: B023
 
     def fail() -> None:
         try:
@@ -233,18 +170,18 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
             return
         raise AssertionError("the broken provider did not fail the run")
 
-    out.append(("failing attempt (error at step 2, after a delivery)", calls.of(fail), 4 + 1 + 1))
+    out.append(("failing attempt (error at step 2, after a delivery)", len(calls.during(fail)), 4 + 1 + 1))
     store.put_session(SessionConfig(session_id="k3", providers=fixed, retry_base_delay_ms=0))
     out.append(
         (
             "retry after the failure at step 2",
-            calls.of(lambda: wake_for_background_result(_message("k3-t", "k3"), deps)),
+            len(calls.during(lambda: wake_for_background_result(_message("k3-t", "k3"), deps))),
             4 + 1,
         )
     )
     store.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="k4")
-    out.append(("cron (one step)", calls.of(lambda: wake_for_cron_job(wake, deps)), 4))
+    out.append(("cron (one step)", len(calls.during(lambda: wake_for_cron_job(wake, deps))), 4))
     return out
 
 
@@ -321,7 +258,7 @@ def main() -> int:
             store.put_session(
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
             )
-            seed_history(store, session, n)
+            seed_history(store, session, n, padding=200)
         reads_short = count_history_reads(store, "short", 20)
         reads_long = count_history_reads(store, "long", 20)
         short_times, short_calls = time_wakes(store, deps, "short", args.runs)

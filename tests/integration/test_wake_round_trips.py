@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import boto3
 import pytest
 
 from agentwake.errors import RunFailed
@@ -23,58 +22,24 @@ from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import WakeDeps
 from agentwake_ops.runs import run_summary
-from tests.support.aws import REGION
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
-from tests.support.probes import count_history_reads
+from tests.support.probes import DynamoCalls, count_history_reads, seed_history
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
 LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
 
 
-class CallCounter:
-    """Every DynamoDB API call the store's client makes, by operation name, in order."""
-
-    def __init__(self, client: object) -> None:
-        self.calls: list[str] = []
-        client.meta.events.register("before-call.dynamodb", self._count)  # type: ignore[attr-defined]
-
-    def _count(self, model: object, **_: object) -> None:
-        self.calls.append(model.name)  # type: ignore[attr-defined]
-
-    def during(self, fn) -> list[str]:  # type: ignore[no-untyped-def]
-        start = len(self.calls)
-        fn()
-        return self.calls[start:]
-
-
 @pytest.fixture
-def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, CallCounter]]:
-    yield store, CallCounter(store.db)
+def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, DynamoCalls]]:
+    yield store, DynamoCalls(store.db)
 
 
 def deps(store: DynamoStore) -> WakeDeps:
     return WakeDeps(store=store, settings=Settings.from_env())
 
 
-def seed_history(store: DynamoStore, session_id: str, n: int) -> None:
-    table = boto3.resource("dynamodb", region_name=REGION).Table(store.table)
-    with table.batch_writer() as batch:  # BatchWriteItem, 25 items a call
-        for i in range(n):
-            batch.put_item(
-                Item={
-                    "pk": f"SESSION#{session_id}",
-                    "sk": f"MSG#{i:020d}#x",
-                    "session_id": session_id,
-                    "role": "user" if i % 2 == 0 else "assistant",
-                    "content": f"message {i}",
-                    "kind": "message",
-                    "created_at": "2026-01-01T00:00:00Z",
-                }
-            )
-
-
-def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a session whose agent answers in one step, and its finished task
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -92,7 +57,7 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     assert store.lease_holder("s1") is None
 
 
-def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a one-step agent whose session sends the final answer when nothing else was sent (default)
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}])
@@ -109,7 +74,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
 
-def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a one-step agent of a session with a daily token budget and a daily delivery cap
     store, counter = counted
     limits = {"max_tokens_per_day": 100_000, "max_deliveries_per_day": 5}
@@ -136,7 +101,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, CallCounter]) -> 
 
 
 def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(
-    counted: tuple[DynamoStore, CallCounter],
+    counted: tuple[DynamoStore, DynamoCalls],
 ) -> None:
     # GIVEN an agent that messages the user (step 0), then answers (step 1)
     store, counter = counted
@@ -153,7 +118,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     assert len(OK_SCRIPT) == 2
 
 
-def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -171,7 +136,7 @@ def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, CallCounter]) 
 
 
 def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
-    counted: tuple[DynamoStore, CallCounter],
+    counted: tuple[DynamoStore, DynamoCalls],
 ) -> None:
     # GIVEN an agent that messages the user, then every provider fails at the second step
     store, counter = counted
@@ -197,7 +162,7 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
 
 
-def test_calls_do_not_depend_on_the_conversation_length(counted: tuple[DynamoStore, CallCounter]) -> None:
+def test_calls_do_not_depend_on_the_conversation_length(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN two sessions with the same agent, one with 10 history entries and one with many
     store, counter = counted
     for session_id, length in (("short", 10), ("long", LONG_HISTORY)):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import session_pk
 
@@ -17,3 +19,41 @@ def count_history_reads(store: DynamoStore, session_id: str, limit: int) -> int:
         Limit=limit,
     )
     return int(resp["ScannedCount"])
+
+
+class DynamoCalls:
+    """Every DynamoDB API call a client makes, by operation name, in order (botocore's
+    ``before-call`` event): what a wake costs in round trips."""
+
+    def __init__(self, client: object) -> None:
+        self.calls: list[str] = []
+        client.meta.events.register("before-call.dynamodb", self._count)  # type: ignore[attr-defined]
+
+    def _count(self, model: object, **_: object) -> None:
+        self.calls.append(model.name)  # type: ignore[attr-defined]
+
+    def during(self, fn: Callable[[], object]) -> list[str]:
+        start = len(self.calls)
+        fn()
+        return self.calls[start:]
+
+
+def seed_history(store: DynamoStore, session_id: str, n: int, *, padding: int = 0) -> None:
+    """``n`` history messages for a session, written 25 a call (BatchWriteItem), each ``padding``
+    characters longer than its bare text."""
+    import boto3
+
+    table = boto3.resource("dynamodb", region_name=store.db.meta.region_name).Table(store.table)
+    with table.batch_writer() as batch:
+        for i in range(n):
+            batch.put_item(
+                Item={
+                    "pk": session_pk(session_id),
+                    "sk": f"MSG#{i:020d}#x",
+                    "session_id": session_id,
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"message {i}" + (" " + "x" * padding if padding else ""),
+                    "kind": "message",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            )
