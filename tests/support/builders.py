@@ -10,18 +10,12 @@ from typing import Any
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig, Task
 from agentwake.wake.messages import BackgroundResultMessage
-from tests.support.tasks import token_for, token_hash_for
 
-#: step 0 messages the user, step 1 answers: a run that ends DONE with one delivery
-OK_SCRIPT = [
-    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is done."}}]},
-    {"text": "I told the user the research is done."},
-]
-#: every provider fails: the run ends in ERROR
-FAILING_PROVIDERS = [
-    {"type": "scripted", "id": "primary", "script": [{"error": "server"}]},
-    {"type": "scripted", "id": "fallback", "script": [{"error": "auth"}]},
-]
+# the demo's sessions, re-exported: OK_SCRIPT messages the user at step 0 and answers at step 1 (a
+# run that ends DONE with one delivery); with FAILING_PROVIDERS every provider fails (ERROR)
+from agentwake_local.seed import DEMO_SCRIPT as OK_SCRIPT
+from agentwake_local.seed import FAILING_PROVIDERS as FAILING_PROVIDERS
+from tests.support.tasks import token_for, token_hash_for
 
 
 def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | None = None, **kw: object) -> None:
