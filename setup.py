@@ -1,13 +1,13 @@
 """Package layout (metadata lives in pyproject.toml): three import names from three folders.
 
 - ``agentwake``        functions/agentwake  the Lambda runtime (the SAM CodeUri is functions/)
-- ``agentwake_ops``    ops/                 the operator CLI (``ops`` extra)
-- ``agentwake_local``  infra/local/         the embedded local AWS (``local`` extra)
+- ``agentwake_ops``    agentwake_ops/       the operator CLI (``ops`` extra)
+- ``agentwake_local``  infra/agentwake_local/the embedded local AWS (``local`` extra)
 """
 
 from setuptools import find_packages, setup
 
-FOLDERS = {"agentwake": "functions/agentwake", "agentwake_ops": "ops", "agentwake_local": "infra/local"}
+FOLDERS = {"agentwake": "functions/agentwake", "agentwake_ops": "agentwake_ops", "agentwake_local": "infra/agentwake_local"}
 
 
 def packages() -> list[str]:

@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: import name -> folder (mirrors setup.py)
 PACKAGES = {
     "agentwake": ROOT / "functions" / "agentwake",
-    "agentwake_ops": ROOT / "ops",
-    "agentwake_local": ROOT / "infra" / "local",
+    "agentwake_ops": ROOT / "agentwake_ops",
+    "agentwake_local": ROOT / "infra" / "agentwake_local",
 }
 #: which package may import which (besides itself)
 ALLOWED = {

@@ -279,7 +279,7 @@ def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: 
 
 
 def lambda_destination_record(event: dict[str, Any], error: dict[str, Any]) -> str:
-    """What Lambda itself sends to the on-failure destination after the retries (as infra/local does)."""
+    """What Lambda itself sends to the on-failure destination after the retries (as infra/agentwake_local does)."""
     return json.dumps(
         {
             "version": "1.0",

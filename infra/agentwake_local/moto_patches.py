@@ -143,7 +143,7 @@ def check(pins: Mapping[str, str] | None = None) -> None:
         raise MotoPatchError(
             f"moto {installed} is not the moto the local stack's patches were written for ({MOTO_VERSION}): "
             f"{', '.join(changed)} changed. Install the pinned version (pip install -e '.[local]', which "
-            f"pins moto=={MOTO_VERSION}), or re-check infra/local/moto_patches.py against the new moto "
+            f"pins moto=={MOTO_VERSION}), or re-check infra/agentwake_local/moto_patches.py against the new moto "
             "and update PINNED."
         )
 
