@@ -53,8 +53,12 @@ def _key_literals(source: str, name: str) -> list[str]:
 
 
 def test_every_table_key_is_built_in_store_keys() -> None:
-    # GIVEN the runtime and the operator CLI
-    files = [*(ROOT / "functions" / "agentwake").rglob("*.py"), *(ROOT / "agentwake_ops").rglob("*.py")]
+    # GIVEN the runtime, the operator CLI and the local emulator
+    files = [
+        *(ROOT / "functions" / "agentwake").rglob("*.py"),
+        *(ROOT / "agentwake_ops").rglob("*.py"),
+        *(ROOT / "infra" / "agentwake_local").rglob("*.py"),
+    ]
     # WHEN their string literals are read (docstrings aside)
     found = [
         hit for f in files if f != STORE / "keys.py" for hit in _key_literals(f.read_text(), str(f.relative_to(ROOT)))

@@ -4,19 +4,22 @@ One item per session per day (``SESSION#{id}`` / ``USAGE#{yyyy-mm-dd}``), read i
 batch read (``DynamoStore.read_wake`` asks for today's item with the run, the task or job and the
 session config: no round trip of its own), checked unchanged by the transaction that takes the
 lease, and updated inside writes the run makes anyway: the delivery counter in the transaction
-that records the delivery (for deliver_final's answer, the commit), the token counter in the model step's journal write. A session without daily limits
-never writes it. The item expires after a few days (TTL). One wake per session at a time (the
+that records the delivery (for deliver_final's answer, the commit), the token counter in the model
+step's journal write. A session without daily limits never writes it. The item expires after a few days (TTL). One wake per session at a time (the
 lease) means the count checked when the lease is taken stays exact for the run.
+
+``DynamoStore.daily_counters(session_id)`` builds them (reading nothing);
+``DynamoStore.journal(run_id, counters=...)`` adds each new reply's tokens in the reply's own write.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentwake.store.codec import key
 from agentwake.store.keys import usage_day, usage_key
 
 if TYPE_CHECKING:
-    from agentwake.store.journal import DynamoJournal
     from agentwake.store.table import Table
 
 #: counter items outlive their day by this much, then DynamoDB's TTL removes them
@@ -44,7 +47,7 @@ class DailyCounters:
         return {
             "Update": {
                 "TableName": self.store.table,
-                "Key": self.store._key(*usage_key(self.session_id, self.day)),
+                "Key": key(*usage_key(self.session_id, self.day)),
                 "UpdateExpression": "ADD tokens :t, deliveries :d SET expires_at = if_not_exists(expires_at, :x)",
                 "ExpressionAttributeValues": {
                     ":t": {"N": str(tokens)},
@@ -55,7 +58,7 @@ class DailyCounters:
         }
 
 
-def CountingJournal(journal: DynamoJournal, counters: DailyCounters) -> DynamoJournal:  # noqa: N802
+def CountingJournal(journal: Any, counters: DailyCounters) -> Any:  # noqa: N802
     """The run's journal, adding each new reply's tokens to the session's daily counter in the same
     write. Kept for callers not yet asking ``store.journal(run_id, counters=...)``, which does
     the same: it is that journal, not a wrapper."""

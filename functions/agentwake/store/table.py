@@ -62,9 +62,6 @@ class Table:
         resp = self.db.get_item(TableName=self.table, Key=key(pk, sk), ConsistentRead=consistent)
         return resp.get("Item")
 
-    def _get(self, pk: str, sk: str, consistent: bool = True) -> dict[str, Any] | None:
-        return self.read_item(pk, sk, consistent=consistent)
-
     def _query(
         self, pk: str, prefix: str, *, forward: bool = True, limit: int | None = None
     ) -> Iterator[dict[str, Any]]:
