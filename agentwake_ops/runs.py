@@ -9,9 +9,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after
 from agentwake.store.models import FailureRecord, RunRecord
-from agentwake.store.operator import OperatorStore, RunsPage, load
+from agentwake.store.operator import OperatorStore, RunsPage
 
 
 @dataclass
@@ -46,16 +48,17 @@ def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
     """The run's partition in one Query: run record, failures, journal, deliveries."""
     summary = RunSummary(run=None)
     for sk, item in OperatorStore(store).run_items(run_id):
-        if sk == "RUN":
-            summary.run = load(RunRecord, item)
-        elif sk.startswith("FAILURE#"):
-            summary.failures.append(load(FailureRecord, item))
-        elif sk.startswith("STEP#"):
-            summary.steps.append({"key": sk[5:], "at": item.get("at", {}).get("S"), **json.loads(item["value"]["S"])})
-        elif sk.startswith("DELIVERY#"):
+        if sk == RUN_SK:
+            summary.run = load_item(RunRecord, item)
+        elif sk.startswith(FAILURE_PREFIX):
+            summary.failures.append(load_item(FailureRecord, item))
+        elif sk.startswith(STEP_PREFIX):
+            step = json.loads(item["value"]["S"])
+            summary.steps.append({"key": after(STEP_PREFIX, sk), "at": item.get("at", {}).get("S"), **step})
+        elif sk.startswith(DELIVERY_PREFIX):
             summary.deliveries.append(
                 {
-                    "delivery_id": sk[len("DELIVERY#") :],
+                    "delivery_id": after(DELIVERY_PREFIX, sk),
                     "session_id": item["session_id"]["S"],
                     "text": item["text"]["S"],
                     "at": item["at"]["S"],

@@ -33,6 +33,7 @@ from agentwake_ops.context import OpsOptions, build_context, discover
 from agentwake_ops.runs import run_summary
 from tests.support.builders import OK_SCRIPT
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease, lease_holder
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -150,7 +151,7 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
     # GIVEN a session leased by a long run (bg:holder-...) and a wait limit of 5 seconds
     session, holder = uid("session-held"), f"bg:{uid('holder')}"
     seed_session(store, session, receiver)
-    token = store.acquire_lease(session, holder, 600)
+    token = acquire_lease(store, session, holder, 600)
     assert token is not None
     function = local.functions["BackgroundResultFunction"]
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
@@ -227,7 +228,7 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     tasks.finish_task(task_id, "succeeded", "the result", task_token=registered.task_token, summary_name="Research")
     bg_run = f"bg:{task_id}"
     wait_until(lambda: receiver.received, 120, "the background run is delivering")
-    assert (store.lease_holder(session) or ("",))[0] == bg_run
+    assert (lease_holder(store, session) or ("",))[0] == bg_run
 
     # WHEN the job's schedule fires meanwhile (an asynchronous invocation of the cron alias)
     first = local.invoke_async(

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.history import MARKER_TEXT
 from agentwake.store.models import Task
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
 from agentwake.tasks import TasksService

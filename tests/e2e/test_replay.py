@@ -17,6 +17,7 @@ from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, make_failed_background_run
 from tests.support.aws import REGION
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import put_wake
 
 #: the fix: step 0 comes from the journal; step 1 messages the user; step 2 ends the run
 FIXED = {
@@ -227,7 +228,7 @@ def test_the_wake_kept_for_replay_fits_a_dynamodb_item_whatever_its_size(stack: 
     # GIVEN a wake far over DynamoDB's 400 KB once encoded (emoji: 4 bytes each)
     wake = {"trigger": "background_task_finished", "result": "😀" * 150_000, "tool_args": {"q": "x"}}
     # WHEN a run keeps it for replay THEN the write succeeds and reads back bounded, with a marker
-    stack.store.put_wake("bg:huge", kind="background", wake=wake)
+    put_wake(stack.store, "bg:huge", kind="background", wake=wake)
     kind, kept = stack.store.get_wake("bg:huge")  # type: ignore[misc]
     assert kind == "background" and kept["tool_args"] == {"q": "x"}
     assert kept["result"].startswith("😀") and "…[truncated" in kept["result"]

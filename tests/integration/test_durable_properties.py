@@ -33,6 +33,7 @@ from agentwake.wake.session_wait import ParkedRecord, WaitState, wait_background
 from tests.support.aws import REGION, create_resources
 from tests.support.faults import BOUNDARIES, FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease
 from tests.support.tasks import token_for, token_hash_for
 
 TASKS = ("t0", "t1", "t2", "t3")
@@ -217,7 +218,7 @@ class DurableRuns(RuleBasedStateMachine):
             return
         self.now += pause
         session = SESSION_OF[task]
-        token = self.store.acquire_lease(session, "bg:intruder", 600)
+        token = acquire_lease(self.store, session, "bg:intruder", 600)
         assert token is not None
         try:
             self._attempt(task, None)

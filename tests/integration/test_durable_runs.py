@@ -23,6 +23,7 @@ from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease, lease_holder
 
 TWO_DELIVERIES = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "first"}}]},
@@ -190,15 +191,15 @@ def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
     # GIVEN a lease left by a run whose Lambda died
     clock = [1000.0]
     store.now = lambda: clock[0]
-    dead = store.acquire_lease("s1", "bg:dead", 60)
+    dead = acquire_lease(store, "s1", "bg:dead", 60)
     assert dead
     # WHEN another run asks before and after it expires
-    assert store.acquire_lease("s1", "bg:next", 60) is None
+    assert acquire_lease(store, "s1", "bg:next", 60) is None
     clock[0] += 61
     # THEN it gets the lease only after expiry, and the dead run cannot release it
-    assert store.acquire_lease("s1", "bg:next", 60)
+    assert acquire_lease(store, "s1", "bg:next", 60)
     store.release_lease("s1", dead)
-    assert store.lease_holder("s1")[0] == "bg:next"  # type: ignore[index]
+    assert lease_holder(store, "s1")[0] == "bg:next"  # type: ignore[index]
 
 
 def test_journal_items_expire_and_stay_small(store: DynamoStore) -> None:

@@ -19,6 +19,7 @@ from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease, begin_attempt, lease_holder
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_too_little_time_left_defers_the_run_without_writing_anything(store: Dyn
     # THEN nothing was written: no run, no failure, the task untouched, the session not leased
     assert store.get_run("bg:t1") is None and store.failures("bg:t1") == []
     assert store.get_task("t1").status == "running"  # type: ignore[union-attr]
-    assert store.lease_holder("s1") is None
+    assert lease_holder(store, "s1") is None
     # AND with enough time it runs
     out = wake_for_background_result(message("t1", "s1"), deps_for(store), remaining_ms=budget + 60_000)
     assert out.status == "succeeded"
@@ -125,7 +126,7 @@ def test_a_task_id_cannot_be_registered_twice(store: DynamoStore) -> None:
 
 def test_a_failure_is_recorded_even_when_its_job_was_deleted_mid_run(store: DynamoStore) -> None:
     # GIVEN a run whose job no longer exists
-    store.begin_attempt("cron:gone:t", kind="cron", session_id="s1")
+    begin_attempt(store, "cron:gone:t", kind="cron", session_id="s1")
     failure = FailureRecord(run_id="cron:gone:t", session_id="s1", attempt=1, error_type="RunFailed", detail="boom")
     # WHEN its failure is recorded
     store.record_failure(failure, job_id="gone")
@@ -137,12 +138,12 @@ def test_a_failure_is_recorded_even_when_its_job_was_deleted_mid_run(store: Dyna
 
 def test_a_held_lease_admits_not_even_the_same_run(store: DynamoStore) -> None:
     # GIVEN a lease held by a run
-    token = store.acquire_lease("s1", "bg:t1", 60)
+    token = acquire_lease(store, "s1", "bg:t1", 60)
     assert token
     # WHEN another copy of the same run asks THEN it is refused
-    assert store.acquire_lease("s1", "bg:t1", 60) is None
+    assert acquire_lease(store, "s1", "bg:t1", 60) is None
     # AND only the holder's token releases it
     store.release_lease("s1", "not-the-token")
-    assert store.lease_holder("s1") is not None
+    assert lease_holder(store, "s1") is not None
     store.release_lease("s1", token)
-    assert store.lease_holder("s1") is None
+    assert lease_holder(store, "s1") is None

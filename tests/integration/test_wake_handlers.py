@@ -14,10 +14,12 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from agentwake.errors import RunFailed
 from agentwake.handlers import background_result, cron_wake
-from agentwake.store.dynamo import MARKER_TEXT, DynamoStore
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.history import MARKER_TEXT
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
 from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session, seed_task
 from tests.support.probes import count_history_reads
+from tests.support.store_writes import begin_attempt
 from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -128,7 +130,7 @@ def test_commit_is_atomic(store: DynamoStore) -> None:
     # GIVEN a run whose commit cannot complete (the task item vanished between load and commit)
     seed_session(store, "session-demo")
     seed_task(store, "task-ok-1", "session-demo")
-    store.begin_attempt("bg:task-ok-1", kind="background", session_id="session-demo")
+    begin_attempt(store, "bg:task-ok-1", kind="background", session_id="session-demo")
     store.db.delete_item(TableName=store.table, Key=store._key("TASK#task-ok-1", "TASK"))
     # WHEN the commit is attempted
     with pytest.raises(store.db.exceptions.TransactionCanceledException):

@@ -24,6 +24,7 @@ from agentwake.wake.run import WakeDeps
 from agentwake_ops.runs import run_summary
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
 from tests.support.probes import DynamoCalls, count_history_reads, seed_history
+from tests.support.store_writes import lease_holder
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
@@ -54,7 +55,7 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history("s1")] == ["marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply"]
-    assert store.lease_holder("s1") is None
+    assert lease_holder(store, "s1") is None
 
 
 def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoStore, DynamoCalls]) -> None:

@@ -27,6 +27,7 @@ from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session, seed_task
 from tests.support.faults import Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import lease_holder
 from tests.support.tasks import token_for
 
 PLAIN_ANSWER = [{"text": "The research found that Aurora costs $0.12 per ACU-hour."}]
@@ -225,7 +226,7 @@ def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
     with pytest.raises(HardKill):
         wake_for_background_result(message(), deps)
     # WHEN the trigger retries the run (the killed holder's lease released, as if it expired)
-    if store.lease_holder("s1") is not None:
+    if lease_holder(store, "s1") is not None:
         store.db.delete_item(TableName=store.table, Key={"pk": {"S": "SESSION#s1"}, "sk": {"S": "LEASE"}})
     outcome = wake_for_background_result(message(), deps)
     # THEN the user got one answer: at most a copy of the same text under the same delivery id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import session_pk
+from agentwake.store.keys import HISTORY_PREFIX, session_pk
 
 
 def count_history_reads(store: DynamoStore, session_id: str, limit: int) -> int:
@@ -14,7 +14,7 @@ def count_history_reads(store: DynamoStore, session_id: str, limit: int) -> int:
     resp = store.db.query(
         TableName=store.table,
         KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
-        ExpressionAttributeValues={":pk": {"S": session_pk(session_id)}, ":p": {"S": "MSG#"}},
+        ExpressionAttributeValues={":pk": {"S": session_pk(session_id)}, ":p": {"S": HISTORY_PREFIX}},
         ScanIndexForward=False,
         Limit=limit,
     )
@@ -49,7 +49,7 @@ def seed_history(store: DynamoStore, session_id: str, n: int, *, padding: int = 
             batch.put_item(
                 Item={
                     "pk": session_pk(session_id),
-                    "sk": f"MSG#{i:020d}#x",
+                    "sk": f"{HISTORY_PREFIX}{i:020d}#x",
                     "session_id": session_id,
                     "role": "user" if i % 2 == 0 else "assistant",
                     "content": f"message {i}" + (" " + "x" * padding if padding else ""),

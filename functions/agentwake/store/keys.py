@@ -10,11 +10,32 @@
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
+
+Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
+``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
+``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from datetime import UTC, datetime
+
+#: sort-key prefixes of the items that share a partition
+HISTORY_PREFIX = "MSG#"
+STEP_PREFIX = "STEP#"
+DELIVERY_PREFIX = "DELIVERY#"
+FAILURE_PREFIX = "FAILURE#"
+TASK_PREFIX = "TASK#"
+#: sort keys of the one-of-a-kind items
+RUN_SK = "RUN"
+TASK_SK = "TASK"
+WAKE_SK = "WAKE"
+LEASE_SK = "LEASE"
+#: gsi1 partition keys
+RUNS_PREFIX = "RUNS#"
+JOBS_GSI_PK = "JOBS"
 
 
 def session_pk(session_id: str) -> str:
@@ -26,11 +47,11 @@ def run_pk(run_id: str) -> str:
 
 
 def run_key(run_id: str) -> tuple[str, str]:
-    return run_pk(run_id), "RUN"
+    return run_pk(run_id), RUN_SK
 
 
 def task_key(task_id: str) -> tuple[str, str]:
-    return f"TASK#{task_id}", "TASK"
+    return f"{TASK_PREFIX}{task_id}", TASK_SK
 
 
 def job_key(job_id: str) -> tuple[str, str]:
@@ -42,7 +63,11 @@ def config_key(session_id: str) -> tuple[str, str]:
 
 
 def lease_key(session_id: str) -> tuple[str, str]:
-    return session_pk(session_id), "LEASE"
+    return session_pk(session_id), LEASE_SK
+
+
+def wake_key(run_id: str) -> tuple[str, str]:
+    return run_pk(run_id), WAKE_SK
 
 
 def usage_day(now: float) -> str:
@@ -52,3 +77,34 @@ def usage_day(now: float) -> str:
 
 def usage_key(session_id: str, day: str) -> tuple[str, str]:
     return session_pk(session_id), f"USAGE#{day}"
+
+
+def history_sk() -> str:
+    """A new history entry's sort key: time-ordered and unique (nanoseconds since the epoch, then
+    a random suffix)."""
+    return f"{HISTORY_PREFIX}{time.time_ns():020d}#{uuid.uuid4().hex[:8]}"
+
+
+def step_sk(key: str) -> str:
+    return STEP_PREFIX + key
+
+
+def delivery_sk(delivery_id: str) -> str:
+    return DELIVERY_PREFIX + delivery_id
+
+
+def failure_sk(attempt: int, at: str) -> str:
+    return f"{FAILURE_PREFIX}{attempt:05d}#{at}"
+
+
+def after(prefix: str, sk: str) -> str:
+    """What follows ``prefix`` in a sort key (a step's key, a delivery's id)."""
+    return sk[len(prefix) :]
+
+
+def runs_gsi_pk(session_id: str) -> str:
+    return RUNS_PREFIX + session_id
+
+
+def runs_gsi_sk(started_at: str, run_id: str) -> str:
+    return f"{started_at}#{run_id}"

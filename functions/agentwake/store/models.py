@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentwake.agent.types import Message
+from agentwake.conversation import Message
 
 #: DynamoDB items are capped at 400 KB; long text is cut well below that, with a visible marker
 MAX_TEXT_CHARS = 60_000

@@ -6,34 +6,14 @@ CLI, in ``agentwake_ops.runs``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import run_pk, session_pk
-from agentwake.store.models import RunRecord, Task, _Stored
-
-M = TypeVar("M", bound=_Stored)
-
-#: gsi1pk of every run: ``RUNS#{session}``; gsi1sk: ``{start of its latest attempt}#{run id}``
-RUNS_PREFIX = "RUNS#"
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    from boto3.dynamodb.types import TypeDeserializer
-
-    deser = TypeDeserializer()
-    return {k: deser.deserialize(v) for k, v in item.items()}
-
-
-def load(cls: type[M], item: dict[str, Any]) -> M:
-    plain = _plain(item)
-    for key in cls.JSON_FIELDS:
-        if isinstance(plain.get(key), str):
-            plain[key] = json.loads(plain[key])
-    return cls.model_validate(plain)
+from agentwake.store.keys import RUNS_PREFIX, TASK_PREFIX, TASK_SK, run_pk, runs_gsi_pk, session_pk
+from agentwake.store.models import RunRecord, Task
+from agentwake.store.table import pages
 
 
 @dataclass
@@ -51,19 +31,13 @@ class OperatorStore:
 
     def run_items(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """Every item of the run's partition as (sort key, raw DynamoDB item), in key order."""
-        kwargs: dict[str, Any] = {
+        request = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}},
             "ConsistentRead": True,
         }
-        out: list[tuple[str, dict[str, Any]]] = []
-        while True:
-            resp = self.db.query(**kwargs)
-            out += [(item["sk"]["S"], item) for item in resp.get("Items", [])]
-            if "LastEvaluatedKey" not in resp:
-                return out
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return [(item["sk"]["S"], item) for item in pages(self.db.query, request)]
 
     def runs(
         self,
@@ -88,7 +62,7 @@ class OperatorStore:
             values[":status"] = {"S": status}
         if session_id is not None:
             cond = ["gsi1pk = :p"]
-            values[":p"] = {"S": RUNS_PREFIX + session_id}
+            values[":p"] = {"S": runs_gsi_pk(session_id)}
             if before:
                 cond.append("gsi1sk < :before")
                 values[":before"] = {"S": before}
@@ -103,7 +77,7 @@ class OperatorStore:
                 kwargs["FilterExpression"] = " AND ".join(filters)
                 kwargs["ExpressionAttributeNames"] = names
             found: list[tuple[str, dict[str, Any]]] = []
-            for item in self._pages("query", kwargs):
+            for item in pages(self.db.query, kwargs):
                 key = item["gsi1sk"]["S"]
                 if since and key < since:
                     break  # newest first: everything after this is older still
@@ -127,30 +101,21 @@ class OperatorStore:
             }
             if status:
                 kwargs["ExpressionAttributeNames"] = names
-            found = sorted(((i["gsi1sk"]["S"], i) for i in self._pages("scan", kwargs)), key=lambda p: p[0])
+            found = sorted(((i["gsi1sk"]["S"], i) for i in pages(self.db.scan, kwargs)), key=lambda p: p[0])
             found.reverse()
         page = found[:limit]
         more = len(found) > limit
-        runs = [load(RunRecord, item) for _, item in page]
+        runs = [load_item(RunRecord, item) for _, item in page]
         return RunsPage(runs, page[-1][0] if more and page else None)
-
-    def _pages(self, operation: str, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        call = getattr(self.db, operation)
-        while True:
-            resp = call(**kwargs)
-            yield from resp.get("Items", [])
-            if "LastEvaluatedKey" not in resp:
-                return
-            kwargs = {**kwargs, "ExclusiveStartKey": resp["LastEvaluatedKey"]}
 
     def tasks_of_session(self, session_id: str) -> list[Task]:
         """The session's tasks (a Scan: tasks are keyed by task id only)."""
         kwargs = {
             "TableName": self.table,
             "FilterExpression": "begins_with(pk, :t) AND sk = :sk AND session_id = :s",
-            "ExpressionAttributeValues": {":t": {"S": "TASK#"}, ":sk": {"S": "TASK"}, ":s": {"S": session_id}},
+            "ExpressionAttributeValues": {":t": {"S": TASK_PREFIX}, ":sk": {"S": TASK_SK}, ":s": {"S": session_id}},
         }
-        return [load(Task, item) for item in self._pages("scan", kwargs)]
+        return [load_item(Task, item) for item in pages(self.db.scan, kwargs)]
 
     def delete_session(self, session_id: str) -> int:
         """Delete the session's partition (config, history, lease); returns how many items went."""
@@ -161,7 +126,7 @@ class OperatorStore:
             "ProjectionExpression": "pk, sk",
             "ConsistentRead": True,
         }
-        keys = [{"pk": i["pk"], "sk": i["sk"]} for i in self._pages("query", kwargs)]
+        keys = [{"pk": i["pk"], "sk": i["sk"]} for i in pages(self.db.query, kwargs)]
         for start in range(0, len(keys), 25):
             requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
             pending: dict[str, Any] = {self.table: requests}

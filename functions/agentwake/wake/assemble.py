@@ -15,8 +15,9 @@ from agentwake.wake.attention import RunBooks, open_books
 from agentwake.wake.prompt import build_wake_messages
 
 if TYPE_CHECKING:
-    from agentwake.store.dynamo import DailyUsage, DynamoJournal
+    from agentwake.store.journal import DynamoJournal
     from agentwake.store.models import SessionConfig
+    from agentwake.store.port import DailyUsage
     from agentwake.wake.run import RunSpec, WakeDeps
 
 

@@ -27,12 +27,12 @@ from agentwake.errors import (
 )
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
-from agentwake.store.dynamo import DailyUsage, DynamoJournal, Lease, WakeRead
+from agentwake.store.journal import DynamoJournal
 from agentwake.store.models import FailureRecord, truncate
+from agentwake.store.port import DailyUsage, Lease, RunStore, WakeRead
 from agentwake.wake.agent_factory import has_daily_limits
 from agentwake.wake.assemble import assemble_agent
 from agentwake.wake.attention import emit_usage_metrics, note_with_final, run_usage
-from agentwake.wake.ports import RunStore
 from agentwake.wake.prompt import WakeKind
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it

@@ -1,0 +1,89 @@
+"""The conversation's history (append-only, one item per entry) and the deliveries recorded into
+it: a delivered message is history at the moment it is delivered, exactly once per delivery id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentwake.store.itemsize import safe_text
+from agentwake.store.keys import HISTORY_PREFIX, delivery_sk, history_sk, run_pk, session_pk
+from agentwake.store.models import HistoryEntry, truncate, utcnow_iso
+from agentwake.store.records import RecordStore
+
+#: the user turn before a run's note in history
+MARKER_TEXT = "Output your last task result below."
+
+
+class HistoryStore(RecordStore):
+    # --- history ------------------------------------------------------------------------------
+
+    def _history_put(self, entry: HistoryEntry) -> dict[str, Any]:
+        sk = entry.sk or history_sk()
+        entry = entry.model_copy(update={"sk": sk})
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": self._item(entry, session_pk(entry.session_id), sk),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]:
+        """The newest ``limit`` entries, oldest first: one Query with Limit, whatever the length."""
+        if limit <= 0:
+            return []
+        items = list(self._query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit))
+        return [self._load(HistoryEntry, i) for i in reversed(items)]
+
+    def history(self, session_id: str) -> list[HistoryEntry]:
+        return [self._load(HistoryEntry, i) for i in self._query(session_pk(session_id), HISTORY_PREFIX)]
+
+    # --- deliveries: history at the moment they are delivered, exactly once ----------------------
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool:
+        return self.read_item(run_pk(run_id), delivery_sk(delivery_id)) is not None
+
+    def _delivery_items(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, Any]]:
+        """The delivery marker (once per delivery id), its history entry and ``also`` (the session's
+        daily delivery counter), tagged ``delivery:{id}``: dropped together if it is recorded already."""
+        marker = {
+            "pk": {"S": run_pk(run_id)},
+            "sk": {"S": delivery_sk(delivery_id)},
+            "session_id": {"S": session_id},
+            "text": {"S": truncate(safe_text(text))},
+            "at": {"S": utcnow_iso()},
+        }
+        entry = HistoryEntry(
+            session_id=session_id,
+            role="assistant",
+            content=text,
+            kind="delivery",
+            run_id=run_id,
+            delivery_id=delivery_id,
+        )
+        tag = f"delivery:{delivery_id}"
+        put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
+        return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
+
+    def delivery_record(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> list[tuple[str, Any]]:
+        """The record of a delivery just sent (marker, history entry, ``also``), built at the moment
+        of the send (its history entry sorts there) and written by the run's next transaction:
+        deliver_final's answer rides on the commit (or the failure record) this way."""
+        return self._delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Append a delivered message to history, once per delivery id. False if already recorded.
+
+        ``also``: more transaction items written with it (the session's daily delivery counter)."""
+        items = self._delivery_items(
+            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+        )
+        return not self._transact(items, droppable=frozenset({"delivery"}))

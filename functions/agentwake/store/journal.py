@@ -1,0 +1,236 @@
+"""The run's journal on DynamoDB: each completed step under the run id (``STEP#…``), read back by
+a retry in one Query with the deliveries already recorded, and ``DynamoJournal``, the journal a
+wake's agent writes through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentwake.store.daily import DailyCounters
+from agentwake.store.history import HistoryStore
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
+from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
+from agentwake.store.models import utcnow_iso
+from agentwake.store.port import Counters, Unwritten
+from agentwake.store.table import pages
+
+
+class JournalStore(HistoryStore):
+    def journal_entries(self, run_id: str) -> dict[str, dict[str, Any]]:
+        return {
+            after(STEP_PREFIX, item["sk"]["S"]): json.loads(item["value"]["S"])
+            for item in self._query(run_pk(run_id), STEP_PREFIX)
+        }
+
+    def run_journal(self, run_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        """A retry's one read of its run: the completed steps and the delivery ids already recorded
+        (one Query of the run's partition, failure records filtered out; sized by the run's steps,
+        never by the conversation)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "FilterExpression": "NOT begins_with(sk, :failure)",
+            "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}, ":failure": {"S": FAILURE_PREFIX}},
+            "ConsistentRead": True,
+        }
+        steps: dict[str, dict[str, Any]] = {}
+        delivered: set[str] = set()
+        for item in pages(self.db.query, request):
+            sk = item["sk"]["S"]
+            if sk.startswith(STEP_PREFIX):
+                steps[after(STEP_PREFIX, sk)] = json.loads(item["value"]["S"])
+            elif sk.startswith(DELIVERY_PREFIX):
+                delivered.add(after(DELIVERY_PREFIX, sk))
+        return steps, delivered
+
+    def _step_put(self, run_id: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": run_pk(run_id)},
+                    "sk": {"S": step_sk(key)},
+                    "value": {"S": json.dumps(value, ensure_ascii=False)},
+                    "at": {"S": utcnow_iso()},
+                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                },
+            }
+        }
+
+    def _unwritten_items(self, run_id: str, unwritten: Unwritten | None) -> list[tuple[str, Any]]:
+        if not unwritten:
+            return []
+        items: list[tuple[str, Any]] = [("step", self._step_put(run_id, k, v)) for k, v in unwritten.steps.items()]
+        items += [("step", item) for item in unwritten.also]
+        for d in unwritten.deliveries:
+            items += self._delivery_items(**d)
+        items += unwritten.records
+        return items
+
+    def journal_put(
+        self,
+        run_id: str,
+        key: str,
+        value: dict[str, Any],
+        *,
+        unwritten: Unwritten | None = None,
+        also: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Journal one completed step. With ``unwritten`` (deliveries sent during this step, steps
+        kept back) or ``also`` (the session's daily token counter), all of it lands in one
+        transaction: a delivery's marker, its history entry and the tool result that reports it
+        are never apart."""
+        if not unwritten and not also:
+            self.db.put_item(**self._step_put(run_id, key, value)["Put"])
+            return
+        items = [("step", self._step_put(run_id, key, value)), *(("step", item) for item in also)]
+        items += self._unwritten_items(run_id, unwritten)
+        self._transact(items, droppable=frozenset({"delivery"}))
+
+    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
+        """The session's counters of ``day`` (today when None): builds them, reads nothing."""
+        return DailyCounters(self, session_id, day=day)
+
+    def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> DynamoJournal:
+        """The run's journal. ``fresh``: the run had no record before this attempt, so there is
+        nothing to read (a first attempt skips the journal read). ``counters``: each new model
+        reply's tokens are added to the session's daily counter in the same write as the reply."""
+        return DynamoJournal(self, run_id, fresh=fresh, counters=counters)
+
+
+class DynamoJournal:
+    """The StepJournal port on DynamoDB, and the recorder of the run's deliveries.
+
+    - A retry loads the run's completed steps and recorded delivery ids in one Query; a first
+      attempt (no run record before it) has none, and reads nothing.
+    - A reply that calls tools is written at once: its tools may act on the world.
+    - A delivery is staged when it is sent and lands in the same transaction as the step that
+      reports it (marker, history entry and tool result together).
+    - The run's last steps (the reply without tool calls, deliver_final's entry) are kept back and
+      written by the commit (or failure) transaction, with the deliveries they report; anything
+      kept back is written before a message is sent.
+    - deliver_final's answer is recorded like a tool step's delivery: its reply is durable before
+      the send (flushed), its record is staged when it is sent and lands with the entry that reports
+      it (``final.delivery``), which the commit writes — the next write after the send, as for
+      ``send_message_to_user`` (docs/durability.md).
+    - With ``counters`` (a session with daily limits), a new reply's tokens are added to the day's
+      counter in the same write as the reply (a transaction instead of a put: still one round trip).
+    """
+
+    #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
+    LAST_STEP_KEYS = frozenset({"final.delivery"})
+
+    def __init__(
+        self, store: JournalStore, run_id: str, *, fresh: bool = False, counters: Counters | None = None
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.counters = counters
+        if fresh:
+            self.entries: dict[str, dict[str, Any]] = {}
+            self.delivered: set[str] = set()
+        else:
+            self.entries, self.delivered = store.run_journal(run_id)
+        #: steps kept back, with the deliveries they report and their counter items
+        self.pending = Unwritten()
+        #: deliveries sent since the last step was put, not yet reported by any step
+        self.loose: list[dict[str, Any]] = []
+        #: records of such deliveries built when they were sent (deliver_final's answer)
+        self.staged: list[tuple[str, Any]] = []
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
+        also = [*also, *self._counted(key, value)]
+        value = _cap_journal_value(value)
+        if self._keep_back(key, value):
+            self.pending = self.pending + Unwritten(
+                steps={key: value}, deliveries=self.loose, also=list(also), records=self.staged
+            )
+        else:
+            rest = self.pending + Unwritten(deliveries=self.loose, records=self.staged)
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
+            self.pending = Unwritten()
+        self.loose = []
+        self.staged = []
+        self.entries[key] = value
+
+    def _counted(self, key: str, value: dict[str, Any]) -> list[dict[str, Any]]:
+        """The daily counter's item for a reply's tokens (none without counters, or for no tokens)."""
+        usage = value.get("usage") if self.counters is not None and key.endswith(".reply") else None
+        tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)) if usage else 0
+        if not tokens or self.counters is None:
+            return []
+        return [self.counters.add(tokens=tokens)]
+
+    def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
+        """The run's last step: the commit writes it (a reply with no tool calls ends the run)."""
+        return key in self.LAST_STEP_KEYS or (key.endswith(".reply") and not value.get("tool_calls"))
+
+    def flush(self) -> None:
+        """Write the steps kept back (before anything leaves the process)."""
+        if self.pending.steps:
+            *earlier, (key, value) = self.pending.steps.items()
+            rest = Unwritten(
+                steps=dict(earlier),
+                deliveries=self.pending.deliveries,
+                also=self.pending.also,
+                records=self.pending.records,
+            )
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
+            self.pending = Unwritten()
+
+    def unwritten(self, *, for_commit: bool = False) -> Unwritten:
+        """What the run's last transaction must write. A success also records the deliveries no step
+        reported yet; a failure does not (the step that sent them is redone, and resends them under
+        the same delivery id: the at-least-once edge of docs/durability.md)."""
+        if for_commit:
+            return self.pending + Unwritten(deliveries=self.loose, records=self.staged)
+        return self.pending
+
+    def mark_written(self) -> None:
+        self.pending = Unwritten()
+        self.loose = []
+        self.staged = []
+
+    # --- the recorder port of RecordingChannel -----------------------------------------------
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool:
+        if run_id != self.run_id:
+            return self.store.has_delivery(run_id, delivery_id)
+        return delivery_id in self.delivered
+
+    def before_send(self) -> None:
+        self.flush()
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool:
+        """Stage a sent delivery: it is written with the step that reports it (a tool result, or
+        ``final.delivery`` for deliver_final's answer, which the commit or the failure record
+        writes). A delivery to another session is recorded on its own, at once."""
+        if run_id != self.run_id:
+            return self.store.record_delivery(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+        if delivery_id == f"{self.run_id}#final":
+            # built now, so its history entry sorts at the send, before the commit's marker and note
+            self.staged += self.store.delivery_record(
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+            )
+            self.delivered.add(delivery_id)
+            return True
+        self.loose.append(
+            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
+        )
+        self.delivered.add(delivery_id)
+        return True
+
+
+def _cap_journal_value(value: dict[str, Any]) -> dict[str, Any]:
+    """Bounded in bytes as DynamoDB counts them (any text, tool arguments included): see itemsize."""
+    return bound_json(value, JOURNAL_VALUE_BYTES)

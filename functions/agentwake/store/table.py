@@ -1,0 +1,109 @@
+"""The table every store part reads and writes: its client, clock, item access, the one
+pagination helper and the one transaction helper (tagged items, droppable conditions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from agentwake.store.codec import dump_item, key, load_item
+from agentwake.store.models import _Stored
+
+M = TypeVar("M", bound=_Stored)
+
+
+def pages(call: Callable[..., dict[str, Any]], request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every item a Query or Scan returns, page after page (``LastEvaluatedKey`` →
+    ``ExclusiveStartKey``). ``request`` is not changed. A request with ``Limit`` is one page."""
+    while True:
+        resp = call(**request)
+        yield from resp.get("Items", [])
+        if "Limit" in request or "LastEvaluatedKey" not in resp:
+            return
+        request = {**request, "ExclusiveStartKey": resp["LastEvaluatedKey"]}
+
+
+class Table:
+    """The single table: the base every part of ``DynamoStore`` builds on."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: Any = None,
+        now: Callable[[], float] = time.time,
+        journal_ttl_days: int = 15,
+    ) -> None:
+        if client is None:
+            from agentwake.store.aws import client as make_client
+
+            client = make_client("dynamodb")
+        self.table = table_name
+        self.db = client
+        self.now = now
+        self.journal_ttl_s = journal_ttl_days * 86400
+
+    # --- items ------------------------------------------------------------------------------
+
+    def _item(self, model: _Stored, pk: str, sk: str, **extra: Any) -> dict[str, Any]:
+        return dump_item(model, pk, sk, **extra)
+
+    def _load(self, cls: type[M], item: dict[str, Any]) -> M:
+        return load_item(cls, item)
+
+    @staticmethod
+    def _key(pk: str, sk: str) -> dict[str, Any]:
+        return key(pk, sk)
+
+    def read_item(self, pk: str, sk: str, *, consistent: bool = True) -> dict[str, Any] | None:
+        """One item as stored (attribute values), or None: a GetItem."""
+        resp = self.db.get_item(TableName=self.table, Key=key(pk, sk), ConsistentRead=consistent)
+        return resp.get("Item")
+
+    def _query(
+        self, pk: str, prefix: str, *, forward: bool = True, limit: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The partition's items whose sort key starts with ``prefix`` (all of them, or one page of
+        ``limit``), consistent."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)" if prefix else "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, **({":p": {"S": prefix}} if prefix else {})},
+            "ScanIndexForward": forward,
+            "ConsistentRead": True,
+        }
+        if limit is not None:
+            request["Limit"] = limit
+        return pages(self.db.query, request)
+
+    # --- transactions -----------------------------------------------------------------------
+
+    def _transact(
+        self, items: list[tuple[str, dict[str, Any]]], *, droppable: frozenset[str] = frozenset()
+    ) -> set[str]:
+        """One TransactWriteItems of ``(tag, item)`` pairs. When every item whose condition failed
+        has a droppable tag (the part before ``:``), those items are dropped and the rest is written
+        in one more call (a lease that is no longer ours, a task/job deleted mid-run, a delivery
+        recorded already). Returns the dropped tags. Otherwise re-raises TransactionCanceledException
+        with ``failed_tags`` ({tag: cancellation reason}) set on it."""
+        dropped: set[str] = set()
+        while items:
+            try:
+                self.db.transact_write_items(TransactItems=[item for _, item in items])
+                return dropped
+            except self.db.exceptions.TransactionCanceledException as exc:
+                reasons = exc.response.get("CancellationReasons", [])
+                failed = {
+                    tag: r for (tag, _), r in zip(items, reasons, strict=False) if r.get("Code") not in (None, "None")
+                }
+                exc.failed_tags = failed  # type: ignore[attr-defined]
+                if not failed or not all(
+                    r.get("Code") == "ConditionalCheckFailed" and tag.split(":")[0] in droppable
+                    for tag, r in failed.items()
+                ):
+                    raise
+                dropped |= set(failed)
+                items = [(t, i) for t, i in items if t not in failed]
+        return dropped

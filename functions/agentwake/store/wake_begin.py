@@ -1,0 +1,342 @@
+"""How a wake starts and holds its session: one batch read, then one conditional write that takes
+the session's lease and counts the attempt (and keeps what woke the run, on a first attempt).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from agentwake.errors import LeaseHeld, RunAlreadySucceeded
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
+from agentwake.store.journal import JournalStore
+from agentwake.store.keys import (
+    config_key,
+    job_key,
+    lease_key,
+    run_key,
+    runs_gsi_pk,
+    runs_gsi_sk,
+    task_key,
+    usage_day,
+    usage_key,
+    wake_key,
+)
+from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
+from agentwake.store.port import DailyUsage, Lease, WakeRead
+
+
+def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
+    """The day's counters as stored (``USAGE#{day}``); 0 for an item not there yet."""
+    item = item or {}
+    return DailyUsage(
+        session_id=session_id,
+        day=day,
+        tokens=int(item.get("tokens", {}).get("N", "0")),
+        deliveries=int(item.get("deliveries", {}).get("N", "0")),
+    )
+
+
+class _UsageMoved(Exception):
+    """The day's counters changed between the wake's read and its lease: here is what they are now."""
+
+    def __init__(self, usage: DailyUsage) -> None:
+        super().__init__(usage)
+        self.usage = usage
+
+
+class WakeBegin(JournalStore):
+    def read_wake(
+        self,
+        *,
+        run_id: str,
+        session_id: str | None = None,
+        task_id: str | None = None,
+        job_id: str | None = None,
+    ) -> WakeRead:
+        """The run record, the task or job, the session config and the session's counters of today
+        (``USAGE#{day}``) in one (consistent) BatchGetItem."""
+        keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
+        if task_id is not None:
+            keys[task_key(task_id)] = "task"
+        if job_id is not None:
+            keys[job_key(job_id)] = "job"
+        day = usage_day(self.now())
+        if session_id is not None:
+            keys[config_key(session_id)] = "session"
+            # one more key, not one more round trip: whether the session has daily limits is in
+            # its config, which this same read fetches
+            keys[usage_key(session_id, day)] = "usage"
+        request: dict[str, Any] = {self.table: {"Keys": [self._key(pk, sk) for pk, sk in keys], "ConsistentRead": True}}
+        found: list[dict[str, Any]] = []
+        for attempt in range(8):
+            resp = self.db.batch_get_item(RequestItems=request)
+            found += resp.get("Responses", {}).get(self.table, [])
+            request = resp.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
+        else:
+            raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
+        read = WakeRead()
+        if session_id is not None:
+            read.usage = DailyUsage(session_id=session_id, day=day)
+        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
+        for item in found:
+            name = keys.get((item["pk"]["S"], item["sk"]["S"]))
+            if name == "usage" and session_id is not None:
+                read.usage = usage_from_item(session_id, day, item)
+            elif name is not None:
+                setattr(read, name, self._load(models[name], item))
+        return read
+
+    def begin_run(
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        seconds: float,
+        previous: RunRecord | None,
+        job_id: str | None = None,
+        wake: dict[str, Any] | None = None,
+        usage: DailyUsage | None = None,
+    ) -> Lease:
+        """Take the session's lease and count the attempt in one TransactWriteItems.
+
+        ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
+        attempt (``previous`` is None), so it costs no round trip.
+
+        ``usage``: the session's daily counters as the batch read found them (a session with daily
+        limits). They were read before the lease, so the same transaction checks them unchanged: a
+        run of the session that counted a delivery or tokens between that read and this lease makes
+        the check fail, and the transaction is made again with the counters it returned. The lease
+        carries the counters it was taken with.
+
+        Raises LeaseHeld (another run holds the session, or another copy of this run started since
+        ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
+        """
+        for _ in range(3):
+            try:
+                return self._begin_run(
+                    run_id=run_id,
+                    kind=kind,
+                    session_id=session_id,
+                    seconds=seconds,
+                    previous=previous,
+                    job_id=job_id,
+                    wake=wake,
+                    usage=usage,
+                )
+            except _UsageMoved as moved:
+                usage = moved.usage
+        # the counters keep moving: some run of the session is writing them, so it is busy
+        raise LeaseHeld(
+            session_id,
+            None,
+            detail=f"session {session_id} is busy: its daily counters changed between the wake's read and "
+            "the lease three times in a row (another run of the session is counting deliveries or tokens)",
+        )
+
+    def _usage_check(self, usage: DailyUsage) -> dict[str, Any]:
+        """A ConditionCheck that the day's counters are still what was read."""
+        conditions, values = [], {}
+        for name, value in (("tokens", usage.tokens), ("deliveries", usage.deliveries)):
+            values[f":{name}"] = {"N": str(value)}
+            same = f"{name} = :{name}"
+            conditions.append(f"(attribute_not_exists({name}) OR {same})" if value == 0 else same)
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": self._key(*usage_key(usage.session_id, usage.day)),
+                "ConditionExpression": " AND ".join(conditions),
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def lease_put(self, *, session_id: str, run_id: str, token: str, seconds: float) -> dict[str, Any]:
+        """The write that takes the session's lease for ``seconds`` if it is free or expired. The
+        token is new on every acquisition: not even another copy of the same run may enter a lease
+        that is held (a crashed holder's lease simply expires)."""
+        now = self.now()
+        pk, sk = lease_key(session_id)
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": pk},
+                    "sk": {"S": sk},
+                    "holder": {"S": run_id},
+                    "token": {"S": token},
+                    "lease_until": {"N": f"{now + seconds:.3f}"},
+                    "acquired_at": {"S": utcnow_iso()},
+                },
+                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now",
+                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def attempt_update(
+        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None
+    ) -> tuple[int, dict[str, Any]]:
+        """The attempt number and the write that counts it on the run record (status running),
+        conditional on ``previous`` being what is stored (no record for a first attempt)."""
+        attempt = (previous.attempts if previous is not None else 0) + 1
+        started = utcnow_iso()
+        values: dict[str, Any] = {
+            ":running": {"S": "running"},
+            ":k": {"S": kind},
+            ":sid": {"S": session_id},
+            ":now": {"S": started},
+            ":rid": {"S": run_id},
+            ":g": {"S": runs_gsi_pk(session_id)},
+            ":n": {"N": str(attempt)},
+            # newest attempt first in `agentwake runs list` (agentwake.store.operator)
+            ":g1sk": {"S": runs_gsi_sk(started, run_id)},
+        }
+        if previous is None:
+            condition = "attribute_not_exists(pk)"
+        else:
+            # optimistic: the attempt count read with the run is still the one stored
+            values[":succeeded"] = {"S": "succeeded"}
+            values[":prev"] = {"N": str(previous.attempts)}
+            condition = "#s <> :succeeded AND attempts = :prev"
+            if previous.attempts == 0:
+                condition = "#s <> :succeeded AND (attempts = :prev OR attribute_not_exists(attempts))"
+        return attempt, {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(*run_key(run_id)),
+                "UpdateExpression": (
+                    "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n"
+                ),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def _begin_run(
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        seconds: float,
+        previous: RunRecord | None,
+        job_id: str | None,
+        wake: dict[str, Any] | None,
+        usage: DailyUsage | None,
+    ) -> Lease:
+        token = uuid.uuid4().hex
+        lease_put = self.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)
+        attempt, run_update = self.attempt_update(run_id=run_id, kind=kind, session_id=session_id, previous=previous)
+        items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+        if previous is None and wake is not None:
+            items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
+        if job_id is not None:
+            items.append(
+                (
+                    "job",
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": self._key(*job_key(job_id)),
+                            "UpdateExpression": "SET #s = :s",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeNames": {"#s": "status"},
+                            "ExpressionAttributeValues": {":s": {"S": "running"}},
+                        }
+                    },
+                )
+            )
+        if usage is not None:
+            items.append(("usage", self._usage_check(usage)))
+        try:
+            self._transact(items)
+        except self.db.exceptions.TransactionCanceledException as exc:
+            failed: dict[str, Any] = getattr(exc, "failed_tags", {})
+            if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
+                raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
+            if (
+                usage is not None
+                and set(failed) == {"usage"}
+                and failed["usage"].get("Code") == "ConditionalCheckFailed"
+            ):
+                now_item = failed["usage"].get("Item")
+                raise _UsageMoved(usage_from_item(usage.session_id, usage.day, now_item)) from exc
+            if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
+                old = failed["run"].get("Item") or {}
+                if old.get("status", {}).get("S") == "succeeded":
+                    raise RunAlreadySucceeded(run_id) from exc
+                raise LeaseHeld(session_id, run_id) from exc  # another copy of this run started meanwhile
+            if "lease" in failed:
+                holder = (failed["lease"].get("Item") or {}).get("holder", {}).get("S")
+                raise LeaseHeld(session_id, holder) from exc
+            raise
+        return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
+
+    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
+        return (
+            "lease",
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": self._key(*lease_key(lease.session_id)),
+                    "ConditionExpression": "#t = :me",
+                    "ExpressionAttributeNames": {"#t": "token"},
+                    "ExpressionAttributeValues": {":me": {"S": lease.token}},
+                }
+            },
+        )
+
+    def release_lease(self, session_id: str, token: str) -> None:
+        try:
+            self.db.delete_item(
+                TableName=self.table,
+                Key=self._key(*lease_key(session_id)),
+                ConditionExpression="#t = :me",
+                ExpressionAttributeNames={"#t": "token"},
+                ExpressionAttributeValues={":me": {"S": token}},
+            )
+        except self.db.exceptions.ConditionalCheckFailedException:
+            pass  # expired and taken over by another run: not ours to delete
+
+    # --- what woke the run, for ``runs replay`` ---------------------------------------------------
+
+    def wake_put(self, run_id: str, *, kind: str, wake: dict[str, Any]) -> dict[str, Any]:
+        """What woke the run (the prompt's wake JSON), kept beside its journal for ``runs replay``:
+        written inside ``begin_run``'s transaction on the run's first attempt (no extra call)."""
+        pk, sk = wake_key(run_id)
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": {"S": pk},
+                    "sk": {"S": sk},
+                    "kind": {"S": kind},
+                    # bounded like a journal step: a wake the item cannot hold must not fail the run
+                    "value": {
+                        "S": json.dumps(
+                            bound_json(json.loads(json.dumps(wake, default=str)), JOURNAL_VALUE_BYTES),
+                            ensure_ascii=False,
+                        )
+                    },
+                    "at": {"S": utcnow_iso()},
+                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                },
+            }
+        }
+
+    def get_wake(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(kind, wake) as ``begin_run`` kept them, or None for a run that never started a step."""
+        item = self.read_item(*wake_key(run_id))
+        if not item:
+            return None
+        return item["kind"]["S"], json.loads(item["value"]["S"])

@@ -1,0 +1,228 @@
+"""How a wake ends: one transaction, a success (marker and note in history, run succeeded, task or
+job updated) or a failure (the failure record, run failed, task or job failed), each carrying the
+run's last steps and deliveries not yet written and releasing the session's lease.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentwake.errors import CommitConflict, RunAlreadySucceeded
+from agentwake.store.history import MARKER_TEXT
+from agentwake.store.keys import (
+    FAILURE_PREFIX,
+    failure_sk,
+    job_key,
+    run_key,
+    run_pk,
+    runs_gsi_pk,
+    runs_gsi_sk,
+    task_key,
+)
+from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
+from agentwake.store.port import Lease, Unwritten
+from agentwake.store.wake_begin import WakeBegin
+
+
+class WakeEnd(WakeBegin):
+    def _target_update(
+        self,
+        key: tuple[str, str],
+        status: str,
+        *,
+        last_error: str | None,
+        last_run_at: str | None = None,
+        disable: bool = False,
+    ) -> dict[str, Any]:
+        """The update of the task or job a run belongs to (in the commit or failure transaction):
+        its status, its last error (removed on success), and for jobs the last run and ``enabled``."""
+        sets = ["#s = :s"]
+        values: dict[str, Any] = {":s": {"S": status}}
+        removes = []
+        if last_error is None:
+            removes.append("last_error")
+        else:
+            sets.append("last_error = :e")
+            values[":e"] = {"S": truncate(last_error, 4000)}
+        if last_run_at is not None:
+            sets.append("last_run_at = :r")
+            values[":r"] = {"S": last_run_at}
+        if disable:
+            sets.append("enabled = :f")
+            values[":f"] = {"BOOL": False}
+        expr = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(*key),
+                "UpdateExpression": expr,
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": values,
+                "ConditionExpression": "attribute_exists(pk)",
+            }
+        }
+
+    def commit_success(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        note: str,
+        steps: int,
+        task_id: str | None = None,
+        job_id: str | None = None,
+        disable_job: bool = False,
+        unwritten: Unwritten | None = None,
+        lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
+        """One transaction: marker + note in history, run succeeded, task woken / job completed,
+        the steps and deliveries not yet written (the run's last step), and the lease released.
+
+        Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
+        A lease that is no longer ours (expired and taken) is left alone and the rest committed.
+        """
+        now = utcnow_iso()
+        # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
+        earlier = self._unwritten_items(run_id, unwritten)
+        marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
+        note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
+        items: list[tuple[str, Any]] = [
+            ("marker", self._history_put(marker)),
+            ("note", self._history_put(note_entry)),
+            (
+                "run",
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": self._key(*run_key(run_id)),
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
+                        "REMOVE last_error, last_error_type",
+                        "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
+                        "ExpressionAttributeValues": {
+                            ":s": {"S": "succeeded"},
+                            ":now": {"S": now},
+                            ":steps": {"N": str(steps)},
+                            ":u": {"S": json.dumps(usage or {})},
+                        },
+                    }
+                },
+            ),
+        ]
+        if task_id is not None:
+            items.append(("task", self._target_update(task_key(task_id), "woken", last_error=None)))
+        if job_id is not None:
+            items.append(
+                (
+                    "job",
+                    self._target_update(
+                        job_key(job_id), "completed", last_error=None, last_run_at=now, disable=disable_job
+                    ),
+                )
+            )
+        items += earlier
+        if lease is not None and not lease.released:
+            items.append(self._lease_delete(lease))
+        try:
+            self._transact(items, droppable=frozenset({"lease", "delivery"}))
+        except self.db.exceptions.TransactionCanceledException as exc:
+            run_reason = getattr(exc, "failed_tags", {}).get("run")
+            if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
+                # read, not assumed: only a run already succeeded is a duplicate to ignore
+                run = self.get_run(run_id)
+                if run is not None and run.status == "succeeded":
+                    raise RunAlreadySucceeded(run_id) from exc
+                state = "does not exist" if run is None else f"is {run.status!r}"
+                raise CommitConflict(
+                    f"the commit of {run_id} was cancelled on the run item, and the run {state}: "
+                    "not a duplicate of a succeeded run"
+                ) from exc
+            raise
+        if lease is not None:
+            lease.released = True  # deleted, or found not ours any more
+
+    def record_failure(
+        self,
+        failure: FailureRecord,
+        *,
+        task_id: str | None = None,
+        job_id: str | None = None,
+        unwritten: Unwritten | None = None,
+        lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
+        kind: str | None = None,
+    ) -> None:
+        """One transaction: the failure record, run failed + last error, task/job failed + last_error,
+        the steps and deliveries not yet written, and the lease released. A task/job deleted mid-run
+        or a lease no longer ours is left out, and the failure itself is still recorded.
+
+        ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        """
+        identity, identity_values = "", {}
+        if kind is not None:
+            identity = (
+                ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
+                "gsi1pk = :g, gsi1sk = if_not_exists(gsi1sk, :g1sk), attempts = if_not_exists(attempts, :zero)"
+            )
+            identity_values = {
+                ":k": {"S": kind},
+                ":sid": {"S": failure.session_id},
+                ":rid": {"S": failure.run_id},
+                ":g": {"S": runs_gsi_pk(failure.session_id)},
+                ":g1sk": {"S": runs_gsi_sk(utcnow_iso(), failure.run_id)},
+                ":zero": {"N": "0"},
+            }
+        items: list[tuple[str, Any]] = [
+            (
+                "failure",
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": self._item(failure, run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)),
+                    }
+                },
+            ),
+            (
+                "run",
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": self._key(*run_key(failure.run_id)),
+                        "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
+                        "steps = :n, #u = :u" + identity,
+                        "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
+                        "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
+                        "ExpressionAttributeValues": {
+                            **identity_values,
+                            ":s": {"S": "failed"},
+                            ":ok": {"S": "succeeded"},
+                            ":now": {"S": failure.at},
+                            ":e": {"S": truncate(failure.detail, 4000)},
+                            ":t": {"S": failure.error_type},
+                            ":n": {"N": str(failure.steps_done)},
+                            ":u": {"S": json.dumps(usage or {})},
+                        },
+                    }
+                },
+            ),
+        ]
+        if task_id is not None:
+            items.append(("target", self._target_update(task_key(task_id), "failed", last_error=failure.detail)))
+        if job_id is not None:
+            items.append(
+                (
+                    "target",
+                    self._target_update(job_key(job_id), "failed", last_error=failure.detail),
+                )
+            )
+        items += self._unwritten_items(failure.run_id, unwritten)
+        if lease is not None and not lease.released:
+            items.append(self._lease_delete(lease))
+        self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+        if lease is not None:
+            lease.released = True
+
+    def failures(self, run_id: str) -> list[FailureRecord]:
+        return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), FAILURE_PREFIX)]
