@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import session_pk, usage_day, usage_key
 
 #: counter items outlive their day by this much, then DynamoDB's TTL removes them
@@ -29,7 +28,8 @@ def counter_sk(day: str) -> str:
 
 
 class DailyCounters:
-    def __init__(self, store: DynamoStore, session_id: str, day: str | None = None) -> None:
+    def __init__(self, store: Any, session_id: str, day: str | None = None) -> None:
+        #: agentwake.store.dynamo.DynamoStore (not imported: the store builds its counters)
         self.store = store
         self.session_id = session_id
         self.day = day or utc_day(store.now())
@@ -72,6 +72,22 @@ class CountingJournal:
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.inner.get(key)  # type: ignore[no-any-return]
+
+    # everything else the run's journal offers, unchanged (unwritten, mark_written, the recorder port)
+    def unwritten(self, *, for_commit: bool = False) -> Any:
+        return self.inner.unwritten(for_commit=for_commit)
+
+    def mark_written(self) -> None:
+        self.inner.mark_written()
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool:
+        return bool(self.inner.has_delivery(run_id, delivery_id))
+
+    def before_send(self) -> None:
+        self.inner.before_send()
+
+    def record_delivery(self, **kwargs: Any) -> bool:
+        return bool(self.inner.record_delivery(**kwargs))
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         usage = value.get("usage") if key.endswith(".reply") else None

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentwake.errors import CommitConflict, LeaseHeld, RunAlreadySucceeded, TaskExists
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, safe_text
@@ -38,6 +38,9 @@ from agentwake.store.models import (
     truncate,
     utcnow_iso,
 )
+
+if TYPE_CHECKING:
+    from agentwake.store.daily import DailyCounters
 
 M = TypeVar("M", bound=_Stored)
 
@@ -560,10 +563,22 @@ class DynamoStore:
         items += self._unwritten_items(run_id, unwritten)
         self._transact(items, droppable=frozenset({"delivery"}))
 
-    def journal(self, run_id: str, *, fresh: bool = False) -> DynamoJournal:
+    def journal(self, run_id: str, *, fresh: bool = False, counters: DailyCounters | None = None) -> DynamoJournal:
         """The run's journal. ``fresh``: the run had no record before this attempt, so there is
-        nothing to read (a first attempt skips the journal read)."""
-        return DynamoJournal(self, run_id, fresh=fresh)
+        nothing to read (a first attempt skips the journal read). ``counters``: each new model
+        reply's tokens are added to the session's daily counter in the same write."""
+        journal = DynamoJournal(self, run_id, fresh=fresh)
+        if counters is None:
+            return journal
+        from agentwake.store.daily import CountingJournal
+
+        return CountingJournal(journal, counters)  # type: ignore[return-value]  # offers all DynamoJournal does
+
+    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
+        """The session's counters of one UTC day (today unless ``day``)."""
+        from agentwake.store.daily import DailyCounters
+
+        return DailyCounters(self, session_id, day=day)
 
     # --- the wake path: one batch read, one conditional write to start, one transaction to end ---
 

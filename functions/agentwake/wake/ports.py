@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agentwake.store.daily import DailyCounters
     from agentwake.store.dynamo import DailyUsage, DynamoJournal, Lease, Unwritten, WakeRead
     from agentwake.store.models import FailureRecord, HistoryEntry, RunRecord, SessionConfig
 
@@ -48,7 +49,9 @@ class RunStore(Protocol):
 
     def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]: ...
 
-    def journal(self, run_id: str, *, fresh: bool = False) -> DynamoJournal: ...
+    def journal(self, run_id: str, *, fresh: bool = False, counters: DailyCounters | None = None) -> DynamoJournal: ...
+
+    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters: ...
 
     def get_session(self, session_id: str) -> SessionConfig | None: ...
 
