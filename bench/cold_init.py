@@ -72,7 +72,7 @@ def _wake() -> None:
     from agentwake import bootstrap
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
     from agentwake.wake.agent_factory import RecordingChannel, build_runner
-    from agentwake.wake.assemble import channels_for
+    from agentwake.wake.attempt import channels_for
     from agentwake.wake.messages import BackgroundResultMessage
     from agentwake.wake.prompt import build_wake_messages
 

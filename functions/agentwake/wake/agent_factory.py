@@ -137,12 +137,6 @@ def session_ledger(session: Any, *, tokens_today: int = 0, deliveries_today: int
     )
 
 
-def has_daily_limits(session: Any) -> bool:
-    return getattr(session, "max_tokens_per_day", None) is not None or (
-        getattr(session, "max_deliveries_per_day", None) is not None
-    )
-
-
 def _declared_tools(session: Any) -> list[Any]:
     """HTTP and Python tools the session declares (their modules load only when it declares some)."""
     specs = getattr(session, "tools", None) or []
