@@ -26,10 +26,9 @@ from moto import mock_aws
 from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.models import SessionConfig, Task
-from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from agentwake.wake.background import Resend, wait_for_session
 from agentwake.wake.session_wait import ParkedRecord, WaitState
 from tests.support.aws import REGION, create_resources
 from tests.support.faults import BOUNDARIES, FaultyStore
