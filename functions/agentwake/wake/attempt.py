@@ -1,5 +1,5 @@
 """One attempt of a run, built in one place: history window → journal and ledger → wake prompt →
-delivery channel → runner.
+delivery channel → runner (``agent_factory.build_runner``).
 
 The wake (``wake/run.py``) builds it with the real store, the session's delivery channels and the
 run's DynamoDB journal; ``agentwake runs replay`` builds it with the same function, injecting a
@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentwake.errors import DeliveryError
-from agentwake.wake.agent_factory import RecordingChannel, build_runner, session_ledger
+from agentwake.agent.ledger import Limits, RunLedger
+from agentwake.errors import DeliveryError, StepInterrupted
+from agentwake.wake.agent_factory import build_runner
 from agentwake.wake.prompt import build_wake_messages
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
-    from agentwake.agent.ledger import RunLedger
     from agentwake.agent.runner import Runner
-    from agentwake.delivery import DeliveryChannel
+    from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.store.daily import DailyCounters
     from agentwake.store.dynamo import DailyUsage
     from agentwake.store.models import SessionConfig
@@ -116,6 +116,20 @@ def build_attempt(
     return Attempt(runner=runner, journal=journal, ledger=ledger, channel=channel, session=session, counters=counters)
 
 
+def session_ledger(session: Any, *, tokens_today: int = 0, deliveries_today: int = 0) -> RunLedger:
+    """A run's ledger with the session's caps and budgets (and today's counters, if it has daily ones)."""
+    return RunLedger(
+        Limits(
+            max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
+            max_tokens_per_run=getattr(session, "max_tokens_per_run", None),
+            max_tokens_per_day=getattr(session, "max_tokens_per_day", None),
+            max_deliveries_per_day=getattr(session, "max_deliveries_per_day", None),
+        ),
+        tokens_today=tokens_today,
+        deliveries_today=deliveries_today,
+    )
+
+
 def journaled_deliveries(journal: Any) -> list[str]:
     """Delivery ids that send_message_to_user calls of earlier attempts made (journal order)."""
     entries: dict[str, dict[str, Any]] = getattr(journal, "entries", {}) or {}
@@ -139,3 +153,48 @@ def channels_for(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
         return built[session_id]
 
     return channel_for
+
+
+class RecordingChannel:
+    """Sends through the target session's own channel; a delivery already recorded is never sent
+    again, and each delivered message is appended to that session's history whatever the run's
+    outcome later: the DynamoDB journal stages it and writes it in the same transaction as the
+    step that reports the send — the tool result, or for deliver_final's answer its
+    ``final.delivery`` entry, which the commit writes (docs/durability.md).
+
+    The at-least-once edge: a crash after ``send`` and before the transaction that records the
+    delivery (the tool step's write; for deliver_final's answer, the commit) means a retry sends the
+    same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
+    """
+
+    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:
+        self.channel_for = channel_for
+        self.recorder = recorder
+        #: the session's daily counters (agentwake.store.daily), counted in the delivery's own write
+        self.counters = counters
+        self.sent: list[Delivery] = []
+
+    def send(self, delivery: Delivery) -> None:
+        if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
+            return
+        before_send = getattr(self.recorder, "before_send", None)
+        if before_send is not None:
+            before_send()  # every step kept back so far is durable before anything leaves
+        # DeliveryError here (incl. an unknown target session) is a tool result the model sees
+        self.channel_for(delivery.session_id).send(delivery)
+        self.sent.append(delivery)
+        try:
+            extra: dict[str, Any] = {}
+            if self.counters is not None and delivery.session_id == self.counters.session_id:
+                extra["also"] = [self.counters.add(deliveries=1)]
+            self.recorder.record_delivery(
+                run_id=delivery.run_id,
+                delivery_id=delivery.delivery_id,
+                session_id=delivery.session_id,
+                text=delivery.text,
+                **extra,
+            )
+        except Exception as exc:
+            # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
+            # resends the same delivery id, which receivers drop
+            raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc

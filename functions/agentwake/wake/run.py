@@ -3,7 +3,7 @@
 
 Both wake paths (cron and background result) go through ``execute_run``, so the ERROR guard
 exists exactly once: the reference bug was two twin paths of which only one checked the state.
-The attempt is built by ``wake/attempt.py``; what it cost and its metrics by ``wake/usage.py``.
+The attempt is built by ``wake/attempt.py``; its note, what it cost and its metrics by ``wake/usage.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from agentwake.observability import logger, metrics
 from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
-from agentwake.wake.usage import emit_metrics, note_with_final, run_usage
+from agentwake.wake.usage import emit_metrics, history_note, run_usage
 
 if TYPE_CHECKING:
     from agentwake.store.dynamo import DailyUsage, Lease, WakeRead
@@ -144,7 +144,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
         deps.store.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
-            note=note_with_final(spec.note_for(runner.completion_text), runner),
+            note=history_note(spec, runner),
             steps=runner.steps_done,
             task_id=spec.task_id,
             job_id=spec.job_id,

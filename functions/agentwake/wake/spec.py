@@ -46,16 +46,12 @@ class RunSpec:
     session_id: str
     #: what woke the agent, shown to it as JSON in the system prompt
     wake: dict[str, Any]
-    #: the history note before the final answer; the answer follows ``note_sep`` (``note_for``)
+    #: the history note before the final answer; the answer follows ``note_sep`` (wake.usage.history_note)
     note_head: str = ""
     note_sep: str = ""
     task_id: str | None = None
     job_id: str | None = None
     disable_job_on_success: bool = False
-
-    def note_for(self, final_answer: str) -> str:
-        """The history note of a DONE run: the head, then the final answer (if any)."""
-        return f"{self.note_head}{self.note_sep}{final_answer}" if final_answer else self.note_head
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 - ``run_usage``: the run's usage totals (tokens, latency, estimated cost per provider) for the run
   record, computed once per outcome;
-- ``note_with_final``: the note's last line, whether the final answer reached the user;
+- ``history_note``: the note of a DONE run, ending with whether the final answer reached the user;
 - ``emit_metrics``: EMF metrics ``Steps``, ``ProviderFailover``, and ``InputTokens`` /
   ``OutputTokens`` with a ``provider`` dimension, one single-metric blob per provider so the
   dimension never leaks onto the handler's other metrics. Metrics never decide an outcome.
@@ -10,10 +10,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.chain import ProviderChain
 from agentwake.observability import logger, metrics
+
+if TYPE_CHECKING:
+    from agentwake.wake.spec import RunSpec
+
+
+def history_note(spec: RunSpec, runner: Any) -> str:
+    """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
+    final = runner.completion_text
+    note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
+    return note_with_final(note, runner)
 
 
 def note_with_final(note: str, runner: Any) -> str:
