@@ -173,9 +173,14 @@ def replay(
     retry: RetryPolicy | None = None,
     clock: Clock | None = None,
 ) -> ReplayOutcome:
-    """Re-run ``run_id`` from its journal with the given changes; write and deliver nothing."""
-    from agentwake.wake.agent_factory import build_runner
-    from agentwake.wake.prompt import build_wake_messages
+    """Re-run ``run_id`` from its journal with the given changes; write and deliver nothing.
+
+    The attempt is the wake's own (``agentwake.wake.attempt.build_attempt``: history window,
+    ledger, prompt, runner), with a read-only store, an in-memory journal and a dry channel injected.
+    """
+    from agentwake.settings import Settings
+    from agentwake.wake.attempt import build_attempt
+    from agentwake.wake.spec import RunSpec, WakeDeps
 
     ro = read_only(store)
     run = ro.get_run(run_id)
@@ -194,20 +199,6 @@ def replay(
             f"session {run.session_id} has no config (agentwake sessions put {run.session_id}); the run would fail too"
         )
     session = session_for_replay(stored, providers=providers, max_steps=max_steps, persona=persona)
-    history = [
-        e.to_message() for e in ro.history_window(session.session_id, session.history_window) if e.run_id != run_id
-    ]
-    journal = ReplayJournal(ro.journal_entries(run_id))
-    ledger = _ledger(ro, session, journal)
-    messages = build_wake_messages(
-        persona=session.persona,
-        kind=kind,  # type: ignore[arg-type]
-        wake=wake,
-        history=history,
-        deliver_final=session.deliver_final,
-        deliveries_left=ledger.remaining_deliveries(),
-        deliveries_made=len(ledger.deliveries),
-    )
     outcome = ReplayOutcome(
         run_id=run_id,
         session_id=session.session_id,
@@ -226,23 +217,22 @@ def replay(
         if on_event is not None:
             on_event(event)
 
+    deps = WakeDeps(
+        store=ro,
+        # no stack defaults: the replay runs the session's own provider specs (and the what-if ones)
+        settings=Settings(table_name=ro.table),
+        clock=clock or SystemClock(),
+        provider_factory=provider_factory,
+        retry=retry,
+        on_event=collect,
+    )
+    spec = RunSpec(run_id=run_id, kind=kind, session_id=session.session_id, wake=wake)  # type: ignore[arg-type]
+    journal = ReplayJournal(ro.journal_entries(run_id))
     channel = DryChannel(ro)
     runner = None
     try:
-        runner = build_runner(
-            session=session,
-            run_id=run_id,
-            messages=messages,
-            journal=journal,
-            ledger=ledger,
-            channel=channel,
-            clock=clock or SystemClock(),
-            deadline=None,
-            provider_factory=provider_factory,
-            retry=retry,
-            on_event=collect,
-            dry_run=True,
-        )
+        attempt = build_attempt(spec, session, deps, journal=journal, channel=channel, dry_run=True)
+        runner = attempt.runner
         runner.run()
     except WriteRefused:
         raise  # a bug: the replay must never get here quietly
@@ -260,22 +250,6 @@ def replay(
     outcome.would_deliver = list(channel.would_send)
     outcome.already_delivered = list(channel.already_delivered)
     return outcome
-
-
-def _ledger(ro: DynamoStore, session: SessionConfig, journal: ReplayJournal) -> Any:
-    """The run's caps and budgets as a redrive would see them (today's counters read, not written)."""
-    from agentwake.wake.agent_factory import has_daily_limits, session_ledger
-    from agentwake.wake.attention import journaled_deliveries
-
-    tokens_today = deliveries_today = 0
-    if has_daily_limits(session):
-        from agentwake.store.daily import DailyCounters
-
-        tokens_today, deliveries_today = DailyCounters(ro, session.session_id).read()
-    ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)
-    for delivery_id in journaled_deliveries(journal):
-        ledger.record_delivery(delivery_id, fresh=False)
-    return ledger
 
 
 @dataclass

@@ -71,8 +71,8 @@ def _wake() -> None:
 
     from agentwake import bootstrap
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
-    from agentwake.wake.agent_factory import RecordingChannel, build_runner
-    from agentwake.wake.assemble import channels_for
+    from agentwake.wake.agent_factory import build_runner
+    from agentwake.wake.attempt import RecordingChannel, channels_for, session_ledger
     from agentwake.wake.messages import BackgroundResultMessage
     from agentwake.wake.prompt import build_wake_messages
 
@@ -107,6 +107,7 @@ def _wake() -> None:
         messages=messages,
         journal=journal,
         channel=RecordingChannel(channels_for(session, deps), journal),
+        ledger=session_ledger(session),
         clock=deps.clock,
         deadline=None,
         settings=deps.settings,

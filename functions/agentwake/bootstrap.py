@@ -15,7 +15,7 @@ from agentwake.settings import get_settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import DeadLetters, ResultQueue
 from agentwake.store.schedules import Schedules
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 
 if TYPE_CHECKING:
     from agentwake.store.cron_failures import CronFailures

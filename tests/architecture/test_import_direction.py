@@ -35,10 +35,14 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(module: str, path: Path, known: set[str]) -> Iterator[str]:
-    """The project modules ``module`` imports (``from a import b`` counts ``a.b`` when it is a module)."""
+def imports(module: str, path: Path, known: set[str], *, type_checking: bool = False) -> Iterator[str]:
+    """The project modules ``module`` imports (``from a import b`` counts ``a.b`` when it is a module).
+
+    ``type_checking``: also those under ``if TYPE_CHECKING:`` (never executed, but a reader and the
+    type checker still follow them: the cycle check counts them)."""
     is_package = path.name == "__init__.py"
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree) if type_checking else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield from _resolve(alias.name, known)
@@ -72,10 +76,23 @@ def _resolve(name: str, known: set[str]) -> Iterator[str]:
         yield name
 
 
-def graph() -> dict[str, set[str]]:
+def graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     mods = modules()
     known = set(mods)
-    return {m: {i for i in imports(m, p, known) if i != m} for m, p in mods.items()}
+    return {m: {i for i in imports(m, p, known, type_checking=type_checking) if i != m} for m, p in mods.items()}
+
+
+#: KNOWN OFFENDERS, owned by other changes of the same step and removed when they land (then these
+#: lists go, empty): the provider package and its adapters import each other; the DynamoDB adapter
+#: is being split by job. Every other cycle, and every other long module, fails the tests below.
+KNOWN_CYCLES_BEING_REMOVED: list[set[str]] = [
+    {"agentwake.agent.providers", "agentwake.agent.providers.bedrock", "agentwake.agent.providers.openai_compat"},
+]
+KNOWN_LONG_MODULES_BEING_SPLIT: set[str] = {"agentwake.store.dynamo"}
+#: a runtime module does one job: past this many lines it is doing several
+MAX_MODULE_LINES = 500
+#: a handler parses, calls one use case and maps its answer
+MAX_HANDLER_LINES = 60
 
 
 def test_runtime_never_imports_the_cli_or_the_emulator() -> None:
@@ -92,8 +109,9 @@ def test_runtime_never_imports_the_cli_or_the_emulator() -> None:
 
 
 def test_no_import_cycles() -> None:
-    # GIVEN the module import graph  WHEN its strongly connected components are found (Tarjan)
-    g = graph()
+    # GIVEN the module import graph, counting lazy imports and those under TYPE_CHECKING
+    # WHEN its strongly connected components are found (Tarjan)
+    g = graph(type_checking=True)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -128,8 +146,28 @@ def test_no_import_cycles() -> None:
             visit(v)
     # THEN no two modules import each other, directly or through others (a package __init__ that
     # re-exports its modules is the one exception Python itself makes: skip parent<->child pairs)
-    real = [c for c in cycles if not _package_reexport(c)]
+    real = [c for c in cycles if not _package_reexport(c) and set(c) not in KNOWN_CYCLES_BEING_REMOVED]
     assert not real, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in real)
+
+
+def _runtime_files() -> dict[str, Path]:
+    return {m: p for m, p in modules().items() if m.split(".")[0] == "agentwake"}
+
+
+def test_no_runtime_module_is_over_the_size_limit() -> None:
+    # GIVEN every module of the runtime (functions/agentwake)
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in _runtime_files().items()}
+    # THEN none is over the limit (one job per module), but those being split right now
+    long = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES and m not in KNOWN_LONG_MODULES_BEING_SPLIT}
+    assert not long, f"runtime modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_each_handler_is_thin() -> None:
+    # GIVEN the Lambda entry points  THEN each fits the size of a Powertools example
+    handlers = {m: p for m, p in _runtime_files().items() if m.startswith("agentwake.handlers.")}
+    assert handlers, "no handler modules found"
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in handlers.items()}
+    assert all(n <= MAX_HANDLER_LINES for n in sizes.values()), f"handlers over {MAX_HANDLER_LINES} lines: {sizes}"
 
 
 def _package_reexport(component: list[str]) -> bool:
@@ -143,3 +181,15 @@ def test_the_checker_sees_a_cycle_and_a_wrong_direction(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
     path.write_text("def f():\n    from agentwake_ops.cli import app\n", encoding="utf-8")
     assert list(imports("agentwake.m", path, {"agentwake.m", "agentwake_ops.cli"})) == ["agentwake_ops.cli"]
+
+
+def test_the_cycle_check_counts_imports_under_type_checking(tmp_path: Path) -> None:
+    # GIVEN a module whose only import of another sits under TYPE_CHECKING
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agentwake.n import X\n", encoding="utf-8"
+    )
+    known = {"agentwake.m", "agentwake.n"}
+    # THEN the direction check skips it (never executed) and the cycle check counts it
+    assert list(imports("agentwake.m", path, known)) == []
+    assert list(imports("agentwake.m", path, known, type_checking=True)) == ["agentwake.n"]

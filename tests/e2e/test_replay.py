@@ -310,3 +310,85 @@ def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists
     data = json.loads(cli("runs", "replay", "bg:t-nosession", "--json").stdout)
     # THEN the replay reaches DONE from the wake the failed attempt kept
     assert data["outcome"] == "DONE" and data["replayed_steps"] == 0
+
+
+# --- the replay is the wake, dry: the same prompt for the same run and journal ------------------
+
+
+def recording_factory(asked: list[Any]) -> Any:
+    """A provider factory whose providers record the message list of every request they are given."""
+    from agentwake.agent.providers import build_provider
+
+    def factory(spec: dict[str, Any]) -> Any:
+        provider = build_provider(spec)
+        original = provider.complete
+
+        def complete(request: Any) -> Any:
+            asked.append(request.messages)
+            return original(request)
+
+        provider.complete = complete  # type: ignore[method-assign]
+        return provider
+
+    return factory
+
+
+def test_a_replay_asks_the_prompt_the_wake_asked_after_a_delivery(stack: Stack) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake.settings import Settings
+    from agentwake.wake.background import wake_for_background_result
+    from agentwake.wake.spec import WakeDeps
+    from tests.support.builders import message, seed_session, seed_task
+    from tests.support.probes import seed_history
+
+    # GIVEN a session with a history, and a background run that messages the user, then fails
+    seed_session(stack.store, "s-same-bg", providers=DELIVERS_THEN_FAILS)
+    seed_history(stack.store, "s-same-bg", 6)
+    seed_task(stack.store, "t-same-bg", "s-same-bg")
+    wake_asked: list[Any] = []
+    deps = WakeDeps(store=stack.store, settings=Settings.from_env(), provider_factory=recording_factory(wake_asked))
+    with pytest.raises(RunFailed):
+        wake_for_background_result(message("t-same-bg", "s-same-bg"), deps)
+    # WHEN the trigger retries it (its journal holds the delivery step) and then the operator replays it
+    wake_asked.clear()
+    with pytest.raises(RunFailed):
+        wake_for_background_result(message("t-same-bg", "s-same-bg"), deps)
+    replay_asked: list[Any] = []
+    outcome = replay.replay(stack.store, "bg:t-same-bg", provider_factory=recording_factory(replay_asked))
+    # THEN the first model call of each is asked with the very same message list: the wake's prompt,
+    # the history window, and the journaled step that delivered (reused, not asked again)
+    assert not outcome.ok and outcome.replayed_steps == 1
+    assert wake_asked and replay_asked
+    assert replay_asked[0] == wake_asked[0]
+    prompt = wake_asked[0]
+    assert prompt[0].role == "system" and sum(m.role == "tool" for m in prompt) == 1
+    assert [d.text for d in outcome.already_delivered] == [] and outcome.would_deliver == []
+    assert sum(m.role in ("user", "assistant") for m in prompt) > 6  # the history window is in it
+
+
+def test_a_replay_asks_the_prompt_the_wake_asked_on_a_cron_run(stack: Stack) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake.settings import Settings
+    from agentwake.wake.cron import wake_for_cron_job
+    from agentwake.wake.messages import CronWakeInput
+    from agentwake.wake.spec import WakeDeps
+    from tests.support.builders import seed_job, seed_session
+    from tests.support.probes import seed_history
+
+    # GIVEN a cron run that failed at its first model call
+    seed_session(stack.store, "s-same-cron", providers=[{"type": "scripted", "id": "p", "script": [{"error": "auth"}]}])
+    seed_history(stack.store, "s-same-cron", 4)
+    seed_job(stack.store, "job-same", "s-same-cron")
+    wake = CronWakeInput(job_id="job-same", scheduled_time="2026-11-30T06:00:00Z")
+    wake_asked: list[Any] = []
+    deps = WakeDeps(store=stack.store, settings=Settings.from_env(), provider_factory=recording_factory(wake_asked))
+    with pytest.raises(RunFailed):
+        wake_for_cron_job(wake, deps)
+    # WHEN it is replayed with its session's providers
+    replay_asked: list[Any] = []
+    outcome = replay.replay(stack.store, wake.run_id, provider_factory=recording_factory(replay_asked))
+    # THEN the replay's first model call is asked exactly what the wake's was
+    assert not outcome.ok and outcome.kind == "cron"
+    assert wake_asked and replay_asked
+    assert replay_asked[0] == wake_asked[0]
+    assert "job-same" in wake_asked[0][0].content  # what woke it is in the system prompt

@@ -26,10 +26,10 @@ from moto import mock_aws
 from agentwake.errors import RunFailed, SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.models import SessionConfig, Task
-from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import WakeDeps
-from agentwake.wake.session_wait import ParkedRecord, WaitState, wait_background
+from agentwake.wake.session_wait import ParkedRecord, WaitState
 from tests.support.aws import REGION, create_resources
 from tests.support.faults import BOUNDARIES, FaultyStore
 from tests.support.receiver import CountingReceiver
@@ -182,16 +182,11 @@ class DurableRuns(RuleBasedStateMachine):
             attributes={},
             state=self.waiting[task_id],
         )
-        status = wait_background(
-            busy,
-            record,
-            store=self.store,
-            settings=self.deps.settings,
-            result_queue=self.parked,
-            dead_letters=self.parked,
-            task_id=task_id,
-            now=lambda: self.now,
+        result = wait_for_session(
+            busy, record, store=self.store, settings=self.deps.settings, task_id=task_id, now=lambda: self.now
         )
+        result.send(self.parked)  # as the handler does: re-sent (the result queue) or dead-lettered
+        status = "waiting" if isinstance(result, Resend) else "dead-lettered"
         run = self.store.get_run(f"bg:{task_id}")
         if status == "waiting":
             # waiting spends no receive and writes nothing for the run

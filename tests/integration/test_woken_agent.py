@@ -128,7 +128,7 @@ def test_a_metrics_error_between_the_final_send_and_the_commit_changes_no_outcom
     def broken(runner: Any) -> None:
         raise ValueError("metrics backend refused a dimension")
 
-    monkeypatch.setattr("agentwake.wake.run._emit_run_metrics", broken)
+    monkeypatch.setattr("agentwake.wake.usage.emit_run_metrics", broken)
     # WHEN its background result wakes it
     outcome = wake_for_background_result(message(), deps_for(store))
     # THEN the run still commits: one delivery, recorded once, and the note

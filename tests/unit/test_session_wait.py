@@ -11,6 +11,7 @@ import pytest
 from agentwake.errors import SessionBusy
 from agentwake.settings import Settings
 from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
+from agentwake.wake.background import DeadLetter, Resend, wait_for_session
 from agentwake.wake.session_wait import (
     GiveUp,
     ParkedRecord,
@@ -19,7 +20,6 @@ from agentwake.wake.session_wait import (
     WaitState,
     decide,
     schedule_name,
-    wait_background,
     wait_cron,
 )
 
@@ -111,13 +111,11 @@ def test_a_waiting_result_is_re_sent_with_its_attributes_and_wait_state() -> Non
     # GIVEN a result whose session is busy
     queue, dlq, store = Recorder(), Recorder(), FakeStore()
     settings = Settings(table_name="t", session_wait_limit_s=3600, session_wait_max_delay_s=300)
-    # WHEN the handler hands it to the waiting logic
-    status = wait_background(
-        BUSY, parked(WaitState()), store=store, settings=settings, result_queue=queue, dead_letters=dlq,
-        task_id="t2", now=lambda: NOW,
-    )  # fmt: skip
+    # WHEN the use case hands it to the waiting logic, and the handler sends what it answers
+    result = wait_for_session(BUSY, parked(WaitState()), store=store, settings=settings, task_id="t2", now=lambda: NOW)
+    assert isinstance(result, Resend)  # "waiting"
+    result.send(queue)
     # THEN it is re-sent later with the producer's attributes and the wait state; nothing else
-    assert status == "waiting"
     [(name, sent)] = queue.calls
     assert name == "send_later" and sent["body"] == '{"task_id": "t2"}'
     assert sent["attributes"] == {"trace": {"DataType": "String", "StringValue": "abc"}}
@@ -130,12 +128,13 @@ def test_a_result_past_the_limit_is_recorded_and_dead_lettered_as_session_busy()
     queue, dlq, store = Recorder(), Recorder(), FakeStore()
     settings = Settings(table_name="t", session_wait_limit_s=60)
     # WHEN it finds its session busy again
-    status = wait_background(
-        BUSY, parked(WaitState(count=6, since=NOW - 61)), store=store, settings=settings, result_queue=queue,
-        dead_letters=dlq, task_id="t2", now=lambda: NOW,
-    )  # fmt: skip
+    result = wait_for_session(
+        BUSY, parked(WaitState(count=6, since=NOW - 61)), store=store, settings=settings, task_id="t2", now=lambda: NOW
+    )
+    assert isinstance(result, DeadLetter)  # "dead-lettered"
+    result.send(dlq)
     # THEN a SessionBusy failure is recorded for the run (created, kind background) and the task
-    assert status == "dead-lettered" and queue.calls == []
+    assert queue.calls == []
     [(failure, kw)] = store.failures
     assert (failure.run_id, failure.error_type, failure.attempt) == ("bg:t2", "SessionBusy", 0)
     assert kw == {"task_id": "t2", "job_id": None, "kind": "background", "usage": None}

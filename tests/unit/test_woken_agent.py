@@ -24,8 +24,8 @@ from agentwake.delivery import Delivery
 from agentwake.errors import BudgetExceeded, ConfigError, DeliveryError, RunFailed, run_failed
 from agentwake.settings import Settings
 from agentwake.store.models import SessionConfig
-from agentwake.wake.attention import run_usage
 from agentwake.wake.prompt import build_wake_messages
+from agentwake.wake.usage import run_usage
 
 WAKE = [Message(role="system", content="sys"), Message(role="user", content="act")]
 

@@ -3,8 +3,8 @@
 A run that ends in ERROR raises, so Lambda retries it and then sends the event with the error to
 the on-failure destination queue. A failure no retry can fix (``retryable`` false in
 agentwake.errors: an invalid event, a run over its token budget) is sent to that queue by the
-handler itself (a run over budget is first recorded as any failure; an invalid event has no run), at once, and returns ``failed_permanently``:
-no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
+handler itself, at once (a run over budget is first recorded as any failure; an invalid event has
+no run), and returns ``failed_permanently``: no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
 destination still deliver it. A wake whose session is busy schedules itself again (a one-time
 schedule) and returns: waiting spends none of Lambda's retries. Past SessionWaitLimit it raises
 SessionBusy and ends on the on-failure destination like any failure.
@@ -12,25 +12,26 @@ SessionBusy and ends on the on-failure destination like any failure.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import ValidationError
 
 from agentwake import bootstrap
-from agentwake.errors import AgentwakeError, InvalidMessage, SessionBusy
+from agentwake.errors import AgentwakeError
 from agentwake.observability import logger, metrics, permanent_failure_handed_over
-from agentwake.wake.cron import wake_for_cron_job
-from agentwake.wake.messages import CronWakeInput
-from agentwake.wake.session_wait import WaitState, ran_after_waiting, wait_cron
+from agentwake.wake.cron import on_cron_event
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        return _wake(event, context)
+        return on_cron_event(
+            event,
+            bootstrap.wake_deps(),
+            remaining_ms=context.get_remaining_time_in_millis(),
+            target_arn=getattr(context, "invoked_function_arn", None),
+        )
     except AgentwakeError as exc:
         if exc.retryable:  # a failed run, a busy session past its limit: Lambda retries, then the destination
             raise
@@ -39,13 +40,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext) -> dict[str, Any]:
     """Send the failure to CronFailureQueue now; no retry can help. If the send fails, raise ``exc``."""
-    request_id = getattr(context, "aws_request_id", None) or "-"
     try:
         bootstrap.cron_failures().send(
             event,
             error_type=exc.error_type,
             reason=str(exc),
-            request_id=request_id,
+            request_id=getattr(context, "aws_request_id", None) or "-",
             function_arn=getattr(context, "invoked_function_arn", None) or "-",
             executed_version=getattr(context, "function_version", None) or "$LATEST",
         )
@@ -55,30 +55,3 @@ def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext)
         raise exc from send_error
     permanent_failure_handed_over(exc, "CronFailureQueue")
     return {"run_id": getattr(exc, "run_id", None), "status": "failed_permanently", "error_type": exc.error_type}
-
-
-def _wake(event: Any, context: LambdaContext) -> dict[str, Any]:
-    deps = bootstrap.wake_deps()
-    try:
-        wake = CronWakeInput.model_validate(event)
-    except ValidationError as exc:
-        raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
-    waited = WaitState.from_payload(event.get("session_wait"))
-    try:
-        outcome = wake_for_cron_job(wake, deps, remaining_ms=context.get_remaining_time_in_millis())
-    except SessionBusy as busy:
-        status = wait_cron(
-            busy,
-            {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time},
-            waited,
-            store=deps.store,
-            settings=deps.settings,
-            schedules=deps.schedules,
-            target_arn=getattr(context, "invoked_function_arn", None),
-            job_id=wake.job_id,
-        )
-        return {"run_id": wake.run_id, "status": status}
-    ran_after_waiting(waited, time.time())
-    if outcome is None:
-        return {"run_id": wake.run_id, "status": "skipped"}
-    return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}

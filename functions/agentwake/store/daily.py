@@ -56,11 +56,3 @@ class DailyCounters:
                 },
             }
         }
-
-
-def CountingJournal(journal: Any, counters: DailyCounters) -> Any:  # noqa: N802
-    """The run's journal, adding each new reply's tokens to the session's daily counter in the same
-    write. Kept for callers not yet asking ``store.journal(run_id, counters=...)``, which does
-    the same: it is that journal, not a wrapper."""
-    journal.counters = counters
-    return journal

@@ -96,6 +96,11 @@ class SessionConfig(_Stored):
     tools: list[dict[str, Any]] = Field(default=[], max_length=32)
     updated_at: str = Field(default_factory=utcnow_iso)
 
+    @property
+    def has_daily_limits(self) -> bool:
+        """A cap or budget per UTC day: the session's runs then count on its daily counters."""
+        return self.max_tokens_per_day is not None or self.max_deliveries_per_day is not None
+
 
 HistoryKind = Literal["message", "marker", "note", "delivery"]
 

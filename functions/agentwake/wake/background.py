@@ -1,25 +1,169 @@
-"""Wake for a finished background task: validate, check the task and its session, run."""
+"""Wake for a finished background task: one SQS record in, one of done / resend / dead-letter out.
+
+``on_background_record`` is the use case the handler calls: it parses the record, checks the task
+and its session, runs the wake, and says what becomes of the record — ``Done`` (it ran, or had
+already), ``Resend`` (its session is busy: re-send it with a delay; the wait machinery loads only
+then) or ``DeadLetter`` (no retry can help: to the DLQ at once with the reason). A run that ended in
+ERROR raises (retryable), so the record alone is a batch item failure and is retried.
+"""
 
 from __future__ import annotations
 
-from agentwake.errors import ForgedCompletion, SessionMismatch, UnknownTask
-from agentwake.observability import logger
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
+from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.store.models import Task, truncate
+from agentwake.store.queues import ATTR_WAIT_COUNT
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import RunSpec, WakeDeps, WakeOutcome, execute_run
+from agentwake.wake.run import execute_run
+from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from agentwake.settings import Settings
+    from agentwake.wake.session_wait import ParkedRecord, WaitState
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
 
 
-def background_note(msg: BackgroundResultMessage, final_answer: str, task: Task | None = None) -> str:
+@dataclass(frozen=True)
+class Done:
+    """The record ran (``succeeded``) or its run had already succeeded (``already_succeeded``)."""
+
+    status: str
+
+
+@dataclass(frozen=True)
+class Resend:
+    """The session is busy: re-send the record after ``delay_s`` carrying the new wait state."""
+
+    record: ParkedRecord
+    delay_s: float
+    state: WaitState
+    holder: str | None = None
+
+    def send(self, result_queue: Any) -> None:
+        result_queue.send_later(
+            body=self.record.body,
+            delay_s=self.delay_s,
+            attributes=self.record.attributes,
+            wait=self.state.to_attributes(),
+        )
+        logger.info(
+            "session busy: the result comes back later",
+            extra={"holder": self.holder, "delay_s": round(self.delay_s, 1), "wait_count": self.state.count},
+        )
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """No retry can help: the record goes to the DLQ at once with its reason (message attributes)."""
+
+    body: str
+    message_id: str
+    source: str
+    receive_count: str
+    error_type: str
+    reason: str
+    extra: dict[str, str] | None = None
+    #: the permanent failure (counted and logged once it is on the DLQ); None for a wait given up
+    error: AgentwakeError | None = field(default=None, compare=False)
+
+    def send(self, dead_letters: Any) -> None:
+        """The one DLQ send of a background record."""
+        dead_letters.send(
+            body=self.body,
+            error_type=self.error_type,
+            reason=self.reason,
+            original_message_id=self.message_id,
+            source=self.source,
+            receive_count=self.receive_count,
+            **({"extra": self.extra} if self.extra is not None else {}),
+        )
+        if self.error is not None:
+            permanent_failure_handed_over(self.error, "the DLQ")
+
+
+def on_background_record(
+    record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None = None
+) -> Done | Resend | DeadLetter:
+    """What becomes of one record of the result queue. Raises a retryable AgentwakeError (RunFailed,
+    RunDeferred) or a crash: the record is then a batch item failure and SQS retries it."""
+    try:
+        msg = BackgroundResultMessage.parse_body(record.body)
+        try:
+            outcome = wake_for_background_result(msg, deps, remaining_ms=remaining_ms)
+        except SessionBusy as busy:
+            return wait_for_session(
+                busy, _parked(record), store=deps.store, settings=deps.settings, task_id=msg.task_id
+            )
+    except AgentwakeError as exc:
+        if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
+            raise
+        # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
+        return DeadLetter(
+            body=record.body,
+            message_id=record.message_id,
+            source=record.event_source_arn,
+            receive_count=str(record.attributes.approximate_receive_count),
+            error_type=exc.error_type,
+            reason=str(exc),
+            error=exc,
+        )
+    if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}):
+        from agentwake.wake.session_wait import ran_after_waiting
+
+        ran_after_waiting(_parked(record).state, time.time())
+    return Done(outcome.status)
+
+
+def _parked(record: SQSRecord) -> ParkedRecord:
+    # the wait machinery is loaded by the records that wait, not by every cold start
+    from agentwake.wake.session_wait import ParkedRecord
+
+    return ParkedRecord.from_sqs(record)
+
+
+def wait_for_session(
+    busy: SessionBusy,
+    record: ParkedRecord,
+    *,
+    store: Any,
+    settings: Settings,
+    task_id: str,
+    now: Callable[[], float] = time.time,
+    rng: Any = random,
+) -> Resend | DeadLetter:
+    """A busy session: re-send the record later, or (past SessionWaitLimit, the failure recorded)
+    dead-letter it as SessionBusy naming the holder."""
+    from agentwake.wake.session_wait import Wait, wait_background
+
+    decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
+    if isinstance(decision, Wait):
+        return Resend(record, decision.delay_s, decision.state, holder=busy.holder)
+    return DeadLetter(
+        body=record.body,
+        message_id=record.message_id,
+        source=record.source,
+        receive_count=record.receive_count,
+        error_type="SessionBusy",
+        reason=decision.detail,
+        extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
+    )
+
+
+def background_note_head(msg: BackgroundResultMessage, task: Task | None = None) -> str:
+    """The history note of a DONE background run, before its final answer."""
     status = "finished" if msg.status == "succeeded" else "finished with status failed"
     name = msg.summary_name or (task.tool_name if task is not None else msg.tool_name) or "task"
-    head = (
-        f"[BackgroundTask] {name} (task_id={msg.task_id}) {status}. "
-        f"Result: {truncate(msg.result_text, NOTE_RESULT_CHARS)}"
-    )
-    return f"{head}\n\n{final_answer}" if final_answer else head
+    return f"[BackgroundTask] {name} (task_id={msg.task_id}) {status}. Result: {truncate(msg.result_text, NOTE_RESULT_CHARS)}"
 
 
 def wake_for_background_result(
@@ -29,9 +173,10 @@ def wake_for_background_result(
 
     Nothing is written before the task, its token and its session are checked.
     """
-    logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=msg.run_id)
+    run_id = msg.run_id
+    logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
-    read = deps.store.read_wake(run_id=msg.run_id, task_id=msg.task_id, session_id=msg.session_id)
+    read = deps.store.read_wake(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
     task = read.task
     if task is None:
         raise UnknownTask(f"no task is registered with id {msg.task_id!r}")
@@ -58,11 +203,12 @@ def wake_for_background_result(
         "result": truncate(msg.result_text, NOTE_RESULT_CHARS),
     }
     spec = RunSpec(
-        run_id=msg.run_id,
+        run_id=run_id,
         kind="background",
         session_id=msg.session_id,
         wake=wake,
-        note=lambda final: background_note(msg, final, task),
+        note_head=background_note_head(msg, task),
+        note_sep="\n\n",
         task_id=msg.task_id,
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read)

@@ -1,17 +1,64 @@
-"""Wake for a cron job that came due."""
+"""Wake for a cron job that came due: one invocation's event in, its result out.
+
+``on_cron_event`` is the use case the handler calls. A busy session schedules the same wake again
+(a one-time schedule; the wait machinery loads only then, or when the event is such a return).
+"""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentwake.errors import InvalidMessage, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.store.models import Job
 from agentwake.wake.messages import CronWakeInput
-from agentwake.wake.run import RunSpec, WakeDeps, WakeOutcome, execute_run
+from agentwake.wake.run import execute_run
+from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 
 
-def cron_note(job: Job, scheduled_time: str, final_answer: str) -> str:
+def on_cron_event(
+    event: Any, deps: WakeDeps, *, remaining_ms: int | None = None, target_arn: str | None = None
+) -> dict[str, Any]:
+    """Run the wake, or schedule it again while its session is busy (``target_arn``: the function
+    to come back through). Raises InvalidMessage (permanent), RunFailed, SessionBusy past its limit."""
+    try:
+        wake = CronWakeInput.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
+    waited = event.get("session_wait")
+    try:
+        outcome = wake_for_cron_job(wake, deps, remaining_ms=remaining_ms)
+    except SessionBusy as busy:
+        from agentwake.wake.session_wait import WaitState, wait_cron
+
+        status = wait_cron(
+            busy,
+            {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time},
+            WaitState.from_payload(waited),
+            store=deps.store,
+            settings=deps.settings,
+            schedules=deps.schedules,
+            target_arn=target_arn,
+            job_id=wake.job_id,
+        )
+        return {"run_id": wake.run_id, "status": status}
+    if waited is not None:
+        from agentwake.wake.session_wait import WaitState, ran_after_waiting
+
+        ran_after_waiting(WaitState.from_payload(waited), time.time())
+    if outcome is None:
+        return {"run_id": wake.run_id, "status": "skipped"}
+    return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}
+
+
+def cron_note_head(job: Job, scheduled_time: str) -> str:
+    """The history note of a DONE cron run, before its final answer."""
     return (
         f"[CronJob] {job.name}: {job.description} triggered at {scheduled_time}, "
-        f"I finished this job, here is the result: {final_answer}"
+        f"I finished this job, here is the result: "
     )
 
 
@@ -51,7 +98,7 @@ def wake_for_cron_job(
             "timezone": job.timezone,
             "scheduled_time": wake.scheduled_time,
         },
-        note=lambda final: cron_note(job, wake.scheduled_time, final),
+        note_head=cron_note_head(job, wake.scheduled_time),
         job_id=job.job_id,
         disable_job_on_success=job.run_once,
     )

@@ -23,19 +23,23 @@ finally runs or gives up), ``SessionWaitExceeded`` (wakes that gave up).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.models import FailureRecord
 from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 #: the first pause; each further busy finding doubles it, up to SessionWaitMaxDelay
 BASE_DELAY_S = 2.0
@@ -185,6 +189,28 @@ class ParkedRecord:
     attributes: dict[str, dict[str, str]]
     state: WaitState
 
+    @classmethod
+    def from_sqs(cls, record: SQSRecord) -> ParkedRecord:
+        """The record as it would be re-sent: body, the producer's attributes, the wait state."""
+        attributes: dict[str, dict[str, str]] = {}
+        strings: dict[str, str | None] = {}
+        for name, value in (record.raw_event.get("messageAttributes") or {}).items():
+            data_type = value.get("dataType") or "String"
+            if value.get("stringValue") is not None:
+                attributes[name] = {"DataType": data_type, "StringValue": value["stringValue"]}
+                strings[name] = value["stringValue"]
+            elif value.get("binaryValue") is not None:
+                binary = base64.b64decode(value["binaryValue"])
+                attributes[name] = {"DataType": data_type, "BinaryValue": binary}  # type: ignore[dict-item]
+        return cls(
+            body=record.body,
+            message_id=record.message_id,
+            source=record.event_source_arn,
+            receive_count=str(record.attributes.approximate_receive_count),
+            attributes=attributes,
+            state=WaitState.from_attributes(strings),
+        )
+
 
 def wait_background(
     busy: SessionBusy,
@@ -192,38 +218,16 @@ def wait_background(
     *,
     store: Any,
     settings: Settings,
-    result_queue: Any,
-    dead_letters: Any,
     task_id: str,
     now: Callable[[], float] = time.time,
     rng: Any = random,
-) -> str:
-    """Re-send the record with a delay ("waiting"), or give up ("dead-lettered"). Raises if neither
-    the re-send nor the dead-lettering succeeded: the record is then a batch item failure."""
+) -> Wait | GiveUp:
+    """Come back later (``Wait``: the caller re-sends the record with its delay), or give up
+    (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy)."""
     decision = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
-    if isinstance(decision, Wait):
-        result_queue.send_later(
-            body=record.body,
-            delay_s=decision.delay_s,
-            attributes=record.attributes,
-            wait=decision.state.to_attributes(),
-        )
-        logger.info(
-            "session busy: the result comes back later",
-            extra={"holder": busy.holder, "delay_s": round(decision.delay_s, 1), "wait_count": decision.state.count},
-        )
-        return "waiting"
-    record_gave_up(store, busy, decision, kind="background", task_id=task_id)
-    dead_letters.send(
-        body=record.body,
-        error_type="SessionBusy",
-        reason=decision.detail,
-        original_message_id=record.message_id,
-        source=record.source,
-        receive_count=record.receive_count,
-        extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
-    )
-    return "dead-lettered"
+    if isinstance(decision, GiveUp):
+        record_gave_up(store, busy, decision, kind="background", task_id=task_id)
+    return decision
 
 
 # --------------------------------------------------------------------------------------------

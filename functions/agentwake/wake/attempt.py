@@ -1,0 +1,200 @@
+"""One attempt of a run, built in one place: history window → journal and ledger → wake prompt →
+delivery channel → runner (``agent_factory.build_runner``).
+
+The wake (``wake/run.py``) builds it with the real store, the session's delivery channels and the
+run's DynamoDB journal; ``agentwake runs replay`` builds it with the same function, injecting a
+dry channel, an in-memory journal and a read-only store. So the prompt a replay asks with is the
+prompt the wake asked with, by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentwake.agent.ledger import Limits, RunLedger
+from agentwake.errors import DeliveryError, StepInterrupted
+from agentwake.wake.agent_factory import build_runner
+from agentwake.wake.prompt import build_wake_messages
+
+if TYPE_CHECKING:
+    from agentwake.agent.journal import StepJournal
+    from agentwake.agent.runner import Runner
+    from agentwake.delivery import Delivery, DeliveryChannel
+    from agentwake.store.port import Counters as DailyCounters
+    from agentwake.store.port import DailyUsage
+    from agentwake.store.models import SessionConfig
+    from agentwake.wake.spec import RunSpec, WakeDeps
+
+
+@dataclass
+class Attempt:
+    """The runner of one attempt and what the commit or the failure record reads from it."""
+
+    runner: Runner
+    #: the run's journal (the store's, counting tokens on the daily counter if the session has a
+    #: daily token budget; a replay's in-memory one)
+    journal: Any
+    ledger: RunLedger
+    #: where send_message_to_user delivers (RecordingChannel; a replay's DryChannel)
+    channel: Any
+    session: SessionConfig
+    #: the session's daily counters when it has daily limits, else None
+    counters: DailyCounters | None = None
+
+
+def build_attempt(
+    spec: RunSpec,
+    session: SessionConfig,
+    deps: WakeDeps,
+    *,
+    fresh: bool = False,
+    usage: DailyUsage | None = None,
+    deadline: float | None = None,
+    journal: StepJournal | None = None,
+    channel: DeliveryChannel | None = None,
+    dry_run: bool = False,
+) -> Attempt:
+    """Build the attempt's runner.
+
+    ``fresh``: a first attempt, whose journal is empty and is not read. ``usage``: the session's
+    counters of today as the lease's transaction checked them (None: read here, one GetItem).
+    ``journal`` / ``channel``: injected instead of the store's journal and the recording channel
+    (a replay); ``dry_run``: side-effecting tools are not called.
+    """
+    store = deps.store
+    history = [
+        e.to_message()
+        for e in store.history_window(spec.session_id, session.history_window)
+        if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
+    ]
+    # today's counters of a session with daily limits: as the lease's transaction checked them
+    # (counted on the day they were read), else read below
+    checked = usage if usage is not None and usage.session_id == session.session_id else None
+    counters = None
+    if session.has_daily_limits:
+        counters = store.daily_counters(session.session_id, day=checked.day if checked else None)
+    if journal is None:
+        counting = counters if session.max_tokens_per_day is not None else None
+        journal = store.journal(spec.run_id, fresh=fresh, counters=counting)
+    tokens_today = deliveries_today = 0
+    if checked is not None and counters is not None:
+        tokens_today, deliveries_today = checked.tokens, checked.deliveries
+    elif counters is not None:
+        tokens_today, deliveries_today = counters.read()
+    ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)
+    for delivery_id in journaled_deliveries(journal):
+        ledger.record_delivery(delivery_id, fresh=False)
+    messages = build_wake_messages(
+        persona=session.persona,
+        kind=spec.kind,
+        wake=spec.wake,
+        history=history,
+        deliver_final=session.deliver_final,
+        deliveries_left=ledger.remaining_deliveries(),
+        deliveries_made=len(ledger.deliveries),
+    )
+    if channel is None:
+        # the journal records the deliveries: each lands with the step that reports it
+        channel = RecordingChannel(channels_for(session, deps), journal, counters)
+    runner = build_runner(
+        session=session,
+        run_id=spec.run_id,
+        messages=messages,
+        journal=journal,
+        ledger=ledger,
+        channel=channel,
+        clock=deps.clock,
+        deadline=deadline,
+        settings=deps.settings,
+        provider_factory=deps.provider_factory,
+        retry=deps.retry,
+        on_event=deps.on_event,
+        dry_run=dry_run,
+    )
+    return Attempt(runner=runner, journal=journal, ledger=ledger, channel=channel, session=session, counters=counters)
+
+
+def session_ledger(session: Any, *, tokens_today: int = 0, deliveries_today: int = 0) -> RunLedger:
+    """A run's ledger with the session's caps and budgets (and today's counters, if it has daily ones)."""
+    return RunLedger(
+        Limits(
+            max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
+            max_tokens_per_run=getattr(session, "max_tokens_per_run", None),
+            max_tokens_per_day=getattr(session, "max_tokens_per_day", None),
+            max_deliveries_per_day=getattr(session, "max_deliveries_per_day", None),
+        ),
+        tokens_today=tokens_today,
+        deliveries_today=deliveries_today,
+    )
+
+
+def journaled_deliveries(journal: Any) -> list[str]:
+    """Delivery ids that send_message_to_user calls of earlier attempts made (journal order)."""
+    entries: dict[str, dict[str, Any]] = getattr(journal, "entries", {}) or {}
+    out: list[str] = []
+    for key in sorted(entries):
+        if ".tool." in key:
+            out += [str(d) for d in entries[key].get("deliveries") or ()]
+    return out
+
+
+def channels_for(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
+    """Each target session's own delivery channel (an admin run may message other sessions)."""
+    built = {session.session_id: deps.channel_factory(session.delivery)}
+
+    def channel_for(session_id: str) -> Any:
+        if session_id not in built:
+            target = deps.store.get_session(session_id)
+            if target is None:
+                raise DeliveryError(f"there is no session {session_id!r} to message")
+            built[session_id] = deps.channel_factory(target.delivery)
+        return built[session_id]
+
+    return channel_for
+
+
+class RecordingChannel:
+    """Sends through the target session's own channel; a delivery already recorded is never sent
+    again, and each delivered message is appended to that session's history whatever the run's
+    outcome later: the DynamoDB journal stages it and writes it in the same transaction as the
+    step that reports the send — the tool result, or for deliver_final's answer its
+    ``final.delivery`` entry, which the commit writes (docs/durability.md).
+
+    The at-least-once edge: a crash after ``send`` and before the transaction that records the
+    delivery (the tool step's write; for deliver_final's answer, the commit) means a retry sends the
+    same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
+    """
+
+    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:
+        self.channel_for = channel_for
+        self.recorder = recorder
+        #: the session's daily counters (agentwake.store.daily), counted in the delivery's own write
+        self.counters = counters
+        self.sent: list[Delivery] = []
+
+    def send(self, delivery: Delivery) -> None:
+        if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
+            return
+        before_send = getattr(self.recorder, "before_send", None)
+        if before_send is not None:
+            before_send()  # every step kept back so far is durable before anything leaves
+        # DeliveryError here (incl. an unknown target session) is a tool result the model sees
+        self.channel_for(delivery.session_id).send(delivery)
+        self.sent.append(delivery)
+        try:
+            extra: dict[str, Any] = {}
+            if self.counters is not None and delivery.session_id == self.counters.session_id:
+                extra["also"] = [self.counters.add(deliveries=1)]
+            self.recorder.record_delivery(
+                run_id=delivery.run_id,
+                delivery_id=delivery.delivery_id,
+                session_id=delivery.session_id,
+                text=delivery.text,
+                **extra,
+            )
+        except Exception as exc:
+            # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
+            # resends the same delivery id, which receivers drop
+            raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc

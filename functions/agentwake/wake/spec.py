@@ -1,0 +1,68 @@
+"""The value types of a run: what to run (``RunSpec``), with what (``WakeDeps``), and how it ended
+(``WakeOutcome``). Every wake module imports them from here; this module imports no wake module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentwake.agent.clock import Clock, SystemClock
+from agentwake.agent.providers import build_provider
+from agentwake.settings import Settings
+
+if TYPE_CHECKING:
+    from agentwake.agent.chain import RetryPolicy
+    from agentwake.agent.runner import RunEvent
+    from agentwake.store.port import RunStore
+    from agentwake.wake.prompt import WakeKind
+
+
+def _default_channel_factory(spec: dict[str, Any]) -> Any:
+    from agentwake.delivery.factory import build_channel
+
+    return build_channel(spec)
+
+
+@dataclass
+class WakeDeps:
+    """What a wake needs from the outside world (ports); tests swap any of them."""
+
+    store: RunStore
+    settings: Settings
+    clock: Clock = field(default_factory=SystemClock)
+    provider_factory: Callable[[dict[str, Any]], Any] = build_provider
+    channel_factory: Callable[[dict[str, Any]], Any] = _default_channel_factory
+    retry: RetryPolicy | None = None
+    on_event: Callable[[RunEvent], None] | None = None
+    #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
+    schedules: Any = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    run_id: str
+    kind: WakeKind
+    session_id: str
+    #: what woke the agent, shown to it as JSON in the system prompt
+    wake: dict[str, Any]
+    #: the history note before the final answer; the answer follows ``note_sep`` (wake.usage.history_note)
+    note_head: str = ""
+    note_sep: str = ""
+    task_id: str | None = None
+    job_id: str | None = None
+    disable_job_on_success: bool = False
+
+
+@dataclass(frozen=True)
+class WakeOutcome:
+    run_id: str
+    status: Literal["succeeded", "already_succeeded"]
+    attempt: int = 0
+    steps: int = 0
+    final_text: str = ""
+    deliveries: int = 0
+    #: the final answer was delivered to the user (deliver_final), by this attempt or an earlier one
+    final_delivered: bool = False
+    #: tokens, latency and estimated cost of the run (agentwake.agent.ledger.usage_totals)
+    usage: dict[str, Any] = field(default_factory=dict)

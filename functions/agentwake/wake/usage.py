@@ -1,0 +1,94 @@
+"""What a run cost and what it tells the user's history about its final answer.
+
+- ``run_usage``: the run's usage totals (tokens, latency, estimated cost per provider) for the run
+  record, computed once per outcome;
+- ``history_note``: the note of a DONE run, ending with whether the final answer reached the user;
+- ``emit_metrics``: EMF metrics ``Steps``, ``ProviderFailover``, and ``InputTokens`` /
+  ``OutputTokens`` with a ``provider`` dimension, one single-metric blob per provider so the
+  dimension never leaks onto the handler's other metrics. Metrics never decide an outcome.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentwake.agent.chain import ProviderChain
+from agentwake.observability import logger, metrics
+
+if TYPE_CHECKING:
+    from agentwake.wake.spec import RunSpec
+
+
+def history_note(spec: RunSpec, runner: Any) -> str:
+    """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
+    final = runner.completion_text
+    note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
+    return note_with_final(note, runner)
+
+
+def note_with_final(note: str, runner: Any) -> str:
+    """The history note, saying whether the final answer was delivered to the user."""
+    if runner.final_delivery_id:
+        return f"{note}\n\n[final answer delivered to the user: delivery_id={runner.final_delivery_id}]"
+    reason = runner.final_not_delivered or "not sent"
+    return f"{note}\n\n[final answer not delivered to the user: {reason}]"
+
+
+def run_usage(runner: Any, session: Any, settings: Any) -> dict[str, Any] | None:
+    """Usage totals of the run with the estimated cost (session prices over the stack's)."""
+    if runner is None:
+        return None
+    prices: dict[str, Any] = dict(getattr(settings, "prices", None) or {})
+    for key, price in (getattr(session, "prices", None) or {}).items():
+        prices[key] = price.model_dump() if hasattr(price, "model_dump") else dict(price)
+    return runner.ledger.totals(prices)  # type: ignore[no-any-return]
+
+
+def emit_metrics(runner: Any) -> None:
+    """The run's metrics. They never decide an outcome: this runs between a final answer's send and
+    the commit that records it, so a metrics error is logged, not raised."""
+    try:
+        emit_run_metrics(runner)
+        emit_usage_metrics(runner)
+    except Exception:
+        logger.exception("could not emit the run's metrics; the run's outcome is unaffected")
+
+
+def emit_run_metrics(runner: Any) -> None:
+    metrics.add_metric(name="Steps", unit="Count", value=runner.steps_done)
+    chain = runner.model
+    if isinstance(chain, ProviderChain) and chain.failovers:
+        metrics.add_metric(name="ProviderFailover", unit="Count", value=chain.failovers)
+
+
+def emit_usage_metrics(runner: Any) -> None:
+    """InputTokens / OutputTokens of this attempt's model calls, by provider (replayed calls were
+    counted by the attempt that made them)."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():  # single_metric prints even then; Metrics.flush_metrics does not
+        return
+    fresh: dict[str, list[int]] = {}
+    for call in runner.ledger.calls:
+        if call.replayed:
+            continue
+        row = fresh.setdefault(call.provider_id or "?", [0, 0])
+        row[0] += call.usage.input_tokens
+        row[1] += call.usage.output_tokens
+    dimensions = dict(metrics.default_dimensions or {})
+    if getattr(metrics, "service", None):
+        dimensions.setdefault("service", str(metrics.service))
+    for provider_id, (input_tokens, output_tokens) in fresh.items():
+        for name, value in (("InputTokens", input_tokens), ("OutputTokens", output_tokens)):
+            try:
+                with single_metric(
+                    name=name,
+                    unit=MetricUnit.Count,
+                    value=value,
+                    namespace=metrics.namespace,
+                    default_dimensions=dimensions,
+                ) as metric:
+                    metric.add_dimension(name="provider", value=provider_id[:250])
+            except Exception:  # a metric must never fail a run
+                logger.exception("could not emit token metrics")
