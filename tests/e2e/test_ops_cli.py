@@ -274,7 +274,7 @@ def test_the_lambda_handlers_never_import_the_cli_libraries() -> None:
     code = (
         "import sys\n"
         "import agentwake.handlers.background_result, agentwake.handlers.cron_wake\n"
-        "import agentwake_ops.context, agentwake_ops.dlq_actions\n"
+        "import agentwake_ops.context, agentwake_ops.dlq.act\n"
         "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))\n"
     )
     # WHEN both handlers (and the CLI's plain-Python modules) are imported

@@ -12,10 +12,11 @@ from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake.store.models import Job
-from agentwake_ops import dlq_actions, sqs_scan
+from agentwake_ops import sqs_scan
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
-from agentwake_ops.dlq_view import Selection
+from agentwake_ops.dlq import act
+from agentwake_ops.dlq.select import Selection
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import FakeLambdaContext
 
@@ -381,7 +382,7 @@ def test_a_paced_redrive_keeps_to_its_rate(cli: Cli, stack: Stack) -> None:
         now[0] += seconds
 
     # WHEN they are redriven at 2 per second (on a clock that only the sleeps move)
-    report = dlq_actions.redrive(
+    report = act.redrive(
         context, Selection(everything=True), queue="scheduler", rate=2, sleep=sleep, clock=lambda: now[0]
     )
     # THEN all moved, and the move took (n - 1) / rate seconds
