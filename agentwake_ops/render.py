@@ -452,7 +452,7 @@ def dlq_message(msg: DlqMessage) -> None:
     summary_tables(msg.summary)
 
 
-def verdicts(verdicts: list[Verdict], *, force: bool, to_stderr: bool) -> None:
+def replay_verdicts(verdicts: list[Verdict], *, force: bool, to_stderr: bool) -> None:
     """``dlq redrive --verify``: each replay's verdict (on stderr with --json, so stdout stays JSON)."""
     out = err_console() if to_stderr else console()
     table = _table(

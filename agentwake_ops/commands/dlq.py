@@ -143,7 +143,7 @@ def redrive(
             rate=rate,
             verify=verify,
             force=force,
-            on_verdicts=lambda verdicts: render.verdicts(verdicts, force=force, to_stderr=as_json),
+            on_verdicts=lambda verdicts: render.replay_verdicts(verdicts, force=force, to_stderr=as_json),
             progress=bar,
         )
     finally:

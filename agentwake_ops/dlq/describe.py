@@ -381,7 +381,7 @@ def _read_background(msg: DlqMessage) -> None:
         else:
             msg.kind = "background"
             msg.run_id = parsed.run_id
-    msg.pending = msg.run_id is not None or (msg.session_id is None and msg.task_id is not None)
+    msg.pending = msg.run_id is not None or (msg.session_id is None and bool(msg.task_id))
 
 
 def _read_gave_up_waiting(msg: DlqMessage) -> None:
