@@ -66,5 +66,5 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)
 	$(PY) bench/bench_local.py --n 5000
 
-dlq-scale: $(VENV)/.dev-installed  ## the DLQ scan tests at 10,000 messages on the local moto server (minutes)
+dlq-scale: $(VENV)/.dev-installed  ## the DLQ scan tests (and the one-Query redrive --id) at 10,000 messages on the local moto server (minutes)
 	AGENTWAKE_DLQ_SCALE=10000 $(PY) -m pytest -q tests/e2e/test_dlq_scale.py

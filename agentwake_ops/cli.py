@@ -18,8 +18,9 @@ import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
-from agentwake_ops import cli_admin, cli_dlq, cli_replay
+from agentwake_ops import cli_replay
 from agentwake_ops.cli_common import CliState, state
+from agentwake_ops.commands import dlq, history, jobs, runs, sessions, tasks
 
 #: typer's type labels in --help, as a person reads them
 _PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "FILE", "bool": ""}
@@ -148,16 +149,16 @@ def _root(
     state(ctx)
 
 
-app.add_typer(cli_dlq.app, name="dlq")
-cli_admin.runs_app.command(
+app.add_typer(dlq.app, name="dlq")
+runs.app.command(
     "replay",
     epilog='Example: agentwake runs replay bg:task-1234 --provider \'{"type":"bedrock","model_id":"amazon.nova-lite-v1:0"}\'',
 )(cli_replay.runs_replay)
-app.add_typer(cli_admin.runs_app, name="runs")
-app.add_typer(cli_admin.history_app, name="history")
-app.add_typer(cli_admin.jobs_app, name="jobs")
-app.add_typer(cli_admin.sessions_app, name="sessions")
-app.add_typer(cli_admin.tasks_app, name="tasks")
+app.add_typer(runs.app, name="runs")
+app.add_typer(history.app, name="history")
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(sessions.app, name="sessions")
+app.add_typer(tasks.app, name="tasks")
 
 
 _PLUGIN_COMMANDS: dict[str, Any] | None = None

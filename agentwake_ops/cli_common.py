@@ -1,4 +1,5 @@
-"""What every CLI command shares: the state object, the lazily built OpsContext, output helpers.
+"""What every CLI command shares: the state object, the lazily built OpsContext, option types and
+the checks and prompts of user input. How output looks is ``agentwake_ops.render``.
 
 Imports stay light (typer only): rich, boto3 and the store load when a command needs them, so that
 ``--help`` and commands that fail early answer at once.
@@ -9,19 +10,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from agentwake.redact import redact
-
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.panel import Panel
-
     from agentwake_ops.context import OpsContext, OpsOptions
     from agentwake_ops.plugins import InvokeAsync
     from agentwake_ops.progress import Progress
@@ -35,6 +30,8 @@ def _default_options() -> OpsOptions:
 
 JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
+JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
 
 
 @dataclass
@@ -66,25 +63,6 @@ def ops(ctx: typer.Context) -> OpsContext:
     return state(ctx).ops()
 
 
-def console() -> Console:
-    # created per call: it binds to the sys.stdout of the moment (CliRunner swaps it)
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False)
-
-
-def err_console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
 def progress(as_json: bool) -> Progress:
     """A progress bar on stderr for a person watching; silent with --json or without a terminal."""
     from agentwake_ops.progress import for_cli
@@ -104,11 +82,6 @@ def check_id(value: str, what: str) -> str:
     if not re.fullmatch(ID_PATTERN, value):
         raise OpsError(f"invalid {what} {value!r}: a {what} is {ID_RULE}")
     return value
-
-
-def print_json(data: Any) -> None:
-    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header)."""
-    typer.echo(redact(json.dumps(data, indent=2, sort_keys=True, default=str)))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -140,69 +113,3 @@ def parse_json_option(value: str, option: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError as exc:
         raise OpsError(f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
-
-
-def age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
-
-
-def when(iso: str | None) -> str:
-    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-``."""
-    if not iso:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return iso
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def dash(value: Any) -> str:
-    return "-" if value in (None, "") else str(value)
-
-
-__all__ = [
-    "JSON_HELP",
-    "YES_HELP",
-    "CliState",
-    "age",
-    "confirm",
-    "console",
-    "dash",
-    "err_console",
-    "escape",
-    "check_id",
-    "fail",
-    "progress",
-    "ops",
-    "parse_json_option",
-    "print_json",
-    "user_error",
-    "state",
-    "when",
-]
-
-
-def facts_panel(rows: Iterable[tuple[str, Any]], title: str) -> Panel:
-    """A bold-label / value grid in a panel: how `runs show`, `dlq show` and `sessions show` print
-    one record. Values are escaped; None shows as a dash."""
-    from rich.panel import Panel
-    from rich.table import Table
-
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column(overflow="fold")
-    for label, value in rows:
-        grid.add_row(label, escape(dash(value)))
-    return Panel(grid, title=title, expand=False)

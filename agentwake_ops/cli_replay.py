@@ -1,4 +1,5 @@
-"""``agentwake runs replay`` and ``dlq redrive --verify``: check a fix before redriving for real."""
+"""``agentwake runs replay``: check a fix before redriving for real (``dlq redrive --verify`` replays
+through ``agentwake_ops.replay.verify``)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from agentwake.redact import redact
-from agentwake_ops.cli_common import (
-    JSON_HELP,
-    console,
-    dash,
-    err_console,
-    facts_panel,
-    ops,
-    parse_json_option,
-    print_json,
-)
+from agentwake_ops.cli_common import JSON_HELP, ops, parse_json_option
+from agentwake_ops.render import console, dash, facts_panel, print_json
 
 if TYPE_CHECKING:
     from agentwake_ops import replay as replay_mod
-    from agentwake_ops.context import OpsContext
 
 
 def _providers(provider: list[str] | None, providers_file: Path | None) -> list[dict[str, Any]] | None:
@@ -134,35 +126,3 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
         out.print("A redrive of this run would succeed with this config.", style="green")
     else:
         out.print("A redrive of this run would fail again.", style="red")
-
-
-def verify_before_redrive(context: OpsContext, messages: list[Any], *, force: bool, to_stderr: bool = False) -> bool:
-    """Replay each message's run; print the verdicts (on stderr with --json, so stdout stays JSON).
-    True when the redrive may go ahead."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from agentwake_ops import replay as replay_mod
-
-    verdicts = replay_mod.verify(context.store, messages)
-    out = err_console() if to_stderr else console()
-    table = Table(title=f"--verify: replayed {len(verdicts)} run(s)", title_justify="left")
-    for column in ("id", "run id", "replay", "reason"):
-        table.add_column(column, overflow="fold")
-    for v in verdicts:
-        table.add_row(
-            v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(redact(v.reason or "-"))
-        )
-    out.print(table)
-    failing = [v for v in verdicts if not v.ok]
-    if not failing:
-        return True
-    if force:
-        out.print(f"--force: redriving {len(failing)} run(s) whose replay fails.", style="yellow")
-        return True
-    typer.echo(
-        f"error: refusing to redrive: the replay of {len(failing)} run(s) still fails "
-        "(fix the session, check with `agentwake runs replay RUN_ID`, or pass --force); nothing moved",
-        err=True,
-    )
-    return False

@@ -74,9 +74,8 @@ class Printer:
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
     from agentwake.store.models import SessionConfig
     from agentwake_local.stack import LocalStackRuntime
-    from agentwake_ops import dlq_actions
     from agentwake_ops.context import Discovery, build_context
-    from agentwake_ops.dlq_view import Selection
+    from agentwake_ops.dlq import act, select
 
     started = time.monotonic()
     p = Printer(out or sys.stdout)
@@ -177,7 +176,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
 
         p.section("The DLQ listing shows why")
         p.cmd("agentwake dlq list")
-        listed = dlq_actions.list_messages(ctx, "results")
+        listed = select.list_messages(ctx, "results")
         for m in listed:
             view = m.view()
             p.line(
@@ -200,7 +199,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         store.put_session(SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}]))
         p.cmd('agentwake sessions put bob --provider \'{"type": "scripted", ...}\'')
         p.cmd("agentwake dlq redrive --session bob")
-        report = dlq_actions.redrive(ctx, Selection(session_id="bob"), queue="results")
+        report = act.redrive(ctx, select.Selection(session_id="bob"), queue="results")
         result.redrive_moved = len(report.moved)
         runtime.drain()
         bob = store.history("bob")

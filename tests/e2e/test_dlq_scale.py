@@ -2,7 +2,8 @@
 exactly once, or a loud failure (issue 13: a 502-message DLQ once listed as 401).
 
 The DLQ is filled straight through SendMessageBatch (mixed error types and sessions). The default
-run uses ``AGENTWAKE_DLQ_SCALE`` = 1,000 messages; ``make dlq-scale`` runs the same tests at 10,000.
+run uses ``AGENTWAKE_DLQ_SCALE`` = 1,000 messages (200 for the redrive that counts its run reads);
+``make dlq-scale`` runs the same tests at 10,000.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
 from agentwake_ops.sqs_scan import queue_name
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.probes import DynamoCalls
 
 SCALE = int(os.environ.get("AGENTWAKE_DLQ_SCALE", "1000"))
+#: the DLQ of runs that ``redrive --id`` picks one from (each message names a run to join)
+RUNS_SCALE = int(os.environ.get("AGENTWAKE_DLQ_SCALE", "200"))
 ERROR_TYPES = ("UnknownTask", "InvalidMessage", "SessionMismatch")
 SESSIONS = tuple(f"s-{i}" for i in range(7))
 
@@ -81,6 +85,32 @@ def fill_dlq(res: Resources, count: int) -> Counter[str]:
         resp = sqs.send_message_batch(QueueUrl=res.dlq_url, Entries=entries)
         assert not resp.get("Failed")
     return kinds
+
+
+def fill_dlq_with_runs(res: Resources, count: int) -> list[str]:
+    """``count`` valid completion messages in the results DLQ, as SQS leaves them after
+    ``maxReceiveCount`` (no agentwake-* attributes: each names a run); returns their message ids."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    ids: list[str] = []
+    for start in range(0, count, 10):
+        entries = []
+        for i in range(start, min(start + 10, count)):
+            body = {
+                "task_id": f"task-{i}",
+                "session_id": SESSIONS[i % len(SESSIONS)],
+                "tool_name": "web_research",
+                "tool_args": {},
+                "status": "succeeded",
+                "result_text": f"result {i}",
+                "note": "",
+                "summary_name": "Research",
+                "finished_at": "2026-11-30T05:00:00Z",
+            }
+            entries.append({"Id": str(i - start), "MessageBody": json.dumps(body)})
+        resp = sqs.send_message_batch(QueueUrl=res.dlq_url, Entries=entries)
+        assert not resp.get("Failed")
+        ids += [ok["MessageId"] for ok in sorted(resp["Successful"], key=lambda ok: int(ok["Id"]))]
+    return ids
 
 
 def counts(url: str) -> tuple[int, int]:
@@ -190,3 +220,24 @@ def test_messages_held_by_another_reader_make_the_scan_fail_loudly(local: Resour
         ).replace("listing the results DLQ", "listing the results DLQ" if result is listed else "export --delete")
     assert not out.exists()
     assert counts(local.dlq_url) == (20, 10)
+
+
+def test_a_redrive_by_id_reads_the_run_of_the_selected_message_only(local: Resources) -> None:
+    # GIVEN a results DLQ of RUNS_SCALE messages, each naming a run (bg:task-N)
+    ids = fill_dlq_with_runs(local, RUNS_SCALE)
+    target = ids[len(ids) // 2]
+    context = resolve_context()
+    calls = DynamoCalls(context.store.db)
+
+    # WHEN one of them is redriven by id, as a dry run
+    planned = run(
+        "dlq", "redrive", "--id", target, "--dry-run", "--queue", "results", "--json", obj=CliState(context=context)
+    )
+
+    # THEN it plans exactly that message, and read one run for it: one Query, not one per scanned message
+    assert planned.exit_code == 0, planned.output
+    [plan] = json.loads(planned.stdout)["planned"]
+    assert plan["message_id"] == target and plan["run_id"] == f"bg:task-{ids.index(target)}"
+    assert calls.calls == ["Query"]
+    # AND nothing moved
+    assert counts(local.dlq_url) == (RUNS_SCALE, 0)

@@ -274,7 +274,7 @@ def test_the_lambda_handlers_never_import_the_cli_libraries() -> None:
     code = (
         "import sys\n"
         "import agentwake.handlers.background_result, agentwake.handlers.cron_wake\n"
-        "import agentwake_ops.context, agentwake_ops.dlq_actions\n"
+        "import agentwake_ops.context, agentwake_ops.dlq.act\n"
         "print(sorted(m for m in ('typer', 'rich', 'click') if m in sys.modules))\n"
     )
     # WHEN both handlers (and the CLI's plain-Python modules) are imported
@@ -287,3 +287,53 @@ def _env() -> dict[str, str]:
     import os
 
     return {**os.environ, "AGENTWAKE_TABLE": "t", "POWERTOOLS_SERVICE_NAME": "agentwake", "AWS_DEFAULT_REGION": REGION}
+
+
+def _cli_imports() -> dict[str, set[str]]:
+    """Every agentwake_ops module -> the agentwake_ops modules it imports (also lazily, in a function)."""
+    import ast
+    from pathlib import Path
+
+    import agentwake_ops
+
+    root = Path(agentwake_ops.__file__).parent
+    names = {
+        ".".join(["agentwake_ops", *[p for p in path.relative_to(root).with_suffix("").parts if p != "__init__"]]): path
+        for path in root.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for module, path in names.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                candidates = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                candidates = [a.name for a in node.names]
+            else:
+                continue
+            found |= {c for c in candidates if c in names and c != module}
+        graph[module] = found
+    return graph
+
+
+def test_no_command_group_imports_another_and_the_dlq_steps_import_one_way() -> None:
+    # GIVEN every import inside the CLI package
+    graph = _cli_imports()
+    groups = {m for m in graph if m.startswith("agentwake_ops.commands.")}
+    # THEN a command group imports no other group (what they share is render and cli_common)
+    assert groups >= {f"agentwake_ops.commands.{g}" for g in ("runs", "history", "jobs", "sessions", "tasks", "dlq")}
+    assert {m: graph[m] & groups for m in groups if graph[m] & groups} == {}
+    # AND each step of the DLQ pipeline imports none of the steps after it
+    steps = [
+        "agentwake_ops.sqs_scan",
+        "agentwake_ops.dlq.scan",
+        "agentwake_ops.dlq.describe",
+        "agentwake_ops.dlq.select",
+        "agentwake_ops.dlq.claim",
+        "agentwake_ops.dlq.act",
+    ]
+    backwards = {step: graph[step] & set(steps[i + 1 :]) for i, step in enumerate(steps)}
+    assert {step: later for step, later in backwards.items() if later} == {}
+    # AND the DLQ command calls the pipeline and holds no message itself (no claim of its own)
+    assert {"agentwake_ops.dlq.select", "agentwake_ops.dlq.act"} <= graph["agentwake_ops.commands.dlq"]
+    assert "agentwake_ops.dlq.claim" not in graph["agentwake_ops.commands.dlq"]

@@ -12,10 +12,11 @@ from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake.store.models import Job
-from agentwake_ops import dlq_actions, sqs_scan
+from agentwake_ops import sqs_scan
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
-from agentwake_ops.dlq_view import Selection
+from agentwake_ops.dlq import act
+from agentwake_ops.dlq.select import Selection
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import FakeLambdaContext
 
@@ -381,7 +382,7 @@ def test_a_paced_redrive_keeps_to_its_rate(cli: Cli, stack: Stack) -> None:
         now[0] += seconds
 
     # WHEN they are redriven at 2 per second (on a clock that only the sleeps move)
-    report = dlq_actions.redrive(
+    report = act.redrive(
         context, Selection(everything=True), queue="scheduler", rate=2, sleep=sleep, clock=lambda: now[0]
     )
     # THEN all moved, and the move took (n - 1) / rate seconds
@@ -395,3 +396,36 @@ def test_a_paced_redrive_keeps_to_its_rate(cli: Cli, stack: Stack) -> None:
         )
     result = cli("dlq", "redrive", "--all", "--queue", "scheduler")
     assert "moved 7, failed 0" in result.stdout and result.stderr == ""
+
+
+def test_redrive_verify_scans_the_dlq_once_and_redrives_what_it_verified(cli: Cli, stack: Stack) -> None:
+    # GIVEN a dead-lettered run whose session is fixed, and a count of every time a DLQ receive returns it
+    make_failed_background_run(cli, stack, "s-once", ALWAYS_FAILS)
+    stack.poll_until_dead_lettered()
+    cli("sessions", "put", "s-once", "--provider", json.dumps({"type": "scripted", "id": "ok"}))
+    [row] = cli_json(cli, "dlq", "list")
+    context = resolve_context(invoke_async=stack.invoke_async)
+    received: list[str] = []
+
+    def count(parsed: dict[str, Any], **_: Any) -> None:
+        received.extend(m["MessageId"] for m in parsed.get("Messages", []))
+
+    context.sqs.meta.events.register("after-call.sqs.ReceiveMessage", count)
+
+    # WHEN it is redriven with --verify, first as a dry run
+    planned = cli(
+        "dlq", "redrive", "--id", row["message_id"][:8], "--verify", "--dry-run", obj=CliState(context=context)
+    )
+    # THEN the replay passed and the plan names it, from one scan: the message was received once
+    assert "--verify: replayed 1 run(s)" in planned.stdout and "DONE" in planned.stdout
+    assert "1 message(s) would be redriven" in planned.stdout
+    assert received.count(row["message_id"]) == 1
+    assert stack.counts(stack.res.dlq_url) == (1, 0)
+
+    # WHEN it is redriven with --verify for real
+    received.clear()
+    moved = cli("dlq", "redrive", "--id", row["message_id"][:8], "--verify", obj=CliState(context=context))
+    # THEN the message it verified moved, out of the same single scan
+    assert "Redrive: moved 1, failed 0." in moved.stdout
+    assert received.count(row["message_id"]) == 1
+    assert stack.counts(stack.res.dlq_url) == (0, 0) and stack.counts(stack.res.queue_url) == (1, 0)

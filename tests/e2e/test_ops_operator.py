@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agentwake.store.queues import ATTR_DEAD_LETTERED_AT
-from agentwake_ops import dlq_actions
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
+from agentwake_ops.dlq import act
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED, dead_letter_unknown_task, make_failed_background_run
 
@@ -76,7 +76,7 @@ def test_export_delete_deletes_exactly_the_exported_messages(cli: Cli, stack: St
 def test_an_interrupted_export_deletes_nothing(cli: Cli, stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN 15 DLQ messages, and a disk that fills up after the fifth line of the export
     fill_scheduler_dlq(stack, 15)
-    real_lines = dlq_actions.export_lines
+    real_lines = act.export_lines
 
     def lines_then_full_disk(messages: Any) -> Any:
         for index, line in enumerate(real_lines(messages)):
@@ -84,7 +84,7 @@ def test_an_interrupted_export_deletes_nothing(cli: Cli, stack: Stack, monkeypat
                 raise OSError(28, "No space left on device")
             yield line
 
-    monkeypatch.setattr(dlq_actions, "export_lines", lines_then_full_disk)
+    monkeypatch.setattr(act, "export_lines", lines_then_full_disk)
     out = stack.tmp / "dlq.jsonl"
 
     # WHEN exported with --delete
@@ -102,9 +102,9 @@ def test_an_interrupted_export_deletes_nothing(cli: Cli, stack: Stack, monkeypat
                 raise KeyboardInterrupt
             yield line
 
-    monkeypatch.setattr(dlq_actions, "export_lines", lines_then_ctrl_c)
+    monkeypatch.setattr(act, "export_lines", lines_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        dlq_actions.export(resolve_context(), str(out), queue="scheduler", delete=True)
+        act.export(resolve_context(), str(out), queue="scheduler", delete=True)
     assert not out.exists()
     assert stack.counts(stack.res.scheduler_dlq_url) == (15, 0)
 

@@ -1,10 +1,12 @@
-"""What an operator does to DLQ messages: list, claim, redrive, delete, purge, export.
+"""Act: what an operator does to the DLQ messages selected and claimed: redrive, delete, purge, export.
 
-Every operation reads the queue through one complete scan (``agentwake_ops.sqs_scan``): if the scan
-cannot be sure it saw every message, the operation changes nothing and raises ``IncompleteScan``.
+Every action reads the queue through one complete scan (``agentwake_ops.dlq.claim``): if the scan
+cannot be sure it saw every message, the action changes nothing and raises ``IncompleteScan``.
 
 - Redrive sends first and deletes after: an interrupted move leaves at worst a duplicate, which the
-  run record absorbs (a run that already succeeded does nothing) — never a lost message.
+  run record absorbs (a run that already succeeded does nothing) — never a lost message. With
+  ``verify`` it replays each claimed run first (``agentwake_ops.replay.verify``) and redrives from
+  that same claim: the DLQ is scanned once.
 - Export writes the file, flushes and fsyncs it, and only then (with ``delete=True``) deletes
   exactly the messages it wrote, by the receipt handles the scan holds; an export interrupted
   before the file is complete deletes nothing and leaves every message visible again.
@@ -15,168 +17,24 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake_ops.context import OpsContext, OpsError
-from agentwake_ops.dlq_view import DLQS, DlqMessage, Selection, describe, filter_messages, first_line, queue_names
+from agentwake_ops.dlq.claim import Claim, claim
+from agentwake_ops.dlq.describe import DlqMessage, first_line
+from agentwake_ops.dlq.scan import DLQS, queue_names
+from agentwake_ops.dlq.select import Selection, list_messages
 from agentwake_ops.progress import SILENT, Progress
-from agentwake_ops.sqs_scan import MAX_VISIBILITY_SECONDS, IncompleteScan, Scanner, delete_batch, queue_name
+from agentwake_ops.sqs_scan import delete_batch
 
-#: at least this long a redrive/delete/export holds the messages it claimed (renewed while it works)
-CLAIM_HOLD_SECONDS = 120
+if TYPE_CHECKING:
+    from agentwake_ops.replay import Verdict
+
 #: AWS's StartMessageMoveTask accepts at most this rate
 NATIVE_MAX_RATE = 500
 CRON_FUNCTION = "CronWakeFunction"
-
-
-def _queues(ctx: OpsContext, names: Iterable[str], *, skip_unknown: bool) -> list[tuple[str, str]]:
-    out = []
-    for name in names:
-        role = DLQS[name]
-        if not ctx.has_queue(role) and skip_unknown:
-            continue
-        out.append((name, ctx.queue_url(role)))
-    return out
-
-
-def _scanner(ctx: OpsContext, name: str, url: str, progress: Progress) -> Scanner:
-    progress.phase(f"scanning the {name} DLQ")
-    return Scanner(ctx.sqs, url, hold_seconds=ctx.scan_hold_seconds, on_progress=progress.update)
-
-
-def _join(
-    ctx: OpsContext,
-    name: str,
-    url: str,
-    raws: list[dict[str, Any]],
-    progress: Progress,
-    *,
-    now: float | None = None,
-    keep_alive: Callable[[], None] | None = None,
-) -> list[DlqMessage]:
-    progress.phase(f"joining the {name} DLQ with the runs", total=len(raws))
-    out = []
-    for index, raw in enumerate(raws):
-        out.append(describe(raw, name, url, ctx.store, now=now))
-        progress.advance()
-        if keep_alive is not None and index % 50 == 49:
-            keep_alive()
-    return out
-
-
-def list_messages(
-    ctx: OpsContext, queue: str = "all", *, now: float | None = None, progress: Progress = SILENT
-) -> list[DlqMessage]:
-    """The joined view of every message in the chosen DLQs (none consumed; all visible again after).
-
-    Raises IncompleteScan when a scan cannot be sure it saw every message.
-    """
-    names = queue_names(queue)
-    out: list[DlqMessage] = []
-    for name, url in _queues(ctx, names, skip_unknown=queue == "all"):
-        scanner = _scanner(ctx, name, url, progress)
-        try:
-            result = scanner.run()
-        finally:
-            scanner.release()
-        result.require_complete(f"listing the {name} DLQ")
-        out += _join(ctx, name, url, result.messages(), progress, now=now)
-    return out
-
-
-def find_message(ctx: OpsContext, message_id: str, queue: str = "all", *, progress: Progress = SILENT) -> DlqMessage:
-    [msg] = filter_messages(list_messages(ctx, queue, progress=progress), Selection(ids=(message_id,)))
-    return msg
-
-
-# --------------------------------------------------------------------------------------------
-# claiming
-
-
-@dataclass
-class Claim:
-    """Messages taken for an operation: held invisible (renewed as the work goes) until processed
-    or released. ``missing``: ids of an exact selection that are not in the DLQ."""
-
-    messages: list[DlqMessage]
-    hold_seconds: int
-    scanners: dict[str, Scanner] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
-
-    def renew(self, pending: Iterable[DlqMessage]) -> None:
-        """Renew the holds of ``pending`` that would run out within half a hold."""
-        by_url: dict[str, list[str]] = {}
-        for msg in pending:
-            by_url.setdefault(msg.queue_url, []).append(msg.message_id)
-        for url, ids in by_url.items():
-            scanner = self.scanners[url]
-            now = scanner.clock()
-            due = [i for i in ids if scanner.result.held[i].until - now < self.hold_seconds / 2]
-            lost = scanner.keep(due, self.hold_seconds)
-            if lost:
-                raise IncompleteScan(
-                    f"the hold on {len(lost)} claimed message(s) of {queue_name(url)} could not be renewed; "
-                    "what was not processed yet is released — run it again"
-                )
-
-    def handle(self, msg: DlqMessage) -> str:
-        """The newest receipt handle (the only one that surely deletes the message)."""
-        return self.scanners[msg.queue_url].result.held[msg.message_id].handle
-
-    def release(self, messages: Iterable[DlqMessage]) -> None:
-        by_url: dict[str, list[str]] = {}
-        for msg in messages:
-            by_url.setdefault(msg.queue_url, []).append(msg.message_id)
-        for url, ids in by_url.items():
-            self.scanners[url].release(ids)
-
-
-def claim(
-    ctx: OpsContext,
-    queues: list[str],
-    selection: Selection,
-    *,
-    what: str,
-    hold_seconds: int = CLAIM_HOLD_SECONDS,
-    progress: Progress = SILENT,
-) -> Claim:
-    """Scan the queues completely, hold the selected messages, make every other one visible again."""
-    hold_seconds = min(MAX_VISIBILITY_SECONDS, max(CLAIM_HOLD_SECONDS, hold_seconds))
-    scanners: dict[str, Scanner] = {}
-    joined: list[DlqMessage] = []
-    try:
-        for name, url in _queues(ctx, queues, skip_unknown=len(queues) > 1):
-            scanner = _scanner(ctx, name, url, progress)
-            scanners[url] = scanner
-            result = scanner.run()
-            result.require_complete(what)
-            joined += _join(ctx, name, url, result.messages(), progress, keep_alive=scanner.renew_due)
-        chosen = filter_messages(joined, selection)
-        progress.phase(f"claiming {len(chosen)} message(s)", total=len(chosen))
-        for url, scanner in scanners.items():
-            ids = [m.message_id for m in chosen if m.queue_url == url]
-            lost = scanner.lost_holds(ids) | scanner.keep(ids, hold_seconds)
-            if lost:
-                raise IncompleteScan(
-                    f"{what}: the hold on {len(lost)} of the chosen message(s) of {queue_name(url)} ran out during "
-                    "the scan and could not be renewed; nothing was changed — run it again"
-                )
-            progress.advance(len(ids))
-    except BaseException:
-        for scanner in scanners.values():
-            scanner.release()
-        raise
-    chosen_ids = {m.message_id for m in chosen}
-    for scanner in scanners.values():
-        scanner.release([mid for mid in scanner.result.held if mid not in chosen_ids])
-    return Claim(
-        sorted(chosen, key=lambda m: (m.queue, m.sent_at or "")),
-        hold_seconds,
-        scanners,
-        selection.missing(joined) if selection.exact else [],
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,10 +71,14 @@ class RedriveReport:
     native_task: tuple[str, int] | None = None
     #: why StartMessageMoveTask was not used when it was tried
     native_fallback: str | None = None
+    #: with verify: each claimed message's replay verdict
+    verdicts: list[Verdict] = field(default_factory=list)
+    #: with verify and without force: a replay still fails, so nothing moved
+    refused: bool = False
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.refused
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -294,6 +156,34 @@ def _try_native_move(ctx: OpsContext, rate: float | None, report: RedriveReport)
     return True
 
 
+def _verified(
+    ctx: OpsContext,
+    messages: list[DlqMessage],
+    report: RedriveReport,
+    *,
+    force: bool,
+    on_verdicts: Callable[[list[Verdict]], None] | None,
+    renew: Callable[[Iterable[DlqMessage]], None] | None = None,
+) -> bool:
+    """Replay each message's run (renewing the claim's holds between replays); False when a replay
+    still fails and ``force`` is not given (the report says ``refused``)."""
+    from agentwake_ops.replay import verify
+
+    def renewing() -> Iterator[DlqMessage]:
+        pending = list(messages)
+        for msg in messages:
+            if renew is not None:
+                renew(pending)
+            yield msg
+            pending.remove(msg)
+
+    report.verdicts = verify(ctx.store, renewing())
+    if on_verdicts is not None:
+        on_verdicts(report.verdicts)
+    report.refused = not force and any(not v.ok for v in report.verdicts)
+    return not report.refused
+
+
 def redrive(
     ctx: OpsContext,
     selection: Selection,
@@ -301,6 +191,9 @@ def redrive(
     queue: str = "all",
     dry_run: bool = False,
     rate: float | None = None,
+    verify: bool = False,
+    force: bool = False,
+    on_verdicts: Callable[[list[Verdict]], None] | None = None,
     progress: Progress = SILENT,
     on_progress: Callable[[RedriveItem], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -311,7 +204,10 @@ def redrive(
     Background results: send body + attributes (minus ``agentwake-*``) to the results queue, then
     delete from the DLQ. Cron and scheduler failures: invoke CronWakeFunction asynchronously with
     the original ``{job_id, scheduled_time}``, then delete. ``--all`` on the results DLQ tries SQS's
-    own StartMessageMoveTask first.
+    own StartMessageMoveTask first (not with ``verify``: that redrives exactly what it verified).
+
+    ``verify``: replay each selected run first (``on_verdicts`` sees the verdicts before anything
+    moves); if one still fails and ``force`` is not given, nothing moves and the report is ``refused``.
     """
     if selection.empty:
         raise OpsError("say which messages to redrive: --id, --error-type, --session or --all")
@@ -320,23 +216,29 @@ def redrive(
     names = queue_names(queue)
     report = RedriveReport(dry_run=dry_run)
 
-    native = not dry_run and selection.only_everything and "results" in names and ctx.has_queue("results-dlq")
-    if native and _try_native_move(ctx, rate, report):
+    native = not (dry_run or verify) and selection.only_everything and "results" in names
+    if native and ctx.has_queue("results-dlq") and _try_native_move(ctx, rate, report):
         names = [n for n in names if n != "results"]
 
     if dry_run:
-        listed = (
-            [m for name in names for m in list_messages(ctx, name, progress=progress)]
-            if queue != "all"
-            else (list_messages(ctx, progress=progress))
-        )
-        chosen = [m for m in filter_messages(listed, selection) if m.queue in names]
+        chosen = list_messages(ctx, queue, selection, progress=progress)
+        if verify and not _verified(ctx, chosen, report, force=force, on_verdicts=on_verdicts):
+            return report
         report.planned = [RedriveItem(m.message_id, m.queue, m.run_id, _action(m)) for m in chosen]
         return report
 
     if not names:
         return report
     claimed = claim(ctx, names, selection, what="redrive", progress=progress)
+    try:
+        if verify and not _verified(
+            ctx, claimed.messages, report, force=force, on_verdicts=on_verdicts, renew=claimed.renew
+        ):
+            claimed.release(claimed.messages)
+            return report
+    except BaseException:
+        claimed.release(claimed.messages)
+        raise
     progress.phase("redriving", total=len(claimed.messages))
     pending = list(claimed.messages)
     started = clock()

@@ -1,7 +1,17 @@
-"""The joined DLQ view: each DLQ message with what agentwake knows about its run.
+"""Describe: each DLQ message with what agentwake knows about its run.
 
-AWS's DLQs keep only the message; agentwake keeps each run's failure records. This module joins
-them, so an operator's first question — "why is this message here?" — has an answer:
+AWS's DLQs keep only the message; agentwake keeps each run's failure records. Describing a message
+joins them, so an operator's first question — "why is this message here?" — has an answer. It
+happens in two steps, so that a filter can rule a message out before its run is read:
+
+- :func:`read`: what the message itself carries (ids, body, attributes, a dead-letter reason), no
+  store call. A message that names no run, task or job is complete here; one that does is
+  ``pending``, and its error type may still come from its failure records.
+- :func:`join`: the run's partition in one Query (``agentwake_ops.runs.run_summary``), the task or
+  job for a session the body does not name, then what depends on them (times, age). A session
+  the message carries is never replaced by the join.
+
+The queues:
 
 - ``results``: the background-result DLQ. A message moved there by SQS after ``maxReceiveCount``
   is a run that kept failing (run ``bg:{task_id}``, failure records in the store); a message the
@@ -26,6 +36,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,21 +53,13 @@ from agentwake.store.queues import (
     ATTR_RECEIVE_COUNT,
     ATTR_SOURCE,
 )
-from agentwake_ops.context import OpsError
 from agentwake_ops.runs import RunSummary, run_summary
 
-#: the DLQs by the short name the CLI uses -> queue role in OpsContext
-DLQS: dict[str, str] = {"results": "results-dlq", "cron": "cron-failures", "scheduler": "scheduler-dlq"}
-QUEUE_CHOICES = (*DLQS, "all")
-
-
-def queue_names(choice: str) -> list[str]:
-    """``results|cron|scheduler|all`` -> the short queue names."""
-    if choice == "all":
-        return list(DLQS)
-    if choice not in DLQS:
-        raise OpsError(f"unknown queue {choice!r}: use one of {', '.join(QUEUE_CHOICES)}")
-    return [choice]
+#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
+PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+#: the ids a message body may name, and every field that may hold text from it: printable text only
+_ID_FIELDS = ("run_id", "session_id", "task_id", "job_id")
+_TEXT_FIELDS = (*_ID_FIELDS, "error_type", "error_detail")
 
 
 def first_line(text: str | None, limit: int = 200) -> str:
@@ -67,28 +70,14 @@ def first_line(text: str | None, limit: int = 200) -> str:
     return ""
 
 
-def _iso_ms(ms: str | int | None) -> str | None:
-    if ms in (None, ""):
+def safe_json(text: str | None) -> Any:
+    """``json.loads`` for any DLQ body: None for what is not JSON, too deep, or has oversized numbers."""
+    if not text:
         return None
     try:
-        moment = datetime.fromtimestamp(int(ms) / 1000, UTC)
-    except (TypeError, ValueError):
+        return json.loads(text)
+    except (ValueError, RecursionError, TypeError):
         return None
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _attr(message_attributes: dict[str, Any], name: str) -> str | None:
-    value = message_attributes.get(name)
-    if isinstance(value, dict):
-        return value.get("StringValue")
-    return None
 
 
 def json_safe_attributes(message_attributes: dict[str, Any]) -> dict[str, Any]:
@@ -103,10 +92,6 @@ def json_safe_attributes(message_attributes: dict[str, Any]) -> dict[str, Any]:
             item["BinaryValueBase64"] = base64.b64encode(raw if isinstance(raw, bytes) else raw.encode()).decode()
         out[name] = item
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# the joined view
 
 
 @dataclass
@@ -145,6 +130,8 @@ class DlqMessage:
     #: extra facts from the trigger (Lambda's condition, Scheduler's retry condition, ...)
     trigger: dict[str, Any] = field(default_factory=dict)
     summary: RunSummary | None = None
+    #: read, not joined yet: it names a run, task or job whose records may still fill fields
+    pending: bool = False
 
     @property
     def short_id(self) -> str:
@@ -195,10 +182,12 @@ class DlqMessage:
         }
 
 
-def describe(
-    raw: dict[str, Any], queue: str, queue_url: str, store: DynamoStore, *, now: float | None = None
-) -> DlqMessage:
-    """Join one received SQS message with the store."""
+# --------------------------------------------------------------------------------------------
+# the two steps
+
+
+def read(raw: dict[str, Any], queue: str, queue_url: str, *, now: float | None = None) -> DlqMessage:
+    """One received SQS message as it reads, without the store (``pending`` if it names a run, task or job)."""
     attributes = dict(raw.get("Attributes") or {})
     msg = DlqMessage(
         queue=queue,
@@ -211,25 +200,81 @@ def describe(
     )
     msg.sent_at = _iso_ms(attributes.get("SentTimestamp"))
     msg.receive_count = _int(attributes.get("ApproximateReceiveCount"))
-    if queue == "results":
-        _describe_background(msg, store)
-    elif queue == "cron":
+    if queue == "cron":
         msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (Lambda sent the on-failure record)"
-        _describe_cron(msg, store)
-    else:
+    elif queue != "results":
         msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (Scheduler sent it to its DLQ)"
-        _describe_scheduler(msg, store)
+    _READERS[queue](msg)
+    if msg.pending:
+        _printable(msg, _ID_FIELDS)  # what a filter may read before the join
+    else:
+        _complete(msg, now)
+    return msg
+
+
+def join(msg: DlqMessage, store: DynamoStore, *, now: float | None = None) -> DlqMessage:
+    """Fill what the run, task or job the message names says (nothing to do for a complete message)."""
+    if msg.pending:
+        _JOINERS[msg.queue](msg, store)
+        msg.pending = False
+        _complete(msg, now)
+    return msg
+
+
+def describe(
+    raw: dict[str, Any], queue: str, queue_url: str, store: DynamoStore, *, now: float | None = None
+) -> DlqMessage:
+    """Read one received SQS message and join it with the store."""
+    return join(read(raw, queue, queue_url, now=now), store, now=now)
+
+
+def _complete(msg: DlqMessage, now: float | None) -> None:
+    """What follows from all the facts: the trigger's fallbacks, the age, redacted printable text."""
+    settle = _SETTLERS.get(msg.queue)
+    if settle is not None:
+        settle(msg)
     since = _parse_iso(msg.in_dlq_since)
     if since is not None:
         msg.age_seconds = max(0.0, (time.time() if now is None else now) - since)
     if msg.error_detail:
         msg.error_detail = redact(msg.error_detail)
+    _printable(msg)
+
+
+def _printable(msg: DlqMessage, names: tuple[str, ...] = _TEXT_FIELDS) -> None:
     # a body may name ids with lone surrogates ("\ud800" escapes): printable text only
-    for name in ("run_id", "session_id", "task_id", "job_id", "error_type", "error_detail"):
+    for name in names:
         value = getattr(msg, name)
         if isinstance(value, str):
             setattr(msg, name, safe_text(value))
-    return msg
+
+
+# --------------------------------------------------------------------------------------------
+# small parsers
+
+
+def _iso_ms(ms: str | int | None) -> str | None:
+    if ms in (None, ""):
+        return None
+    try:
+        moment = datetime.fromtimestamp(int(ms) / 1000, UTC)
+    except (TypeError, ValueError):
+        return None
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _attr(message_attributes: dict[str, Any], name: str) -> str | None:
+    value = message_attributes.get(name)
+    if isinstance(value, dict):
+        return value.get("StringValue")
+    return None
 
 
 def _parse_iso(text: str | None) -> float | None:
@@ -244,19 +289,19 @@ def _parse_iso(text: str | None) -> float | None:
     return moment.timestamp()
 
 
-def safe_json(text: str | None) -> Any:
-    """``json.loads`` for any DLQ body: None for what is not JSON, too deep, or has oversized numbers."""
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError, TypeError):
-        return None
-
-
 def _body_object(body: str) -> dict[str, Any] | None:
     data = safe_json(body)
     return data if isinstance(data, dict) else None
+
+
+def _valid_run_id(body: str) -> str | None:
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    try:
+        return BackgroundResultMessage.parse_body(body).run_id
+    except InvalidMessage:
+        return None
 
 
 def _join_run(msg: DlqMessage, store: DynamoStore) -> None:
@@ -279,18 +324,8 @@ def _join_run(msg: DlqMessage, store: DynamoStore) -> None:
         msg.last_failure_at = summary.run.ended_at
 
 
-#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
-PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
-
-
-def _valid_run_id(body: str) -> str | None:
-    from agentwake.errors import InvalidMessage
-    from agentwake.wake.messages import BackgroundResultMessage
-
-    try:
-        return BackgroundResultMessage.parse_body(body).run_id
-    except InvalidMessage:
-        return None
+# --------------------------------------------------------------------------------------------
+# results: the background-result DLQ
 
 
 def _stamp_dead_lettered(msg: DlqMessage) -> None:
@@ -302,7 +337,7 @@ def _stamp_dead_lettered(msg: DlqMessage) -> None:
         msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (agentwake sent it to the DLQ)"
 
 
-def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
+def _read_background(msg: DlqMessage) -> None:
     from agentwake.errors import InvalidMessage
     from agentwake.wake.messages import BackgroundResultMessage
 
@@ -314,16 +349,15 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
     run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES else None
     if run_id is not None:
-        # a run that failed for good (its budget) was dead-lettered by the handler: join its record
+        # a run that failed for good (its budget) was dead-lettered by the handler: its record is joined
         msg.kind = "background"
         msg.run_id = run_id
         msg.error_type = dead_lettered_type
         msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
         msg.error_source = "message-attributes"
-        _join_run(msg, store)
         _stamp_dead_lettered(msg)
     elif dead_lettered_type == "SessionBusy":
-        _describe_gave_up_waiting(msg, store)
+        _read_gave_up_waiting(msg)
         _stamp_dead_lettered(msg)
     elif dead_lettered_type:
         # a permanent input error the handler dead-lettered itself: it never became a run
@@ -347,21 +381,10 @@ def _describe_background(msg: DlqMessage, store: DynamoStore) -> None:
         else:
             msg.kind = "background"
             msg.run_id = parsed.run_id
-            _join_run(msg, store)
-            if msg.error_type is None:
-                msg.error_detail = "no failure recorded for this run (did the function crash or time out?)"
-        if msg.last_failure_at:
-            msg.in_dlq_since = msg.last_failure_at
-            msg.in_dlq_since_source = (
-                "the run's last failed attempt (SQS moved it on the next receive; SQS records no move time)"
-            )
-    if msg.session_id is None and msg.task_id:
-        task = store.get_task(msg.task_id)
-        if task is not None:
-            msg.session_id = task.session_id
+    msg.pending = msg.run_id is not None or (msg.session_id is None and bool(msg.task_id))
 
 
-def _describe_gave_up_waiting(msg: DlqMessage, store: DynamoStore) -> None:
+def _read_gave_up_waiting(msg: DlqMessage) -> None:
     """A result the handler dead-lettered after waiting past SessionWaitLimit: a run that never
     started because another run held its session (the reason names that run)."""
     from agentwake.errors import InvalidMessage
@@ -372,13 +395,8 @@ def _describe_gave_up_waiting(msg: DlqMessage, store: DynamoStore) -> None:
         msg.run_id = BackgroundResultMessage.parse_body(msg.body).run_id
     except InvalidMessage:
         msg.kind = "invalid"
-    if msg.run_id is not None:
-        _join_run(msg, store)
-        # the run never started: no attempt (the SQS receive count says nothing here)
-        msg.attempts = msg.summary.run.attempts if msg.summary and msg.summary.run else 0
-    msg.error_type = "SessionBusy"
-    msg.error_detail = _attr(msg.message_attributes, ATTR_REASON) or msg.error_detail
-    msg.error_source = "message-attributes"
+    if msg.run_id is None:
+        _gave_up_waiting_error(msg)
     msg.trigger = {
         "never_ran": "the session was busy",
         "holder_run_id": _attr(msg.message_attributes, "agentwake-holder-run-id"),
@@ -387,13 +405,47 @@ def _describe_gave_up_waiting(msg: DlqMessage, store: DynamoStore) -> None:
     }
 
 
+def _gave_up_waiting_error(msg: DlqMessage) -> None:
+    """SessionBusy, with the reason the handler attached (else what the run's records say)."""
+    msg.error_type = "SessionBusy"
+    msg.error_detail = _attr(msg.message_attributes, ATTR_REASON) or msg.error_detail
+    msg.error_source = "message-attributes"
+
+
+def _join_background(msg: DlqMessage, store: DynamoStore) -> None:
+    dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
+    if msg.run_id is not None:
+        _join_run(msg, store)
+        if dead_lettered_type == "SessionBusy":
+            # the run never started: no attempt (the SQS receive count says nothing here)
+            msg.attempts = msg.summary.run.attempts if msg.summary and msg.summary.run else 0
+            _gave_up_waiting_error(msg)
+        elif dead_lettered_type not in PERMANENT_RUN_FAILURES:
+            # moved by SQS after maxReceiveCount
+            if msg.error_type is None:
+                msg.error_detail = "no failure recorded for this run (did the function crash or time out?)"
+            if msg.last_failure_at:
+                msg.in_dlq_since = msg.last_failure_at
+                msg.in_dlq_since_source = (
+                    "the run's last failed attempt (SQS moved it on the next receive; SQS records no move time)"
+                )
+    if msg.session_id is None and msg.task_id:
+        task = store.get_task(msg.task_id)
+        if task is not None:
+            msg.session_id = task.session_id
+
+
+# --------------------------------------------------------------------------------------------
+# cron and scheduler: {job_id, scheduled_time}
+
+
 def _cron_input(data: Any) -> dict[str, Any] | None:
     if isinstance(data, dict) and isinstance(data.get("job_id"), str) and isinstance(data.get("scheduled_time"), str):
         return {"job_id": data["job_id"], "scheduled_time": data["scheduled_time"]}
     return None
 
 
-def _describe_cron_input(msg: DlqMessage, payload: dict[str, Any] | None, store: DynamoStore) -> None:
+def _read_cron_input(msg: DlqMessage, payload: dict[str, Any] | None) -> None:
     if payload is None:
         msg.kind = "invalid"
         return
@@ -401,17 +453,27 @@ def _describe_cron_input(msg: DlqMessage, payload: dict[str, Any] | None, store:
     msg.payload = payload
     msg.job_id = payload["job_id"]
     msg.run_id = cron_run_id(payload["job_id"], payload["scheduled_time"])
+    msg.pending = True
+
+
+def _join_cron_input(msg: DlqMessage, store: DynamoStore) -> None:
     _join_run(msg, store)
-    if msg.session_id is None:
+    if msg.session_id is None and msg.job_id is not None:
         job = store.get_job(msg.job_id)
         if job is not None:
             msg.session_id = job.session_id
 
 
-def _describe_cron(msg: DlqMessage, store: DynamoStore) -> None:
+def _destination_record(msg: DlqMessage) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Lambda's on-failure record: (the record, its requestContext, its responsePayload)."""
     record: dict[str, Any] = _body_object(msg.body) or {}
     context: dict[str, Any] = record["requestContext"] if isinstance(record.get("requestContext"), dict) else {}
     response: dict[str, Any] = record["responsePayload"] if isinstance(record.get("responsePayload"), dict) else {}
+    return record, context, response
+
+
+def _read_cron(msg: DlqMessage) -> None:
+    record, context, _ = _destination_record(msg)
     request = record.get("requestPayload") if "requestPayload" in record else record
     msg.trigger = {
         k: v
@@ -424,7 +486,12 @@ def _describe_cron(msg: DlqMessage, store: DynamoStore) -> None:
         }.items()
         if v is not None
     }
-    _describe_cron_input(msg, _cron_input(request), store)
+    _read_cron_input(msg, _cron_input(request))
+
+
+def _settle_cron(msg: DlqMessage) -> None:
+    """Where the store says nothing: Lambda's error payload, its condition and invoke count."""
+    record, context, response = _destination_record(msg)
     if msg.error_type is None and response:
         msg.error_type = response.get("errorType")
         msg.error_detail = response.get("errorMessage")
@@ -440,22 +507,26 @@ def _describe_cron(msg: DlqMessage, store: DynamoStore) -> None:
         msg.error_detail = "not a Lambda invocation record with requestPayload {job_id, scheduled_time}"
 
 
-def _describe_scheduler(msg: DlqMessage, store: DynamoStore) -> None:
+_SCHEDULER_FACTS = (
+    "ERROR_CODE",
+    "RETRY_ATTEMPTS",
+    "EXHAUSTED_RETRY_CONDITION",
+    "SCHEDULE_ARN",
+    "TARGET_ARN",
+    "EXECUTION_ID",
+    "INVOCATION_TIMESTAMP",
+)
+
+
+def _read_scheduler(msg: DlqMessage) -> None:
     attrs = msg.message_attributes
-    msg.trigger = {
-        name.lower(): _attr(attrs, name)
-        for name in (
-            "ERROR_CODE",
-            "RETRY_ATTEMPTS",
-            "EXHAUSTED_RETRY_CONDITION",
-            "SCHEDULE_ARN",
-            "TARGET_ARN",
-            "EXECUTION_ID",
-            "INVOCATION_TIMESTAMP",
-        )
-        if _attr(attrs, name) is not None
-    }
-    _describe_cron_input(msg, _cron_input(_body_object(msg.body)), store)
+    msg.trigger = {name.lower(): _attr(attrs, name) for name in _SCHEDULER_FACTS if _attr(attrs, name) is not None}
+    _read_cron_input(msg, _cron_input(_body_object(msg.body)))
+
+
+def _settle_scheduler(msg: DlqMessage) -> None:
+    """Where the store says nothing: Scheduler's ERROR_CODE / ERROR_MESSAGE / RETRY_ATTEMPTS."""
+    attrs = msg.message_attributes
     if msg.error_type is None and (_attr(attrs, "ERROR_CODE") or _attr(attrs, "ERROR_MESSAGE")):
         msg.error_type = _attr(attrs, "ERROR_CODE") or "SchedulerError"
         msg.error_detail = _attr(attrs, "ERROR_MESSAGE")
@@ -468,58 +539,14 @@ def _describe_scheduler(msg: DlqMessage, store: DynamoStore) -> None:
         msg.error_detail = "the body is not a schedule input {job_id, scheduled_time}"
 
 
-# --------------------------------------------------------------------------------------------
-# choosing messages
-
-
-@dataclass
-class Selection:
-    """Which messages an operation applies to (criteria combine with AND).
-
-    ``ids`` are unique prefixes (as ``dlq list`` shows them), or whole ids with ``exact`` (ids
-    read from an export file: one no longer in the DLQ is reported, not an error).
-    """
-
-    ids: tuple[str, ...] = ()
-    error_type: str | None = None
-    session_id: str | None = None
-    everything: bool = False
-    exact: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not (self.ids or self.error_type or self.session_id or self.everything)
-
-    @property
-    def only_everything(self) -> bool:
-        return self.everything and not (self.ids or self.error_type or self.session_id)
-
-    def matches(self, msg: DlqMessage) -> bool:
-        if self.ids:
-            if self.exact:
-                if msg.message_id not in self.ids:
-                    return False
-            elif not any(msg.message_id.startswith(i) for i in self.ids):
-                return False
-        if self.error_type and (msg.error_type or "").lower() != self.error_type.lower():
-            return False
-        return not (self.session_id and msg.session_id != self.session_id)
-
-    def missing(self, messages: list[DlqMessage]) -> list[str]:
-        """The given ids that match no message."""
-        if self.exact:
-            present = {m.message_id for m in messages}
-            return [i for i in self.ids if i not in present]
-        return [p for p in self.ids if not any(m.message_id.startswith(p) for m in messages)]
-
-
-def filter_messages(messages: list[DlqMessage], selection: Selection) -> list[DlqMessage]:
-    """Apply the selection; a prefix that matches nothing or several messages is an error."""
-    if not selection.exact:
-        for prefix in selection.ids:
-            hits = {m.message_id for m in messages if m.message_id.startswith(prefix)}
-            if not hits:
-                raise OpsError(f"no DLQ message with id {prefix!r} (see `agentwake dlq list`)")
-            if len(hits) > 1:
-                raise OpsError(f"id {prefix!r} is ambiguous: it matches {len(hits)} messages; give more of it")
-    return [m for m in messages if selection.matches(m)]
+_READERS: dict[str, Callable[[DlqMessage], None]] = {
+    "results": _read_background,
+    "cron": _read_cron,
+    "scheduler": _read_scheduler,
+}
+_JOINERS: dict[str, Callable[[DlqMessage, DynamoStore], None]] = {
+    "results": _join_background,
+    "cron": _join_cron_input,
+    "scheduler": _join_cron_input,
+}
+_SETTLERS: dict[str, Callable[[DlqMessage], None]] = {"cron": _settle_cron, "scheduler": _settle_scheduler}

@@ -1,0 +1,120 @@
+"""``agentwake runs list|show``: runs newest first; one run with every attempt, step and delivery.
+
+(``runs replay`` is ``agentwake_ops.cli_replay``, mounted on this group by ``agentwake_ops.cli``.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from agentwake_ops import render
+from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, user_error
+
+app = typer.Typer(
+    help="Runs: list them newest first; show one with every attempt, step and delivery.", no_args_is_help=True
+)
+
+RUN_STATUSES = ("running", "succeeded", "failed")
+
+
+def _since(value: str) -> str:
+    """``--since``: an ISO date/time (UTC), or a duration back from now: 30m, 6h, 2d."""
+    from datetime import UTC, datetime, timedelta
+
+    text = value.strip()
+    units = {"m": 60, "h": 3600, "d": 86400}
+    if text[:-1].isdigit() and text[-1:] in units:
+        moment = datetime.now(UTC) - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise user_error(
+            f"--since takes an ISO time (2026-11-30T06:00:00Z) or a duration (30m, 6h, 2d), got {value!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@app.command(
+    "list",
+    epilog="Examples: agentwake runs list --session s1 --status failed  |  agentwake runs list --since 6h --json",
+)
+def runs_list(
+    ctx: typer.Context,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only this session's runs (a Query of its index partition).")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only runs in this state.", metavar="running|succeeded|failed")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only runs whose latest attempt started since: an ISO time, or 30m / 6h / 2d.",
+            metavar="WHEN",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Runs per page.", min=1, max=1000)] = 20,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="The cursor a previous page printed: the next, older page.", metavar="CURSOR"),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, newest attempt first, a page at a time."""
+    from agentwake_ops.runs import list_runs
+
+    if session is not None:
+        check_id(session, "session id")
+    if status is not None and status not in RUN_STATUSES:
+        raise user_error(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    page = list_runs(
+        ops(ctx).store,
+        session_id=session,
+        status=status,
+        since=_since(since) if since else None,
+        before=before,
+        limit=limit,
+    )
+    if as_json:
+        render.print_json({"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before})
+        return
+    render.runs_table(page.runs, page.next_before, filtered=bool(session or status or since or before))
+
+
+@app.command(
+    "show", epilog="Examples: agentwake runs show bg:task-1234 --transcript  |  agentwake runs show bg:task-1234 --json"
+)
+def runs_show(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="bg:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
+    transcript: Annotated[
+        bool,
+        typer.Option(
+            "--transcript", help="Every journaled step in order: replies, tool calls and results, deliveries, failures."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run: status and attempts, every failed attempt, steps journaled, deliveries made."""
+    from agentwake_ops.runs import run_summary
+    from agentwake_ops.runs import transcript as build_transcript
+
+    summary = run_summary(ops(ctx).store, run_id)
+    if summary.empty:
+        fail(
+            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
+            "find them with: agentwake runs list --session SESSION)"
+        )
+    if as_json:
+        data: dict[str, Any] = {"run_id": run_id, **summary.as_dict()}
+        if transcript:
+            data["transcript"] = [e.as_dict() for e in build_transcript(summary)]
+        render.print_json(data)
+        return
+    render.run_show(summary, build_transcript(summary) if transcript else None)

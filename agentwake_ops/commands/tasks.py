@@ -1,0 +1,97 @@
+"""``agentwake tasks register|finish``: a background task's start, and the completion that wakes the agent."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+import typer
+
+from agentwake_ops import render
+from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, parse_json_option, user_error
+
+app = typer.Typer(help="Background tasks: register one, send its completion message.", no_args_is_help=True)
+
+
+@app.command(
+    "register", epilog='Example: agentwake tasks register --session s1 --tool web_research --args \'{"q": "aurora"}\''
+)
+def tasks_register(
+    ctx: typer.Context,
+    session: Annotated[str, typer.Option("--session", help="The session the task belongs to (must exist).")],
+    tool: Annotated[str, typer.Option("--tool", help="The tool that started the task.")],
+    args: Annotated[str | None, typer.Option("--args", help="The tool's arguments as a JSON object.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Register a background task when it starts; prints its task id and its task token.
+
+    The token is shown once (agentwake keeps only its hash): `tasks finish` needs it.
+    """
+    from agentwake.store.models import background_run_id
+
+    check_id(session, "session id")
+    context = ops(ctx)
+    tool_args = parse_json_option(args, "--args") if args else {}
+    if not isinstance(tool_args, dict):
+        raise user_error("--args must be a JSON object")
+    if context.store.get_session(session) is None:
+        fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
+    registered = context.tasks.register_task(session, tool, tool_args)
+    task_id = registered.task_id
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "task_id": task_id,
+                    "task_token": registered.task_token,
+                    "session_id": session,
+                    "run_id": background_run_id(task_id),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return
+    render.console().print(task_id)
+    render.console().print(f"task token (shown once; `tasks finish` needs it): {registered.task_token}")
+
+
+@app.command(
+    "finish",
+    epilog="Example: agentwake tasks finish task-0123 --token awt_... --status succeeded --result 'Found 3 offers' --summary 'Aurora research'",
+)
+def tasks_finish(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id `tasks register` printed.", metavar="TASK_ID")],
+    token: Annotated[
+        str,
+        typer.Option(
+            "--token",
+            envvar="AGENTWAKE_TASK_TOKEN",
+            help="The task token `tasks register` printed (or AGENTWAKE_TASK_TOKEN).",
+        ),
+    ],
+    status: Annotated[str, typer.Option("--status", help="succeeded or failed.", metavar="succeeded|failed")],
+    result: Annotated[str, typer.Option("--result", help="The task's result text, shown to the agent.")],
+    summary: Annotated[
+        str | None, typer.Option("--summary", help="A short name for the task (default: the tool).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send the task's completion message to the background-result queue; it wakes the agent."""
+    from agentwake.store.models import background_run_id
+
+    check_id(task_id, "task id")
+    if status not in ("succeeded", "failed"):
+        raise user_error(f"--status must be succeeded or failed, got {status!r}")
+    final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
+    context = ops(ctx)
+    if context.store.get_task(task_id) is None:
+        fail(f"no task {task_id!r} (register one with: agentwake tasks register --session SESSION --tool TOOL)")
+    message_id = context.tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
+    if as_json:
+        render.print_json({"task_id": task_id, "message_id": message_id, "run_id": background_run_id(task_id)})
+        return
+    render.console().print(
+        f"Sent the completion of {render.escape(task_id)} (message {message_id}); it wakes run bg:{render.escape(task_id)}."
+    )

@@ -1,0 +1,535 @@
+"""How the CLI prints: JSON on stdout, tables and ``show`` blocks for a person (rich, loaded on use).
+
+Every command group renders through this module (and none imports another group's module). Every
+text shown passes the redactor (JSON) or is escaped for rich markup (tables and panels).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from agentwake.redact import redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.panel import Panel
+
+    from agentwake.store.models import SessionConfig
+    from agentwake_ops.dlq.act import DeleteReport, ExportReport, RedriveReport
+    from agentwake_ops.dlq.describe import DlqMessage
+    from agentwake_ops.replay import Verdict
+    from agentwake_ops.runs import RunSummary, TranscriptEntry
+
+
+# --------------------------------------------------------------------------------------------
+# primitives
+
+
+def console() -> Console:
+    # created per call: it binds to the sys.stdout of the moment (CliRunner swaps it)
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header)."""
+    typer.echo(redact(json.dumps(data, indent=2, sort_keys=True, default=str)))
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def when(iso: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (UTC), or ``-``."""
+    if not iso:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def dash(value: Any) -> str:
+    return "-" if value in (None, "") else str(value)
+
+
+def facts_panel(rows: Iterable[tuple[str, Any]], title: str) -> Panel:
+    """A bold-label / value grid in a panel: how `runs show`, `dlq show` and `sessions show` print
+    one record. Values are escaped; None shows as a dash."""
+    from rich.panel import Panel
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for label, value in rows:
+        grid.add_row(label, escape(dash(value)))
+    return Panel(grid, title=title, expand=False)
+
+
+def _table(title: str, columns: Iterable[str], *, fold: bool = True, **options: Any) -> Any:
+    """A table whose long cells fold onto more lines (``fold``) rather than end in an ellipsis."""
+    from rich.table import Table
+
+    table = Table(title=title, **options)
+    for column in columns:
+        if fold:
+            table.add_column(column, overflow="fold")
+        else:
+            table.add_column(column)
+    return table
+
+
+def _first_line(text: str | None, limit: int = 200) -> str:
+    from agentwake_ops.dlq.describe import first_line
+
+    return first_line(text, limit)
+
+
+# --------------------------------------------------------------------------------------------
+# runs and history
+
+
+def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool) -> None:
+    out = console()
+    if not runs:
+        out.print("No runs" + (" match the filters." if filtered else "."))
+        return
+    table = _table(
+        f"{len(runs)} run(s), newest first",
+        ("run id", "session", "status", "attempts", "steps", "started", "ended", "last error"),
+    )
+    for r in runs:
+        table.add_row(
+            escape(r.run_id),
+            escape(r.session_id),
+            r.status,
+            str(r.attempts),
+            str(r.steps),
+            when(r.started_at),
+            when(r.ended_at),
+            escape(
+                f"{r.last_error_type}: {(r.last_error or '').splitlines()[0] if r.last_error else ''}"
+                if r.last_error_type
+                else "-"
+            ),
+        )
+    out.print(table)
+    if next_before:
+        out.print(f"More: add --before '{escape(next_before)}'", style="dim")
+    out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
+
+
+def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None:
+    """The run's facts, then its transcript (``entries``) or its failures, steps and deliveries."""
+    out = console()
+    run = summary.run
+    if run is not None:
+        rows = (
+            ("run id", run.run_id),
+            ("kind", run.kind),
+            ("session", run.session_id),
+            ("status", run.status),
+            ("attempts", run.attempts),
+            ("steps", run.steps),
+            ("tokens", _tokens(run.usage)),
+            ("started", when(run.started_at)),
+            ("ended", when(run.ended_at)),
+            ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
+        )
+        out.print(facts_panel(rows, "run"))
+    if entries is not None:
+        from rich.text import Text
+
+        out.print("transcript", style="bold")
+        for entry in entries:
+            style = {"failure": "red", "outcome": "bold", "delivery": "green"}.get(entry.kind, "")
+            out.print(Text(f"[{when(entry.at)}] {entry.title}", style=style))
+            for line in entry.lines:
+                for part in line.splitlines() or [""]:
+                    out.print(Text(f"    {part}"))
+        return
+    summary_tables(summary)
+
+
+def _tokens(usage: dict[str, Any] | None) -> str | None:
+    if not usage or not usage.get("model_calls"):
+        return None
+    text = f"{usage['input_tokens']} in / {usage['output_tokens']} out over {usage['model_calls']} model calls"
+    if usage.get("estimated_cost_usd") is not None:
+        text += f", estimated ${usage['estimated_cost_usd']:.6f}"
+    return text
+
+
+def summary_tables(summary: RunSummary) -> None:
+    """A run's model calls, failed attempts, journaled steps and deliveries (``runs show``, ``dlq show``)."""
+    usage_table(summary)
+    out = console()
+    if summary.failures:
+        table = _table(
+            f"failed attempts ({len(summary.failures)})",
+            ("attempt", "time", "error type", "detail", "provider errors"),
+            title_justify="left",
+            show_lines=True,
+        )
+        for f in summary.failures:
+            providers = "\n".join(f"{pid}: {err}" for pid, err in f.provider_errors.items()) or "-"
+            table.add_row(str(f.attempt), when(f.at), escape(f.error_type), escape(f.detail), escape(providers))
+        out.print(table)
+    else:
+        out.print("No failed attempt is recorded.")
+    if summary.steps:
+        table = _table(f"steps journaled ({len(summary.steps)})", ("step", "time", "what"), title_justify="left")
+        for step in summary.steps:
+            table.add_row(escape(step["key"]), when(step.get("at")), escape(_step_summary(step)))
+        out.print(table)
+    else:
+        out.print("No step is journaled: a redrive starts this run from its first step.")
+    if summary.deliveries:
+        table = _table(
+            f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
+            ("delivery id", "time", "text"),
+            title_justify="left",
+        )
+        for d in summary.deliveries:
+            table.add_row(escape(d["delivery_id"]), when(d.get("at")), escape(d["text"]))
+        out.print(table)
+    else:
+        out.print("No message was delivered to the user by this run.")
+
+
+def usage_table(summary: RunSummary) -> None:
+    """Tokens, latency and estimated cost of the run's model calls, per provider."""
+    usage = (summary.run.usage if summary.run is not None else None) or {}
+    providers = usage.get("by_provider") or {}
+    if not providers:
+        return
+    table = _table(
+        "model calls by provider",
+        ("provider", "model", "calls", "input tokens", "output tokens", "latency", "estimated cost"),
+        title_justify="left",
+    )
+
+    def cost(value: Any) -> str:
+        return "-" if value is None else f"${value:.6f}"
+
+    for pid, row in providers.items():
+        table.add_row(
+            escape(pid),
+            escape(dash(row.get("model"))),
+            str(row.get("calls", 0)),
+            str(row.get("input_tokens", 0)),
+            str(row.get("output_tokens", 0)),
+            f"{row.get('latency_ms', 0)} ms",
+            cost(row.get("estimated_cost_usd")),
+        )
+    table.add_row(
+        "total",
+        "",
+        str(usage.get("model_calls", 0)),
+        str(usage.get("input_tokens", 0)),
+        str(usage.get("output_tokens", 0)),
+        f"{usage.get('latency_ms', 0)} ms",
+        cost(usage.get("estimated_cost_usd")),
+    )
+    console().print(table)
+
+
+def _step_summary(step: dict[str, Any]) -> str:
+    parts = []
+    if step.get("tool"):
+        parts.append(f"tool {step['tool']} ->")
+    text = step.get("text") or step.get("content") or ""
+    if text:
+        parts.append(_first_line(str(text), 120))
+    calls = step.get("tool_calls") or []
+    if calls:
+        names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
+        parts.append(f"calls {names}")
+    usage = step.get("usage")
+    if isinstance(usage, dict):
+        parts.append(
+            f"[{step.get('provider_id') or '?'}: {usage.get('input_tokens', 0)} in / "
+            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms, attempt {usage.get('attempt', 1)}]"
+        )
+    return " ".join(parts) or "-"
+
+
+def history_table(session: str, entries: list[Any]) -> None:
+    out = console()
+    if not entries:
+        out.print(f"No history for session {escape(session)} yet.")
+        return
+    table = _table(
+        f"last {len(entries)} entries of {escape(session)}",
+        ("time", "role", "kind", "run id", "content"),
+        show_lines=True,
+    )
+    for e in entries:
+        table.add_row(when(e.created_at), e.role, e.kind, escape(dash(e.run_id)), escape(e.content))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------------------------
+# jobs and sessions
+
+
+def job_dict(job: Any) -> dict[str, Any]:
+    """A job as ``--json`` prints it: the record and its next fire times."""
+    from agentwake.jobs import next_fire_times
+
+    return {**job.model_dump(mode="json"), "next_fire_times": [t.isoformat() for t in next_fire_times(job)]}
+
+
+def fires(job: Any) -> str:
+    """The job's next fire times in its time zone, or a dash."""
+    from agentwake.jobs import next_fire_times
+
+    times = next_fire_times(job)
+    if not times:
+        return "-"
+    return ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times)
+
+
+def jobs_table(jobs: list[Any]) -> None:
+    out = console()
+    if not jobs:
+        out.print("No jobs.")
+        return
+    table = _table(
+        f"{len(jobs)} job(s)",
+        ("job id", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error"),
+    )
+    for j in jobs:
+        table.add_row(
+            j.job_id,
+            escape(j.name),
+            escape(j.session_id),
+            escape(f"{j.schedule_expression} {j.timezone}"),
+            escape(fires(j)),
+            j.status,
+            "yes" if j.enabled else "no",
+            when(j.last_run_at),
+            escape((j.last_error or "-").splitlines()[0] if j.last_error else "-"),
+        )
+    out.print(table)
+
+
+def session_panel(config: SessionConfig) -> None:
+    rows = [
+        ("session", config.session_id),
+        ("persona", config.persona),
+        *(("primary" if i == 0 else f"fallback {i}", json.dumps(spec)) for i, spec in enumerate(config.providers)),
+        ("max steps", config.max_steps),
+        ("history window", config.history_window),
+        ("delivery", json.dumps(config.delivery)),
+        ("role", config.role),
+        ("deliver final", config.deliver_final),
+        ("repeated calls", f"the model is told at {config.max_repeated_tool_calls} identical calls in a row"),
+        ("deliveries", f"{config.max_deliveries_per_run} per run, {dash(config.max_deliveries_per_day)} per day"),
+        ("token budget", f"{dash(config.max_tokens_per_run)} per run, {dash(config.max_tokens_per_day)} per day"),
+        *((f"price {key}", json.dumps(price.model_dump())) for key, price in config.prices.items()),
+        *((f"tool {spec.get('name')}", json.dumps(spec)) for spec in config.tools),
+        ("updated", when(config.updated_at)),
+    ]
+    console().print(facts_panel(rows, "session"))
+
+
+# --------------------------------------------------------------------------------------------
+# the DLQ
+
+
+def dlq_table(messages: list[DlqMessage], *, filtered: bool) -> None:
+    out = console()
+    if not messages:
+        out.print("No messages in the dead-letter queues" + (" matching the filters." if filtered else "."))
+        return
+    table = _table(
+        f"{len(messages)} DLQ message(s)",
+        ("id", "queue", "run id", "session", "attempts", "in DLQ for", "last error", "detail"),
+        show_lines=False,
+    )
+    for m in messages:
+        table.add_row(
+            m.short_id,
+            m.queue,
+            escape(dash(m.run_id)),
+            escape(dash(m.session_id)),
+            dash(m.attempts),
+            age(m.age_seconds),
+            escape(dash(m.error_type)),
+            escape(_first_line(m.error_detail) or "-"),
+        )
+    out.print(table)
+    out.print("Show one in full: agentwake dlq show ID", style="dim")
+
+
+def dlq_message(msg: DlqMessage) -> None:
+    """``dlq show``: the message's facts, error, body and attributes, then its run's tables."""
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
+    from agentwake_ops.dlq.describe import json_safe_attributes, safe_json
+
+    out = console()
+    rows = [
+        ("message id", msg.message_id),
+        ("queue", msg.queue),
+        ("kind", msg.kind),
+        ("run id", msg.run_id),
+        ("run status", msg.run_status),
+        ("session", msg.session_id),
+        ("task / job", msg.task_id or msg.job_id),
+        ("attempts", msg.attempts),
+        ("first failure", when(msg.first_failure_at)),
+        ("last failure", when(msg.last_failure_at)),
+        (
+            "in the DLQ since",
+            f"{when(msg.in_dlq_since)} ({age(msg.age_seconds)} ago; from {dash(msg.in_dlq_since_source)})"
+            if msg.in_dlq_since
+            else "unknown",
+        ),
+        ("sent by the producer", when(msg.sent_at)),
+        ("times received", f"{dash(msg.receive_count)} (SQS's count: every listing adds one)"),
+        ("last error", f"{dash(msg.error_type)} (from {dash(msg.error_source)})"),
+        *((key.replace("_", " "), value) for key, value in msg.trigger.items() if value is not None),
+    ]
+    out.print(facts_panel(rows, "DLQ message"))
+    if msg.error_detail:
+        out.print(Panel(escape(msg.error_detail), title="last error detail", expand=False))
+
+    parsed = safe_json(msg.body)
+    try:
+        body: Any = Syntax(json.dumps(parsed, indent=2), "json", word_wrap=True) if parsed is not None else None
+    except (ValueError, RecursionError):
+        body = None
+    if body is None:
+        body = escape(msg.body)
+    out.print(Panel(body, title="body", expand=False))
+    if msg.attributes or msg.message_attributes:
+        grid = _table("attributes", ("attribute", "value"), fold=False, title_justify="left")
+        for key, value in sorted(msg.attributes.items()):
+            grid.add_row(escape(key), escape(str(value)))
+        for key, value in sorted(json_safe_attributes(msg.message_attributes).items()):
+            shown = value.get("StringValue", value.get("BinaryValueBase64", ""))
+            grid.add_row(escape(f"{key} (message attribute)"), escape(str(shown)))
+        out.print(grid)
+
+    if msg.summary is None:
+        out.print("No run in the store for this message (a permanent input error never becomes a run).")
+        return
+    summary_tables(msg.summary)
+
+
+def replay_verdicts(verdicts: list[Verdict], *, force: bool, to_stderr: bool) -> None:
+    """``dlq redrive --verify``: each replay's verdict (on stderr with --json, so stdout stays JSON)."""
+    out = err_console() if to_stderr else console()
+    table = _table(
+        f"--verify: replayed {len(verdicts)} run(s)", ("id", "run id", "replay", "reason"), title_justify="left"
+    )
+    for v in verdicts:
+        table.add_row(
+            v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(redact(v.reason or "-"))
+        )
+    out.print(table)
+    failing = [v for v in verdicts if not v.ok]
+    if failing and force:
+        out.print(f"--force: redriving {len(failing)} run(s) whose replay fails.", style="yellow")
+
+
+def redrive_report(report: RedriveReport) -> None:
+    out = console()
+    if report.native_fallback:
+        out.print(escape(report.native_fallback), style="yellow")
+    if report.dry_run:
+        if not report.planned:
+            out.print("Dry run: no message matches; nothing would move.")
+            return
+        table = _table(
+            f"Dry run: {len(report.planned)} message(s) would be redriven (nothing changed)",
+            ("id", "queue", "run id", "action"),
+        )
+        for item in report.planned:
+            table.add_row(item.message_id[:8], item.queue, escape(dash(item.run_id)), escape(item.action))
+        out.print(table)
+        return
+    if report.native_task:
+        handle, count = report.native_task
+        out.print(
+            f"Started StartMessageMoveTask for about {count} message(s) from the results DLQ "
+            f"(task handle {escape(handle)}); follow it with `aws sqs list-message-move-tasks`."
+        )
+    out.print(f"Redrive: moved {len(report.moved)}, failed {len(report.failed)}.")
+    if report.failed:
+        table = _table("not moved", ("id", "queue", "run id", "reason"), title_style="red")
+        for item in report.failed:
+            table.add_row(item.message_id[:8], item.queue, escape(dash(item.run_id)), escape(item.reason))
+        out.print(table)
+
+
+def delete_report(report: DeleteReport, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "deleted": [m.message_id for m in report.deleted],
+                "failed": report.failed,
+                "missing": report.missing,
+            }
+        )
+        return
+    out = console()
+    out.print(f"Deleted {len(report.deleted)} message(s) from the DLQ.")
+    if report.missing:
+        out.print(f"{len(report.missing)} id(s) were not in the DLQ (already redriven or deleted).")
+    for mid, why in report.failed.items():
+        out.print(f"not deleted, still in the DLQ: {escape(mid)}: {escape(why)}", style="red")
+
+
+def export_report(report: ExportReport, out: str, as_json: bool) -> None:
+    deleted = report.deleted
+    if as_json:
+        print_json(
+            {
+                "path": report.path,
+                "written": report.written,
+                "deleted": None if deleted is None else len(deleted.deleted),
+                "not_deleted": None if deleted is None else deleted.failed,
+            }
+        )
+        return
+    console().print(f"Wrote {report.written} message(s) to {escape(out)}.")
+    if deleted is not None:
+        console().print(f"Deleted {len(deleted.deleted)} exported message(s) from the DLQ.")
+        for mid, why in deleted.failed.items():
+            console().print(f"not deleted, still in the DLQ: {escape(mid)}: {escape(why)}", style="red")
