@@ -104,6 +104,12 @@ def build(
     return dest
 
 
+def compile_bytecode(dest: Path, *, python: str, version: str) -> Path:
+    """The Makefile's ``bytecode`` step alone, on a tree already built (e.g. with a file added)."""
+    _make(["bytecode"], dest, {"BUILD_PYTHON": python, "PYTHON_VERSION": version})
+    return dest
+
+
 def runtime_provided(dest: Path) -> Path:
     """A folder with what the Lambda runtime provides (boto3 and its imports), linked from this environment."""
     dest.mkdir(parents=True, exist_ok=True)
