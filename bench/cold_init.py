@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FLOOR = Path(__file__).resolve().parent / "floor_powertools_sqs.py"
@@ -163,13 +164,19 @@ def child(kind: str, floor: Path, bundle: str | None, runtime: str | None) -> No
 class Bundles:
     """The wake's and the floor's bundles, each without and with bytecode, built by functions/Makefile."""
 
-    def __init__(self, floor: Path, workdir: Path) -> None:
+    def __init__(self, floor: Path, workdir: Path, python: str | None = None) -> None:
         sys.path.insert(0, str(ROOT))
         from tests.support import lambda_bundle
 
-        python, version = sys.executable, lambda_bundle.current_version()
-        self.python_version = version
-        self.runtime = lambda_bundle.runtime_provided(workdir / "runtime")
+        python = python or sys.executable
+        version = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        self.python, self.python_version = python, version
+        self.runtime = lambda_bundle.runtime_provided(workdir / "runtime", python=python, version=version)
         self.dirs: dict[tuple[str, str], Path] = {}
         wake = lambda_bundle.build(workdir / "wake-source", python=python, version=version, bytecode=False)
         powertools = next(wake.glob("aws_lambda_powertools-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
@@ -201,6 +208,7 @@ def sample(kind: str, floor: Path, mode: str = "cached", bundles: Bundles | None
     env = _child_env()
     if mode != "cached":
         assert bundles is not None
+        cmd[0] = bundles.python
         cmd[1:1] = ["-S", "-B"]  # no site-packages, no bytecode written: as Lambda runs /var/task
         cmd += ["--bundle", str(bundles.dirs[(kind, mode)]), "--runtime", str(bundles.runtime)]
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -217,11 +225,15 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def measure(runs: int, floor: Path, modes: tuple[str, ...] = ("cached",)) -> dict[str, dict[str, float]]:
-    """Per mode: medians of floor and wake (CPU ms), the median per-pair ratio and its spread."""
+def measure(
+    runs: int, floor: Path, modes: tuple[str, ...] = ("cached",), python: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per mode: medians of floor and wake (CPU ms), the median per-pair ratio and its spread.
+
+    ``python``: the interpreter that builds and runs the bundles (default: this one)."""
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="agentwake-cold-") as tmp:
-        bundles = Bundles(floor, Path(tmp)) if set(modes) - {"cached"} else None
+        bundles = Bundles(floor, Path(tmp), python) if set(modes) - {"cached"} else None
         for mode in modes:
             sample("floor", floor, mode, bundles), sample("wake", floor, mode, bundles)  # warm caches
         floors: dict[str, list[float]] = {m: [] for m in modes}
@@ -255,15 +267,18 @@ def measure(runs: int, floor: Path, modes: tuple[str, ...] = ("cached",)) -> dic
             "runs": runs,
             "load_before": load_before,
             "load_after": load_after,
+            "python_version": bundles.python_version if bundles else "",
         }
     return out
 
 
-def report(runs: int, floor: Path = DEFAULT_FLOOR, modes: tuple[str, ...] = tuple(MODES)) -> list[str]:
+def report(
+    runs: int, floor: Path = DEFAULT_FLOOR, modes: tuple[str, ...] = tuple(MODES), python: str | None = None
+) -> list[str]:
     """The cold-init lines of ``make bench`` (bench/bench_wake.py prints them too)."""
-    results = measure(runs, floor, modes)
+    results = measure(runs, floor, modes, python)
     first = next(iter(results.values()))
-    here = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    here = str(first.get("python_version", ""))
     lines = [
         f"cold init (CPU, fresh interpreters, median of {runs} alternating pairs per mode; "
         f"load average {first['load_before']:.2f} before, {first['load_after']:.2f} after; budget 1.25):"
@@ -275,8 +290,8 @@ def report(runs: int, floor: Path = DEFAULT_FLOOR, modes: tuple[str, ...] = tupl
         )
     if set(modes) - {"cached"}:
         lines.append(
-            f"  bundles built by functions/Makefile here with {here} for this machine (deployed: python3.13, arm64);"
-            " run with -S -B, boto3 from this environment as the Lambda runtime provides it"
+            f"  bundles built by functions/Makefile here, compiled by Python {here} for this machine (deployed: "
+            "python3.13, arm64); run with -S -B, boto3 from this environment (with its bytecode) as the runtime's"
         )
     return lines
 
@@ -286,6 +301,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--floor", type=Path, default=DEFAULT_FLOOR)
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--python", help="interpreter that builds and runs the bundles (default: this one)")
     parser.add_argument("--child", choices=["floor", "wake"])
     parser.add_argument("--bundle", help=argparse.SUPPRESS)
     parser.add_argument("--runtime", help=argparse.SUPPRESS)
@@ -297,7 +313,7 @@ def main() -> int:
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}")
-    print("\n".join(report(args.runs, args.floor, modes)))
+    print("\n".join(report(args.runs, args.floor, modes, args.python)))
     return 0
 
 

@@ -110,23 +110,39 @@ def compile_bytecode(dest: Path, *, python: str, version: str) -> Path:
     return dest
 
 
-def runtime_provided(dest: Path) -> Path:
-    """A folder with what the Lambda runtime provides (boto3 and its imports), linked from this environment."""
+def runtime_provided(dest: Path, *, python: str | None = None, version: str | None = None) -> Path:
+    """A folder with what the Lambda runtime provides (boto3 and its imports), taken from this environment.
+
+    Linked, with this environment's bytecode; or, for another interpreter (``python``, ``version``),
+    copied and compiled by it (botocore's data folder linked), so neither side of a measurement
+    compiles boto3 from source."""
     dest.mkdir(parents=True, exist_ok=True)
+    copy = python is not None and Path(python).resolve() != Path(sys.executable).resolve()
     for name in RUNTIME_PROVIDED:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
             raise RuntimeError(f"{name} is not installed here; the bench needs it as the Lambda runtime provides it")
-        if spec.submodule_search_locations:  # a package: link its folder (with its __pycache__)
+        if spec.submodule_search_locations:  # a package: its folder
             src = Path(next(iter(spec.submodule_search_locations)))
-            (dest / name).symlink_to(src, target_is_directory=True)
-        else:  # a single module: link it and its bytecode cache
+            if copy:
+                shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "data"))
+                if (src / "data").is_dir():
+                    (dest / name / "data").symlink_to(src / "data", target_is_directory=True)
+            else:
+                (dest / name).symlink_to(src, target_is_directory=True)
+        else:  # a single module
             src = Path(spec.origin)
+            if copy:
+                shutil.copy2(src, dest / src.name)
+                continue
             (dest / src.name).symlink_to(src)
             cache = Path(importlib.util.cache_from_source(str(src)))
             if cache.exists():
                 (dest / "__pycache__").mkdir(exist_ok=True)
                 (dest / "__pycache__" / cache.name).symlink_to(cache)
+    if copy:
+        assert python is not None and version is not None
+        compile_bytecode(dest, python=python, version=version)
     return dest
 
 
