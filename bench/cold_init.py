@@ -196,7 +196,6 @@ class Bundles:
             shutil.copytree(src, shipped, symlinks=True)
             lambda_bundle.compile_bytecode(shipped, python=python, version=version)
             self.dirs[(kind, "source")], self.dirs[(kind, "shipped")] = src, shipped
-        self.source_bytecode = self.bytecode_count()
 
     def bytecode_count(self) -> int:
         """.pyc files in the bundles without bytecode (0 unless a sample managed to write a cache)."""

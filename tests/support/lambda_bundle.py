@@ -146,9 +146,5 @@ def runtime_provided(dest: Path, *, python: str | None = None, version: str | No
     return dest
 
 
-def bytecode_files(tree: Path) -> list[Path]:
-    return sorted(tree.rglob("*.pyc"))
-
-
 def current_version() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
