@@ -60,6 +60,10 @@ fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler
 
 bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in the same run)
 	$(PY) bench/bench_wake.py
+	@# the cold init again with the runtime's Python where this machine has one (bench_wake's is this venv's)
+	@if make -s -f functions/Makefile check-python 2>/dev/null; then \
+	    $(PY) bench/cold_init.py --modes source,shipped --python "$$(make -s -f functions/Makefile print-BUILD_PYTHON)"; \
+	else echo "cold init compiled by python3.13: not measured (no python3.13 here)"; fi
 	$(PY) bench/bench_local.py --n 500
 	$(PY) bench/bench_cli.py
 

@@ -13,7 +13,8 @@ Everything runs on this machine, on moto in-process (no network). It reports:
    printed for the record only;
 3. the bare runner with the same scripted model;
 4. cold init against a bare Powertools SQS handler (bench/cold_init.py: fresh interpreters,
-   alternating, median of the per-pair ratios);
+   alternating, median of the per-pair ratios), from this tree's bytecode caches and from the bundle
+   functions/Makefile builds, without and with its bytecode, as Lambda runs it (no cache written);
 5. the zipped size of each function's bundle: the CodeUri (``functions/``) plus what
    ``functions/requirements.txt`` installs, zipped as ``sam build`` would (taken from this
    environment's installed files, so the native ``pydantic_core`` is this machine's build, not
@@ -244,6 +245,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed wakes per history length")
     parser.add_argument("--long", type=int, default=100_000, help="entries in the long history")
     parser.add_argument("--cold-runs", type=int, default=11, help="alternating cold-init pairs (>= 11)")
+    parser.add_argument(
+        "--cold-modes", default=",".join(cold_init.MODES), help=f"cold-init modes, of {', '.join(cold_init.MODES)}"
+    )
     args = parser.parse_args()
     # the wakes print their EMF metrics to stdout; the report is what this script prints after
     from agentwake_local import moto_patches
@@ -274,11 +278,8 @@ def main() -> int:
     print(f"  wake time median on moto: {short * 1000:.0f} ms vs {long * 1000:.0f} ms (not a DynamoDB figure: moto,")
     print("   with the local stack's patches; the calls and the items read above are what DynamoDB would bill)")
     print(f"  bare runner, no store: median {bare * 1000:.2f} ms")
-    r = cold_init.measure(args.cold_runs, cold_init.DEFAULT_FLOOR)
-    print(
-        f"cold init (CPU, fresh interpreters, median of {r['runs']} alternating pairs): "
-        f"floor {r['floor_ms']:.0f} ms, wake {r['wake_ms']:.0f} ms, ratio {r['ratio']:.2f} (budget 1.25)"
-    )
+    # cached bytecode (this tree), and the bundle as Lambda runs it, without and with its bytecode
+    print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
     for fn, code in code_uris().items():
         zipped, raw = bundle_bytes(code)
         print(

@@ -16,8 +16,25 @@ left out of both sides:
   schema, the recording channel over the session's log channel). The DynamoDB calls themselves are
   network, not init, and are left out (the floor makes none either).
 
-Samples alternate floor / wake so drift on a shared machine hits both; the ratio is the median of
-the per-pair ratios. Run a side alone with ``--child floor|wake`` (add ``-X importtime`` to profile).
+Both sides are measured three ways (``--modes``):
+
+- **cached**: from this tree and this environment, bytecode caches written by a warm-up sample (what a
+  developer's machine sees; the figure this bench has always printed);
+- **source**: as Lambda runs a bundle that ``sam build``'s python workflow made: the bundle built by
+  ``functions/Makefile`` without its bytecode step, ``python -S -B`` (``PYTHONDONTWRITEBYTECODE=1``:
+  ``/var/task`` is read-only, nothing can be cached), the bundle first on ``sys.path`` and then only
+  what the Lambda runtime provides (boto3 and its imports, from this environment, with their bytecode);
+- **shipped**: the same with the bundle's bytecode (``functions/Makefile``'s ``bytecode`` step,
+  unchecked-hash), as the deployed functions now run.
+
+The floor is bundled the same way: its file as the handler module beside ``aws-lambda-powertools``
+installed by the same Makefile (the version our bundle gets), with and without bytecode. Here the
+bundles are built and compiled by this interpreter for this machine (the deployed bundle is compiled
+by python3.13 for arm64), and the output says so.
+
+Samples alternate floor / wake so drift on a shared machine hits both, and the modes take turns; the
+ratio is the median of the per-pair ratios, with their spread and the load average. Run a side alone
+with ``--child floor|wake`` (add ``-X importtime`` to profile).
 """
 
 from __future__ import annotations
@@ -25,11 +42,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FLOOR = Path(__file__).resolve().parent / "floor_powertools_sqs.py"
@@ -115,71 +135,185 @@ def _wake() -> None:
     )
 
 
-def child(kind: str, floor: Path) -> None:
+MODES = {
+    "cached": "bytecode cached (this tree, caches written)",
+    "source": "bundle without bytecode (as sam build's python workflow ships it)",
+    "shipped": "bundle with its bytecode (functions/Makefile, unchecked-hash)",
+}
+FLOOR_MODULE = "floor_handler"
+
+
+def child(kind: str, floor: Path, bundle: str | None, runtime: str | None) -> None:
     os.environ.update(ENV)
-    sys.path.insert(0, str(ROOT / "functions"))
+    if bundle:
+        # as Lambda: the bundle (/var/task) first, then what the runtime provides; not this folder
+        sys.path[0:1] = [bundle, runtime or bundle]
+    else:
+        sys.path.insert(0, str(ROOT / "functions"))
     t0 = time.process_time()
-    if kind == "floor":
+    if kind == "floor" and bundle:
+        import importlib
+
+        importlib.import_module(FLOOR_MODULE)
+    elif kind == "floor":
         exec(compile(floor.read_text(), str(floor), "exec"), {"__name__": "floor"})
     else:
         _wake()
     print(json.dumps({"cpu_ms": (time.process_time() - t0) * 1000}))
 
 
-def sample(kind: str, floor: Path) -> float:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", kind, "--floor", str(floor)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=_child_env(),
-    )
+class Bundles:
+    """The wake's and the floor's bundles, each without and with bytecode, built by functions/Makefile."""
+
+    def __init__(self, floor: Path, workdir: Path, python: str | None = None) -> None:
+        sys.path.insert(0, str(ROOT))
+        from tests.support import lambda_bundle
+
+        python = python or sys.executable
+        version = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        self.python, self.python_version = python, version
+        self.runtime = lambda_bundle.runtime_provided(workdir / "runtime", python=python, version=version)
+        self.dirs: dict[tuple[str, str], Path] = {}
+        wake = lambda_bundle.build(workdir / "wake-source", python=python, version=version, bytecode=False)
+        powertools = next(wake.glob("aws_lambda_powertools-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
+        floor_req = workdir / "floor-requirements.txt"
+        floor_req.write_text(f"aws-lambda-powertools=={powertools}\n")
+        floor_src = lambda_bundle.build(
+            workdir / "floor-source",
+            python=python,
+            version=version,
+            bytecode=False,
+            requirements=floor_req,
+            packages="",
+        )
+        (floor_src / f"{FLOOR_MODULE}.py").write_bytes(floor.read_bytes())
+        for kind, src in (("wake", wake), ("floor", floor_src)):
+            shipped = workdir / f"{kind}-shipped"
+            shutil.copytree(src, shipped, symlinks=True)
+            lambda_bundle.compile_bytecode(shipped, python=python, version=version)
+            self.dirs[(kind, "source")], self.dirs[(kind, "shipped")] = src, shipped
+
+    def bytecode_count(self) -> int:
+        """.pyc files in the bundles without bytecode (0 unless a sample managed to write a cache)."""
+        return sum(len(list(self.dirs[(k, "source")].rglob("*.pyc"))) for k in ("wake", "floor"))
+
+
+def sample(kind: str, floor: Path, mode: str = "cached", bundles: Bundles | None = None) -> float:
+    cmd = [sys.executable, __file__, "--child", kind, "--floor", str(floor)]
+    env = _child_env()
+    if mode != "cached":
+        assert bundles is not None
+        cmd[0] = bundles.python
+        cmd[1:1] = ["-S", "-B"]  # no site-packages, no bytecode written: as Lambda runs /var/task
+        cmd += ["--bundle", str(bundles.dirs[(kind, mode)]), "--runtime", str(bundles.runtime)]
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     return float(json.loads(out.stdout.strip().splitlines()[-1])["cpu_ms"])
 
 
 def _child_env() -> dict[str, str]:
-    # bytecode is written (any value of PYTHONDONTWRITEBYTECODE, even "0", turns writing off), so the
-    # warm-up samples leave compiled modules and both sides are measured from bytecode caches: a module
+    # cached mode writes bytecode (any value of PYTHONDONTWRITEBYTECODE, even "0", turns writing off), so
+    # the warm-up samples leave compiled modules and both sides are measured from bytecode caches: a module
     # edited since the last run is not compiled again in every sample of one side
     env = {**os.environ, **ENV}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
-def measure(runs: int, floor: Path) -> dict[str, float]:
-    sample("floor", floor), sample("wake", floor)  # warm the bytecode caches
-    floors, wakes, ratios = [], [], []
-    for i in range(runs):
-        # alternate which side goes first, so neither always runs on a warmer machine
-        if i % 2 == 0:
-            f, w = sample("floor", floor), sample("wake", floor)
-        else:
-            w, f = sample("wake", floor), sample("floor", floor)
-        floors.append(f)
-        wakes.append(w)
-        ratios.append(w / f)
-    return {
-        "floor_ms": statistics.median(floors),
-        "wake_ms": statistics.median(wakes),
-        "ratio": statistics.median(ratios),
-        "runs": runs,
-    }
+def measure(
+    runs: int, floor: Path, modes: tuple[str, ...] = ("cached",), python: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per mode: medians of floor and wake (CPU ms), the median per-pair ratio and its spread.
+
+    ``python``: the interpreter that builds and runs the bundles (default: this one)."""
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="agentwake-cold-") as tmp:
+        bundles = Bundles(floor, Path(tmp), python) if set(modes) - {"cached"} else None
+        for mode in modes:
+            sample("floor", floor, mode, bundles), sample("wake", floor, mode, bundles)  # warm caches
+        floors: dict[str, list[float]] = {m: [] for m in modes}
+        wakes: dict[str, list[float]] = {m: [] for m in modes}
+        ratios: dict[str, list[float]] = {m: [] for m in modes}
+        for i in range(runs):
+            for mode in modes:  # the modes take turns, so drift hits each
+                # alternate which side goes first, so neither always runs on a warmer machine
+                if i % 2 == 0:
+                    f, w = sample("floor", floor, mode, bundles), sample("wake", floor, mode, bundles)
+                else:
+                    w, f = sample("wake", floor, mode, bundles), sample("floor", floor, mode, bundles)
+                floors[mode].append(f)
+                wakes[mode].append(w)
+                ratios[mode].append(w / f)
+        if bundles is not None and bundles.bytecode_count():
+            raise RuntimeError("a sample wrote bytecode into a bundle measured without it: the figures are void")
+    load_after = os.getloadavg()[0]
+    out = {}
+    for mode in modes:
+        r = sorted(ratios[mode])
+        q = statistics.quantiles(r, n=4) if len(r) > 1 else [r[0]] * 3
+        out[mode] = {
+            "floor_ms": statistics.median(floors[mode]),
+            "wake_ms": statistics.median(wakes[mode]),
+            "ratio": statistics.median(r),
+            "q1": q[0],
+            "q3": q[2],
+            "min": r[0],
+            "max": r[-1],
+            "runs": runs,
+            "load_before": load_before,
+            "load_after": load_after,
+            "python_version": bundles.python_version if bundles else "",
+        }
+    return out
+
+
+def report(
+    runs: int, floor: Path = DEFAULT_FLOOR, modes: tuple[str, ...] = tuple(MODES), python: str | None = None
+) -> list[str]:
+    """The cold-init lines of ``make bench`` (bench/bench_wake.py prints them too)."""
+    results = measure(runs, floor, modes, python)
+    first = next(iter(results.values()))
+    here = str(first.get("python_version", ""))
+    lines = [
+        f"cold init (CPU, fresh interpreters, median of {runs} alternating pairs per mode; "
+        f"load average {first['load_before']:.2f} before, {first['load_after']:.2f} after; budget 1.25):"
+    ]
+    for mode, r in results.items():
+        lines.append(
+            f"  {MODES[mode]:66s} floor {r['floor_ms']:4.0f} ms, wake {r['wake_ms']:4.0f} ms, "
+            f"ratio {r['ratio']:.2f} (quartiles {r['q1']:.2f}-{r['q3']:.2f}, range {r['min']:.2f}-{r['max']:.2f})"
+        )
+    if set(modes) - {"cached"}:
+        lines.append(
+            f"  bundles built by functions/Makefile here, compiled by Python {here} for this machine (deployed: "
+            "python3.13, arm64); run with -S -B, boto3 from this environment (with its bytecode) as the runtime's"
+        )
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--floor", type=Path, default=DEFAULT_FLOOR)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--python", help="interpreter that builds and runs the bundles (default: this one)")
     parser.add_argument("--child", choices=["floor", "wake"])
+    parser.add_argument("--bundle", help=argparse.SUPPRESS)
+    parser.add_argument("--runtime", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.floor)
+        child(args.child, args.floor, args.bundle, args.runtime)
         return 0
-    r = measure(args.runs, args.floor)
-    print(
-        f"cold init (CPU, median of {r['runs']} alternating pairs): floor {r['floor_ms']:.0f} ms, "
-        f"wake {r['wake_ms']:.0f} ms, ratio {r['ratio']:.2f} (budget 1.25)"
-    )
+    modes = tuple(m for m in args.modes.split(",") if m)
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}")
+    print("\n".join(report(args.runs, args.floor, modes, args.python)))
     return 0
 
 

@@ -138,6 +138,16 @@ def test_function_runtime_architecture_alias_and_handler(template: dict[str, Any
     assert (ROOT / "functions" / "agentwake").is_dir()
 
 
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_functions_are_built_by_the_makefile_that_ships_bytecode(template: dict[str, Any], logical_id: str) -> None:
+    # GIVEN a function of the template
+    # THEN sam build builds it with functions/Makefile (bytecode for the read-only /var/task:
+    # tests/architecture/test_lambda_bundle.py checks what it makes), through the target named after it
+    assert resources(template)[logical_id]["Metadata"] == {"BuildMethod": "makefile"}
+    makefile = (ROOT / "functions" / "Makefile").read_text()
+    assert re.search(rf"^[^#\n]*\bbuild-{logical_id}\b[^\n]*:", makefile, re.MULTILINE), f"no build-{logical_id} target"
+
+
 def test_background_results_arrive_by_sqs_with_partial_batch_responses(template: dict[str, Any]) -> None:
     events = props(template, "BackgroundResultFunction")["Events"]
     (event,) = events.values()
