@@ -32,7 +32,7 @@ def short_lambda(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     return stack
 
 
-def test_a_dribbling_server_cannot_outlive_the_exchange_deadline() -> None:
+def test_a_dribbling_server_cannot_outlive_the_exchange_deadline(stackless_settings: None) -> None:
     # GIVEN a provider whose server answers one byte every 0.5 s (a whole answer would take hours)
     with Dribbler(interval=0.5) as server:
         provider = OpenAICompatProvider(id="slow", base_url=server.url + "/v1", model="m")
