@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.aws import REGION
+from tests.support.model_calls import count_model_calls
 from tests.support.outbound import (
     DEPLOYED_OUTBOUND_ENV,
     LOCAL_OUTBOUND_ENV,
@@ -62,3 +64,9 @@ def stackless_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Valid Settings for a test with no stack, so the adapters it builds read the outbound policy
     (and the secret scope) from them, as they do inside a function."""
     use_stackless_settings(monkeypatch)
+
+
+@pytest.fixture
+def model_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Scripted provider id -> model calls made during this test (each call counted as it starts)."""
+    return count_model_calls(monkeypatch)

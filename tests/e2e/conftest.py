@@ -15,7 +15,6 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from agentwake.agent.providers import scripted
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local import lambda_runtime
@@ -100,7 +99,6 @@ def stack(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         monkeypatch.setenv("AGENTWAKE_HOME", str(tmp_path / "agentwake-home"))  # never a developer's local stack
         monkeypatch.setenv("COLUMNS", "250")  # rich tables wide enough to read whole cells
         reset_caches()
-        scripted.CALLS.clear()
         yield s
         reset_caches()
 

@@ -6,7 +6,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentwake.agent.providers import scripted
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from tests.support.aws import REGION, Resources, create_resources
@@ -19,7 +18,6 @@ def resources(aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterato
         for k, v in res.env().items():
             monkeypatch.setenv(k, v)
         reset_caches()
-        scripted.CALLS.clear()
         yield res
         reset_caches()
 
