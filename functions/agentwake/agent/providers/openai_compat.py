@@ -20,7 +20,7 @@ from agentwake.redact import redact, register_secret
 from agentwake.secrets import resolve_secret
 
 if TYPE_CHECKING:
-    from agentwake.agent.providers import OpenAISpec
+    from agentwake.agent.providers.spec import OpenAISpec
     from agentwake.outbound import HttpResponse, OutboundPolicy
 
 #: the most of an answer read (a bigger one is malformed output)
