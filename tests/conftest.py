@@ -15,16 +15,6 @@ from tests.support.outbound import (
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Every test runs on moto as the local stack runs it, whatever the order: with
-    ``agentwake_local.moto_patches`` (pinned to moto's source, checked here). Unpatched, an SQS
-    receive walks the whole queue and a transaction copies the whole table, so a DLQ scan costs n²
-    (the 10,000-body ``make fuzz``) and a 100,000-entry table costs gigabytes."""
-    from agentwake_local import moto_patches
-
-    moto_patches.apply()
-
-
 @pytest.fixture
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and no endpoint override: nothing can reach real AWS."""

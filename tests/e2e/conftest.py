@@ -22,9 +22,15 @@ from agentwake_local.poller import SqsPoller
 from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.moto_patched import apply_moto_patches
 
 #: receives of a result message before SQS moves it to the DLQ (two failed attempts)
 MAX_RECEIVE_COUNT = 2
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """moto patched as the local stack runs it (tests/support/moto_patched.py)."""
+    apply_moto_patches()
 
 
 @dataclass

@@ -9,6 +9,12 @@ from moto import mock_aws
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.moto_patched import apply_moto_patches
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """moto patched as the local stack runs it (tests/support/moto_patched.py)."""
+    apply_moto_patches()
 
 
 @pytest.fixture
