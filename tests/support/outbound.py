@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import pytest
 
-#: what the local stack sets (checked against agentwake_local.stack.LOCAL_OUTBOUND_ENV)
+#: what the local stack sets (tests/integration/test_outbound_env.py checks it is)
 LOCAL_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
-#: what template.yaml sets (checked by tests/unit/test_template.py)
+#: what template.yaml sets (checked there too)
 DEPLOYED_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "false", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "false"}
 #: a table name, for tests with no stack: Settings need one, and the runtime reads its policy from them
 PLACEHOLDER_TABLE = "agentwake-unit-tests"
