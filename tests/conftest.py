@@ -1,18 +1,18 @@
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+
 import pytest
 
 from tests.support.aws import REGION
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Every test runs on moto as the local stack runs it, whatever the order: with
-    ``agentwake_local.moto_patches`` (pinned to moto's source, checked here). Unpatched, an SQS
-    receive walks the whole queue and a transaction copies the whole table, so a DLQ scan costs n²
-    (the 10,000-body ``make fuzz``) and a 100,000-entry table costs gigabytes."""
-    from agentwake_local import moto_patches
-
-    moto_patches.apply()
+from tests.support.model_calls import count_model_calls
+from tests.support.outbound import (
+    DEPLOYED_OUTBOUND_ENV,
+    LOCAL_OUTBOUND_ENV,
+    use_outbound_env,
+    use_stackless_settings,
+)
 
 
 @pytest.fixture
@@ -28,14 +28,35 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def local_outbound_policy() -> object:
-    """Tests talk to HTTP servers on 127.0.0.1, as the local stack does: loopback and plain http are
-    allowed, exactly as AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK/HTTP=1 allow them locally. Tests of the
-    policy itself pass a strict ``OutboundPolicy()``."""
-    from agentwake import outbound
+def local_outbound_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests talk to HTTP servers on 127.0.0.1, as the local stack does: its functions' environment
+    (AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK/HTTP=1) allows loopback and plain http, read by the runtime
+    from Settings as everywhere. Tests of the policy itself pass a strict ``OutboundPolicy()`` or
+    use ``deployed_outbound_policy``."""
     from agentwake.redact import forget_secrets
+    from agentwake.settings import get_settings
 
-    outbound.set_default_policy(outbound.OutboundPolicy(allow_loopback=True, allow_http=True))
+    use_outbound_env(monkeypatch, LOCAL_OUTBOUND_ENV)
     yield
-    outbound.set_default_policy(None)
+    get_settings.cache_clear()
     forget_secrets()
+
+
+@pytest.fixture
+def deployed_outbound_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deployed template's outbound environment (https only, no loopback), read from Settings."""
+    use_stackless_settings(monkeypatch)
+    use_outbound_env(monkeypatch, DEPLOYED_OUTBOUND_ENV)
+
+
+@pytest.fixture
+def stackless_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valid Settings for a test with no stack, so the adapters it builds read the outbound policy
+    (and the secret scope) from them, as they do inside a function."""
+    use_stackless_settings(monkeypatch)
+
+
+@pytest.fixture
+def model_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Scripted provider id -> model calls made during this test (each call counted as it starts)."""
+    return count_model_calls(monkeypatch)

@@ -11,8 +11,8 @@ The policy (``OutboundPolicy``):
   IPv4-mapped/NAT64/6to4 IPv6 forms are resolved the same way and refused the same way;
 - the connection goes to the address that was checked (the ``Host`` header and TLS SNI keep the
   name), so a DNS answer that changes between check and connect cannot redirect it;
-- a redirect is followed only when the caller allows it (``max_redirects``), and its target passes
-  the same checks before any byte is sent to it.
+- redirects are never followed: a 3xx is returned as it is (a redirected request could land
+  anywhere, loopback included), and each caller reports it as an error naming the target.
 
 A refused URL raises ``OutboundRefused`` (a ``ConfigError``): nothing was sent, and it is not an
 ``error:`` tool result the model would retry.
@@ -20,7 +20,9 @@ A refused URL raises ``OutboundRefused`` (a ``ConfigError``): nothing was sent, 
 Deadlines are absolute: ``deadline`` (``time.monotonic()`` seconds) bounds the connect, the TLS
 handshake, sending the request and every read of the answer together, so a server that dribbles
 one byte at a time cannot outlive it. A run sets its own deadline with ``run_deadline()``; every
-exchange inside ends by then, whatever deadline its caller asked for.
+exchange inside ends by then, whatever deadline its caller asked for, and an exchange stopped by
+the run's deadline raises ``DeadlineExceeded`` here (the step is interrupted, never an ``error:``
+result), so no caller maps it itself.
 
 stdlib only (``http.client``, ``ssl``, ``socket``); import this module lazily, off the cold start.
 """
@@ -28,8 +30,6 @@ stdlib only (``http.client``, ``ssl``, ``socket``); import this module lazily, o
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import dataclasses
 import http.client
 import io
 import ipaddress
@@ -37,14 +37,13 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agentwake import deadline as _deadline
-from agentwake.errors import ConfigError, OutboundRefused
+from agentwake.errors import ConfigError, DeadlineExceeded, OutboundRefused
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: how long an exchange may take when neither the caller nor the run sets a deadline
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -73,11 +72,10 @@ class HttpResponse:
     #: header names in lower case
     headers: Mapping[str, str]
     body: bytes
-    #: the URL that answered (after redirects)
+    #: the URL that answered
     url: str
     #: the body was longer than ``max_response_bytes`` and was cut there
     truncated: bool = False
-    redirects: tuple[str, ...] = field(default_factory=tuple)
 
 
 class ExchangeError(OSError):
@@ -95,40 +93,16 @@ class ExchangeTimeout(ExchangeError, TimeoutError):
 
 # --- policy --------------------------------------------------------------------------------------
 
-_POLICY_OVERRIDE: contextvars.ContextVar[OutboundPolicy | None] = contextvars.ContextVar(
-    "agentwake_outbound_policy", default=None
-)
-_default_override: OutboundPolicy | None = None
-
-
-def set_default_policy(policy: OutboundPolicy | None) -> None:
-    """Replace the policy ``default_policy()`` returns (tests; ``None`` goes back to Settings)."""
-    global _default_override
-    _default_override = policy
-
 
 def default_policy() -> OutboundPolicy:
-    """The deployment's policy: Settings' ``AGENTWAKE_OUTBOUND_ALLOW_*`` (strict where unset)."""
-    scoped = _POLICY_OVERRIDE.get()
-    if scoped is not None:
-        return scoped
-    if _default_override is not None:
-        return _default_override
+    """The deployment's policy: Settings' ``AGENTWAKE_OUTBOUND_ALLOW_*`` (strict where unset, and
+    strict where there are no valid Settings)."""
     from agentwake.settings import get_settings
 
     try:
         return OutboundPolicy.from_settings(get_settings())
     except ConfigError:
         return OutboundPolicy()
-
-
-@contextlib.contextmanager
-def policy_scope(policy: OutboundPolicy) -> Iterator[None]:
-    token = _POLICY_OVERRIDE.set(policy)
-    try:
-        yield
-    finally:
-        _POLICY_OVERRIDE.reset(token)
 
 
 def redact_url(url: str) -> str:
@@ -402,36 +376,28 @@ def http_exchange(
     body: bytes | None = None,
     deadline: float | None = None,
     policy: OutboundPolicy | None = None,
-    max_redirects: int = 0,
     max_response_bytes: int = 4 * 1024 * 1024,
     ssl_context: ssl.SSLContext | None = None,
     resolver: Resolver | None = None,
     what: str = "url",
 ) -> HttpResponse:
-    """One request (and, if allowed, its redirects) under ``policy``, finished by ``deadline``.
+    """One request under ``policy``, finished by ``deadline``; a 3xx is returned, never followed.
 
-    Raises OutboundRefused (policy; nothing sent), ExchangeTimeout (deadline; ``request_sent`` says
-    whether the server may have the request) or ExchangeError (network).
-    A 3xx beyond ``max_redirects`` is returned as it is, not followed.
+    Raises OutboundRefused (policy; nothing sent), DeadlineExceeded (the run's deadline came
+    first), ExchangeTimeout (``deadline``; ``request_sent`` says whether the server may have the
+    request) or ExchangeError (network).
     """
     policy = policy or default_policy()
     final_deadline, run_hit = effective_deadline(deadline)
-    headers = dict(headers or {})
-    redirects: list[str] = []
-    current = url
-    while True:
-        target = check_url(current, policy, resolver=resolver, what=what if not redirects else "redirect target")
-        response = _one_exchange(
-            target, method, headers, body, final_deadline, run_hit, max_response_bytes, ssl_context
+    target = check_url(url, policy, resolver=resolver, what=what)
+    try:
+        return _one_exchange(
+            target, method, dict(headers or {}), body, final_deadline, run_hit, max_response_bytes, ssl_context
         )
-        location = response.headers.get("location")
-        if response.status not in _REDIRECTS or not location or len(redirects) >= max_redirects:
-            return dataclasses.replace(response, redirects=tuple(redirects))
-        following = urllib.parse.urljoin(current, location)
-        redirects.append(redact_url(following))
-        if response.status == 303 or (response.status in (301, 302) and method.upper() == "POST"):
-            method, body = "GET", None
-            headers = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "content-length")}
-        if urllib.parse.urlsplit(following).hostname != target.host:
-            headers = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie")}
-        current = following
+    except ExchangeTimeout as exc:
+        if not exc.run_deadline_hit:
+            raise
+        raise DeadlineExceeded(
+            f"{method} {redact_url(url)} ({what}) did not finish before the run's deadline"
+            + ("; the request may have arrived" if exc.request_sent else "; nothing was sent")
+        ) from exc

@@ -284,7 +284,6 @@ def invoke(
     request_id: str | None = None,
     invoked_function_arn: str | None = None,
     on_env_change: Callable[[], None] | None = default_on_env_change,
-    enforce_timeout: bool = True,
 ) -> Invocation:
     """Invoke ``function`` with ``event`` synchronously (RequestResponse), in this process."""
     request_id = request_id or str(uuid.uuid4())
@@ -308,7 +307,7 @@ def invoke(
         result.duration_ms = (time.monotonic() - started) * 1000
         _GATE.leave()
 
-    if enforce_timeout and result.duration_ms > function.timeout * 1000:
+    if result.duration_ms > function.timeout * 1000:
         result.response = None
         result.error = {
             "errorMessage": f"RequestId: {request_id} Error: Task timed out after {function.timeout:.2f} seconds",

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentwake_local import async_invoke, lambda_runtime
+from agentwake_local import lambda_runtime
 from agentwake_local import timing as timing_defaults
 from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
 from agentwake_local.functions import Destination, FunctionSpec
@@ -100,14 +100,11 @@ class LocalStackRuntime:
         write_state: bool = True,
         home: str | Path | None = None,
         on_env_change: Callable[[], None] | None = lambda_runtime.default_on_env_change,
-        enforce_timeout: bool = True,
         poll_interval: float = 0.2,
         server_host: str = "127.0.0.1",
         server_port: int = 0,
-        async_concurrency: int = async_invoke.DEFAULT_CONCURRENCY,
     ) -> None:
         self.stack_name = stack_name
-        self.async_concurrency = async_concurrency
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
@@ -120,7 +117,6 @@ class LocalStackRuntime:
         self.write_state = write_state
         self.home = home
         self.on_env_change = on_env_change
-        self.enforce_timeout = enforce_timeout
         self.poll_interval = poll_interval
 
         self.server: MotoServer | None = None
@@ -224,7 +220,6 @@ class LocalStackRuntime:
             self._invoke_for_async,
             self._deliver,
             retry_delays=self.timing.async_retry_delays,
-            concurrency=self.async_concurrency,
         )
         # every schedule of the stack (one-time ones too: a cron wake waiting for its busy session)
         self.scheduler = LocalScheduler(
@@ -419,7 +414,6 @@ class LocalStackRuntime:
             request_id=request_id,
             invoked_function_arn=invoked_function_arn,
             on_env_change=self.on_env_change,
-            enforce_timeout=self.enforce_timeout,
         )
 
     def _invoke_for_async(

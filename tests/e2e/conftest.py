@@ -15,7 +15,6 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from agentwake.agent.providers import scripted
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local import lambda_runtime
@@ -23,9 +22,15 @@ from agentwake_local.poller import SqsPoller
 from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.moto_patched import apply_moto_patches
 
 #: receives of a result message before SQS moves it to the DLQ (two failed attempts)
 MAX_RECEIVE_COUNT = 2
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """moto patched as the local stack runs it (tests/support/moto_patched.py)."""
+    apply_moto_patches()
 
 
 @dataclass
@@ -100,7 +105,6 @@ def stack(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         monkeypatch.setenv("AGENTWAKE_HOME", str(tmp_path / "agentwake-home"))  # never a developer's local stack
         monkeypatch.setenv("COLUMNS", "250")  # rich tables wide enough to read whole cells
         reset_caches()
-        scripted.CALLS.clear()
         yield s
         reset_caches()
 

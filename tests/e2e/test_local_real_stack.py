@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -442,10 +443,8 @@ def test_cron_error_ends_as_one_on_failure_record_after_the_retries(
 
 
 def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
-    local: LocalStackRuntime, store: DynamoStore, limits: Limits
+    local: LocalStackRuntime, store: DynamoStore, limits: Limits, model_calls: Counter[str]
 ) -> None:
-    from agentwake.agent.providers import scripted
-
     # GIVEN a job whose session has a 250-token run budget, and a model that spends 100 then 200 tokens
     session, job_id, provider = uid("session-budget"), uid("job-budget"), uid("p")
     script = [
@@ -466,7 +465,7 @@ def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
     assert outcome.condition == "Success" and len(outcome.attempts) == 1
     assert outcome.attempts[0].response["status"] == "failed_permanently"
     assert outcome.record is None  # no on-success destination: the record below is the handler's own
-    assert scripted.CALLS[provider] == 2
+    assert model_calls[provider] == 2
     # AND exactly one record is on CronFailureQueue, like Lambda's, saying it was dead-lettered at once
     [message] = peek(local, CRON_FAILURES)
     record = json.loads(message["Body"])
@@ -486,7 +485,7 @@ def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
 
     # THEN the model is not called again, and the record is back on the queue after one invocation
     assert again.condition == "Success" and len(again.attempts) == 1
-    assert scripted.CALLS[provider] == 2
+    assert model_calls[provider] == 2
     [message] = peek(local, CRON_FAILURES)
     assert json.loads(message["Body"])["responsePayload"]["errorType"] == "BudgetExceeded"
 

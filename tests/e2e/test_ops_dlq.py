@@ -4,11 +4,11 @@ run resumes where it stopped (DESIGN §3 durable steps, §4 operators and the DL
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pytest
 
-from agentwake.agent.providers import scripted
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake.store.models import Job
@@ -79,7 +79,9 @@ def dead_letter_unknown_task(stack: Stack, session: str) -> None:
     assert len(ok) == 1 and failed == []  # handled: no retries burned
 
 
-def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(cli: Cli, stack: Stack) -> None:
+def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(
+    cli: Cli, stack: Stack, model_calls: Counter[str]
+) -> None:
     # GIVEN a background run whose provider delivers once, then fails on every attempt until dead-lettered
     task_id = make_failed_background_run(cli, stack, "s-research", DELIVERS_THEN_FAILS)
     failed = stack.poll_until_dead_lettered()
@@ -131,7 +133,7 @@ def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(cli:
         "All done.\n\n[final answer not delivered to the user: the run already delivered 1 message(s)]"
     )
     assert stack.store.get_run(f"bg:{task_id}").status == "succeeded"  # type: ignore[union-attr]
-    assert scripted.CALLS["p2"] == 1  # step 0 came from the journal: not billed again
+    assert model_calls["p2"] == 1  # step 0 came from the journal: not billed again
     assert cli_json(cli, "runs", "show", f"bg:{task_id}")["run"]["attempts"] == 3
     assert cli_json(cli, "dlq", "list") == []
 

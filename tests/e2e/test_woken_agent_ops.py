@@ -8,6 +8,7 @@ server on 127.0.0.1 (pytest-httpserver) and Bedrock through botocore's Stubber.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from botocore.stub import Stubber
 from pytest_httpserver import HTTPServer
 
 from agentwake.agent.chain import RetryPolicy
-from agentwake.agent.providers import build_provider, scripted
+from agentwake.agent.providers import build_provider
 from agentwake.agent.providers.bedrock import BedrockProvider
 from agentwake.settings import Settings
 from agentwake.store.models import SessionConfig, Task
@@ -52,7 +53,9 @@ def start_task(cli: Cli, session: str) -> str:
     return task_id
 
 
-def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(cli: Cli, stack: Stack) -> None:
+def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(
+    cli: Cli, stack: Stack, model_calls: Counter[str]
+) -> None:
     # GIVEN a session with a 250-token run budget, and a model that spends 100 then 200 tokens
     cli(
         "sessions",
@@ -78,7 +81,7 @@ def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(cl
     assert attributes[ATTR_RECEIVE_COUNT] == "1"
     assert "token budget exceeded at step 1" in attributes[ATTR_REASON]
     assert "used 300 tokens" in attributes[ATTR_REASON] and "budget is 250" in attributes[ATTR_REASON]
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     stack.sqs.change_message_visibility(
         QueueUrl=stack.res.dlq_url, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0
     )
@@ -95,7 +98,7 @@ def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(cl
     ok, failed = stack.poll()
     # THEN it is dead-lettered again at once, and the model was not called again
     assert len(ok) == 1 and failed == []
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     [again] = cli_json(cli, "dlq", "list")
     assert again["error_type"] == "BudgetExceeded" and again["attempts"] == 2
 
@@ -105,7 +108,7 @@ def test_a_token_budget_exceeded_at_step_2_is_dead_lettered_after_one_receive(cl
     ok, failed = stack.poll()
     # THEN the run resumes at the step it stopped on and succeeds: one more model call
     assert len(ok) == 1 and failed == []
-    assert scripted.CALLS["p"] == 3
+    assert model_calls["p"] == 3
     assert cli_json(cli, "runs", "show", f"bg:{task_id}")["run"]["status"] == "succeeded"
     assert cli_json(cli, "dlq", "list") == []
 
@@ -297,7 +300,9 @@ def lambda_destination_record(event: dict[str, Any], error: dict[str, Any]) -> s
     )
 
 
-def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(cli: Cli, stack: Stack) -> None:
+def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(
+    cli: Cli, stack: Stack, model_calls: Counter[str]
+) -> None:
     from agentwake.handlers import cron_wake
     from agentwake.store.models import Job
     from tests.support.aws import FakeLambdaContext
@@ -356,6 +361,6 @@ def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(cl
     assert stack.invocations == [("CronWakeFunction", event)]
     # AND that invocation stops at once without calling the model, back on the queue
     assert cron_wake.handler(stack.invocations[0][1], FakeLambdaContext())["status"] == "failed_permanently"
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     again = [r for r in cli_json(cli, "dlq", "list", "--queue", "cron") if r["job_id"] == "job-budget"]
     assert [(r["error_type"], r["attempts"]) for r in again] == [("BudgetExceeded", 2)]

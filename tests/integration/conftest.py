@@ -6,10 +6,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentwake.agent.providers import scripted
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
 from tests.support.aws import REGION, Resources, create_resources
+from tests.support.moto_patched import apply_moto_patches
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """moto patched as the local stack runs it (tests/support/moto_patched.py)."""
+    apply_moto_patches()
 
 
 @pytest.fixture
@@ -19,7 +24,6 @@ def resources(aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterato
         for k, v in res.env().items():
             monkeypatch.setenv(k, v)
         reset_caches()
-        scripted.CALLS.clear()
         yield res
         reset_caches()
 

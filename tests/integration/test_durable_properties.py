@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from agentwake.errors import RunFailed, SessionBusy
-from agentwake.settings import Settings
+from agentwake.settings import Settings, get_settings
 from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -86,13 +86,20 @@ def script(broken: bool) -> list[dict]:
 class DurableRuns(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self._env = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+        self._env = {
+            k: os.environ.get(k)
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AGENTWAKE_TABLE")
+        }
         os.environ.update(
             {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
         )
         self.mock = mock_aws()
         self.mock.start()
         res = create_resources()
+        # the function's environment names its table: the runtime reads its outbound policy from
+        # those Settings (the suite's AGENTWAKE_OUTBOUND_ALLOW_*, as on the local stack)
+        os.environ["AGENTWAKE_TABLE"] = res.table
+        get_settings.cache_clear()
         ddb = boto3.client("dynamodb", region_name=REGION)
         self.store = FaultyStore(res.table, client=ddb)
         self.receiver = CountingReceiver().__enter__()
@@ -333,6 +340,7 @@ class DurableRuns(RuleBasedStateMachine):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+            get_settings.cache_clear()
 
 
 DurableRuns.TestCase.settings = settings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -318,10 +319,8 @@ def cron_failure_records(resources: Resources) -> list[tuple[dict[str, Any], dic
 
 
 def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invocation(
-    store: DynamoStore, resources: Resources
+    store: DynamoStore, resources: Resources, model_calls: Counter[str]
 ) -> None:
-    from agentwake.agent.providers import scripted
-
     # GIVEN a job whose session has a 250-token run budget, and a model that spends 100 then 200 tokens
     seed_over_budget_job(store)
     context = FakeLambdaContext()
@@ -331,7 +330,7 @@ def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invoca
 
     # THEN the handler did not raise (Lambda spends no retry) and says the run failed for good
     assert result == {"run_id": BUDGET_RUN, "status": "failed_permanently", "error_type": "BudgetExceeded"}
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     # AND exactly one record is on CronFailureQueue, shaped like Lambda's, carrying BudgetExceeded and why
     [(record, attributes)] = cron_failure_records(resources)
     assert record["requestContext"] == {
@@ -356,7 +355,7 @@ def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invoca
     again = cron_wake.handler(dict(BUDGET_EVENT), context)
 
     # THEN the model is not called again; the run stops at once and its record is on the queue again
-    assert again["status"] == "failed_permanently" and scripted.CALLS["p"] == 2
+    assert again["status"] == "failed_permanently" and model_calls["p"] == 2
     [(record, _)] = cron_failure_records(resources)
     assert record["responsePayload"]["errorType"] == "BudgetExceeded"
     assert [f.error_type for f in store.failures(BUDGET_RUN)] == ["BudgetExceeded", "BudgetExceeded"]

@@ -6,6 +6,7 @@ Real runs on moto, a real webhook receiver on 127.0.0.1 counting what arrives, s
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ import boto3
 import pytest
 
 from agentwake.agent.guards import REPEAT_FINAL_MESSAGE
-from agentwake.agent.providers import build_provider, scripted
+from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE
 from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.errors import RunFailed
@@ -139,7 +140,7 @@ def test_a_metrics_error_between_the_final_send_and_the_commit_changes_no_outcom
 
 @pytest.mark.parametrize("boundary", ["after_journal_before_commit", "inside_commit_not_landed"])
 def test_a_crash_after_the_final_delivery_and_a_retry_still_deliver_it_once(
-    boundary: str, resources: Resources, receiver: CountingReceiver
+    boundary: str, resources: Resources, receiver: CountingReceiver, model_calls: Counter[str]
 ) -> None:
     # GIVEN the plain-text model, and a store that crashes once after the final answer was delivered
     faulty = FaultyStore(resources.table, client=boto3.client("dynamodb", region_name=REGION))
@@ -154,7 +155,7 @@ def test_a_crash_after_the_final_delivery_and_a_retry_still_deliver_it_once(
     # THEN the retry succeeds, replays the model's answer, and does not send the final answer again
     assert outcome.status == "succeeded" and outcome.final_delivered
     assert receiver.by_delivery_id() == {"bg:t1#final": 1}
-    assert scripted.CALLS["p"] == 1
+    assert model_calls["p"] == 1
     assert kinds(faulty) == ["delivery", "marker", "note"]
 
 
@@ -208,7 +209,7 @@ class KilledOnce(DynamoStore):
 
 
 @pytest.mark.parametrize(
-    ("point", "arrivals", "model_calls"),
+    ("point", "arrivals", "billed"),
     [
         ("reply_not_journaled", 1, 2),  # nothing was sent: the retry asks the model again and sends once
         ("reply_journaled_not_sent", 1, 1),  # the retry replays the reply and sends it once
@@ -217,7 +218,7 @@ class KilledOnce(DynamoStore):
     ],
 )
 def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
-    point: str, arrivals: int, model_calls: int, resources: Resources, receiver: CountingReceiver
+    point: str, arrivals: int, billed: int, resources: Resources, receiver: CountingReceiver, model_calls: Counter[str]
 ) -> None:
     # GIVEN the plain-text model, and a Lambda killed once at a point between its final reply and the commit
     store = KilledOnce(resources.table, client=boto3.client("dynamodb", region_name=REGION), at=point)
@@ -234,7 +235,7 @@ def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
     assert outcome.status == "succeeded" and outcome.final_delivered
     assert receiver.by_delivery_id() == {"bg:t1#final": arrivals}
     assert set(receiver.texts()) == {PLAIN_ANSWER[0]["text"]}
-    assert scripted.CALLS["p"] == model_calls
+    assert model_calls["p"] == billed
     # AND history holds it once, with the text the user saw
     [delivery] = [e for e in store.history("s1") if e.kind == "delivery"]
     assert delivery.content == PLAIN_ANSWER[0]["text"] and kinds(store) == ["delivery", "marker", "note"]
@@ -301,7 +302,9 @@ def test_the_forced_final_step_after_max_steps_is_delivered(store: DynamoStore, 
 # --- 2. runaway guards ---------------------------------------------------------------------------
 
 
-def test_identical_repeated_calls_stop_at_the_configured_count(store: DynamoStore, receiver: CountingReceiver) -> None:
+def test_identical_repeated_calls_stop_at_the_configured_count(
+    store: DynamoStore, receiver: CountingReceiver, model_calls: Counter[str]
+) -> None:
     # GIVEN a model that sends the very same message over and over (the reference framework's #8778),
     # with the default limit of 3 identical calls in a row
     same = send("Reminder: stand-up at 10.")
@@ -318,7 +321,7 @@ def test_identical_repeated_calls_stop_at_the_configured_count(store: DynamoStor
     assert steps["003.tool.00"]["content"].startswith("error: not run:")
     assert seen[4].tools == () and seen[4].messages[-1].content == REPEAT_FINAL_MESSAGE
     # AND the run ended after that final step: five model calls, not max_steps + 1
-    assert outcome.status == "succeeded" and len(seen) == 5 and scripted.CALLS["p"] == 5
+    assert outcome.status == "succeeded" and len(seen) == 5 and model_calls["p"] == 5
 
 
 def test_the_fourth_delivery_of_a_run_is_refused_and_not_sent(store: DynamoStore, receiver: CountingReceiver) -> None:
@@ -403,7 +406,7 @@ def test_a_delivery_counted_between_the_wake_read_and_the_lease_counts(
 
 
 def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
-    store: DynamoStore, receiver: CountingReceiver
+    store: DynamoStore, receiver: CountingReceiver, model_calls: Counter[str]
 ) -> None:
     # GIVEN a budget of 250 tokens per run and a model whose steps cost 100 + 100, then 200 tokens
     steps = [
@@ -418,7 +421,7 @@ def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
         wake_for_background_result(message(), deps)
     # THEN it stopped at step 1 (the second) with BudgetExceeded, which no retry can fix
     assert failed.value.failure_type == "BudgetExceeded" and not failed.value.retryable
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     run = store.get_run("bg:t1")
     assert run is not None and run.status == "failed" and run.last_error_type == "BudgetExceeded"
     assert "300 tokens" in (run.last_error or "") and "budget is 250" in (run.last_error or "")
@@ -428,7 +431,7 @@ def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
     with pytest.raises(RunFailed):
         wake_for_background_result(message(), deps)
     # THEN the model is not called again, and the user still got one message
-    assert scripted.CALLS["p"] == 2
+    assert model_calls["p"] == 2
     assert receiver.texts() == ["working on it"]
     # WHEN the operator raises the budget and tries again
     seed_session(
@@ -440,7 +443,7 @@ def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
     )
     outcome = wake_for_background_result(message(), deps)
     # THEN the run resumes at the step it stopped on, with one more model call
-    assert outcome.status == "succeeded" and scripted.CALLS["p"] == 3
+    assert outcome.status == "succeeded" and model_calls["p"] == 3
 
 
 def test_a_daily_token_budget_counts_every_run_of_the_session(store: DynamoStore, receiver: CountingReceiver) -> None:

@@ -32,7 +32,7 @@ def short_lambda(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     return stack
 
 
-def test_a_dribbling_server_cannot_outlive_the_exchange_deadline() -> None:
+def test_a_dribbling_server_cannot_outlive_the_exchange_deadline(stackless_settings: None) -> None:
     # GIVEN a provider whose server answers one byte every 0.5 s (a whole answer would take hours)
     with Dribbler(interval=0.5) as server:
         provider = OpenAICompatProvider(id="slow", base_url=server.url + "/v1", model="m")
@@ -100,3 +100,39 @@ def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(sho
     assert "may have arrived" in failure.detail
     # AND the delivery was not journaled as done: the retry sends the same delivery id again
     assert run_summary(stack.store, f"bg:{task_id}").deliveries == []
+
+
+def test_the_runs_deadline_is_one_deadline_exceeded_for_every_outbound_caller(stackless_settings: None) -> None:
+    from agentwake.agent.tools import ToolContext
+    from agentwake.agent.tools.config import build_tools
+    from agentwake.delivery import Delivery
+    from agentwake.delivery.webhook import WebhookChannel
+    from agentwake.errors import DeadlineExceeded
+    from agentwake.outbound import ExchangeTimeout, run_deadline
+
+    with Silent() as server:
+        # GIVEN a provider, a webhook and an HTTP tool on a server that never answers, each with a
+        # 60 s timeout of its own, inside a run whose deadline is 1 s away
+        provider = OpenAICompatProvider(id="slow", base_url=server.url + "/v1", model="m")
+        channel = WebhookChannel(server.url + "/hook", None, timeout=60)
+        [tool] = build_tools(
+            [{"type": "http", "name": "t", "description": "d", "url": server.url + "/t", "timeout": 60}],
+            session_id="s1",
+        )
+        calls = {
+            "provider": lambda: provider.complete(
+                ChatRequest(messages=(Message(role="user", content="hi"),), timeout=60.0)
+            ),
+            "webhook": lambda: channel.send(Delivery(delivery_id="bg:t#0#0", run_id="bg:t", session_id="s", text="x")),
+            "tool": lambda: tool.invoke({}, ToolContext(run_id="bg:t", session_id="s1")),
+        }
+        for name, call in calls.items():
+            started = time.monotonic()
+            # WHEN each is called
+            with run_deadline(time.monotonic() + 1.0), pytest.raises(DeadlineExceeded) as info:
+                call()
+            # THEN each ends at the run's deadline with the same error, saying the request may have arrived
+            assert time.monotonic() - started < 10, name
+            assert "did not finish before the run's deadline; the request may have arrived" in str(info.value), name
+            assert isinstance(info.value.__cause__, ExchangeTimeout), name
+        assert server.connections == 3  # each request reached the server before the deadline

@@ -18,7 +18,9 @@ from agentwake.agent.tools import DRY_RUN_RESULT, ToolContext, ToolRegistry
 from agentwake.agent.tools.config import build_tools
 from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall
 from agentwake.errors import ConfigError, OutboundRefused, SecretRefRefused
-from agentwake.outbound import OutboundPolicy, policy_scope
+
+#: adapters built here, with no stack, read the outbound policy from Settings as in a function
+pytestmark = pytest.mark.usefixtures("stackless_settings")
 
 SCHEMA = {
     "type": "object",
@@ -185,17 +187,16 @@ def test_a_secret_reference_outside_its_scope_is_refused_before_any_call(httpser
     assert httpserver.log == []
 
 
-def test_the_outbound_policy_applies_to_tools(httpserver: HTTPServer) -> None:
+def test_the_outbound_policy_applies_to_tools(httpserver: HTTPServer, deployed_outbound_policy: None) -> None:
     # GIVEN the deployed policy (https only, no loopback, no link-local)
-    with policy_scope(OutboundPolicy()):
-        # WHEN a session declares a tool on the metadata address THEN it cannot even be built
-        with pytest.raises(OutboundRefused):
-            build_tools([http_tool("https://169.254.169.254/latest/meta-data/")], session_id="s1")
-        # AND a name that resolves to loopback passes the config check but is refused when called,
-        # aborting the run (a configuration error, not an error: result the model would retry)
-        spec = http_tool(httpserver.url_for("/f").replace("http://", "https://").replace("127.0.0.1", "localhost"))
-        with pytest.raises(OutboundRefused, match="loopback"):
-            run_with([spec], [calls("forecast", {"city": "a"}), {"text": "ok"}])
+    # WHEN a session declares a tool on the metadata address THEN it cannot even be built
+    with pytest.raises(OutboundRefused):
+        build_tools([http_tool("https://169.254.169.254/latest/meta-data/")], session_id="s1")
+    # AND a name that resolves to loopback passes the config check but is refused when called,
+    # aborting the run (a configuration error, not an error: result the model would retry)
+    spec = http_tool(httpserver.url_for("/f").replace("http://", "https://").replace("127.0.0.1", "localhost"))
+    with pytest.raises(OutboundRefused, match="loopback"):
+        run_with([spec], [calls("forecast", {"city": "a"}), {"text": "ok"}])
     assert httpserver.log == []
 
 

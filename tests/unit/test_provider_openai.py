@@ -17,6 +17,9 @@ from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, Message, ToolCall, ToolSpec
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
 
+#: adapters built here, with no stack, read the outbound policy from Settings as in a function
+pytestmark = pytest.mark.usefixtures("stackless_settings")
+
 PATH = "/v1/chat/completions"
 KEY_ENV = "AGENTWAKE_SECRET_TEST_OPENAI_KEY"
 

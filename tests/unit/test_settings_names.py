@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def template_env() -> dict[str, Any]:
-    from agentwake_local.template import parse_template
+    from cfnlint.decode.cfn_yaml import loads  # CloudFormation's tags, as test_template.py reads them
 
-    body = parse_template((ROOT / "template.yaml").read_text(encoding="utf-8"))
+    body = loads((ROOT / "template.yaml").read_text(encoding="utf-8"))
     return dict(body["Globals"]["Function"]["Environment"]["Variables"])
 
 

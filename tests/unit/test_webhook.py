@@ -18,6 +18,9 @@ from agentwake.delivery.log import LogChannel
 from agentwake.delivery.webhook import WebhookChannel, verify_signature
 from agentwake.errors import ConfigError, DeliveryError
 
+#: adapters built here, with no stack, read the outbound policy from Settings as in a function
+pytestmark = pytest.mark.usefixtures("stackless_settings")
+
 SECRET = "s3cr3t-signing-key"
 SENT_AT = datetime(2026, 11, 30, 6, 0, 0, 123000, tzinfo=UTC)
 DELIVERY = Delivery(delivery_id="bg:t-1#0#0", run_id="bg:t-1", session_id="sess-A", text="Fertig — 3 new sign-ups.")

@@ -54,7 +54,7 @@ def runner(script: list[dict[str, Any]], channel: ListChannel, **kw: Any) -> Run
 # --- usage from the providers' own fields ----------------------------------------------------------
 
 
-def test_openai_usage_fields_become_the_replys_usage() -> None:
+def test_openai_usage_fields_become_the_replys_usage(stackless_settings: None) -> None:
     # GIVEN an OpenAI-compatible answer with usage, and one without
     provider = OpenAICompatProvider(id="o", base_url="http://127.0.0.1:9/v1", model="gpt-x")
     answer = {"model": "gpt-x-0613", "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}

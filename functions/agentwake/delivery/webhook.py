@@ -38,7 +38,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agentwake.delivery import Delivery
-from agentwake.errors import ConfigError, DeadlineExceeded, DeliveryError, DeliveryUncertain
+from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
 from agentwake.outbound import (
     ExchangeError,
     ExchangeTimeout,
@@ -145,12 +145,7 @@ class WebhookChannel:
                 max_response_bytes=_MAX_ERROR_BODY,
                 what="webhook url",
             )
-        except ExchangeTimeout as exc:
-            if exc.run_deadline_hit:
-                raise DeadlineExceeded(
-                    f"{what} did not finish before the run's deadline"
-                    + ("; it may have arrived" if exc.request_sent else "")
-                ) from exc
+        except ExchangeTimeout as exc:  # the channel's timeout (the run's deadline is DeadlineExceeded)
             if not exc.request_sent:
                 raise DeliveryError(f"{what} failed: cannot connect within {self.timeout:g}s") from exc
             raise DeliveryUncertain(f"{what} timed out after {self.timeout:g}s; it may have arrived") from exc

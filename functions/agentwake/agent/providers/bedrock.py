@@ -18,7 +18,7 @@ from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, To
 from agentwake.errors import PermanentProviderError, ProviderError, TransientProviderError
 
 if TYPE_CHECKING:
-    from agentwake.agent.providers import BedrockSpec
+    from agentwake.agent.providers.spec import BedrockSpec
 
 #: Converse error codes worth another attempt on the same model
 TRANSIENT_CODES = frozenset(

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
-from agentwake.errors import DeadlineExceeded, PermanentProviderError, TransientProviderError
+from agentwake.errors import PermanentProviderError, TransientProviderError
 from agentwake.redact import redact, register_secret
 from agentwake.secrets import resolve_secret
 
 if TYPE_CHECKING:
-    from agentwake.agent.providers import OpenAISpec
+    from agentwake.agent.providers.spec import OpenAISpec
     from agentwake.outbound import HttpResponse, OutboundPolicy
 
 #: the most of an answer read (a bigger one is malformed output)
@@ -135,9 +135,7 @@ class OpenAICompatProvider:
                 max_response_bytes=MAX_RESPONSE_BYTES,
                 what=f"provider {self.id} base_url",
             )
-        except outbound.ExchangeTimeout as exc:
-            if exc.run_deadline_hit:
-                raise DeadlineExceeded(f"provider {self.id} did not answer before the run's deadline") from exc
+        except outbound.ExchangeTimeout as exc:  # its own timeout (the run's deadline: DeadlineExceeded)
             raise TransientProviderError(f"no answer within {timeout:.1f}s", code="Timeout") from exc
         except outbound.ExchangeError as exc:
             raise TransientProviderError(f"{exc}", code="ConnectionError") from exc

@@ -21,9 +21,6 @@ ErrorClass = Literal[
     "throttling", "server", "timeout", "empty", "malformed", "auth", "validation", "not_found", "crash"
 ]
 
-#: calls per provider id across every instance in this process (tests count billed model calls here)
-CALLS: Counter[str] = Counter()
-
 
 class ScriptToolCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -65,7 +62,6 @@ class ScriptedProvider:
         return self.script[min(step, len(self.script) - 1)]
 
     def complete(self, request: ChatRequest) -> ModelReply:
-        CALLS[self.id] += 1
         self.calls.append(request.step)
         entry = self._entry(request.step)
         self._attempts[request.step] += 1

@@ -1,7 +1,7 @@
 """HTTP tools declared in a session's config: validated arguments in, a bounded text result out.
 
 A call goes through the outbound policy (``agentwake.outbound``: https only, no loopback or
-private targets, checked after DNS and after redirects) and ends by the run's deadline. Its
+private targets, checked after DNS; redirects are not followed) and ends by the run's deadline. Its
 credential comes from a scoped secret reference and is sent only in the configured header.
 
 - Arguments are validated against the declared JSON Schema (fastjsonschema, compiled once); a
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
 from agentwake.agent.types import ToolSpec
-from agentwake.errors import ConfigError, DeadlineExceeded, StepInterrupted
+from agentwake.errors import ConfigError, StepInterrupted
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RUN_ID_HEADER = "X-Agentwake-Run-Id"
@@ -135,9 +135,7 @@ class HttpTool(Tool):
                 max_response_bytes=spec.max_result_chars * 4 + 1024,
                 what=f"url of tool {spec.name!r}",
             )
-        except ExchangeTimeout as exc:
-            if exc.run_deadline_hit:
-                raise DeadlineExceeded(f"{what}: the run's deadline passed") from exc
+        except ExchangeTimeout as exc:  # the tool's timeout (the run's deadline is DeadlineExceeded)
             if spec.side_effect and exc.request_sent:
                 raise ToolCallUncertain(f"{what} timed out after {spec.timeout:g}s; it may have acted") from exc
             raise TimeoutError(f"{what} timed out after {spec.timeout:g}s") from exc
