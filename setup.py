@@ -7,7 +7,11 @@
 
 from setuptools import find_packages, setup
 
-FOLDERS = {"agentwake": "functions/agentwake", "agentwake_ops": "agentwake_ops", "agentwake_local": "infra/agentwake_local"}
+FOLDERS = {
+    "agentwake": "functions/agentwake",
+    "agentwake_ops": "agentwake_ops",
+    "agentwake_local": "infra/agentwake_local",
+}
 
 
 def packages() -> list[str]:

@@ -69,7 +69,7 @@ from agentwake.wake.background import wake_for_background_result  # noqa: E402
 from agentwake.wake.cron import wake_for_cron_job  # noqa: E402
 from agentwake.wake.messages import BackgroundResultMessage, CronWakeInput  # noqa: E402
 from agentwake.wake.prompt import build_wake_messages  # noqa: E402
-from agentwake.wake.run import WakeDeps  # noqa: E402
+from agentwake.wake.spec import WakeDeps  # noqa: E402
 from bench import cold_init  # noqa: E402
 from tests.support.aws import create_resources  # noqa: E402
 from tests.support.probes import DynamoCalls, count_history_reads, seed_history  # noqa: E402

@@ -82,13 +82,6 @@ def graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     return {m: {i for i in imports(m, p, known, type_checking=type_checking) if i != m} for m, p in mods.items()}
 
 
-#: KNOWN OFFENDERS, owned by other changes of the same step and removed when they land (then these
-#: lists go, empty): the provider package and its adapters import each other; the DynamoDB adapter
-#: is being split by job. Every other cycle, and every other long module, fails the tests below.
-KNOWN_CYCLES_BEING_REMOVED: list[set[str]] = [
-    {"agentwake.agent.providers", "agentwake.agent.providers.bedrock", "agentwake.agent.providers.openai_compat"},
-]
-KNOWN_LONG_MODULES_BEING_SPLIT: set[str] = {"agentwake.store.dynamo"}
 #: a runtime module does one job: past this many lines it is doing several
 MAX_MODULE_LINES = 500
 #: a handler parses, calls one use case and maps its answer
@@ -144,10 +137,9 @@ def test_no_import_cycles() -> None:
     for v in sorted(g):
         if v not in index:
             visit(v)
-    # THEN no two modules import each other, directly or through others (a package __init__ that
-    # re-exports its modules is the one exception Python itself makes: skip parent<->child pairs)
-    real = [c for c in cycles if not _package_reexport(c) and set(c) not in KNOWN_CYCLES_BEING_REMOVED]
-    assert not real, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in real)
+    # THEN no two modules import each other, directly or through others (a package __init__ and
+    # its own modules included)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def _runtime_files() -> dict[str, Path]:
@@ -157,8 +149,8 @@ def _runtime_files() -> dict[str, Path]:
 def test_no_runtime_module_is_over_the_size_limit() -> None:
     # GIVEN every module of the runtime (functions/agentwake)
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in _runtime_files().items()}
-    # THEN none is over the limit (one job per module), but those being split right now
-    long = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES and m not in KNOWN_LONG_MODULES_BEING_SPLIT}
+    # THEN none is over the limit (one job per module)
+    long = {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not long, f"runtime modules over {MAX_MODULE_LINES} lines: {long}"
 
 
@@ -168,12 +160,6 @@ def test_each_handler_is_thin() -> None:
     assert handlers, "no handler modules found"
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in handlers.items()}
     assert all(n <= MAX_HANDLER_LINES for n in sizes.values()), f"handlers over {MAX_HANDLER_LINES} lines: {sizes}"
-
-
-def _package_reexport(component: list[str]) -> bool:
-    return len(component) == 2 and (
-        component[1].startswith(component[0] + ".") or component[0].startswith(component[1] + ".")
-    )
 
 
 def test_the_checker_sees_a_cycle_and_a_wrong_direction(tmp_path: Path) -> None:

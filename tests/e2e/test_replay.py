@@ -273,7 +273,7 @@ def test_a_failed_cron_run_replays_from_its_job_wake(cli: Cli, stack: Stack) -> 
     from agentwake.settings import Settings
     from agentwake.wake.cron import wake_for_cron_job
     from agentwake.wake.messages import CronWakeInput
-    from agentwake.wake.run import WakeDeps
+    from agentwake.wake.spec import WakeDeps
     from tests.support.builders import seed_job, seed_session
 
     # GIVEN a cron run that failed on an auth error
@@ -296,7 +296,7 @@ def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists
     from agentwake.errors import RunFailed
     from agentwake.settings import Settings
     from agentwake.wake.background import wake_for_background_result
-    from agentwake.wake.run import WakeDeps
+    from agentwake.wake.spec import WakeDeps
     from tests.support.builders import message, seed_task
 
     # GIVEN a run that failed before its first step: its session had no config

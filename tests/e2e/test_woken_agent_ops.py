@@ -26,7 +26,7 @@ from agentwake.store.models import SessionConfig, Task
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON, ATTR_RECEIVE_COUNT
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION, drain
 from tests.support.tasks import token_for, token_hash_for

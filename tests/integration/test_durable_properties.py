@@ -28,8 +28,8 @@ from agentwake.settings import Settings, get_settings
 from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import WakeDeps
 from agentwake.wake.session_wait import ParkedRecord, WaitState
+from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, create_resources
 from tests.support.faults import BOUNDARIES, FaultyStore
 from tests.support.receiver import CountingReceiver

@@ -18,7 +18,7 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, MAX_ITEM_BYTES, item_size
 from agentwake.wake.background import wake_for_background_result
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task

@@ -22,7 +22,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.tasks import TasksService
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session
 

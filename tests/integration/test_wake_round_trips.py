@@ -20,7 +20,7 @@ from agentwake.store.models import Job
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from agentwake_ops.runs import run_summary
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
 from tests.support.probes import DynamoCalls, count_history_reads, seed_history

@@ -22,7 +22,7 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session, seed_task

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
-from agentwake.agent.types import ChatRequest, Message
+from agentwake.agent.types import ChatRequest
 from agentwake.bootstrap import reset_caches
+from agentwake.conversation import Message
 from agentwake.errors import TransientProviderError
 from agentwake_ops.runs import run_summary
 from tests.security.conftest import Cli, Stack

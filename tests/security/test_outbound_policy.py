@@ -14,7 +14,8 @@ from werkzeug import Response
 from agentwake import outbound
 from agentwake.agent.providers import parse_spec
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
-from agentwake.agent.types import ChatRequest, Message
+from agentwake.agent.types import ChatRequest
+from agentwake.conversation import Message
 from agentwake.delivery import Delivery
 from agentwake.delivery.factory import build_channel
 from agentwake.delivery.webhook import WebhookChannel

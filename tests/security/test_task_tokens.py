@@ -15,7 +15,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.run import WakeDeps
+from agentwake.wake.spec import WakeDeps
 from tests.security.conftest import Cli, Stack
 from tests.security.wake import completion_body, handle
 from tests.support.aws import drain

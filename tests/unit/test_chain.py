@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import FakeClock
 from agentwake.agent.providers.scripted import ScriptedProvider
-from agentwake.agent.types import ChatRequest, Message, ModelReply
+from agentwake.agent.types import ChatRequest, ModelReply
+from agentwake.conversation import Message
 from agentwake.errors import AllProvidersFailed, TransientProviderError
 
 START = 1000.0

@@ -16,7 +16,8 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import DRY_RUN_RESULT, ToolContext, ToolRegistry
 from agentwake.agent.tools.config import build_tools
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall
+from agentwake.agent.types import ChatRequest, ModelReply
+from agentwake.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, OutboundRefused, SecretRefRefused
 
 #: adapters built here, with no stack, read the outbound policy from Settings as in a function

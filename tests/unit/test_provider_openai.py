@@ -14,7 +14,8 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.clock import FakeClock
 from agentwake.agent.providers import OpenAISpec, build_provider
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
-from agentwake.agent.types import ChatRequest, Message, ToolCall, ToolSpec
+from agentwake.agent.types import ChatRequest, ToolSpec
+from agentwake.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
 
 #: adapters built here, with no stack, read the outbound policy from Settings as in a function

@@ -12,7 +12,7 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import MAX_MESSAGE_CHARS, SendMessageToUser
-from agentwake.agent.types import Message, ToolCall
+from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
 from agentwake.errors import DeliveryError
 

@@ -19,7 +19,8 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, Usage
+from agentwake.agent.types import ChatRequest, ModelReply, Usage
+from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
 from agentwake.errors import BudgetExceeded, ConfigError, DeliveryError, RunFailed, run_failed
 from agentwake.settings import Settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from agentwake.agent.types import ToolCall
+from agentwake.conversation import ToolCall
 
 Verdict = Literal["run", "warn", "stop"]
 

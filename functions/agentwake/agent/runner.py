@@ -17,7 +17,8 @@ from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
 from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal, StepJournal, reply_key, tool_key
 from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.tools import ToolContext, ToolRegistry
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolSpec
+from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
+from agentwake.conversation import Message
 from agentwake.errors import AllProvidersFailed, DeliveryError
 
 MAX_STEPS_MESSAGE = (

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.conversation import Message, Role, ToolCall
-
-__all__ = ["ChatRequest", "Message", "ModelReply", "Role", "ToolCall", "ToolSpec", "Usage"]
+from agentwake.conversation import Message, ToolCall
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from agentwake.agent.providers.base import Provider
 from agentwake.agent.runner import DeliverFinal, RunEvent, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
-from agentwake.agent.types import Message
+from agentwake.conversation import Message
 from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.runner import Runner
     from agentwake.delivery import Delivery, DeliveryChannel
+    from agentwake.store.models import SessionConfig
     from agentwake.store.port import Counters as DailyCounters
     from agentwake.store.port import DailyUsage
-    from agentwake.store.models import SessionConfig
     from agentwake.wake.spec import RunSpec, WakeDeps
 
 

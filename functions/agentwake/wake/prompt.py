@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from agentwake.agent.types import Message
+from agentwake.conversation import Message
 
 WakeKind = Literal["cron", "background"]
 

@@ -30,8 +30,6 @@ from agentwake.wake.usage import emit_metrics, history_note, run_usage
 if TYPE_CHECKING:
     from agentwake.store.port import DailyUsage, Lease, WakeRead
 
-__all__ = ["RunSpec", "WakeDeps", "WakeOutcome", "execute_run"]
-
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
 LEASE_GRACE_S = 30.0
 #: lease length when the caller gives no remaining time (local runs, tests)

@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
+from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
+from agentwake.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, ProviderError, TransientProviderError
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.types import ChatRequest, Message, ModelReply, ToolCall, ToolSpec, Usage
+from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
+from agentwake.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
 from agentwake.redact import redact, register_secret
 from agentwake.secrets import resolve_secret

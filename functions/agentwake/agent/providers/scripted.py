@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentwake.agent.types import ChatRequest, ModelReply, ToolCall, Usage
+from agentwake.agent.types import ChatRequest, ModelReply, Usage
+from agentwake.conversation import ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
 
 ErrorClass = Literal[

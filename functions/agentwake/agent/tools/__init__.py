@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from agentwake.agent.types import ToolCall, ToolSpec
+from agentwake.agent.types import ToolSpec
+from agentwake.conversation import ToolCall
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
 from agentwake.redact import redact
 
