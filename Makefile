@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench bench-5000 soak fuzz validate clean dlq-scale schemas
+.PHONY: test demo lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), t
 
 soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine with 200 examples (minutes)
 	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 $(PY) -m pytest -q tests/integration/test_durable_properties.py
+
+load: $(VENV)/.dev-installed  ## the busy-session tests with a burst of 50 completions for one session (minutes)
+	AGENTWAKE_BURST=50 $(PY) -m pytest -q tests/e2e/test_busy_sessions.py
 
 fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler, then dlq list/show/export (minutes)
 	AGENTWAKE_FUZZ_BODIES=10000 $(PY) -m pytest -q -p no:logging tests/security/test_poison_fuzz.py
