@@ -6,7 +6,8 @@ credential comes from a scoped secret reference and is sent only in the configur
 
 - Arguments are validated against the declared JSON Schema (fastjsonschema, compiled once); a
   call that does not match is an ``error:`` result and nothing is sent.
-- A 2xx answer is the result, cut at ``max_result_chars`` with a visible marker. Any other answer,
+- A 2xx answer is the result, redacted (the tool's own credential, echoed back, never reaches the
+  model), then cut at ``max_result_chars`` with a visible marker. Any other answer,
   a refused connection or a timeout of a read-only tool is an ``error:`` result the model sees.
 - ``side_effect: true``: the request carries ``Idempotency-Key: {run id}#{step}#{call}``, the same
   on every retry and redrive. The runner journals the result, so a retry never calls it again; if
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
 from agentwake.agent.types import ToolSpec
 from agentwake.errors import ConfigError, StepInterrupted
+from agentwake.redact import redact
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RUN_ID_HEADER = "X-Agentwake-Run-Id"
@@ -143,7 +145,9 @@ class HttpTool(Tool):
             if spec.side_effect and exc.request_sent:
                 raise ToolCallUncertain(f"{what}: {exc}; it may have acted") from exc
             raise
-        text = response.body.decode("utf-8", errors="replace")
+        # redacted before it is cut: a secret cut in half no longer matches. (The exchange reads
+        # more bytes than a result shows characters, so its own cut is never in what is shown.)
+        text = redact(response.body.decode("utf-8", errors="replace"))
         if not 200 <= response.status < 300:
             raise ToolHttpError(f"HTTP {response.status} {response.reason}: {cut(text.strip(), _ERROR_BODY_CHARS)}")
         if not text:
