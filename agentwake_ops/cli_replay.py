@@ -64,7 +64,9 @@ def runs_replay(
 
     printer = None if as_json else TranscriptPrinter(out=_RedactingStdout(), indent="  ")
     if printer is not None:
-        console().print(f"Replaying {escape(run_id)} (nothing is written or delivered):")
+        console().print(
+            f"Replaying {escape(run_id)} (nothing is written or delivered, no side-effecting tool is called):"
+        )
 
     outcome = replay_mod.replay(
         ops(ctx).store,

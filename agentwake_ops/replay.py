@@ -8,7 +8,11 @@ current ones). It reaches the outcome a redrive would reach, without its effects
 - **nothing is written**: the store is read through a DynamoDB client that refuses every write
   (:class:`ReadOnlyClient`); new steps go to an in-memory journal;
 - **nothing is delivered**: ``send_message_to_user`` goes to a :class:`DryChannel` that records what
-  would be sent; side-effecting tools are not called (``ToolContext.dry_run``).
+  would be sent;
+- **no side-effecting tool is called** (``ToolContext.dry_run``): an HTTP tool whose method is not
+  GET/HEAD unless it says ``side_effect: false``, a ``side_effect: true`` one, a Python tool that
+  declares effects. Each such call the replayed steps make is reported (``side_effects_not_called``,
+  and in the verdicts of ``--verify``) with the answer the model got instead, ``DRY_RUN_RESULT``.
 
 ``agentwake dlq redrive --verify`` replays each selected run first and refuses to redrive one whose
 replay still ends in ERROR, unless ``--force``.
@@ -120,6 +124,14 @@ class ReplayOutcome:
     @property
     def ok(self) -> bool:
         return self.state == AgentState.DONE.value
+
+    @property
+    def side_effects_note(self) -> str:
+        """What the replay did not call, in a line (empty when it skipped nothing)."""
+        if not self.not_called:
+            return ""
+        calls = ", ".join(f"{c['tool']} (step {c['step']})" for c in self.not_called)
+        return f"side-effecting tool(s) not called: {calls}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -280,5 +292,6 @@ def verify(store: DynamoStore, messages: Iterable[Any], **changes: Any) -> list[
             verdicts.append(Verdict(msg.message_id, msg.run_id, None, str(exc)))
             continue
         reason = "" if outcome.ok else f"the replay ends in ERROR ({outcome.error_type}): {outcome.final_text}"
+        reason = "; ".join(part for part in (reason, outcome.side_effects_note) if part)
         verdicts.append(Verdict(msg.message_id, msg.run_id, outcome, reason))
     return verdicts

@@ -1,12 +1,21 @@
-"""The one redactor every outgoing text passes: failure records, ``last_error``, log lines, DLQ
-attributes, CLI output, provider and delivery error messages.
+"""The one redactor every outgoing text passes: tool results (success and error), journaled steps,
+deliveries and the history they write, failure records, ``last_error``, log lines, DLQ attributes,
+CLI output, provider and delivery error messages.
 
 It removes
 
-- every secret value resolved in this process (``agentwake.secrets`` registers each one), and
+- every secret value resolved in this process (``agentwake.secrets`` registers each one: provider
+  keys, tool credentials, webhook signing secrets), and
 - anything shaped like a credential whatever its origin: ``Bearer``/``Basic`` tokens, the value of
   an ``Authorization``, ``api-key``/``x-api-key``/``api_key`` header or field, and well-known key
   shapes (``sk-...`` API keys, AWS access key ids).
+
+Every pattern is matched against the same text, and the union of what they match is replaced in one
+pass: overlapping matches (a registered key inside a ``Bearer`` token inside an ``Authorization``
+header) become one ``[REDACTED]``, never ``[REDACTED]]]]``; the markers already in the text join
+the union, so a text that was redacted already comes out unchanged (``redact(redact(t)) ==
+redact(t)``). Only when a pass revealed a shape that a removed secret hid (``SECRETsk-...`` has no
+word boundary before ``sk-``) is the result passed over again.
 
 Redact before cutting text short: a secret cut in half no longer matches its registered value.
 """
@@ -36,7 +45,7 @@ _HEADER_VALUE = re.compile(
     (?P<value>[^\s"'<>,;&}\]\\]+)
     """
 )
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9\-._~+/=:]{6,}")
+_BEARER = re.compile(r"(?i)\b(?:bearer|basic)\s+(?P<value>[A-Za-z0-9\-._~+/=:]{6,})")
 _KEY_SHAPES = re.compile(
     r"""(?x)
     \bsk-[A-Za-z0-9_\-]{12,}          # OpenAI-style secret keys (sk-..., sk-proj-...)
@@ -45,6 +54,9 @@ _KEY_SHAPES = re.compile(
     | \bgh[pousr]_[A-Za-z0-9]{20,}    # GitHub tokens
     """
 )
+_MARKER = re.compile(re.escape(REDACTED))
+#: passes over a text at most (the second finds what the first revealed; a third is rare)
+_MAX_PASSES = 3
 
 
 def register_secret(value: str | None) -> None:
@@ -64,9 +76,43 @@ def forget_secrets() -> None:
         _secrets.clear()
 
 
-def _header(match: re.Match[str]) -> str:
-    scheme = f"{match.group('scheme')} " if match.group("scheme") else ""
-    return f"{match.group('name')}{match.group('sep')}{scheme}{REDACTED}"
+def _registered() -> list[str]:
+    with _lock:
+        return sorted(_secrets, key=len, reverse=True)
+
+
+def _spans(text: str, secrets: list[str]) -> list[tuple[int, int]]:
+    """Every span a secret or a credential shape covers in ``text`` (they may overlap)."""
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        start = text.find(secret)
+        while start >= 0:
+            spans.append((start, start + len(secret)))
+            start = text.find(secret, start + len(secret))
+    spans += [m.span("value") for m in _HEADER_VALUE.finditer(text)]
+    spans += [m.span("value") for m in _BEARER.finditer(text)]
+    spans += [m.span() for m in _KEY_SHAPES.finditer(text)]
+    return spans
+
+
+def _replace(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the union of ``spans`` replaced: one marker per run of overlapping or touching
+    spans. The markers already in the text join the union, so a match inside one changes nothing
+    and a match overlapping one merges with it (a redacted text redacts to itself)."""
+    if not spans:
+        return text
+    spans = sorted(spans + [m.span() for m in _MARKER.finditer(text)])
+    out: list[str] = []
+    pos = 0
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s <= end:
+            end = max(end, e)
+            continue
+        out += [text[pos:start], REDACTED]
+        pos, start, end = end, s, e
+    out += [text[pos:start], REDACTED, text[end:]]
+    return "".join(out)
 
 
 def redact(text: Any) -> str:
@@ -76,14 +122,15 @@ def redact(text: Any) -> str:
     text = text if isinstance(text, str) else str(text)
     if not text:
         return text
-    with _lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    text = _HEADER_VALUE.sub(_header, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    return _KEY_SHAPES.sub(REDACTED, text)
+    secrets = _registered()
+    for _ in range(_MAX_PASSES):
+        # a removed secret can reveal a shape it hid (``SECRETsk-...`` has no word boundary
+        # before ``sk-`` until SECRET is a marker): pass again until nothing changes
+        done = _replace(text, _spans(text, secrets))
+        if done == text:
+            break
+        text = done
+    return text
 
 
 def redact_data(data: Any) -> Any:

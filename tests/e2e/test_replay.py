@@ -224,6 +224,58 @@ def test_replay_never_calls_a_side_effecting_tool(cli: Cli, stack: Stack, httpse
     assert len(httpserver.log) == 1
 
 
+def test_replay_and_verify_never_call_a_tool_declared_with_the_defaults(
+    cli: Cli, stack: Stack, httpserver: Any
+) -> None:
+    # GIVEN a run that called an HTTP tool declared with the defaults (method POST, side_effect unset)
+    # at step 0, then failed on auth until dead-lettered; the tool's server counts its requests
+    httpserver.expect_request("/tickets", method="POST").respond_with_json({"ticket": "T-1"})
+    tool = {
+        "type": "http",
+        "name": "create_ticket",
+        "description": "Open a ticket.",
+        "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+        "url": httpserver.url_for("/tickets"),
+    }
+    broken = {
+        "type": "scripted",
+        "id": "p",
+        "script": [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "first"}}]}, {"error": "auth"}],
+    }
+    task_id = make_failed_background_run(cli, stack, "s-default-post", [broken])
+    cli("sessions", "put", "s-default-post", "--tools", json.dumps([tool]))
+    stack.poll_until_dead_lettered()
+    assert len(httpserver.log) == 1
+    fixed = {
+        "type": "scripted",
+        "id": "fixed",
+        "script": [
+            {"text": "(journal)"},
+            {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "second"}}]},
+            {"text": "Done."},
+        ],
+    }
+    # WHEN it is replayed with a provider that opens a second ticket at step 1
+    shown = cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed)).stdout
+    data = json.loads(cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed), "--json").stdout)
+    # THEN the replay reaches DONE, says which call it did not make, and the server saw no new request
+    assert data["outcome"] == "DONE"
+    assert [(c["tool"], json.loads(c["arguments"])) for c in data["side_effects_not_called"]] == [
+        ("create_ticket", {"title": "second"})
+    ]
+    assert "no side-effecting tool is called" in shown
+    assert "side-effecting tool create_ticket would be called at step 1 (not called)" in shown
+    assert len(httpserver.log) == 1
+    # AND once the session is fixed, `dlq redrive --verify` replays it without calling the tool either,
+    # and says so in its verdict
+    cli("sessions", "put", "s-default-post", "--provider", json.dumps(fixed))
+    [row] = cli_json(cli, "dlq", "list")
+    verified = cli("dlq", "redrive", "--id", row["message_id"][:8], "--verify", "--dry-run")
+    said = " ".join((verified.stdout + verified.stderr).split())
+    assert "DONE" in said and "side-effecting tool(s) not called: create_ticket (step 1)" in said
+    assert len(httpserver.log) == 1
+
+
 def test_the_wake_kept_for_replay_fits_a_dynamodb_item_whatever_its_size(stack: Stack) -> None:
     # GIVEN a wake far over DynamoDB's 400 KB once encoded (emoji: 4 bytes each)
     wake = {"trigger": "background_task_finished", "result": "😀" * 150_000, "tool_args": {"q": "x"}}

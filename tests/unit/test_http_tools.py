@@ -83,14 +83,15 @@ def test_a_valid_call_reaches_the_server_and_its_answer_reaches_the_model(httpse
     httpserver.expect_request("/forecast", method="POST").respond_with_json({"city": "Oslo", "forecast": "snow"})
     # WHEN the model calls it with arguments matching the schema
     runner, model = run_with(
-        [http_tool(httpserver.url_for("/forecast"))], [calls("forecast", {"city": "Oslo", "days": 2}), {"text": "ok"}]
+        [http_tool(httpserver.url_for("/forecast"), side_effect=False)],
+        [calls("forecast", {"city": "Oslo", "days": 2}), {"text": "ok"}],
     )
     # THEN the server got exactly those arguments as JSON, with the run id
     assert runner.state is AgentState.DONE
     [(request, _)] = httpserver.log
     assert json.loads(request.data) == {"city": "Oslo", "days": 2}
     assert request.headers["X-Agentwake-Run-Id"] == "bg:t1"
-    assert "Idempotency-Key" not in request.headers  # a read-only tool has no key
+    assert "Idempotency-Key" not in request.headers  # a tool declared read-only has no key
     # AND the model's next request carries the server's answer as the tool result
     assert json.loads(tool_results(model)[0]) == {"city": "Oslo", "forecast": "snow"}
     # AND the model was told the declared schema

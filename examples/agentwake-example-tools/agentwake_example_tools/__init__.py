@@ -23,6 +23,7 @@ class BusinessDaysBetween(Tool):
     name = "business_days_between"
     description = "Count the business days (Monday to Friday) from start to end, both included."
     Args = BusinessDaysArgs
+    side_effect = False  # it only computes: a replay may call it
 
     def invoke(self, args: BusinessDaysArgs, ctx: ToolContext) -> str:
         if args.end < args.start:

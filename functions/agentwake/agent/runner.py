@@ -4,6 +4,10 @@ ERROR is a state with a completion text, never an exception out of the runner: t
 cases read the state and decide (DONE → commit the note, ERROR → record a failure and raise).
 The one exception that does escape is an infrastructure failure (the journal cannot be written,
 StepInterrupted from a tool): that is a crash, not an outcome, and the trigger retries it.
+
+What a tool returns passes the redactor (``ToolRegistry.execute``) before the model, the journal,
+the transcript or a delivery sees it; so does a result read back from the journal, and the final
+answer the history note and deliver_final carry.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
 from agentwake.conversation import Message
 from agentwake.errors import AllProvidersFailed, DeliveryError
+from agentwake.redact import redact
 
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
@@ -173,10 +178,10 @@ class Runner:
         if not reply.tool_calls:
             self.state = AgentState.DONE
             self.final_response = reply
-            self.completion_text = reply.text
-            self._deliver_final(n, reply.text)
+            self.completion_text = redact(reply.text)
+            self._deliver_final(n, self.completion_text)
             if self.state is AgentState.DONE:
-                self._emit("done", n, text=reply.text)
+                self._emit("done", n, text=self.completion_text)
             return self.state
         if self._final_step:
             names = ", ".join(c.name or "?" for c in reply.tool_calls)
@@ -200,7 +205,7 @@ class Runner:
             tkey = tool_key(n, i)
             done = self.journal.get(tkey)
             if done is not None:
-                result = str(done["content"])
+                result = redact(done["content"])  # journaled before results were redacted, perhaps
                 for delivery_id in done.get("deliveries") or ():
                     self.ledger.record_delivery(str(delivery_id), fresh=False)
             else:

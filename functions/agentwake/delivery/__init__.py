@@ -5,16 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentwake.redact import redact
+
 
 @dataclass(frozen=True)
 class Delivery:
     """One message to a user. ``delivery_id`` (run id + step + call index) is stable across retries,
-    so a receiver can drop a duplicate sent when a crash hit between sending and journaling."""
+    so a receiver can drop a duplicate sent when a crash hit between sending and journaling.
+
+    Its text is redacted when the delivery is made: every channel (webhook, log, a replay's dry
+    one) and the history entry it writes see the same text, without any secret the run resolved."""
 
     delivery_id: str
     run_id: str
     session_id: str
     text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", redact(self.text))
 
     def to_dict(self) -> dict[str, Any]:
         return {

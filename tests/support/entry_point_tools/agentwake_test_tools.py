@@ -20,6 +20,7 @@ class WordCount(Tool):
     name = "word_count"
     description = "Count the words of a text."
     Args = WordCountArgs
+    side_effect = False  # it only computes: a replay may call it
 
     def invoke(self, args: WordCountArgs, ctx: ToolContext) -> str:
         return f"{len(args.text.split())} words"

@@ -69,8 +69,10 @@ class Tool(ABC):
     description: str
     Args: ClassVar[type[BaseModel]]
     #: True for a tool that changes something outside (creates a ticket, sends mail): it is called
-    #: with ``ctx.idempotency_key`` and never in a what-if replay
-    side_effect: bool = False
+    #: with ``ctx.idempotency_key`` and never in a what-if replay. Every tool says which it is: a
+    #: Python tool that leaves it unset (None) is refused when the session's tools are built, and a
+    #: registry never calls an undeclared tool in a replay either.
+    side_effect: bool | None = None
 
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()
@@ -111,7 +113,13 @@ class ToolRegistry:
     def execute(self, call: ToolCall, ctx: ToolContext) -> str:
         """Run one call. Every problem becomes an ``error: ...`` text the model sees, except
         StepInterrupted (infrastructure failed mid-step, the deadline passed), which aborts the run,
-        and a refused URL or secret reference: a configuration error, not something to retry."""
+        and a refused URL or secret reference: a configuration error, not something to retry.
+
+        Every result passes the redactor, a success as much as an ``error:``: a tool's server that
+        echoes the credential it was sent must not hand it to the model, the journal or the user."""
+        return redact(self._execute(call, ctx))
+
+    def _execute(self, call: ToolCall, ctx: ToolContext) -> str:
         name = (call.name or "").strip()
         if not name:
             return "error: the tool call has no tool name; name one of: " + ", ".join(self.names)
@@ -128,11 +136,11 @@ class ToolRegistry:
             args = tool.parse_args(raw)
         except ToolArgumentsInvalid as exc:
             return f"error: arguments for {name!r} do not match its schema: {exc}"
-        if tool.side_effect and ctx.dry_run:
-            return DRY_RUN_RESULT
+        if ctx.dry_run and tool.side_effect is not False:
+            return DRY_RUN_RESULT  # side-effecting, or undeclared: a replay never calls it
         try:
-            return tool.invoke(args, ctx)
+            return str(tool.invoke(args, ctx))
         except (StepInterrupted, OutboundRefused, SecretRefRefused):
             raise  # the step did not complete: abort the run unjournaled so a retry redoes it
         except Exception as exc:  # a tool failure is information for the model, not an ERROR
-            return redact(f"error: tool {name!r} failed: {type(exc).__name__}: {exc}")
+            return f"error: tool {name!r} failed: {type(exc).__name__}: {exc}"

@@ -5,6 +5,9 @@
      "timeout": 10, "side_effect": true}
     {"type": "python", "name": "word_count"}      # an entry point of group ``agentwake.tools``
 
+An HTTP tool whose method is not GET/HEAD is side-effecting unless it says ``"side_effect": false``;
+a Python tool's class declares ``side_effect`` (True or False) or is refused here (docs/tools.md).
+
 Imported only when a session declares tools, so sessions without them load none of this.
 """
 

@@ -6,7 +6,10 @@ A package declares, in its pyproject.toml::
     word_count = "my_tools:WordCount"
 
 and a session names ``{"type": "python", "name": "word_count"}``. The entry point may be a ``Tool``
-subclass (instantiated with no arguments), a ``Tool`` instance, or a function returning one.
+subclass (instantiated with no arguments), a ``Tool`` instance, or a function returning one. The tool
+must declare ``side_effect`` (``True``: it changes something outside, is called with
+``ctx.idempotency_key`` and never by a replay; ``False``: it only reads): one that does not is
+refused when the session's tools are built, since a silent "no effects" would let a replay call it.
 Entry points are looked up (``importlib.metadata``) only when a session names such a tool, and each
 is loaded once per process: the first wake that needs it pays the import, later ones reuse it.
 """
@@ -52,6 +55,7 @@ def load_tool(name: str, *, session_id: str = "?") -> Tool:
                 f"Python tool {name!r} ({ep.value}) cannot be loaded: {type(exc).__name__}: {exc}"
             ) from exc
         tool = _instantiate(target, name, ep.value)
+        _check_declared(tool, name, ep.value)
         _loaded[name] = tool
         return tool
 
@@ -68,6 +72,15 @@ def _instantiate(target: Any, name: str, where: str) -> Tool:
     raise ConfigError(
         f"Python tool {name!r} ({where}) is not an agentwake Tool (a Tool subclass, instance, or factory)"
     )
+
+
+def _check_declared(tool: Tool, name: str, where: str) -> None:
+    if not isinstance(tool.side_effect, bool):
+        raise ConfigError(
+            f"Python tool {name!r} ({where}) does not declare side_effect: set side_effect = True on the tool "
+            "if it changes anything outside agentwake (it is then called with ctx.idempotency_key and never "
+            "in a replay), or side_effect = False if it only reads (docs/tools.md)"
+        )
 
 
 def forget() -> None:

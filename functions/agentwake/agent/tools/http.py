@@ -6,9 +6,13 @@ credential comes from a scoped secret reference and is sent only in the configur
 
 - Arguments are validated against the declared JSON Schema (fastjsonschema, compiled once); a
   call that does not match is an ``error:`` result and nothing is sent.
-- A 2xx answer is the result, cut at ``max_result_chars`` with a visible marker. Any other answer,
+- A 2xx answer is the result, redacted (the tool's own credential, echoed back, never reaches the
+  model), then cut at ``max_result_chars`` with a visible marker. Any other answer,
   a refused connection or a timeout of a read-only tool is an ``error:`` result the model sees.
-- ``side_effect: true``: the request carries ``Idempotency-Key: {run id}#{step}#{call}``, the same
+- Side effects are declared: a ``GET`` or ``HEAD`` tool reads, any other method is side-effecting
+  unless the spec says ``side_effect: false`` (``side_effect: true`` makes a GET one too). A what-if
+  replay (``runs replay``, ``dlq redrive --verify``) never calls a side-effecting tool.
+- A side-effecting tool's request carries ``Idempotency-Key: {run id}#{step}#{call}``, the same
   on every retry and redrive. The runner journals the result, so a retry never calls it again; if
   the outcome is uncertain (a timeout, a connection dropped after sending), the step is aborted
   unjournaled (``ToolCallUncertain``) and the retry sends the same key, which the server drops.
@@ -26,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
 from agentwake.agent.types import ToolSpec
 from agentwake.errors import ConfigError, StepInterrupted
+from agentwake.redact import redact
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RUN_ID_HEADER = "X-Agentwake-Run-Id"
@@ -43,17 +48,27 @@ class HttpToolSpec(BaseModel):
     #: JSON Schema of the arguments (an object schema); calls are validated against it
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     url: str = Field(min_length=1, max_length=2048)
-    #: GET and DELETE send the arguments as the query string, the others as a JSON body
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    #: GET, HEAD and DELETE send the arguments as the query string, the others as a JSON body
+    method: Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     #: where the credential comes from (scoped like every secret reference); omit for none
     secret_ref: str | None = None
     auth_header: str = Field(default="Authorization", min_length=1, max_length=128)
     #: the header value is ``{auth_scheme} {secret}``; an empty scheme sends the secret alone
     auth_scheme: str = Field(default="Bearer", max_length=32)
     timeout: float = Field(default=10.0, gt=0, le=300)
-    side_effect: bool = False
+    #: does a call change something outside? Unset: yes, unless the method is GET or HEAD
+    side_effect: bool | None = None
     #: results longer than this are cut, with a marker saying how much was cut
     max_result_chars: int = Field(default=8000, ge=100, le=100_000)
+
+
+#: methods that only read: a tool using one has no side effect unless it says so
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def has_side_effect(spec: HttpToolSpec) -> bool:
+    """The spec's ``side_effect``, or, where it is unset, whether its method can change anything."""
+    return spec.side_effect if spec.side_effect is not None else spec.method not in READ_METHODS
 
 
 class ToolCallUncertain(StepInterrupted):
@@ -79,7 +94,7 @@ class HttpTool(Tool):
         self.config = spec
         self.name = spec.name
         self.description = spec.description
-        self.side_effect = spec.side_effect
+        self.side_effect = has_side_effect(spec)
         if spec.parameters.get("type", "object") != "object":
             raise ConfigError(f"tool {spec.name!r}: parameters must be an object schema")
         try:
@@ -104,13 +119,13 @@ class HttpTool(Tool):
 
         spec = self.config
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json, text/plain", RUN_ID_HEADER: ctx.run_id}
-        if spec.side_effect:
+        if self.side_effect:
             headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key
         if spec.secret_ref:
             secret = resolve_secret(spec.secret_ref)
             headers[spec.auth_header] = f"{spec.auth_scheme} {secret}" if spec.auth_scheme else secret
         url, body = spec.url, None
-        if spec.method in ("GET", "DELETE"):
+        if spec.method in ("GET", "HEAD", "DELETE"):
             if args:
                 query = urllib.parse.urlencode({k: v if isinstance(v, str) else json.dumps(v) for k, v in args.items()})
                 url += ("&" if urllib.parse.urlsplit(url).query else "?") + query
@@ -136,14 +151,16 @@ class HttpTool(Tool):
                 what=f"url of tool {spec.name!r}",
             )
         except ExchangeTimeout as exc:  # the tool's timeout (the run's deadline is DeadlineExceeded)
-            if spec.side_effect and exc.request_sent:
+            if self.side_effect and exc.request_sent:
                 raise ToolCallUncertain(f"{what} timed out after {spec.timeout:g}s; it may have acted") from exc
             raise TimeoutError(f"{what} timed out after {spec.timeout:g}s") from exc
         except ExchangeError as exc:
-            if spec.side_effect and exc.request_sent:
+            if self.side_effect and exc.request_sent:
                 raise ToolCallUncertain(f"{what}: {exc}; it may have acted") from exc
             raise
-        text = response.body.decode("utf-8", errors="replace")
+        # redacted before it is cut: a secret cut in half no longer matches. (The exchange reads
+        # more bytes than a result shows characters, so its own cut is never in what is shown.)
+        text = redact(response.body.decode("utf-8", errors="replace"))
         if not 200 <= response.status < 300:
             raise ToolHttpError(f"HTTP {response.status} {response.reason}: {cut(text.strip(), _ERROR_BODY_CHARS)}")
         if not text:

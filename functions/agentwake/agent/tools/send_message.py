@@ -3,6 +3,9 @@
 Caps (the run's ledger): at most ``max_deliveries_per_run`` messages per run and
 ``max_deliveries_per_day`` per session per day; a message over a cap is not sent and the model
 gets an ``error:`` result saying which cap. Each result tells the model how many it may still send.
+
+Every message passes the redactor before it is sent (``Delivery`` redacts its text): what the user
+receives, and the history entry the delivery writes, never carry a secret the run resolved.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake.agent.tools import Tool, ToolContext
 from agentwake.agent.types import ToolSpec
 from agentwake.delivery import Delivery, DeliveryChannel
+from agentwake.redact import redact
 
 MAX_MESSAGE_CHARS = 8000
 
@@ -42,6 +46,9 @@ class SendMessageToUser(Tool):
         "your final answer is not shown to them."
     )
     Args = SendMessageArgs
+    #: its effect goes through the delivery channel, which a replay replaces by a dry one that
+    #: records what would be sent: so the replay calls it, and it reaches no one
+    side_effect = False
 
     def __init__(self, channel: DeliveryChannel, *, final_answer_delivered: str = "never") -> None:
         self.channel = channel
@@ -77,6 +84,7 @@ class SendMessageToUser(Tool):
         )
         if final_ctx.ledger is not None and final_ctx.ledger.delivery_refused(final=True):
             return None
+        text = redact(text)  # before it is cut: half a secret no longer matches
         message = text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 20] + "\n…[truncated]"
         delivery = Delivery(
             delivery_id=final_ctx.delivery_id, run_id=ctx.run_id, session_id=ctx.session_id, text=message
