@@ -337,8 +337,10 @@ def test_a_webhook_redirect_to_loopback_is_not_followed(httpserver) -> None:
 
 
 @pytest.mark.parametrize(
-    "location", ["http://169.254.169.254/latest/meta-data/", "http://0x0a000001/", "http://[::ffff:10.0.0.1]/"]
-)
+    "location",
+    ["http://169.254.169.254/latest/meta-data/", "http://0x0a000001/", "http://[::ffff:10.0.0.1]/",
+     "http://[::127.0.0.1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2001:0:7f00:1:8000:c3af:f5ff:fffe]/"],
+)  # fmt: skip
 def test_a_redirect_to_an_internal_address_is_returned_never_followed(httpserver, location: str) -> None:
     # GIVEN a server that redirects to an internal address
     httpserver.expect_request("/start").respond_with_response(Response(status=302, headers={"Location": location}))
