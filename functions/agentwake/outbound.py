@@ -7,8 +7,11 @@ The policy (``OutboundPolicy``):
 - the host is resolved once, and the exchange is refused if any address it resolves to is
   loopback (unless ``allow_loopback``), link-local (the instance metadata endpoints
   ``169.254.169.254`` / ``fd00:ec2::254`` included), private, shared, unspecified, multicast or
-  otherwise not globally routable. Numeric forms (``2130706433``, ``0x7f000001``, ``127.1``),
-  IPv4-mapped/NAT64/6to4 IPv6 forms are resolved the same way and refused the same way;
+  otherwise not global unicast. Numeric forms (``2130706433``, ``0x7f000001``, ``127.1``) are
+  resolved the same way and refused the same way; an IPv6 address that embeds or translates an
+  IPv4 address (mapped, translated, compatible, NAT64, 6to4, Teredo, ISATAP) is judged by that
+  address, and the forms no one should reach (compatible, Teredo, local-use NAT64) are refused
+  whatever they embed: at config time for literal hosts, at send time for every DNS answer;
 - the connection goes to the address that was checked (the ``Host`` header and TLS SNI keep the
   name), so a DNS answer that changes between check and connect cannot redirect it;
 - redirects are never followed: a 3xx is returned as it is (a redirected request could land
@@ -127,33 +130,82 @@ def _system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# IPv6 forms that embed or translate an IPv4 address (RFC 4291, 2765, 3056, 4380, 5214, 6052, 8215).
+_V4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")  # RFC 4291 2.5.5.2: a dual-stack socket reaches the IPv4 host
+_V4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 (SIIT)
+_V4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291 2.5.5.1, deprecated (:: and ::1 are in it)
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 2.1
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: the IPv4 address sits where the operator says
+# 6to4 2002::/16 (RFC 3056) and Teredo 2001::/32 (RFC 4380): ipaddress's sixtofour and teredo
+_GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")  # RFC 4291 2.4
+#: ranges ``ipaddress`` (3.11) still calls global that are not: documentation (RFC 9637), and the
+#: deprecated 6to4 relay anycast (RFC 7526)
+_NOT_GLOBAL = (ipaddress.ip_network("3fff::/20"), ipaddress.ip_network("192.88.99.0/24"))
 
 
-def _embedded_v4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if isinstance(ip, ipaddress.IPv4Address):
-        return None
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip.teredo is not None:
-        return ip.teredo[1]
+def _low32(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+
+
+def _isatap_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address of an ISATAP interface id ``[00-03]00:5efe:a.b.c.d`` (RFC 5214 6.1), else None."""
+    return _low32(ip) if (int(ip) >> 32) & 0xFCFFFFFF == 0x00005EFE else None
+
+
+def _embedding(ip: ipaddress.IPv6Address) -> tuple[str, list[ipaddress.IPv4Address], str | None] | None:
+    """``(form, embedded IPv4 addresses, why it is refused whatever it embeds | None)`` when ``ip``
+    embeds or translates IPv4 addresses; None when it does not."""
+    if ip in _V4_MAPPED:
+        return "IPv4-mapped", [_low32(ip)], None
+    if ip in _V4_TRANSLATED:
+        return "IPv4-translated", [_low32(ip)], None
+    if ip in _V4_COMPATIBLE and int(ip) > 1:  # not :: nor ::1
+        return "IPv4-compatible", [_low32(ip)], "deprecated by RFC 4291 and never routed"
+    if ip in _NAT64_WELL_KNOWN:
+        return "NAT64", [_low32(ip)], None
+    if ip in _NAT64_LOCAL_USE:
+        return "local-use NAT64", [], "where it embeds an IPv4 address depends on the operator's prefix length"
+    if ip.sixtofour is not None:  # 2002::/16
+        return "6to4", [ip.sixtofour], None
+    if ip.teredo is not None:  # 2001::/32; ipaddress undoes the client address's obfuscation
+        return "Teredo", list(ip.teredo), "a tunnel to an address behind a NAT, not global unicast"
+    isatap = _isatap_v4(ip)
+    if isatap is not None:
+        return "ISATAP", [isatap], None
     return None
 
 
 def address_refusal(address: str, policy: OutboundPolicy) -> str | None:
-    """Why ``address`` may not be reached under ``policy`` (None: it may)."""
+    """Why ``address`` may not be reached under ``policy`` (None: it may): only global unicast
+    addresses may (loopback too where ``allow_loopback``). An IPv6 address that embeds or
+    translates an IPv4 address is judged by that address (and, for tunnels and deprecated forms,
+    refused whatever it embeds)."""
     try:
-        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
+        ip: _IP = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return f"{address!r} is not an IP address"
-    embedded = _embedded_v4(ip)
-    if embedded is not None:
-        reason = address_refusal(str(embedded), policy)
-        return f"{reason} (inside {ip})" if reason else None
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedding = _embedding(ip)
+        if embedding is not None:
+            form, embedded, refused_anyway = embedding
+            for v4 in embedded:
+                reason = address_refusal(str(v4), policy)
+                if reason:
+                    return f"{reason} (embedded in {_a(form)} address {ip})"
+            if refused_anyway:
+                return f"{ip} is {_a(form)} address ({refused_anyway})"
+            if ip not in _GLOBAL_UNICAST_V6:  # mapped, translated, NAT64: the IPv4 address is what is reached
+                return None
+    return _plain_refusal(ip, policy)
+
+
+def _a(form: str) -> str:
+    return f"an {form}" if form[0] in "AEIOU" else f"a {form}"
+
+
+def _plain_refusal(ip: _IP, policy: OutboundPolicy) -> str | None:
     if ip.is_loopback:
         return None if policy.allow_loopback else f"{ip} is a loopback address"
     if ip.is_unspecified:
@@ -162,10 +214,14 @@ def address_refusal(address: str, policy: OutboundPolicy) -> str | None:
         return f"{ip} is link-local (instance metadata lives there)"
     if ip.is_multicast:
         return f"{ip} is a multicast address"
+    if any(ip in net for net in _NOT_GLOBAL):
+        return f"{ip} is not a globally routable address"
     if ip.is_private:
         return f"{ip} is a private address"
     if not ip.is_global:
         return f"{ip} is not a globally routable address"
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return f"{ip} is outside 2000::/3, the IPv6 global unicast range"
     return None
 
 

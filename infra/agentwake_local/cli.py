@@ -1,12 +1,17 @@
 """``agentwake local ...`` and ``agentwake invoke``: the embedded local AWS from the command line.
 
-    agentwake local up [--faithful]          moto + template.yaml + SQS pollers + async queue + scheduler, until Ctrl-C
+    agentwake local up [--faithful] [--deployed-outbound]
+                                             moto + template.yaml + SQS pollers + async queue + scheduler, until Ctrl-C
     agentwake local status                   the running local stack (endpoint, resources, functions)
     agentwake local seed                     create what events/ names (local up does it unless --no-seed)
     agentwake local env [--docker-host H]    env.json for `sam local invoke --env-vars`
-    agentwake invoke FUNCTION -e events/X.json
+    agentwake invoke FUNCTION -e events/X.json [--env-vars env.json] [--deployed-outbound]
                                              run a function as `sam local invoke` would, without Docker:
                                              on the running local stack, or on a throwaway one
+
+The local stack lets its functions reach loopback over plain http (``LOCAL_OUTBOUND_ENV``); the
+deployed template does not. ``--deployed-outbound``, or an ``--env-vars`` file that sets
+``AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK`` / ``AGENTWAKE_OUTBOUND_ALLOW_HTTP``, gives them the deployed policy.
 
 Registered with the operator CLI by ``agentwake_local.cli_plugin`` (entry point group
 ``agentwake.cli``): ``app`` becomes ``agentwake local`` and ``invoke`` the top-level
@@ -51,6 +56,15 @@ TemplateOption = Annotated[
     ),
 ]
 TEMPLATE_NAME = "template.yaml"
+
+DeployedOutboundOption = Annotated[
+    bool,
+    typer.Option(
+        "--deployed-outbound",
+        help="The deployed outbound policy (https only, no loopback), as template.yaml sets it; "
+        "default: the local stack allows loopback and plain http.",
+    ),
+]
 
 
 def find_template(given: Path | None, cwd: Path | None = None) -> Path:
@@ -121,6 +135,7 @@ def up(
     seed: Annotated[
         bool, typer.Option("--seed/--no-seed", help="Create the sessions, tasks and job that events/ names.")
     ] = True,
+    deployed_outbound: DeployedOutboundOption = False,
 ) -> None:
     """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads."""
     if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
@@ -131,9 +146,9 @@ def up(
         chosen = dataclasses.replace(chosen, visibility_timeout_override=visibility_timeout_override)
     template = find_template(template)
     try:
-        runtime = LocalStackRuntime(server_host=host, server_port=port, timing=chosen).start(
-            template, _overrides(parameter_overrides), background=True
-        )
+        runtime = LocalStackRuntime(
+            server_host=host, server_port=port, timing=chosen, deployed_outbound=deployed_outbound
+        ).start(template, _overrides(parameter_overrides), background=True)
     except (TemplateError, MotoPatchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -142,6 +157,8 @@ def up(
         signal.signal(signum, lambda *_: stop.set())
     typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}  (template {template})")
     typer.echo(chosen.describe())
+    if deployed_outbound:
+        typer.echo("outbound: the deployed policy (https only, no loopback)")
     if seed and "AgentTableName" in runtime.outputs:
         created = runtime.seed()
         typer.echo(f"seeded what events/ names: {', '.join(created) or 'already there'}")
@@ -257,10 +274,11 @@ def invoke(
     throwaway: Annotated[
         bool, typer.Option("--throwaway", help="No local stack running: provision an empty one for this call.")
     ] = False,
+    deployed_outbound: DeployedOutboundOption = False,
 ) -> None:
     """Run FUNCTION with an event as `sam local invoke` would, without Docker.
 
-    Handler, timeout and environment come from the template. It runs on the local stack that `agentwake local up` keeps running, or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on an empty stack removed afterwards. Prints the response; a function error exits with status 1.
+    Handler, timeout and environment come from the template; variables from --env-vars win over the local stack's own (its outbound allowances too, so an env file with AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false gets the deployed policy). It runs on the local stack that `agentwake local up` keeps running, or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on an empty stack removed afterwards. Prints the response; a function error exits with status 1.
 
     Example: agentwake invoke BackgroundResultFunction -e events/background-result-success.json
     """
@@ -269,17 +287,18 @@ def invoke(
     payload = _read_event(event)
     state = read_state()
     owned = state is None
+    strict: dict[str, Any] = {"deployed_outbound": True} if deployed_outbound else {}
     if state is not None:
-        runtime = LocalStackRuntime.attach(state=state)
+        runtime = LocalStackRuntime.attach(state=state, **strict)
         where = f"the local stack at {runtime.endpoint_url}"
     elif os.environ.get("AWS_ENDPOINT_URL"):
         endpoint = os.environ["AWS_ENDPOINT_URL"]
-        runtime = LocalStackRuntime(write_state=False, timing=timing.local()).start(
+        runtime = LocalStackRuntime(write_state=False, timing=timing.local(), **strict).start(
             find_template(template), _overrides(parameter_overrides), endpoint_url=endpoint
         )
         where = f"the endpoint {endpoint} (AWS_ENDPOINT_URL)"
     elif throwaway:
-        runtime = LocalStackRuntime(write_state=False, timing=timing.local()).start(
+        runtime = LocalStackRuntime(write_state=False, timing=timing.local(), **strict).start(
             find_template(template), _overrides(parameter_overrides)
         )
         where = f"a throwaway local stack at {runtime.endpoint_url}"
@@ -299,7 +318,8 @@ def invoke(
             undeclared = sorted(set(overrides) - set(spec.environment))
             if undeclared:
                 typer.echo(f"ignoring variables the template does not declare: {', '.join(undeclared)}", err=True)
-            spec.environment.update({k: v for k, v in overrides.items() if k in spec.environment})
+            # over everything, the local stack's allowances included (as sam's --env-vars win)
+            runtime.override_env(function, {k: v for k, v in overrides.items() if k in spec.environment})
         # like sam local invoke: the function's logs on stderr, only the response on stdout
         with contextlib.redirect_stdout(sys.stderr):
             if asynchronous:

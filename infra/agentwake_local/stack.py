@@ -42,7 +42,9 @@ STATE_FILE = "local.json"
 ENV_FILE = "env.json"
 
 
-#: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template)
+#: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template).
+#: Applied over the template's values, unless the stack runs with ``deployed_outbound`` or an
+#: invocation's own environment (``override_env``, from ``--env-vars``) names the variables.
 LOCAL_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
 
 
@@ -103,8 +105,13 @@ class LocalStackRuntime:
         poll_interval: float = 0.2,
         server_host: str = "127.0.0.1",
         server_port: int = 0,
+        deployed_outbound: bool = False,
     ) -> None:
         self.stack_name = stack_name
+        #: the functions keep the template's outbound policy (no local allowances)
+        self.deployed_outbound = deployed_outbound
+        #: per function logical id: variables given for it (``--env-vars``), applied last
+        self.env_overrides: dict[str, dict[str, str]] = {}
         self.server_host = server_host
         self.server_port = server_port
         self.region = region
@@ -189,6 +196,7 @@ class LocalStackRuntime:
             raise RuntimeError(f"no local stack is running (no live {state_path(home)})")
         options.setdefault("stack_name", state.get("stack_name", DEFAULT_STACK_NAME))
         options.setdefault("region", state.get("region", DEFAULT_REGION))
+        options.setdefault("deployed_outbound", bool(state.get("deployed_outbound", False)))
         if state.get("timing") and "timing" not in options and "async_retry_delays" not in options:
             recorded = dict(state["timing"])
             recorded["async_retry_delays"] = tuple(recorded.get("async_retry_delays") or ())
@@ -323,8 +331,30 @@ class LocalStackRuntime:
     def env(self) -> dict[str, str]:
         """Fake credentials, region and ``AWS_ENDPOINT_URL`` for this stack (not applied), and the
         outbound policy of the local stack: providers and webhooks on this machine's loopback over
-        plain http are allowed here (the deployed template leaves both off)."""
-        return {**aws_env(self.endpoint_url, self.region), **LOCAL_OUTBOUND_ENV}
+        plain http are allowed here (the deployed template leaves both off), unless the stack runs
+        with ``deployed_outbound``."""
+        return {**aws_env(self.endpoint_url, self.region), **self.outbound_env()}
+
+    def outbound_env(self) -> dict[str, str]:
+        """The local allowances this stack applies over the template (none with ``deployed_outbound``)."""
+        return {} if self.deployed_outbound else dict(LOCAL_OUTBOUND_ENV)
+
+    def override_env(self, logical_id: str, variables: Mapping[str, str]) -> None:
+        """Give a function these variables on every later invocation, over the template's and the
+        local stack's allowances, as ``sam local invoke --env-vars`` does: an env file that says
+        ``AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false`` gets the deployed policy. The stack's endpoint and
+        fake credentials still win: the function runs against this stack."""
+        function = self.stack.function(logical_id)
+        self.env_overrides.setdefault(function.logical_id, {}).update({str(k): str(v) for k, v in variables.items()})
+
+    def _base_env(self, function: FunctionSpec) -> dict[str, str]:
+        """What is applied over the function's template environment: the local allowances, the
+        function's overrides, then this stack's endpoint and credentials."""
+        return {
+            **self.outbound_env(),
+            **self.env_overrides.get(function.logical_id, {}),
+            **aws_env(self.endpoint_url, self.region),
+        }
 
     def client(self, service: str) -> Any:
         """A boto3 client for the local endpoint (fake credentials, never ~/.aws)."""
@@ -335,7 +365,8 @@ class LocalStackRuntime:
 
     def function_env(self, logical_id: str) -> dict[str, str]:
         """The environment one invocation of the function sees (template env + local endpoint)."""
-        return lambda_runtime.lambda_environment(self.stack.function(logical_id), self.env())
+        function = self.stack.function(logical_id)
+        return lambda_runtime.lambda_environment(function, self._base_env(function))
 
     def env_json(self, path: str | Path | None = None, *, endpoint_url: str | None = None) -> dict[str, dict[str, str]]:
         """``sam local invoke --env-vars`` file: per function, its variables + ``AWS_ENDPOINT_URL``.
@@ -346,7 +377,12 @@ class LocalStackRuntime:
         """
         endpoint = endpoint_url or self.endpoint_url
         data = {
-            logical_id: {**function.environment, **LOCAL_OUTBOUND_ENV, "AWS_ENDPOINT_URL": endpoint}
+            logical_id: {
+                **function.environment,
+                **self.outbound_env(),
+                **self.env_overrides.get(logical_id, {}),
+                "AWS_ENDPOINT_URL": endpoint,
+            }
             for logical_id, function in self.stack.functions.items()
         }
         if path is not None:
@@ -366,6 +402,7 @@ class LocalStackRuntime:
                 "stack_name": self.stack_name,
                 "template_path": str(self.template_path),
                 "parameter_overrides": self.parameter_overrides,
+                "deployed_outbound": self.deployed_outbound,
                 "visibility_timeout_override": self.visibility_timeout_override,
                 "timing": dataclasses.asdict(self.timing),
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -410,7 +447,7 @@ class LocalStackRuntime:
         return lambda_runtime.invoke(
             function,
             event,
-            base_env=self.env(),
+            base_env=self._base_env(function),
             request_id=request_id,
             invoked_function_arn=invoked_function_arn,
             on_env_change=self.on_env_change,

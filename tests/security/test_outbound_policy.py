@@ -5,8 +5,10 @@ is a configuration error and nothing is sent (DESIGN §6)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
+from collections.abc import Callable
 
 import pytest
 from werkzeug import Response
@@ -164,6 +166,158 @@ def test_a_refused_webhook_fails_the_run_as_a_config_error_not_a_tool_result() -
     assert issubclass(OutboundRefused, ConfigError)
 
 
+# --- IPv6 forms that embed an IPv4 address (RFC 4291, 2765, 3056, 4380, 5214, 6052, 8215) ----------
+
+
+def _v6(value: int) -> str:
+    return str(ipaddress.IPv6Address(value))
+
+
+def _v4(address: str) -> int:
+    return int(ipaddress.IPv4Address(address))
+
+
+def rfc6052(prefix: str, length: int, v4: str) -> str:
+    """``v4`` embedded in ``prefix``/``length`` as RFC 6052 2.2 lays it out (bits 64-71 stay zero)."""
+    bits = int(ipaddress.IPv6Address(prefix))
+    value = _v4(v4)
+    if length == 96:
+        return _v6(bits | value)
+    before = (64 - length) // 8  # octets of the IPv4 address before the u octet
+    octets = value.to_bytes(4, "big")
+    head, tail = octets[:before], octets[before:]
+    embedded = int.from_bytes(head, "big") << (128 - length - 8 * len(head)) if head else 0
+    if tail:
+        embedded |= int.from_bytes(tail, "big") << (56 - 8 * len(tail))
+    return _v6(bits | embedded)
+
+
+def teredo(server: str, client: str) -> str:
+    """2001:0:SERVER:flags:~port:~CLIENT (RFC 4380 4): port and client address obfuscated."""
+    return _v6((0x20010000 << 96) | (_v4(server) << 64) | (0x8000 << 48) | (0xC3AF << 32) | (_v4(client) ^ 0xFFFFFFFF))
+
+
+PUBLIC_V4 = "93.184.215.14"
+#: every IPv6 form that embeds or translates an IPv4 address: name -> address for an IPv4 address
+EMBEDDINGS: dict[str, Callable[[str], str]] = {
+    "mapped ::ffff:a.b.c.d": lambda v4: f"::ffff:{v4}",
+    "compatible ::a.b.c.d": lambda v4: f"::{v4}",
+    "translated ::ffff:0:a.b.c.d": lambda v4: f"::ffff:0:{v4}",
+    "nat64 64:ff9b::/96": lambda v4: rfc6052("64:ff9b::", 96, v4),
+    **{f"local-use nat64 64:ff9b:1::/{n}": (lambda v4, n=n: rfc6052("64:ff9b:1::", n, v4)) for n in (48, 56, 64, 96)},
+    "6to4 2002::/16": lambda v4: _v6((0x2002 << 112) | (_v4(v4) << 80) | 1),
+    "teredo server": lambda v4: teredo(v4, PUBLIC_V4),
+    "teredo client": lambda v4: teredo(PUBLIC_V4, v4),
+    "isatap global prefix": lambda v4: f"2606:4700:10::5efe:{v4}",
+    "isatap u-bit": lambda v4: f"2606:4700:10::200:5efe:{v4}",
+    "isatap link-local": lambda v4: f"fe80::5efe:{v4}",
+}
+INTERNAL_V4 = {"loopback": "127.0.0.1", "metadata": "169.254.169.254", "private": "10.0.0.1"}
+EMBEDDED_CASES = [
+    pytest.param(form(v4), what, id=f"{name}-{what}")
+    for name, form in EMBEDDINGS.items()
+    for what, v4 in INTERNAL_V4.items()
+]
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """Every socket.create_connection attempted (each one refused here: nothing may get that far)."""
+    calls: list[tuple[object, ...]] = []
+
+    def record(address: object, *args: object, **kwargs: object) -> socket.socket:
+        calls.append((address, *args))
+        raise ConnectionRefusedError("recorded, not connected")
+
+    monkeypatch.setattr(socket, "create_connection", record)
+    return calls
+
+
+def test_the_embedding_helpers_put_the_ipv4_address_where_the_rfcs_say() -> None:
+    # the RFC 6052 2.4 examples (192.0.2.33 under 2001:db8::/N) and the RFC 4380 example address
+    assert rfc6052("2001:db8::", 32, "192.0.2.33") == "2001:db8:c000:221::"
+    assert rfc6052("2001:db8:100::", 40, "192.0.2.33") == "2001:db8:1c0:2:21::"
+    assert rfc6052("2001:db8:122::", 48, "192.0.2.33") == "2001:db8:122:c000:2:2100::"
+    assert rfc6052("2001:db8:122:300::", 56, "192.0.2.33") == "2001:db8:122:3c0:0:221::"
+    assert rfc6052("2001:db8:122:344::", 64, "192.0.2.33") == "2001:db8:122:344:c0:2:2100:0"
+    assert rfc6052("2001:db8:122:344::", 96, "192.0.2.33") == "2001:db8:122:344::c000:221"
+    assert ipaddress.IPv6Address(teredo("65.54.227.120", "192.0.2.45")).teredo == (
+        ipaddress.IPv4Address("65.54.227.120"),
+        ipaddress.IPv4Address("192.0.2.45"),
+    )
+
+
+@pytest.mark.parametrize(("address", "what"), EMBEDDED_CASES)
+def test_an_ipv6_literal_embedding_an_internal_ipv4_address_is_refused_at_config_time(address: str, what: str) -> None:
+    # GIVEN a webhook URL whose host is the IPv6 literal  WHEN it is checked at config time
+    # THEN it is refused (no DNS needed: the literal is judged by the IPv4 address inside)
+    with pytest.raises(OutboundRefused, match="refused"):
+        check_url(f"https://[{address}]/hook", STRICT, what="webhook url", resolve=False)
+    with pytest.raises(OutboundRefused, match="refused"):
+        WebhookChannel(f"https://[{address}]/hook", None, policy=STRICT)
+    # AND the local stack's allowances let no metadata or private target through either
+    if what != "loopback":
+        with pytest.raises(OutboundRefused):
+            check_url(f"http://[{address}]/hook", LOOPBACK_OK, resolve=False)
+
+
+@pytest.mark.parametrize(("address", "what"), EMBEDDED_CASES)
+def test_an_ipv6_literal_embedding_an_internal_ipv4_address_is_refused_before_any_connect(
+    address: str, what: str, connects: list[tuple[object, ...]]
+) -> None:
+    # GIVEN the deployed policy  WHEN an exchange names the IPv6 literal
+    with pytest.raises(OutboundRefused, match="refused"):
+        http_exchange("POST", f"https://[{address}]:8443/hook", body=b"{}", policy=STRICT)
+    # THEN no connection was even attempted
+    assert connects == []
+
+
+@pytest.mark.parametrize(("address", "what"), EMBEDDED_CASES)
+def test_a_dns_answer_embedding_an_internal_ipv4_address_is_refused_before_any_connect(
+    address: str, what: str, connects: list[tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a public-looking name whose DNS answers are a public address and the IPv6 form
+    def getaddrinfo(host: str, port: object, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        assert host == "hooks.example"
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (answer, 443, 0, 0))
+            for answer in ("2606:4700::6810:84e5", address)
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    # WHEN a webhook delivery goes to it, under the deployed policy
+    with pytest.raises(OutboundRefused, match="refused") as info:
+        WebhookChannel("https://hooks.example/hook", None, policy=STRICT).send(DELIVERY)
+    # THEN refused (the reason names what is inside), and nothing was connected to
+    assert connects == []
+    assert INTERNAL_V4[what] in str(info.value) or "local-use NAT64" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["::ffff:" + PUBLIC_V4, "::ffff:0:" + PUBLIC_V4, rfc6052("64:ff9b::", 96, PUBLIC_V4),
+     _v6((0x2002 << 112) | (_v4(PUBLIC_V4) << 80) | 1), "2606:4700:10::5efe:" + PUBLIC_V4],
+)  # fmt: skip
+def test_forms_that_translate_a_public_ipv4_address_pass(address: str) -> None:
+    # an IPv6-only subnet's DNS64 answers 64:ff9b::/96 for a public name: that must keep working
+    assert address_refusal(address, STRICT) is None
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [("::" + PUBLIC_V4, "IPv4-compatible"), (teredo(PUBLIC_V4, "8.8.8.8"), "Teredo"),
+     (rfc6052("64:ff9b:1::", 96, PUBLIC_V4), "local-use NAT64"), ("4000::1", "2000::/3"), ("3fff::1", "routable")],
+)  # fmt: skip
+def test_forms_no_one_should_reach_are_refused_whatever_they_embed(address: str, why: str) -> None:
+    reason = address_refusal(address, STRICT)
+    assert reason is not None and why in reason
+
+
+def test_the_refusal_names_the_embedded_address() -> None:
+    reason = address_refusal("64:ff9b::a9fe:a9fe", STRICT)
+    assert reason is not None and "169.254.169.254" in reason and "NAT64" in reason
+
+
 # --- redirects ---------------------------------------------------------------------------------------
 
 
@@ -183,8 +337,10 @@ def test_a_webhook_redirect_to_loopback_is_not_followed(httpserver) -> None:
 
 
 @pytest.mark.parametrize(
-    "location", ["http://169.254.169.254/latest/meta-data/", "http://0x0a000001/", "http://[::ffff:10.0.0.1]/"]
-)
+    "location",
+    ["http://169.254.169.254/latest/meta-data/", "http://0x0a000001/", "http://[::ffff:10.0.0.1]/",
+     "http://[::127.0.0.1]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2001:0:7f00:1:8000:c3af:f5ff:fffe]/"],
+)  # fmt: skip
 def test_a_redirect_to_an_internal_address_is_returned_never_followed(httpserver, location: str) -> None:
     # GIVEN a server that redirects to an internal address
     httpserver.expect_request("/start").respond_with_response(Response(status=302, headers={"Location": location}))

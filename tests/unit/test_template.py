@@ -404,6 +404,20 @@ def test_alarm_topic_key_lets_cloudwatch_publish(template: dict[str, Any]) -> No
     }
 
 
+def test_only_this_accounts_alarms_may_use_the_alarm_topic_key(template: dict[str, Any]) -> None:
+    # GIVEN the key policy's grant to the CloudWatch service principal
+    by_sid = {s["Sid"]: s for s in props(template, "AlarmTopicKey")["KeyPolicy"]["Statement"]}
+    cloudwatch = by_sid["CloudWatchAlarmsPublishToTheTopic"]
+    # THEN CloudWatch may use it only on behalf of this account's alarms in this Region (the
+    # confused-deputy guard: another account's alarm cannot make CloudWatch use this key)
+    assert cloudwatch["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {
+            "aws:SourceArn": {"Fn::Sub": "arn:${AWS::Partition}:cloudwatch:${AWS::Region}:${AWS::AccountId}:alarm:*"}
+        },
+    }
+
+
 def test_every_queue_refuses_requests_without_tls(template: dict[str, Any]) -> None:
     policy = props(template, "QueuesRequireTls")
     assert {q["Ref"] for q in policy["Queues"]} == set(QUEUES)
@@ -426,14 +440,35 @@ def test_deployed_outbound_policy_is_https_only_without_loopback(template: dict[
     assert env["AGENTWAKE_OUTBOUND_ALLOW_HTTP"] == "false"
 
 
-def test_only_the_background_function_sends_to_the_result_dlq_and_back_to_its_queue(template: dict[str, Any]) -> None:
-    # permanent input errors go to the DLQ; a result waiting for its busy session re-sends itself
-    sends = [p for p in policies(template, "BackgroundResultFunction") if "SQSSendMessagePolicy" in p]
-    assert sends == [
-        {"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultDLQ", "QueueName"]}}},
-        {"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["BackgroundResultQueue", "QueueName"]}}},
+def sqs_grants(template: dict[str, Any], logical_id: str) -> set[tuple[str, str]]:
+    """(action, queue logical id) of every SQS action a function's own policies grant."""
+    return {
+        (action, resource["Fn::GetAtt"][0])
+        for statement in statements(policies(template, logical_id))
+        for action in as_list(statement["Action"])
+        if action.startswith("sqs:")
+        for resource in as_list(statement["Resource"])
+    }
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_no_function_uses_an_sqs_policy_template(template: dict[str, Any], logical_id: str) -> None:
+    # SAM's SQSSendMessagePolicy expands to sqs:SendMessage* (SendMessageBatch too): the code sends
+    # one message at a time, so each function states exactly sqs:SendMessage instead
+    templates = [
+        p for p in policies(template, logical_id) if isinstance(p, dict) and any(k.startswith("SQS") for k in p)
     ]
-    assert not [p for p in policies(template, "CronWakeFunction") if "SQSSendMessagePolicy" in p]
+    assert templates == []
+
+
+def test_the_background_function_sends_exactly_to_the_result_dlq_and_back_to_its_queue(
+    template: dict[str, Any],
+) -> None:
+    # permanent input errors go to the DLQ; a result waiting for its busy session re-sends itself
+    assert sqs_grants(template, "BackgroundResultFunction") == {
+        ("sqs:SendMessage", "BackgroundResultDLQ"),
+        ("sqs:SendMessage", "BackgroundResultQueue"),
+    }
 
 
 def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(template: dict[str, Any]) -> None:
@@ -441,7 +476,9 @@ def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(t
     def sends(logical_id: str) -> list[Any]:
         return [s for s in statements(policies(template, logical_id)) if "sqs:SendMessage" in as_list(s["Action"])]
 
-    # THEN the cron function may send exactly to CronFailureQueue (a permanent failure goes there at once)
+    # THEN the cron function may send exactly to CronFailureQueue (a permanent failure goes there at
+    # once); SAM adds the same exact grant for the OnFailure destination (its
+    # sqs_send_message_role_policy: sqs:SendMessage on the destination's ARN, nothing more)
     assert sends("CronWakeFunction") == [
         {
             "Sid": "CronFailureQueueSend",
@@ -450,8 +487,9 @@ def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(t
             "Resource": {"Fn::GetAtt": ["CronFailureQueue", "Arn"]},
         }
     ]
+    assert sqs_grants(template, "CronWakeFunction") == {("sqs:SendMessage", "CronFailureQueue")}
     # AND the background function may not
-    assert sends("BackgroundResultFunction") == []
+    assert "CronFailureQueue" not in {queue for _, queue in sqs_grants(template, "BackgroundResultFunction")}
     # AND the handler finds the queue through the environment
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert env["AGENTWAKE_CRON_FAILURE_QUEUE_URL"] == {"Ref": "CronFailureQueue"}
