@@ -107,7 +107,7 @@ def _arguments(raw: Any) -> str:
     if isinstance(raw, str):
         try:
             return json.dumps(json.loads(raw), ensure_ascii=False, sort_keys=True)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or a model's arguments nested too deep to parse
             return raw
     return json.dumps(raw, ensure_ascii=False, sort_keys=True)
 
