@@ -109,6 +109,8 @@ def test_100000_tool_calls_end_in_time_as_a_journaled_malformed_output_that_no_r
     assert step["key"] == "000.reply" and "100,000 tool calls" in step["malformed"]
     assert step["tool_calls"] == [] and len(json.dumps(step)) < 2_000
     assert len(requests) == 1
+    shown = " ".join(cli("runs", "show", run_id, "--transcript").stdout.split())
+    assert "refused, not journaled: the model's reply made 100,000 tool calls" in shown
     # WHEN the operator redrives it (the same message arrives again)
     response, elapsed = timed_handle(body)
     # THEN it stops again at once, from the journal, without a second model call
@@ -396,3 +398,11 @@ def test_no_recursion_error_escapes_from_deep_arguments_anywhere_they_are_read(s
     with pytest.raises(TransientProviderError) as info:
         openai.parse_reply({"choices": [{"message": {"content": None, "tool_calls": "x" * 1_000_000}}]})
     assert info.value.code == "MalformedOutput"
+
+
+def test_malformed_output_is_a_permanent_run_failure() -> None:
+    from agentwake.errors import run_failed
+
+    failure = run_failed("bg:t", "malformed model output at step 0: ...", "MalformedOutput")
+    assert isinstance(failure, MalformedOutput) and not failure.retryable
+    assert failure.error_type == "MalformedOutput"
