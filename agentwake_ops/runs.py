@@ -107,7 +107,7 @@ def _arguments(raw: Any) -> str:
     if isinstance(raw, str):
         try:
             return json.dumps(json.loads(raw), ensure_ascii=False, sort_keys=True)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or a model's arguments nested too deep to parse
             return raw
     return json.dumps(raw, ensure_ascii=False, sort_keys=True)
 
@@ -129,6 +129,8 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                 entry.lines.append(f"says: {step['text']}")
             if step.get("truncated"):
                 entry.lines.append("(the reply was cut by the model's token limit)")
+            if step.get("malformed"):  # the verdict journaled instead of a reply beyond the bounds
+                entry.lines.append(f"refused, not journaled: {step['malformed']}")
             for call in step.get("tool_calls") or []:
                 entry.lines.append(
                     f"calls {call.get('name')}({_arguments(call.get('arguments', '{}'))}) [id {call.get('id')}]"

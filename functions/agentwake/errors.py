@@ -87,8 +87,20 @@ class BudgetExceeded(RunFailed):
     retryable = False
 
 
+class MalformedOutput(RunFailed):
+    """The model's reply is beyond what a run processes (more tool calls than one reply may make,
+    agent/bounds.py). Permanent: the verdict, not the reply, is journaled, so a retry or redrive
+    stops the same way without calling the model again; the failure is recorded and dead-lettered at
+    once with its reason."""
+
+    retryable = False
+
+
 #: runner error types that end a run for good (no retry can help), by the exception they raise
-_PERMANENT_RUN_FAILURES: dict[str, type[RunFailed]] = {"BudgetExceeded": BudgetExceeded}
+_PERMANENT_RUN_FAILURES: dict[str, type[RunFailed]] = {
+    "BudgetExceeded": BudgetExceeded,
+    "MalformedOutput": MalformedOutput,
+}
 
 
 def run_failed(run_id: str, completion_text: str, failure_type: str) -> RunFailed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
 from agentwake.conversation import ToolCall
 
 Verdict = Literal["run", "warn", "stop"]
@@ -23,9 +24,9 @@ REPEAT_FINAL_MESSAGE = (
 def call_signature(call: ToolCall) -> str:
     """Name + arguments, with JSON arguments compared by value (key order and spacing ignored)."""
     try:
-        args = json.dumps(json.loads(call.arguments), sort_keys=True, separators=(",", ":"))
-    except (ValueError, TypeError):
-        args = call.arguments.strip()
+        args = json.dumps(parse_arguments(call.arguments), sort_keys=True, separators=(",", ":"))
+    except (ArgumentsRefused, TypeError):  # too long, too deep or not JSON: compared as text
+        args = str(call.arguments).strip()
     return f"{call.name or ''}\x00{args}"
 
 

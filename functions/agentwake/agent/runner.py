@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
+from agentwake.agent.bounds import MAX_TOOL_CALLS, check_deadline, too_many_calls
 from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
 from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal, StepJournal, reply_key, tool_key
 from agentwake.agent.ledger import Limits, RunLedger
@@ -29,6 +30,9 @@ from agentwake.redact import redact
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
 )
+
+#: the journal key of a reply's verdict: a reply beyond the bounds is journaled as why, not as itself
+MALFORMED_KEY = "malformed"
 
 
 DeliverFinal = Literal["if_nothing_sent", "always", "never"]
@@ -71,6 +75,7 @@ class Runner:
         ledger: RunLedger | None = None,
         max_repeated_tool_calls: int | None = None,
         deliver_final: DeliverFinal = "never",
+        max_tool_calls: int = MAX_TOOL_CALLS,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -84,6 +89,8 @@ class Runner:
         self.on_event = on_event
         self.repeats = RepeatGuard(max_repeated_tool_calls)
         self.deliver_final = deliver_final
+        #: the most tool calls one reply may make (agent/bounds.py); more ends the run MalformedOutput
+        self.max_tool_calls = max_tool_calls
         #: delivery id of the final answer when deliver_final sent it (this attempt or an earlier one)
         self.final_delivery_id: str | None = None
         #: why the final answer was not delivered ("never", "something was sent", a cap), if it was not
@@ -133,6 +140,12 @@ class Runner:
         if recorded is not None:
             reply = ModelReply.from_dict(recorded)
             self.replayed_steps += 1
+            # the verdict on a reply beyond the bounds (or a reply journaled before they existed):
+            # stop again without calling the model
+            refused = recorded.get(MALFORMED_KEY) or too_many_calls(reply.tool_calls, max_calls=self.max_tool_calls)
+            if refused:
+                self._refuse_reply(n, reply, str(refused), replayed=True)
+                return self.state
         else:
             over = self.ledger.budget_exceeded(before_call=True)
             if over:
@@ -149,6 +162,10 @@ class Runner:
                 return self.state
             except Exception as exc:  # a model that is not a chain: still ERROR, never a raise
                 self._fail(n, type(exc).__name__, f"the chat model failed: {type(exc).__name__}: {exc}")
+                return self.state
+            refused = too_many_calls(reply.tool_calls, max_calls=self.max_tool_calls)
+            if refused:
+                self._refuse_reply(n, reply, refused, replayed=False)
                 return self.state
             if not (self._final_step and reply.tool_calls):
                 # a final step that still calls tools is a failed step: never journaled, so a
@@ -201,6 +218,7 @@ class Runner:
 
         force_final = False
         for i, call in enumerate(reply.tool_calls):
+            check_deadline(f"running tool call {i + 1} of {len(reply.tool_calls)} of step {n}")
             verdict = self.repeats.observe(call)
             tkey = tool_key(n, i)
             done = self.journal.get(tkey)
@@ -226,6 +244,24 @@ class Runner:
         if force_final:
             self.enter_final_step("repeated_calls")
         return self.state
+
+    def _refuse_reply(self, step: int, reply: ModelReply, reason: str, *, replayed: bool) -> None:
+        """End the run in ERROR ``MalformedOutput``: the reply is beyond the bounds (agent/bounds.py).
+
+        What is journaled is the verdict with the call's usage (it was billed), never the reply
+        itself: a retry or redrive replays the verdict and stops here without calling the model."""
+        if not replayed:
+            verdict = ModelReply(provider_id=reply.provider_id, usage=reply.usage).to_dict()
+            verdict[MALFORMED_KEY] = reason
+            self.journal.put(reply_key(step), verdict)
+        self.steps_done += 1
+        self.ledger.record_call(step, reply.provider_id, reply.usage, replayed=replayed)
+        self._fail(
+            step,
+            "MalformedOutput",
+            f"malformed model output at step {step}: {reason}. The verdict is journaled: a retry or redrive "
+            "stops here without calling the model again",
+        )
 
     def _deliver_final(self, step: int, text: str) -> None:
         """deliver_final: send the final answer through the send tool, once per run (journaled

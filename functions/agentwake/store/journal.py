@@ -11,7 +11,7 @@ from typing import Any
 
 from agentwake.store.daily import DailyCounters
 from agentwake.store.history import HistoryStore
-from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
 from agentwake.store.models import utcnow_iso
 from agentwake.store.port import Counters, Unwritten
@@ -232,5 +232,52 @@ class DynamoJournal:
 
 
 def _cap_journal_value(value: dict[str, Any]) -> dict[str, Any]:
-    """Bounded in bytes as DynamoDB counts them (any text, tool arguments included): see itemsize."""
+    """Bounded in bytes as DynamoDB counts them (any text, tool arguments included): see itemsize.
+
+    ``bound_json`` cuts the longest string, then the next, one at a time, each time measuring the
+    whole value again: a reply with many long strings (up to 64 tool calls, each with a long id, name
+    and arguments) took seconds and could run out of cuts, the reply unjournaled and billed again
+    on every retry. So an oversized value first has every string longer than one level cut to it
+    (the level found in one pass, the longest strings cut first as ``bound_json`` does), and
+    ``bound_json`` only fixes what JSON escapes add."""
+    size = json_bytes(value)
+    if size > JOURNAL_VALUE_BYTES:
+        level = _cut_level(sorted(_string_sizes(value), reverse=True), size - JOURNAL_VALUE_BYTES)
+        if level is not None:
+            value = _each_cut(value, level)
     return bound_json(value, JOURNAL_VALUE_BYTES)
+
+
+#: what the level keeps for a cut string's marker, and what it removes beyond the excess
+_MARKER_ROOM = 80
+_LEVEL_MARGIN = 1024
+
+
+def _cut_level(sizes: list[int], excess: int) -> int | None:
+    """The length L such that cutting every string longer than L to L removes ``excess`` bytes
+    (``sizes`` longest first); None when no string is long enough to cut."""
+    excess += _LEVEL_MARGIN
+    total = 0
+    for k, longest in enumerate(sizes, start=1):
+        total += longest
+        level = (total - excess) // k
+        following = sizes[k] if k < len(sizes) else 0
+        if level >= following:
+            return max(_MARKER_ROOM, level) if level < longest else None
+    return None
+
+
+def _string_sizes(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _string_sizes(v)]
+    if isinstance(value, list | tuple):
+        return [n for v in value for n in _string_sizes(v)]
+    return [utf8_len(value)] if isinstance(value, str) else []
+
+
+def _each_cut(value: Any, max_bytes: int) -> Any:
+    if isinstance(value, dict):
+        return {k: _each_cut(v, max_bytes) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_each_cut(v, max_bytes) for v in value]
+    return cut_text(value, max_bytes) if isinstance(value, str) and utf8_len(value) > max_bytes else value

@@ -14,6 +14,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentwake.agent.bounds import (
+    DEADLINE_CHECK_EVERY,
+    UNENCODABLE_ARGUMENTS,
+    ArgumentsRefused,
+    check_deadline,
+    parse_arguments,
+)
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
 from agentwake.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, ProviderError, TransientProviderError
@@ -155,7 +162,9 @@ class BedrockProvider:
             raise TransientProviderError("response has no output.message.content", code="MalformedOutput") from exc
         texts: list[str] = []
         calls: list[ToolCall] = []
-        for block in blocks:
+        for i, block in enumerate(blocks):
+            if i % DEADLINE_CHECK_EVERY == 0:  # the runner caps the calls; reading them ends by the deadline
+                check_deadline(f"reading the {len(blocks):,} content blocks of provider {self.id}'s reply")
             if not isinstance(block, dict):
                 continue
             if block.get("text"):
@@ -166,7 +175,7 @@ class BedrockProvider:
                     ToolCall(
                         id=str(use.get("toolUseId") or f"tooluse_{len(calls)}"),
                         name=use.get("name") or None,
-                        arguments=json.dumps(use.get("input", {})),
+                        arguments=_arguments_text(use.get("input", {})),
                     )
                 )
         return ModelReply(
@@ -176,6 +185,15 @@ class BedrockProvider:
             provider_id=self.id,
             usage=_usage(response, self.model_id),
         )
+
+
+def _arguments_text(value: Any) -> str:
+    """A toolUse ``input`` as JSON text; one too deep for the encoder is not JSON (an ``error:``
+    result for the model, never a RecursionError out of the run)."""
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        return UNENCODABLE_ARGUMENTS
 
 
 def _usage(response: dict[str, Any], model_id: str) -> Usage | None:
@@ -238,8 +256,8 @@ def _safe_id(value: str) -> str:
 
 def _tool_use(call: ToolCall) -> dict[str, Any]:
     try:
-        args = json.loads(call.arguments)
-    except ValueError:
+        args = parse_arguments(call.arguments)  # bounded: a model's over-deep arguments are sent as {}
+    except ArgumentsRefused:
         args = {}
     return {
         "toolUse": {

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from agentwake.agent.bounds import DEADLINE_CHECK_EVERY, UNENCODABLE_ARGUMENTS, check_deadline
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
 from agentwake.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
@@ -157,10 +158,19 @@ class OpenAICompatProvider:
         finish_reason = choice.get("finish_reason")
         if finish_reason == "content_filter":
             raise PermanentProviderError("the reply was blocked by a content filter", code="ContentFiltered")
-        calls = tuple(_tool_call(c, step, i) for i, c in enumerate(message.get("tool_calls") or ()))
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise TransientProviderError(
+                f"message.tool_calls is not a list but {type(raw_calls).__name__}", code="MalformedOutput"
+            )
+        calls: list[ToolCall] = []
+        for i, raw_call in enumerate(raw_calls):
+            if i % DEADLINE_CHECK_EVERY == 0:  # the runner caps the calls; reading them ends by the deadline
+                check_deadline(f"reading the {len(raw_calls):,} tool calls of provider {self.id}'s reply")
+            calls.append(_tool_call(raw_call, step, i))
         return ModelReply(
             text=_text(message.get("content")),
-            tool_calls=calls,
+            tool_calls=tuple(calls),
             truncated=finish_reason == "length",
             provider_id=self.id,
             usage=_usage(payload, self.model),
@@ -216,7 +226,10 @@ def _tool_call(raw: Any, step: int, index: int) -> ToolCall:
     if arguments is None:
         arguments = "{}"
     elif not isinstance(arguments, str):  # some servers send an object instead of JSON text
-        arguments = json.dumps(arguments)
+        try:
+            arguments = json.dumps(arguments)
+        except (ValueError, TypeError, RecursionError):
+            arguments = UNENCODABLE_ARGUMENTS  # not JSON: the registry answers with an error: result
     return ToolCall(id=str(raw.get("id") or f"call_{step}_{index}"), name=name, arguments=arguments)
 
 

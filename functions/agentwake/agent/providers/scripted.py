@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentwake.agent.bounds import DEADLINE_CHECK_EVERY, check_deadline
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
 from agentwake.conversation import ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
@@ -72,6 +73,8 @@ class ScriptedProvider:
             _raise(entry.error, self.id)
         calls = []
         for i, c in enumerate(entry.tool_calls):
+            if i % DEADLINE_CHECK_EVERY == 0:  # the runner caps the calls; making them ends by the deadline
+                check_deadline(f"making the {len(entry.tool_calls):,} tool calls of scripted step {request.step}")
             args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
             calls.append(ToolCall(id=c.id or f"call_{request.step}_{i}", name=c.name, arguments=args))
         usage = Usage(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
 from agentwake.agent.types import ToolSpec
 from agentwake.conversation import ToolCall
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
@@ -127,9 +127,9 @@ class ToolRegistry:
         if tool is None:
             return f"error: unknown tool {name!r}; available tools: " + ", ".join(self.names)
         try:
-            raw = json.loads(call.arguments) if call.arguments.strip() else {}
-        except (json.JSONDecodeError, AttributeError) as exc:
-            return f"error: arguments for {name!r} are not valid JSON ({exc})"
+            raw = parse_arguments(call.arguments)  # bounded in length and depth before json.loads
+        except ArgumentsRefused as exc:
+            return f"error: arguments for {name!r} {exc}"
         if not isinstance(raw, dict):
             return f"error: arguments for {name!r} must be a JSON object, got {type(raw).__name__}"
         try:
