@@ -39,8 +39,10 @@ from tests.support.store_writes import acquire_lease, lease_holder
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 PARAMETERS = {"QueueVisibilityTimeout": 30, "SessionWaitMaxDelay": 4}
-#: completions in the burst test: 10 in `make test`, 50 under `make load` (a minute of webhook time alone)
-BURST = int(os.environ.get("AGENTWAKE_BURST", "10"))
+#: completions in the burst test: 20 in `make test`, 50 under `make load` (a minute of webhook time alone).
+#: More than one batch (BatchSize 10) on purpose: a second consumer then receives while the first
+#: invocation is still busy (a second a delivery), so the runs must wait for each other.
+BURST = int(os.environ.get("AGENTWAKE_BURST", "20"))
 SCHEDULED_TIME = "2026-11-30T06:00:00Z"
 
 
