@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
 
 import typer
 
@@ -61,7 +61,7 @@ def runs_replay(
     from agentwake.agent.transcript import TranscriptPrinter
     from agentwake_ops import replay as replay_mod
 
-    printer = None if as_json else TranscriptPrinter(out=_ShownStdout(), indent="  ")
+    printer = None if as_json else TranscriptPrinter(out=cast("TextIO", _ShownStdout()), indent="  ")
     if printer is not None:
         console().print(f"Replaying {escape(run_id)} (nothing is written or delivered):")
 

@@ -143,6 +143,32 @@ def test_hostile_bytes_print_as_visible_escapes_in_every_cli_view(cli: Cli, stac
     assert "\\x1b[2J\\x1b[31mFAKE" in detail
 
 
+def test_on_a_colour_terminal_only_the_clis_own_sequences_are_written(
+    cli: Cli, stack: Stack, hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN rich writing for a colour terminal (its own ESC sequences for bold, red, dim)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    outputs = {
+        " ".join(args): cli(*args).stdout
+        for args in (
+            ("dlq", "list"),
+            *(("dlq", "show", m[:8]) for m in hostile.message_ids),
+            ("runs", "show", hostile.run_id, "--transcript"),
+            ("runs", "show", hostile.run_id),
+        )
+    }
+    assert all("\x1b[" in out for out in outputs.values()), "rich did not write for a terminal"
+    # THEN none of the hostile sequences is among them: no clear screen, no title, no C1, no BEL,
+    # no colour change right before the fake verdict
+    hostile_bytes = ("\x1b[2J", "\x1b]0;", "\x9b", "\x07", "\x1b[31mFAKE")
+    assert {
+        name: [b for b in hostile_bytes if b in out]
+        for name, out in outputs.items()
+        if any(b in out for b in hostile_bytes)
+    } == {}
+
+
 def test_the_failure_record_stores_hostile_text_inert(cli: Cli, stack: Stack, hostile: Hostile) -> None:
     # GIVEN the run whose provider error carried HOSTILE
     failures = stack.store.failures(hostile.run_id)
