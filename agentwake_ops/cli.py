@@ -21,6 +21,7 @@ from typer.exceptions import TyperException
 from agentwake_ops import cli_replay
 from agentwake_ops.cli_common import CliState, state
 from agentwake_ops.commands import dlq, history, jobs, runs, sessions, tasks
+from agentwake_ops.terminal import inert
 
 #: typer's type labels in --help, as a person reads them
 _PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "FILE", "bool": ""}
@@ -108,7 +109,7 @@ class OpsGroup(TyperGroup):
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except _user_errors() as exc:
-            typer.echo(f"error: {error_message(exc)}", err=True)
+            typer.echo(f"error: {inert(error_message(exc))}", err=True)
             raise typer.Exit(1) from None
 
 

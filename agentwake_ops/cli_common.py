@@ -85,7 +85,9 @@ def check_id(value: str, what: str) -> str:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    from agentwake_ops.terminal import inert
+
+    typer.echo(f"error: {inert(message)}", err=True)
     raise typer.Exit(code)
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
 
 import typer
 
 from agentwake.redact import redact
 from agentwake_ops.cli_common import JSON_HELP, ops, parse_json_option
-from agentwake_ops.render import console, dash, facts_panel, print_json
+from agentwake_ops.render import console, dash, escape, facts_panel, print_json
+from agentwake_ops.terminal import masked, shown
 
 if TYPE_CHECKING:
     from agentwake_ops import replay as replay_mod
@@ -57,12 +58,10 @@ def runs_replay(
 
     Journaled model replies and tool results are reused up to the first unfinished step; later steps use --provider (or the session's current providers). Prints the transcript and the outcome a redrive would reach. Exits 0 when the replay reaches DONE, 1 when it ends in ERROR.
     """
-    from rich.markup import escape
-
     from agentwake.agent.transcript import TranscriptPrinter
     from agentwake_ops import replay as replay_mod
 
-    printer = None if as_json else TranscriptPrinter(out=_RedactingStdout(), indent="  ")
+    printer = None if as_json else TranscriptPrinter(out=cast("TextIO", _ShownStdout()), indent="  ")
     if printer is not None:
         console().print(
             f"Replaying {escape(run_id)} (nothing is written or delivered, no side-effecting tool is called):"
@@ -77,25 +76,25 @@ def runs_replay(
         on_event=printer,
     )
     if as_json:
-        print_json(outcome.as_dict())
+        print_json(masked(outcome.as_dict()))
     else:
         render_outcome(outcome)
     if not outcome.ok:
         raise typer.Exit(1)
 
 
-class _RedactingStdout:
-    """The transcript's stream: this moment's stdout (CliRunner swaps it), through the redactor."""
+class _ShownStdout:
+    """The transcript's stream: this moment's stdout (CliRunner swaps it), through the redactor,
+    task tokens masked and control characters made visible (``terminal.shown``)."""
 
     def write(self, text: str) -> int:
-        return sys.stdout.write(redact(text))
+        return sys.stdout.write(shown(redact(text)))
 
     def flush(self) -> None:
         sys.stdout.flush()
 
 
 def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     out = console()

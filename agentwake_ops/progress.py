@@ -50,9 +50,14 @@ class RichProgress(Progress):
         self._bar.start()
 
     def phase(self, description: str, total: int | None = None) -> None:
+        from rich.markup import escape
+
+        from agentwake_ops.terminal import shown
+
         if self._task is not None:
             self._bar.remove_task(self._task)
-        self._task = self._bar.add_task(description, total=total)
+        # the column renders markup: escaped, and inert like every text the CLI shows
+        self._task = self._bar.add_task(escape(shown(description)), total=total)
 
     def update(self, completed: int, total: int | None = None) -> None:
         if self._task is None:

@@ -1,7 +1,16 @@
 """How the CLI prints: JSON on stdout, tables and ``show`` blocks for a person (rich, loaded on use).
 
 Every command group renders through this module (and none imports another group's module). Every
-text shown passes the redactor (JSON) or is escaped for rich markup (tables and panels).
+text shown passes the redactor (JSON) or is escaped for rich markup (tables and panels), and is
+made inert for a terminal: ``agentwake_ops.terminal.inert`` writes C0/C1 control characters (but
+newline and tab) out as ``\\xNN``, so ESC/CSI/OSC bytes from a DLQ body, an attribute or a
+provider error print as text instead of clearing the screen or faking a line. JSON is written with ASCII escapes
+(``"\\u001b"``), so no control byte reaches the terminal there either.
+
+Task tokens are never shown: ``terminal.masked`` replaces every field named in :data:`SECRET_FIELDS`
+(in structures and in JSON bodies) and anything shaped like a task token in text; ``dlq show``,
+``dlq list``, ``runs list/show`` and transcripts print through it (``dlq export`` does not: its
+file is for re-sending, byte-exact, and says so in its header).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from agentwake.redact import redact
+from agentwake_ops.terminal import SECRET_FIELDS, inert, masked, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,15 +53,18 @@ def err_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def escape(text: str) -> str:
+def escape(text: Any) -> str:
+    """Text for rich markup (a table cell, a panel): :func:`shown` (tokens masked, inert), then
+    markup escaped."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(shown(text))
 
 
 def print_json(data: Any) -> None:
-    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header)."""
-    typer.echo(redact(json.dumps(data, indent=2, sort_keys=True, default=str)))
+    """JSON on stdout, through the redactor like every CLI output (no bearer token or auth header),
+    ASCII-escaped: a control character in a value is ``\\u001b`` text, never a byte a terminal acts on."""
+    typer.echo(inert(redact(json.dumps(data, indent=2, sort_keys=True, default=str, ensure_ascii=True))))
 
 
 def age(seconds: float | None) -> str:
@@ -134,7 +147,7 @@ def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool) -> N
         table.add_row(
             escape(r.run_id),
             escape(r.session_id),
-            r.status,
+            escape(r.status),
             str(r.attempts),
             str(r.steps),
             when(r.started_at),
@@ -175,9 +188,9 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None
         out.print("transcript", style="bold")
         for entry in entries:
             style = {"failure": "red", "outcome": "bold", "delivery": "green"}.get(entry.kind, "")
-            out.print(Text(f"[{when(entry.at)}] {entry.title}", style=style))
+            out.print(Text(shown(f"[{when(entry.at)}] {entry.title}"), style=style))
             for line in entry.lines:
-                for part in line.splitlines() or [""]:
+                for part in shown(line).splitlines() or [""]:
                     out.print(Text(f"    {part}"))
         return
     summary_tables(summary)
@@ -297,7 +310,7 @@ def history_table(session: str, entries: list[Any]) -> None:
         show_lines=True,
     )
     for e in entries:
-        table.add_row(when(e.created_at), e.role, e.kind, escape(dash(e.run_id)), escape(e.content))
+        table.add_row(when(e.created_at), escape(e.role), escape(e.kind), escape(dash(e.run_id)), escape(e.content))
     out.print(table)
 
 
@@ -333,12 +346,12 @@ def jobs_table(jobs: list[Any]) -> None:
     )
     for j in jobs:
         table.add_row(
-            j.job_id,
+            escape(j.job_id),
             escape(j.name),
             escape(j.session_id),
             escape(f"{j.schedule_expression} {j.timezone}"),
             escape(fires(j)),
-            j.status,
+            escape(j.status),
             "yes" if j.enabled else "no",
             when(j.last_run_at),
             escape((j.last_error or "-").splitlines()[0] if j.last_error else "-"),
@@ -382,11 +395,11 @@ def dlq_table(messages: list[DlqMessage], *, filtered: bool) -> None:
     )
     for m in messages:
         table.add_row(
-            m.short_id,
-            m.queue,
+            escape(m.short_id),
+            escape(m.queue),
             escape(dash(m.run_id)),
             escape(dash(m.session_id)),
-            dash(m.attempts),
+            escape(dash(m.attempts)),
             age(m.age_seconds),
             escape(dash(m.error_type)),
             escape(_first_line(m.error_detail) or "-"),
@@ -429,21 +442,23 @@ def dlq_message(msg: DlqMessage) -> None:
     if msg.error_detail:
         out.print(Panel(escape(msg.error_detail), title="last error detail", expand=False))
 
-    parsed = safe_json(msg.body)
+    parsed, text = safe_json(msg.body), masked(msg.body)
     try:
-        body: Any = Syntax(json.dumps(parsed, indent=2), "json", word_wrap=True) if parsed is not None else None
+        # json.dumps escapes every control character (ASCII): the body's ESC bytes print as \u001b
+        body: Any = Syntax(json.dumps(masked(parsed), indent=2), "json", word_wrap=True) if parsed is not None else None
     except (ValueError, RecursionError):
         body = None
     if body is None:
-        body = escape(msg.body)
-    out.print(Panel(body, title="body", expand=False))
+        body = escape(text)
+    title = "body" if text == msg.body else f"body ({', '.join(sorted(SECRET_FIELDS))} masked: see dlq export)"
+    out.print(Panel(body, title=title, expand=False))
     if msg.attributes or msg.message_attributes:
         grid = _table("attributes", ("attribute", "value"), fold=False, title_justify="left")
         for key, value in sorted(msg.attributes.items()):
             grid.add_row(escape(key), escape(str(value)))
         for key, value in sorted(json_safe_attributes(msg.message_attributes).items()):
-            shown = value.get("StringValue", value.get("BinaryValueBase64", ""))
-            grid.add_row(escape(f"{key} (message attribute)"), escape(str(shown)))
+            text = value.get("StringValue", value.get("BinaryValueBase64", ""))
+            grid.add_row(escape(f"{key} (message attribute)"), escape(str(text)))
         out.print(grid)
 
     if msg.summary is None:
@@ -481,7 +496,9 @@ def redrive_report(report: RedriveReport) -> None:
             ("id", "queue", "run id", "action"),
         )
         for item in report.planned:
-            table.add_row(item.message_id[:8], item.queue, escape(dash(item.run_id)), escape(item.action))
+            table.add_row(
+                escape(item.message_id[:8]), escape(item.queue), escape(dash(item.run_id)), escape(item.action)
+            )
         out.print(table)
         return
     if report.native_task:
@@ -494,7 +511,9 @@ def redrive_report(report: RedriveReport) -> None:
     if report.failed:
         table = _table("not moved", ("id", "queue", "run id", "reason"), title_style="red")
         for item in report.failed:
-            table.add_row(item.message_id[:8], item.queue, escape(dash(item.run_id)), escape(item.reason))
+            table.add_row(
+                escape(item.message_id[:8]), escape(item.queue), escape(dash(item.run_id)), escape(item.reason)
+            )
         out.print(table)
 
 
@@ -529,6 +548,11 @@ def export_report(report: ExportReport, out: str, as_json: bool) -> None:
         )
         return
     console().print(f"Wrote {report.written} message(s) to {escape(out)}.")
+    console().print(
+        "The file holds task tokens in clear (bodies are byte-exact, for re-sending): keep it secret, "
+        "delete it when done.",
+        style="yellow",
+    )
     if deleted is not None:
         console().print(f"Deleted {len(deleted.deleted)} exported message(s) from the DLQ.")
         for mid, why in deleted.failed.items():

@@ -12,6 +12,7 @@ import typer
 
 from agentwake_ops import render
 from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, fail, ops, progress
+from agentwake_ops.terminal import masked
 
 #: the DLQs by their short name (agentwake_ops.dlq.scan.DLQS, kept here so --help imports nothing)
 QUEUES = ("results", "cron", "scheduler")
@@ -67,7 +68,7 @@ def list_(
     finally:
         bar.close()
     if as_json:
-        render.print_json([m.view() for m in messages])
+        render.print_json(masked([m.view() for m in messages]))
         return
     render.dlq_table(messages, filtered=bool(error_type or session))
 
@@ -81,7 +82,10 @@ def show(
     queue: QueueOpt = "all",
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries."""
+    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries.
+
+    The body's task_token is masked (also with --json); `dlq export` writes the body byte-exact.
+    """
     from agentwake_ops.dlq.select import find_message
 
     bar = progress(as_json)
@@ -90,7 +94,7 @@ def show(
     finally:
         bar.close()
     if as_json:
-        render.print_json(msg.full())
+        render.print_json(masked(msg.full()))
         return
     render.dlq_message(msg)
 
@@ -252,7 +256,12 @@ def purge(
 )
 def export(
     ctx: typer.Context,
-    out: Annotated[str, typer.Option("--out", "-o", help="The JSON Lines file to write.", metavar="FILE")],
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out", "-o", help="The JSON Lines file to write (it holds task tokens: keep it secret).", metavar="FILE"
+        ),
+    ],
     queue: QueueOpt = "all",
     delete: Annotated[
         bool,
@@ -267,6 +276,8 @@ def export(
     """Export every DLQ message as JSON Lines: joined view, failure records, raw body and attributes.
 
     Every message is written exactly once, or the command says it could not be sure and writes nothing.
+
+    The file holds the messages' task tokens in clear: bodies are kept byte-exact so they can be sent again. Keep it like a secret and delete it when done. Its first line is a header record saying so (`dlq delete --from FILE` skips it).
     """
     from agentwake_ops.dlq.act import export as run_export
 

@@ -11,6 +11,7 @@ import typer
 
 from agentwake_ops import render
 from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, user_error
+from agentwake_ops.terminal import masked
 
 app = typer.Typer(
     help="Runs: list them newest first; show one with every attempt, step and delivery.", no_args_is_help=True
@@ -82,7 +83,9 @@ def runs_list(
         limit=limit,
     )
     if as_json:
-        render.print_json({"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before})
+        render.print_json(
+            masked({"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before})
+        )
         return
     render.runs_table(page.runs, page.next_before, filtered=bool(session or status or since or before))
 
@@ -115,6 +118,6 @@ def runs_show(
         data: dict[str, Any] = {"run_id": run_id, **summary.as_dict()}
         if transcript:
             data["transcript"] = [e.as_dict() for e in build_transcript(summary)]
-        render.print_json(data)
+        render.print_json(masked(data))
         return
     render.run_show(summary, build_transcript(summary) if transcript else None)

@@ -9,7 +9,10 @@ cannot be sure it saw every message, the action changes nothing and raises ``Inc
   that same claim: the DLQ is scanned once.
 - Export writes the file, flushes and fsyncs it, and only then (with ``delete=True``) deletes
   exactly the messages it wrote, by the receipt handles the scan holds; an export interrupted
-  before the file is complete deletes nothing and leaves every message visible again.
+  before the file is complete deletes nothing and leaves every message visible again. Its bodies
+  are byte-exact (for re-sending), so the file holds task tokens: its first line is a header
+  record (:func:`export_header`) that says so, and readers of the file (:func:`ids_from_file`,
+  :func:`read_export`) skip it.
 """
 
 from __future__ import annotations
@@ -349,7 +352,10 @@ def ids_from_file(path: str) -> list[str]:
                 continue
             if text.startswith("{"):
                 try:
-                    value = json.loads(text).get("message_id")
+                    record = json.loads(text)
+                    if isinstance(record, dict) and EXPORT_HEADER in record:
+                        continue
+                    value = record.get("message_id")
                 except (ValueError, AttributeError):
                     value = None
                 if not isinstance(value, str) or not value:
@@ -371,7 +377,36 @@ def purge(ctx: OpsContext, queue: str) -> str:
     return url
 
 
+#: the key of the export file's first line, the header record (no message has it: it is not a message)
+EXPORT_HEADER = "agentwake_dlq_export"
+EXPORT_WARNING = (
+    "This file holds the messages' task tokens in clear: each body is byte-exact so it can be sent "
+    "again, and a body's task_token completes its task. Keep it like a secret; delete it when done."
+)
+
+
+def export_header(count: int) -> dict[str, Any]:
+    """The first line of an export file: what it is, and that it holds task tokens."""
+    from datetime import UTC, datetime
+
+    return {
+        EXPORT_HEADER: 1,
+        "holds_task_tokens": True,
+        "warning": EXPORT_WARNING,
+        "messages": count,
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+    }
+
+
+def read_export(path: str) -> list[dict[str, Any]]:
+    """The message records of an export file (the header record skipped)."""
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return [r for r in records if not (isinstance(r, dict) and EXPORT_HEADER in r)]
+
+
 def export_lines(messages: Iterable[DlqMessage]) -> Iterable[str]:
+    """The message lines of an export (after its header): every field, the body byte-exact."""
     for msg in messages:
         yield json.dumps(msg.full(), sort_keys=True, default=str)
 
@@ -390,6 +425,7 @@ def _write_durably(path: str, messages: list[DlqMessage], progress: Progress, ke
     progress.phase(f"writing {len(messages)} message(s)", total=len(messages))
     try:
         with open(partial, "w", encoding="utf-8") as out:
+            out.write(json.dumps(export_header(len(messages)), sort_keys=True) + "\n")
             for index, line in enumerate(export_lines(messages)):
                 out.write(line + "\n")
                 progress.advance()

@@ -240,7 +240,8 @@ def test_export_writes_one_json_line_per_message_with_its_failures(cli: Cli, sta
     # WHEN exported
     cli("dlq", "export", "--out", str(out))
     # THEN one JSON line per message, with the joined view, the failure records and the raw message
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    header, *lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert header[act.EXPORT_HEADER] == 1 and header["holds_task_tokens"] is True and header["messages"] == 2
     assert len(lines) == 2
     by_kind = {line["kind"]: line for line in lines}
     run = by_kind["background"]

@@ -63,9 +63,11 @@ def test_export_delete_deletes_exactly_the_exported_messages(cli: Cli, stack: St
     result = cli("dlq", "export", "--out", str(out), "--delete", "--yes", obj=CliState(context=context))
 
     # THEN the file holds every message that was there, and exactly those left the DLQ
-    exported = [json.loads(line)["message_id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    exported = [record["message_id"] for record in act.read_export(str(out))]
     assert sorted(exported) == sorted(before) and len(exported) == 24
-    assert result.stdout == f"Wrote 24 message(s) to {out}.\nDeleted 24 exported message(s) from the DLQ.\n"
+    wrote, warning, deleted = result.stdout.splitlines()
+    assert (wrote, deleted) == (f"Wrote 24 message(s) to {out}.", "Deleted 24 exported message(s) from the DLQ.")
+    assert warning.startswith("The file holds task tokens in clear")
     assert stack.counts(stack.res.dlq_url) == (0, 0)
     # AND the message that arrived meanwhile was not exported, so it was not deleted
     assert late.sent is not None and late.sent not in exported
@@ -114,7 +116,7 @@ def test_delete_from_an_export_file_deletes_exactly_its_messages(cli: Cli, stack
     fill_scheduler_dlq(stack, 12)
     out = stack.tmp / "dlq.jsonl"
     cli("dlq", "export", "--out", str(out), "--queue", "scheduler")
-    exported = [json.loads(line)["message_id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    exported = [record["message_id"] for record in act.read_export(str(out))]
     fill_scheduler_dlq(stack, 3, prefix="later")
     cli("dlq", "delete", exported[0], "--yes")
 

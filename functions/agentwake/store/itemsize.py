@@ -15,6 +15,8 @@ import re
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: C0 controls but tab and newline, DEL, and C1 controls: what makes a terminal act rather than print
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 #: DynamoDB's hard limit (400 KB)
 MAX_ITEM_BYTES = 400 * 1024
@@ -33,6 +35,13 @@ def safe_text(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every C0/C1 control character but tab and newline (and DEL) written out as
+    ``\\xNN``: stored text a terminal shows (ESC, CSI, OSC, CR) prints as itself instead of driving
+    the screen. The CLI renders with the same function (``agentwake_ops.render.inert``)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def utf8_len(text: str) -> int:

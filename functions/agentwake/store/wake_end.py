@@ -10,6 +10,7 @@ from typing import Any
 
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.store.history import MARKER_TEXT
+from agentwake.store.itemsize import visible_controls
 from agentwake.store.keys import (
     FAILURE_PREFIX,
     failure_sk,
@@ -159,7 +160,10 @@ class WakeEnd(WakeBegin):
         or a lease no longer ours is left out, and the failure itself is still recorded.
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        The detail and provider errors are stored with control characters made visible (``\\x1b``):
+        a provider's ESC sequence never reaches a terminal that shows them, whoever reads them.
         """
+        failure = _inert_failure(failure)
         identity, identity_values = "", {}
         if kind is not None:
             identity = (
@@ -226,3 +230,16 @@ class WakeEnd(WakeBegin):
 
     def failures(self, run_id: str) -> list[FailureRecord]:
         return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), FAILURE_PREFIX)]
+
+
+def _inert_failure(failure: FailureRecord) -> FailureRecord:
+    """The failure with its texts (detail, error type, provider errors) free of control characters."""
+    return failure.model_copy(
+        update={
+            "error_type": visible_controls(failure.error_type),
+            "detail": visible_controls(failure.detail),
+            "provider_errors": {
+                visible_controls(pid): visible_controls(err) for pid, err in failure.provider_errors.items()
+            },
+        }
+    )
