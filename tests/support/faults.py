@@ -100,6 +100,7 @@ FAULT_KINDS = (
     # TransactionCanceledException whose first item failed its condition
 )
 
+
 class CallFaults:
     """Injects one fault at the ``at``-th DynamoDB call a client makes after ``arm`` (botocore's
     ``before-call`` event answers in place of the service; ``after-call`` raises once the service
@@ -162,7 +163,9 @@ def _error_answer(operation: str, kind: str, params: dict[str, Any]) -> tuple[An
             count = len(json.loads(body.decode() if isinstance(body, bytes) else body).get("TransactItems", []))
             reasons = [{"Code": "ConditionalCheckFailed", "Message": "injected"}] + [{"Code": "None"}] * (count - 1)
             code = "TransactionCanceledException"
-            message = "Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed]"
+            message = (
+                "Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed]"
+            )
             extra["CancellationReasons"] = reasons
     parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}
     return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", status, {}, None), parsed
