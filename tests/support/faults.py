@@ -86,3 +86,86 @@ def _failing_transaction(**kwargs: Any) -> None:
         {"Error": {"Code": "InternalServerError", "Message": "injected: the transaction did not land"}},
         "TransactWriteItems",
     )
+
+
+# --- faults at the botocore level: one injected at the n-th DynamoDB call of a client ------------
+
+#: what can go wrong with one DynamoDB call, as the wake sees it once botocore's own retries are spent
+FAULT_KINDS = (
+    "throttling",  # ProvisionedThroughputExceededException: nothing was written
+    "server_error",  # 500 InternalServerError, answered before the request was applied
+    "timeout_before",  # the read timed out; the request never reached the table
+    "timeout_after",  # the request was applied, then the answer was lost: an unknown outcome
+    "conditional",  # a condition failed: ConditionalCheckFailedException, or for a transaction a
+    # TransactionCanceledException whose first item failed its condition
+)
+
+
+class CallFaults:
+    """Injects one fault at the ``at``-th DynamoDB call a client makes after ``arm`` (botocore's
+    ``before-call`` event answers in place of the service; ``after-call`` raises once the service
+    applied the call). Every call after arming is listed in ``calls``, by operation name."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[str] = []
+        self.at: int | None = None
+        self.kind: str | None = None
+        #: (call number, operation, kind) of the fault that fired
+        self.fired: tuple[int, str, str] | None = None
+        self._raise_after = False
+        client.meta.events.register("before-call.dynamodb", self._before)
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def arm(self, at: int | None, kind: str | None = None) -> None:
+        assert kind is None or kind in FAULT_KINDS, kind
+        self.calls, self.at, self.kind, self.fired = [], at, kind, None
+
+    def _before(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        self.calls.append(model.name)
+        if self.at is None or len(self.calls) != self.at or self.kind is None:
+            return None
+        kind, self.at = self.kind, None
+        self.fired = (len(self.calls), model.name, kind)
+        if kind == "timeout_after":
+            self._raise_after = True
+            return None  # let it land; the answer is lost in after-call
+        if kind == "timeout_before":
+            raise _read_timeout()
+        return _error_answer(model.name, kind, params)
+
+    def _after(self, **_: Any) -> None:
+        if self._raise_after:
+            self._raise_after = False
+            raise _read_timeout()
+
+
+def _read_timeout() -> Exception:
+    from botocore.exceptions import ReadTimeoutError
+
+    return ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com/ (injected)")
+
+
+def _error_answer(operation: str, kind: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The (http response, parsed body) of a service error, as botocore's parser would give them."""
+    import json
+
+    from botocore.awsrequest import AWSResponse
+
+    status, code, message = 400, "ProvisionedThroughputExceededException", "injected: throughput exceeded"
+    extra: dict[str, Any] = {}
+    if kind == "server_error":
+        status, code, message = 500, "InternalServerError", "injected: internal server error"
+    elif kind == "conditional":
+        code, message = "ConditionalCheckFailedException", "injected: the conditional request failed"
+        if operation == "TransactWriteItems":
+            body = params.get("body") or b"{}"
+            count = len(json.loads(body.decode() if isinstance(body, bytes) else body).get("TransactItems", []))
+            reasons = [{"Code": "ConditionalCheckFailed", "Message": "injected"}] + [{"Code": "None"}] * (count - 1)
+            code = "TransactionCanceledException"
+            message = (
+                "Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed]"
+            )
+            extra["CancellationReasons"] = reasons
+    parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}
+    return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", status, {}, None), parsed

@@ -86,4 +86,12 @@ class HistoryStore(RecordStore):
         items = self._delivery_items(
             run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
         )
-        return not self._transact(items, droppable=frozenset({"delivery"}))
+        try:
+            return not self._transact(items, droppable=frozenset({"delivery"}))
+        except Exception as exc:
+            from agentwake.store.outcomes import outcome_unknown
+
+            # the answer was lost: the marker says whether it landed (the write is all or nothing)
+            if outcome_unknown(exc) and self.has_delivery(run_id, delivery_id):
+                return True
+            raise

@@ -14,6 +14,7 @@ from agentwake.store.history import HistoryStore
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
 from agentwake.store.models import utcnow_iso
+from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Counters, Unwritten
 from agentwake.store.table import pages
 
@@ -90,6 +91,13 @@ class JournalStore(HistoryStore):
         items += self._unwritten_items(run_id, unwritten)
         self._transact(items, droppable=frozenset({"delivery"}))
 
+    def step_landed(self, run_id: str, key: str, value: dict[str, Any]) -> bool:
+        """Whether this step is journaled with this value (one consistent GetItem): how a write
+        whose answer was lost is read back. The write is all or nothing, so the step tells for the
+        deliveries and counters that rode on it."""
+        item = self.read_item(run_pk(run_id), step_sk(key))
+        return item is not None and item.get("value", {}).get("S") == json.dumps(value, ensure_ascii=False)
+
     def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
         """The session's counters of ``day`` (today when None): builds them, reads nothing."""
         return DailyCounters(self, session_id, day=day)
@@ -152,12 +160,52 @@ class DynamoJournal:
                 steps={key: value}, deliveries=self.loose, also=list(also), records=self.staged
             )
         else:
-            rest = self.pending + Unwritten(deliveries=self.loose, records=self.staged)
-            self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
-            self.pending = Unwritten()
+            self._write(key, value, self.pending + Unwritten(deliveries=self.loose, records=self.staged), also)
         self.loose = []
         self.staged = []
         self.entries[key] = value
+
+    def _write(
+        self,
+        key: str,
+        value: dict[str, Any],
+        rest: Unwritten,
+        also: Sequence[dict[str, Any]] = (),
+        *,
+        kept_back: bool = False,
+    ) -> None:
+        """Journal one step with what rides on it (``rest``: steps kept back, deliveries it reports;
+        ``kept_back``: the step itself was kept back, and stays so if the write fails).
+
+        An unknown outcome (the answer lost) is read back first: a write that landed is not a
+        failure. A write that failed otherwise loses nothing that left the process: when it
+        carried deliveries, the step and those deliveries (marker, history entry, the tool result
+        that reports them) become what the run's failure transaction writes (``unwritten()``), as
+        deliver_final's answer is recorded, so a retry replays the step and sends nothing again.
+        """
+        try:
+            self.store.journal_put(self.run_id, key, value, unwritten=rest or None, also=also)
+        except Exception as exc:
+            unknown = outcome_unknown(exc)
+            if unknown:
+                landed: bool | None
+                try:
+                    landed = self.store.step_landed(self.run_id, key, value)
+                except Exception:  # noqa: BLE001 -- unresolved: the failure transaction decides
+                    landed = None
+                if landed:
+                    self.pending = Unwritten()
+                    return  # it landed; only its answer was lost
+                unknown = landed is None
+            if unknown:
+                # perhaps landed: no counter is added twice (the step and the delivery records are
+                # idempotent or conditional, an ADD is not)
+                rest, also = Unwritten(steps=rest.steps, deliveries=rest.deliveries, records=rest.records), ()
+            keep = kept_back or bool(rest.deliveries or rest.records)
+            self.pending = rest + Unwritten(steps={key: value}, also=list(also)) if keep else rest
+            self.loose, self.staged = [], []
+            raise
+        self.pending = Unwritten()
 
     def _counted(self, key: str, value: dict[str, Any]) -> list[dict[str, Any]]:
         """The daily counter's item for a reply's tokens (none without counters, or for no tokens)."""
@@ -181,13 +229,14 @@ class DynamoJournal:
                 also=self.pending.also,
                 records=self.pending.records,
             )
-            self.store.journal_put(self.run_id, key, value, unwritten=rest or None)
-            self.pending = Unwritten()
+            self._write(key, value, rest, kept_back=True)
 
     def unwritten(self, *, for_commit: bool = False) -> Unwritten:
-        """What the run's last transaction must write. A success also records the deliveries no step
-        reported yet; a failure does not (the step that sent them is redone, and resends them under
-        the same delivery id: the at-least-once edge of docs/durability.md)."""
+        """What the run's last transaction must write: the steps kept back, and a step whose own
+        write failed with the deliveries it carried (``_write``). A success also records the
+        deliveries no step reported yet; a failure does not (the step that sent them never tried to
+        write, so it is redone and resends them under the same delivery id: the at-least-once edge
+        of docs/durability.md)."""
         if for_commit:
             return self.pending + Unwritten(deliveries=self.loose, records=self.staged)
         return self.pending

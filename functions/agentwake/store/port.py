@@ -52,6 +52,8 @@ class Lease:
     released: bool = False
     #: today's counters, checked unchanged by the write that took the lease (sessions with daily limits)
     usage: DailyUsage | None = None
+    #: the write that took it had an unknown outcome (its answer was lost) and was read back as landed
+    adopted: bool = False
 
 
 @dataclass

@@ -25,6 +25,7 @@ from agentwake.store.keys import (
     wake_key,
 )
 from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
+from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import DailyUsage, Lease, WakeRead
 
 
@@ -37,6 +38,14 @@ def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> D
         tokens=int(item.get("tokens", {}).get("N", "0")),
         deliveries=int(item.get("deliveries", {}).get("N", "0")),
     )
+
+
+class _NotLanded(Exception):
+    """The start transaction's outcome was unknown, and reading back showed it did not land."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _UsageMoved(Exception):
@@ -69,17 +78,7 @@ class WakeBegin(JournalStore):
             # one more key, not one more round trip: whether the session has daily limits is in
             # its config, which this same read fetches
             keys[usage_key(session_id, day)] = "usage"
-        request: dict[str, Any] = {self.table: {"Keys": [self._key(pk, sk) for pk, sk in keys], "ConsistentRead": True}}
-        found: list[dict[str, Any]] = []
-        for attempt in range(8):
-            resp = self.db.batch_get_item(RequestItems=request)
-            found += resp.get("Responses", {}).get(self.table, [])
-            request = resp.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
-        else:
-            raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
+        found = self._batch_get([self._key(pk, sk) for pk, sk in keys])
         read = WakeRead()
         if session_id is not None:
             read.usage = DailyUsage(session_id=session_id, day=day)
@@ -91,6 +90,20 @@ class WakeBegin(JournalStore):
             elif name is not None:
                 setattr(read, name, self._load(models[name], item))
         return read
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The items of ``keys`` that exist, in one consistent BatchGetItem (again for keys left
+        unprocessed)."""
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        found: list[dict[str, Any]] = []
+        for attempt in range(8):
+            resp = self.db.batch_get_item(RequestItems=request)
+            found += resp.get("Responses", {}).get(self.table, [])
+            request = resp.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
+        raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
 
     def begin_run(
         self,
@@ -115,9 +128,14 @@ class WakeBegin(JournalStore):
         the check fail, and the transaction is made again with the counters it returned. The lease
         carries the counters it was taken with.
 
+        An unknown outcome (the answer timed out, a 5xx) is read back, not waited out: the lease
+        carries this acquisition's token and the run its attempt, so a transaction that landed is
+        recognised and adopted (``Lease.adopted``); one that did not is made again.
+
         Raises LeaseHeld (another run holds the session, or another copy of this run started since
         ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
         """
+        lost: BaseException | None = None
         for _ in range(3):
             try:
                 return self._begin_run(
@@ -131,7 +149,11 @@ class WakeBegin(JournalStore):
                     usage=usage,
                 )
             except _UsageMoved as moved:
-                usage = moved.usage
+                usage, lost = moved.usage, None
+            except _NotLanded as not_landed:
+                lost = not_landed.error  # nothing was written: the same transaction is made again
+        if lost is not None:
+            raise lost
         # the counters keep moving: some run of the session is writing them, so it is busy
         raise LeaseHeld(
             session_id,
@@ -181,10 +203,12 @@ class WakeBegin(JournalStore):
         }
 
     def attempt_update(
-        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None
+        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None, token: str | None = None
     ) -> tuple[int, dict[str, Any]]:
         """The attempt number and the write that counts it on the run record (status running),
-        conditional on ``previous`` being what is stored (no record for a first attempt)."""
+        conditional on ``previous`` being what is stored (no record for a first attempt).
+        ``token``: the lease's, kept as the attempt's own (``attempt_token``), so that an attempt
+        whose write had an unknown outcome recognises it when it reads the run back."""
         attempt = (previous.attempts if previous is not None else 0) + 1
         started = utcnow_iso()
         values: dict[str, Any] = {
@@ -197,6 +221,7 @@ class WakeBegin(JournalStore):
             ":n": {"N": str(attempt)},
             # newest attempt first in `agentwake runs list` (agentwake.store.operator)
             ":g1sk": {"S": runs_gsi_sk(started, run_id)},
+            ":tok": {"S": token or ""},
         }
         if previous is None:
             condition = "attribute_not_exists(pk)"
@@ -213,7 +238,7 @@ class WakeBegin(JournalStore):
                 "Key": self._key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n"
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok"
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
@@ -236,7 +261,9 @@ class WakeBegin(JournalStore):
     ) -> Lease:
         token = uuid.uuid4().hex
         lease_put = self.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)
-        attempt, run_update = self.attempt_update(run_id=run_id, kind=kind, session_id=session_id, previous=previous)
+        attempt, run_update = self.attempt_update(
+            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token
+        )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
         if previous is None and wake is not None:
             items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
@@ -280,7 +307,26 @@ class WakeBegin(JournalStore):
                 holder = (failed["lease"].get("Item") or {}).get("holder", {}).get("S")
                 raise LeaseHeld(session_id, holder) from exc
             raise
+        except Exception as exc:
+            if not outcome_unknown(exc):
+                raise  # throttled, refused before it was applied: nothing landed
+            if not self._landed(run_id, session_id, token, attempt):
+                raise _NotLanded(exc) from exc
+            # it landed and its answer was lost: this is our lease and our attempt
+            return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage, adopted=True)
         return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
+
+    def _landed(self, run_id: str, session_id: str, token: str, attempt: int) -> bool:
+        """Read back (one consistent BatchGetItem) whether the start transaction with ``token``
+        landed: the lease carries the token (and the run id), the run the attempt and its token.
+        The transaction is all or nothing, so both say the same; both are checked."""
+        found = self._batch_get([self._key(*lease_key(session_id)), self._key(*run_key(run_id))])
+        by_sk = {item["sk"]["S"]: item for item in found}
+        lease = by_sk.get(lease_key(session_id)[1], {})
+        run = by_sk.get(run_key(run_id)[1], {})
+        ours_lease = lease.get("token", {}).get("S") == token and lease.get("holder", {}).get("S") == run_id
+        ours_run = run.get("attempt_token", {}).get("S") == token and run.get("attempts", {}).get("N") == str(attempt)
+        return ours_lease and ours_run
 
     def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
         return (

@@ -22,6 +22,7 @@ from agentwake.store.keys import (
     task_key,
 )
 from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
+from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Lease, Unwritten
 from agentwake.store.wake_begin import WakeBegin
 
@@ -141,8 +142,23 @@ class WakeEnd(WakeBegin):
                     "not a duplicate of a succeeded run"
                 ) from exc
             raise
+        except Exception as exc:
+            # the answer was lost: read the run back; the commit landed if it is succeeded by this
+            # attempt (its token), and then this is a success, not a failure to record and retry
+            if not (outcome_unknown(exc) and self._committed(run_id, lease)):
+                raise
         if lease is not None:
             lease.released = True  # deleted, or found not ours any more
+
+    def _committed(self, run_id: str, lease: Lease | None) -> bool:
+        """Whether the run is succeeded, by the attempt that holds ``lease`` (one GetItem)."""
+        try:
+            item = self.read_item(*run_key(run_id)) or {}
+        except Exception:  # noqa: BLE001 -- unresolved: the caller treats it as not landed
+            return False
+        if item.get("status", {}).get("S") != "succeeded":
+            return False
+        return lease is None or item.get("attempt_token", {}).get("S") in (lease.token, None)
 
     def record_failure(
         self,
@@ -224,9 +240,20 @@ class WakeEnd(WakeBegin):
         items += self._unwritten_items(failure.run_id, unwritten)
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
-        self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+        try:
+            self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+        except Exception as exc:
+            # the answer was lost: the failure record is there if the transaction landed
+            if not (outcome_unknown(exc) and self._failure_landed(failure)):
+                raise
         if lease is not None:
             lease.released = True
+
+    def _failure_landed(self, failure: FailureRecord) -> bool:
+        try:
+            return self.read_item(run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)) is not None
+        except Exception:  # noqa: BLE001 -- unresolved: the caller treats it as not landed
+            return False
 
     def failures(self, run_id: str) -> list[FailureRecord]:
         return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), FAILURE_PREFIX)]

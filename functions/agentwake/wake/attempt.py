@@ -162,9 +162,15 @@ class RecordingChannel:
     step that reports the send — the tool result, or for deliver_final's answer its
     ``final.delivery`` entry, which the commit writes (docs/durability.md).
 
+    When that transaction fails (throttled, refused, an error, a lost answer), the delivery is not
+    lost: a lost answer is read back first (the write may have landed), and what did not land —
+    marker, history entry, the tool result — is written by the run's failure transaction, as
+    deliver_final's answer is; a retry then finds the marker and sends nothing.
+
     The at-least-once edge: a crash after ``send`` and before the transaction that records the
-    delivery (the tool step's write; for deliver_final's answer, the commit) means a retry sends the
-    same delivery id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
+    delivery (the tool step's write; for deliver_final's answer, the commit) with no failure
+    transaction after it (a hard kill, the table unreachable) means a retry sends the same delivery
+    id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
     """
 
     def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:

@@ -85,11 +85,17 @@ def execute_run(
         ) from exc
     except RunAlreadySucceeded:
         return _already_succeeded(spec, existing.attempts if existing else 0)
+    if lease.adopted:
+        # the start transaction's answer was lost; read back, the lease and the attempt are ours
+        logger.info("start transaction read back: lease adopted", extra={"run_id": spec.run_id})
     try:
         return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
     finally:
         if not lease.released:
-            store.release_lease(spec.session_id, lease.token)
+            try:
+                store.release_lease(spec.session_id, lease.token)
+            except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
+                logger.exception("could not release the session's lease")
 
 
 def _already_succeeded(spec: RunSpec, attempt: int) -> WakeOutcome:
@@ -205,9 +211,11 @@ def _record_failure(
             failure,
             task_id=spec.task_id,
             job_id=spec.job_id,
-            # the steps kept back, so a retry does not pay for them again; not the deliveries no
-            # step reports yet: that step is redone and resends them under the same delivery id
-            # (docs/durability.md, the at-least-once edge)
+            # the steps kept back, so a retry does not pay for them again, and a step whose own
+            # write failed with the deliveries it reports (marker, history entry, tool result):
+            # the retry replays it and sends nothing again. Not a delivery no step reports yet (a
+            # crash between the send and its step): that step is redone and resends it under the
+            # same delivery id (docs/durability.md, the at-least-once edge)
             unwritten=attempt.journal.unwritten() if attempt is not None else None,
             lease=lease,
             usage=run_usage(runner, attempt.session, deps.settings) if attempt is not None else None,

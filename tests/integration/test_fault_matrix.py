@@ -1,0 +1,231 @@
+"""A fault at every DynamoDB call of a wake, of every kind: no delivery twice, one note, no session
+left locked (issue 21, items 3 and 4; docs/durability.md, "The fault matrix").
+
+Each point injects one fault at the botocore level (``tests/support/faults.py``'s ``CallFaults``:
+the ``before-call`` event answers in place of the service, or ``after-call`` loses the answer of a
+call that landed) at the n-th call of a wake that runs clean with the calls ``CLEAN_CALLS`` lists,
+then the trigger retries as SQS would (the use case called again, up to maxReceiveCount). The
+webhook is a real HTTP receiver on 127.0.0.1 that counts arrivals by delivery id.
+
+The whole matrix (two wakes × every call × five kinds: 55 points) runs with
+``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 25 of them: every kind at the start
+transaction and at the writes after the send.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentwake.errors import SessionBusy
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import lease_key
+from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.spec import WakeDeps, WakeOutcome
+from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
+from tests.support.faults import FAULT_KINDS, CallFaults
+from tests.support.probes import DynamoCalls
+from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import lease_holder
+
+#: the template's MaxReceiveCount: receives before SQS moves the record to the DLQ
+MAX_RECEIVES = 5
+
+#: the two wakes of the matrix: a tool delivery (send_message_to_user at step 0, an answer at step
+#: 1) and deliver_final's answer of a one-step run
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
+    "tool_delivery": OK_SCRIPT,
+    "deliver_final": [{"text": "The research is done: Aurora costs $0.12 per ACU-hour."}],
+}
+#: the DynamoDB calls each makes when nothing fails (checked by test_the_matrix_covers_every_call)
+CLEAN_CALLS: dict[str, list[str]] = {
+    "tool_delivery": [
+        "BatchGetItem",  # run, task, session config, today's counters
+        "TransactWriteItems",  # lease + attempt (+ what woke the run)
+        "Query",  # history window
+        "PutItem",  # 000.reply, which calls send_message_to_user: journaled before its tool runs
+        "TransactWriteItems",  # 000.tool.00 with the delivery's marker and history entry
+        "TransactWriteItems",  # the commit: 001.reply, marker, note, run, task, lease release
+    ],
+    "deliver_final": [
+        "BatchGetItem",
+        "TransactWriteItems",
+        "Query",
+        "PutItem",  # 000.reply, journaled before the final answer is sent
+        "TransactWriteItems",  # the commit, with final.delivery and the delivery's record
+    ],
+}
+#: the points run by default (``make test``): every kind at the start transaction and at the
+#: writes after the send; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every call
+DEFAULT_CALLS = {"tool_delivery": {2, 5, 6}, "deliver_final": {2, 5}}
+FULL = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+
+
+def _points() -> Iterator[Any]:
+    for wake, calls in CLEAN_CALLS.items():
+        for n, operation in enumerate(calls, start=1):
+            if not FULL and n not in DEFAULT_CALLS[wake]:
+                continue
+            for kind in FAULT_KINDS:
+                yield pytest.param(wake, n, kind, id=f"{wake}-{n}-{operation}-{kind}")
+
+
+@pytest.fixture
+def receiver() -> Iterator[CountingReceiver]:
+    with CountingReceiver() as r:
+        yield r
+
+
+def _setup(store: DynamoStore, receiver: CountingReceiver, wake: str) -> WakeDeps:
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": SCRIPTS[wake]}],
+        delivery={"type": "webhook", "url": receiver.url},
+    )
+    seed_task(store, "t1", "s1")
+    return WakeDeps(store=store, settings=Settings.from_env())
+
+
+def _as_sqs_would(deps: WakeDeps) -> tuple[WakeOutcome | None, list[BaseException]]:
+    """The record received until it is handled, at most MAX_RECEIVES times: a raise is a batch item
+    failure (received again); a busy session re-sends it (counted here too, to bound the loop)."""
+    errors: list[BaseException] = []
+    for _ in range(MAX_RECEIVES):
+        try:
+            return wake_for_background_result(message("t1", "s1"), deps), errors
+        except Exception as exc:  # noqa: BLE001 -- whatever the fault became, the trigger retries it
+            errors.append(exc)
+    return None, errors
+
+
+@pytest.mark.parametrize("wake", list(SCRIPTS))
+def test_the_matrix_covers_every_call(wake: str, store: DynamoStore, receiver: CountingReceiver) -> None:
+    # GIVEN a wake of the matrix, with no fault
+    deps = _setup(store, receiver, wake)
+    counter = DynamoCalls(store.db)
+    # WHEN it runs
+    calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps))
+    # THEN it makes exactly the calls the matrix injects faults at (the round-trip budget's calls)
+    assert calls == CLEAN_CALLS[wake], calls
+    assert list(receiver.by_delivery_id().values()) == [1]
+
+
+@pytest.mark.parametrize(("wake", "at", "kind"), list(_points()))
+def test_a_fault_at_any_call_sends_nothing_twice(
+    wake: str, at: int, kind: str, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN a wake with one delivery, and one fault armed at its at-th DynamoDB call
+    deps = _setup(store, receiver, wake)
+    faults = CallFaults(store.db)
+    faults.arm(at, kind)
+    # WHEN the record is received, and received again after each failure, as SQS would
+    outcome, errors = _as_sqs_would(deps)
+    # THEN the fault fired where it was aimed
+    assert faults.fired is not None and faults.fired[1] == CLEAN_CALLS[wake][at - 1], faults.fired
+    # AND the run succeeded within the retries, after one failed receive at most
+    assert outcome is not None, [f"{type(e).__name__}: {e}" for e in errors]
+    assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    run = store.get_run("bg:t1")
+    assert run is not None and run.status == "succeeded"
+    # AND the receiver got each delivery exactly once, by delivery id
+    received = receiver.by_delivery_id()
+    assert len(received) == 1 and set(received.values()) == {1}, received
+    # AND history holds that delivery once, then exactly one note
+    history = store.history("s1")
+    assert [e.kind for e in history] == ["delivery", "marker", "note"], [e.kind for e in history]
+    assert [e.delivery_id for e in history if e.kind == "delivery"] == list(received)
+    # AND no session is left locked past the retry
+    assert lease_holder(store, "s1") is None
+
+
+@pytest.mark.parametrize("wake", list(SCRIPTS))
+def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
+    wake: str, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN the start transaction (lease + attempt) lands, and its answer is lost (a read timeout)
+    deps = _setup(store, receiver, wake)
+    faults = CallFaults(store.db)
+    faults.arm(2, "timeout_after")
+    # WHEN the record is received once
+    try:
+        outcome = wake_for_background_result(message("t1", "s1"), deps)
+    except SessionBusy as busy:  # the run found its own lease and took it for another run's
+        pytest.fail(f"the run waited for its own lease: {busy}")
+    # THEN the run re-read and adopted the lease and the attempt it holds, and ran at once
+    assert outcome.status == "succeeded" and outcome.attempt == 1
+    assert faults.fired == (2, "TransactWriteItems", "timeout_after")
+    run = store.get_run("bg:t1")
+    assert run is not None and run.status == "succeeded" and run.attempts == 1
+    assert lease_holder(store, "s1") is None
+
+
+def test_a_lost_answer_to_the_tool_step_is_read_again_and_the_run_goes_on(
+    store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN the tool step's transaction after send_message_to_user sent lands, and its answer is lost
+    deps = _setup(store, receiver, "tool_delivery")
+    faults = CallFaults(store.db)
+    faults.arm(5, "timeout_after")
+    # WHEN the record is received once
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the run read back what it wrote, found its step and its delivery there, and finished
+    assert outcome.status == "succeeded" and outcome.attempt == 1
+    assert list(receiver.by_delivery_id().values()) == [1]
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+
+
+@pytest.mark.parametrize("kind", ["throttling", "server_error", "timeout_before", "conditional"])
+def test_a_tool_step_that_is_not_written_is_recorded_by_the_failure(
+    kind: str, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN the tool step's transaction after send_message_to_user sent fails and does not land
+    deps = _setup(store, receiver, "tool_delivery")
+    faults = CallFaults(store.db)
+    faults.arm(5, kind)
+    # WHEN the record is received once, and fails
+    with pytest.raises(Exception):  # noqa: B017 -- the fault, as the wake saw it
+        wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the failure transaction recorded the delivery as the tool step would have: its marker,
+    # its history entry and the tool result that reports it, so a retry replays and sends nothing
+    from agentwake_ops.runs import run_summary
+
+    summary = run_summary(store, "bg:t1")
+    assert [s["key"] for s in summary.steps] == ["000.reply", "000.tool.00"]
+    assert len(summary.deliveries) == 1
+    assert [e.kind for e in store.history("s1")] == ["delivery"]
+    assert lease_holder(store, "s1") is None
+
+
+class HardKill(BaseException):
+    """The Lambda is killed (timeout, out of memory): no except clause runs, no failure is recorded."""
+
+
+def test_a_hard_kill_between_the_send_and_its_step_is_the_one_resend(
+    store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN a Lambda killed after send_message_to_user sent, before the tool step's write: no
+    # failure transaction runs (the documented at-least-once edge, docs/durability.md)
+    deps = _setup(store, receiver, "tool_delivery")
+    real = store.journal_put
+
+    def killed_once(run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        if ".tool." in key and store.journal_put is killed_once:
+            store.journal_put = real  # type: ignore[method-assign]
+            raise HardKill(key)
+        real(run_id, key, value, **kw)
+
+    store.journal_put = killed_once  # type: ignore[method-assign]
+    with pytest.raises(HardKill):
+        wake_for_background_result(message("t1", "s1"), deps)
+    # WHEN the trigger retries after the killed holder's lease expired
+    store.db.delete_item(TableName=store.table, Key=store._key(*lease_key("s1")))
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the message is resent under the same delivery id (receivers drop it), and history holds it once
+    assert outcome.status == "succeeded"
+    assert list(receiver.by_delivery_id().values()) == [2]
+    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
