@@ -55,9 +55,7 @@ def from_parameters(parameters: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     from agentwake.settings import Settings
 
     values = {p.get("ParameterKey"): p.get("ParameterValue") for p in parameters}
-    return {
-        Settings.env_name(name): str(values[key]) for key, name in PARAMETER_FIELDS.items() if values.get(key)
-    }
+    return {Settings.env_name(name): str(values[key]) for key, name in PARAMETER_FIELDS.items() if values.get(key)}
 
 
 def config_rules(settings: Mapping[str, str]) -> ConfigRules:

@@ -36,7 +36,7 @@ EXAMPLE_COMMAND = "agentwake sessions put --help"
 def no_providers_message(session_id: str) -> str:
     return (
         f"session {session_id} names no providers: give its provider chain (primary first), e.g. "
-        f"agentwake sessions put {session_id} --provider '{{\"type\": \"bedrock\", \"model_id\": \"...\"}}' "
+        f'agentwake sessions put {session_id} --provider \'{{"type": "bedrock", "model_id": "..."}}\' '
         f"(an example: {EXAMPLE_COMMAND}); the scripted provider runs only where a config names it"
     )
 

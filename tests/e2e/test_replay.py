@@ -11,14 +11,13 @@ from typing import Any
 import boto3
 import pytest
 
-from agentwake.store.models import SessionConfig
 from agentwake_ops import replay
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, make_failed_background_run
 from tests.support.aws import REGION
+from tests.support.builders import SCRIPTED_ARGS, session_config
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import put_wake
-from tests.support.builders import SCRIPTED_ARGS, session_config
 
 #: the fix: step 0 comes from the journal; step 1 messages the user; step 2 ends the run
 FIXED = {

@@ -29,8 +29,8 @@ from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION, drain
-from tests.support.tasks import token_for, token_hash_for
 from tests.support.builders import SCRIPTED_ARGS
+from tests.support.tasks import token_for, token_hash_for
 
 #: step 0 costs 100 tokens, step 1 another 200: a 250-token budget is exceeded at step 2 (index 1)
 OVER_BUDGET_AT_STEP_2 = {

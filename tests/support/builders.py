@@ -18,7 +18,6 @@ from agentwake_local.seed import DEMO_SCRIPT as OK_SCRIPT
 from agentwake_local.seed import FAILING_PROVIDERS as FAILING_PROVIDERS
 from tests.support.tasks import token_for, token_hash_for
 
-
 #: the scripted provider, named as a session must name it: there is no default provider, so a test
 #: that does not care which model answers says so here, once
 SCRIPTED = [{"type": "scripted"}]
