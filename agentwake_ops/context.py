@@ -96,6 +96,8 @@ class Discovery:
     local_state: dict[str, Any] | None = None
     #: env discovery with an endpoint: how to find out, when needed, whether a local stack runs there
     read_local_state: Callable[[], dict[str, Any] | None] | None = None
+    #: the functions' AGENTWAKE_* settings as far as discovery learns them (agentwake_ops.stack_settings)
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,6 +112,8 @@ class OpsContext:
     invoke_async: InvokeAsync
     description: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
+    #: the functions' AGENTWAKE_* settings (secret prefixes, outbound policy): what configs are checked by
+    settings: dict[str, str] = field(default_factory=dict)
     #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see sqs_scan)
     scan_hold_seconds: int = 60
     _arns: dict[str, str] = field(default_factory=dict, repr=False)
@@ -151,6 +155,8 @@ def discover(
     session_factory: Callable[..., Any] | None = None,
 ) -> Discovery:
     """Find the resources (see the module docstring). Raises OpsError saying what to do."""
+    from agentwake_ops import stack_settings
+
     env = os.environ if env is None else env
 
     outputs = {output: env[name] for name, output in env_outputs().items() if env.get(name)}
@@ -167,6 +173,7 @@ def discover(
             endpoint,
             None,
             read_local_state=read_local_state or _read_local_state,
+            settings=stack_settings.from_env(env),
         )
 
     if options.stack_name is None and options.profile is None:
@@ -180,6 +187,7 @@ def discover(
                 options.region or state.get("region"),
                 state["endpoint_url"],
                 state,
+                settings=stack_settings.from_local_state(state),
             )
 
     stack = options.effective_stack_name
@@ -187,6 +195,7 @@ def discover(
     region = options.region or getattr(session, "region_name", None) or env.get("AWS_REGION")
     reason = None
     stack_outputs: dict[str, str] = {}
+    parameters: list[dict[str, Any]] = []
     if not region:
         reason = "no AWS region is configured"
     else:
@@ -194,11 +203,18 @@ def discover(
             resp = session.client("cloudformation", region_name=region).describe_stacks(StackName=stack)
             for item in resp["Stacks"][0].get("Outputs", []):
                 stack_outputs[item["OutputKey"]] = item["OutputValue"]
+            parameters = resp["Stacks"][0].get("Parameters", [])
         except Exception as exc:  # no credentials, no such stack, no network: all mean "not found"
             reason = _one_line(exc)
     if stack_outputs and "AgentTableName" in stack_outputs:
         return Discovery(
-            "cloudformation", f"CloudFormation stack '{stack}' in {region}", stack_outputs, region, None, None
+            "cloudformation",
+            f"CloudFormation stack '{stack}' in {region}",
+            stack_outputs,
+            region,
+            None,
+            None,
+            settings=stack_settings.from_parameters(parameters),
         )
     if stack_outputs and reason is None:
         reason = "the stack has no AgentTableName output (is it an agentwake stack?)"
@@ -324,6 +340,7 @@ def build_context(
         invoke_async=invoke_async,
         description=discovery.description,
         outputs=dict(outputs),
+        settings=dict(discovery.settings),
     )
 
 

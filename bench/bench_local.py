@@ -52,6 +52,7 @@ warnings.filterwarnings("ignore")
 
 from botocore.client import BaseClient  # noqa: E402
 
+from agentwake.session_checks import ConfigRules  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
 from agentwake.store.models import SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake_local import timing  # noqa: E402
@@ -190,6 +191,8 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
         sqs = runtime.client("sqs")
         queue, dlq = runtime.outputs["BackgroundResultQueueUrl"], runtime.outputs["BackgroundResultDLQUrl"]
         failing_sessions = {f"bench-s{i}" for i in range(sessions) if i * 100 < failing_percent * sessions}
+        # the sessions are written from this process: checked by the local stack's rules (loopback webhook)
+        rules = ConfigRules.from_env(runtime.function_env("BackgroundResultFunction"))
         with CountingReceiver() as receiver:
             for i in range(sessions):
                 session_id = f"bench-s{i}"
@@ -202,7 +205,8 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
                         delivery={"type": "webhook", "url": receiver.url},
                         retry_base_delay_ms=0,
                         retry_max_attempts=1,
-                    )
+                    ),
+                    rules,
                 )
             tasks: dict[str, str] = {}
             for i in range(n):

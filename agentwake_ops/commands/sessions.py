@@ -50,14 +50,18 @@ def _providers(provider: list[str] | None, providers_file: Path | None) -> list[
     return list(raw)
 
 
-@app.command(
-    "put",
-    epilog=(
-        "Example: agentwake sessions put s1 --persona 'You are terse.' "
-        '--provider \'{"type":"bedrock","model_id":"amazon.nova-lite-v1:0"}\' '
-        '--provider \'{"type":"scripted"}\' --max-steps 6'
-    ),
+#: shown by ``sessions put --help``, and named by the error of a new session without providers
+PUT_EPILOG = (
+    "A new session names its providers (primary first; nothing runs without one, and the scripted "
+    "provider only where it is named). Example: agentwake sessions put s1 --persona 'You are terse.' "
+    '--provider \'{"type":"bedrock","model_id":"amazon.nova-lite-v1:0"}\' '
+    '--provider \'{"type":"openai","base_url":"https://llm.example.com/v1","model":"m",'
+    '"api_key_ref":"secretsmanager:agentwake/llm-key"}\' --max-steps 6. '
+    "Secret references and URLs are checked against the stack's rules when the config is written."
 )
+
+
+@app.command("put", epilog=PUT_EPILOG)
 def sessions_put(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="The session id.", metavar="SESSION")],
@@ -146,7 +150,11 @@ def sessions_put(
         config = SessionConfig.model_validate(data)
     except ValidationError as exc:
         raise user_error(f"invalid session config: {describe_validation_error(exc)}") from exc
-    store.put_session(config)
+    from agentwake_ops.stack_settings import config_rules
+
+    # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
+    # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
+    store.put_session(config, config_rules(ops(ctx).settings))
     if as_json:
         render.print_json(config.model_dump(mode="json"))
         return

@@ -6,7 +6,12 @@ References are scoped, and a reference outside its scope is refused before any c
   ``AWS_SECRET_ACCESS_KEY`` or any other variable of its environment);
 - ``secretsmanager:`` only secrets whose name starts with the stack's ``SecretsPrefix``
   (``AGENTWAKE_SECRETS_PREFIX``), or exactly the stack's ``OpenAIApiKeySecretArn``;
-- ``ssm:`` only parameters under the stack's ``SsmPathPrefix`` (``AGENTWAKE_SSM_PATH_PREFIX``).
+- ``ssm:`` only parameters under the stack's ``SsmPathPrefix`` (``AGENTWAKE_SSM_PATH_PREFIX``);
+- neither with ``..`` in the name (a path that reads as leaving the prefix is refused, whatever
+  the service would make of it).
+
+The same check runs when a session config is written (agentwake.session_checks), so a reference
+outside the scope is refused by ``sessions put`` and ``put_session`` with this module's message.
 
 template.yaml turns the same prefixes into the functions' IAM grants, so what this module allows
 is exactly what the deployed function may read. Every resolved value is registered with the
@@ -82,12 +87,12 @@ def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
         name = secret_name(target)
         prefix = scope.secrets_prefix
         if (scope.extra_secret_arn and target == scope.extra_secret_arn) or (
-            prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name
+            prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name and ".." not in name
         ):
             return scheme, target
         raise SecretRefRefused(
             f"secret reference {ref!r} is refused: secretsmanager: references must name a secret starting with "
-            f"{prefix!r} (stack parameter SecretsPrefix)"
+            f"{prefix!r} (stack parameter SecretsPrefix), without '..'"
         )
     if scheme == "ssm":
         prefix = scope.ssm_path_prefix
@@ -95,7 +100,7 @@ def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
             return scheme, target
         raise SecretRefRefused(
             f"secret reference {ref!r} is refused: ssm: references must name a parameter under {prefix!r} "
-            f"(stack parameter SsmPathPrefix)"
+            f"(stack parameter SsmPathPrefix), without '..'"
         )
     raise ConfigError(f"unknown secret scheme {scheme!r} in {ref!r} (use env:, secretsmanager: or ssm:)")
 

@@ -74,6 +74,7 @@ class Printer:
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
     from agentwake.store.models import SessionConfig
     from agentwake_local.stack import LocalStackRuntime
+    from agentwake_ops import stack_settings
     from agentwake_ops.context import Discovery, build_context
     from agentwake_ops.dlq import act, select
 
@@ -91,7 +92,16 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         result.endpoint_url = runtime.endpoint_url
         outputs = {k: str(v) for k, v in runtime.outputs.items() if v is not None}
         ctx = build_context(
-            Discovery("local", "the demo's local stack", outputs, runtime.region, runtime.endpoint_url, None),
+            Discovery(
+                "local",
+                "the demo's local stack",
+                outputs,
+                runtime.region,
+                runtime.endpoint_url,
+                None,
+                # what its functions see (the outbound allowances of the local stack): configs are checked by it
+                settings=stack_settings.from_env(runtime.function_env("BackgroundResultFunction")),
+            ),
             invoke_async=lambda function, payload: runtime.run_async(function, payload),
         )
         store = ctx.store

@@ -32,7 +32,7 @@ from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import OpsOptions, build_context, discover
 from agentwake_ops.runs import run_summary
-from tests.support.builders import OK_SCRIPT
+from tests.support.builders import OK_SCRIPT, local_stack_rules
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
 
@@ -81,7 +81,8 @@ def seed_session(store: DynamoStore, session_id: str, receiver: CountingReceiver
             providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
             delivery={"type": "webhook", "url": receiver.url, "timeout": 90},
             retry_base_delay_ms=0,
-        )
+        ),
+        local_stack_rules(),  # written from this process, checked by the local stack's rules
     )
 
 

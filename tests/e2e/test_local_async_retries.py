@@ -29,7 +29,7 @@ from agentwake_local.async_invoke import AsyncInvoker
 from agentwake_local.functions import EventInvokeConfig, FunctionSpec
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.stack import LocalStackRuntime
-from tests.support.builders import OK_SCRIPT
+from tests.support.builders import OK_SCRIPT, local_stack_rules
 from tests.support.receiver import CountingReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,8 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
                 providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
                 delivery={"type": "webhook", "url": receiver.url},
                 retry_base_delay_ms=0,
-            )
+            ),
+            local_stack_rules(),  # written from this process, checked by the local stack's rules
         )
         store.put_job(Job(job_id=job_id, session_id=session, name="Nightly", schedule_expression="rate(1 day)"))
         event = {"job_id": job_id, "scheduled_time": "2026-11-30T06:00:00Z"}

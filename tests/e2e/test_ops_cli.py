@@ -14,6 +14,7 @@ from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import OpsError, OpsOptions, build_context, discover
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION
+from tests.support.builders import SCRIPTED_ARGS
 
 ALIAS_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live"
 ROLE_ARN = "arn:aws:iam::123456789012:role/agentwake-SchedulerRole"
@@ -106,7 +107,7 @@ def test_sessions_put_reads_a_providers_file_and_refuses_bad_specs(cli: Cli, sta
 
 def test_tasks_history_and_runs(cli: Cli, stack: Stack) -> None:
     # GIVEN a healthy session and a task registered and finished through the CLI
-    cli("sessions", "put", "s3")
+    cli("sessions", "put", "s3", *SCRIPTED_ARGS)
     registered = cli_json(cli, "tasks", "register", "--session", "s3", "--tool", "web_research", "--args", '{"q": 1}')
     task_id = registered["task_id"]
     assert registered["task_token"].startswith("awt_")
@@ -150,7 +151,7 @@ def test_jobs_create_list_run_now_delete(cli: Cli, stack: Stack, monkeypatch: py
     # GIVEN the schedule targets in the environment and a session
     monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", ALIAS_ARN)
     monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", ROLE_ARN)
-    cli("sessions", "put", "s4")
+    cli("sessions", "put", "s4", *SCRIPTED_ARGS)
     # WHEN a job is created, listed, run now and deleted
     job = cli_json(cli, "jobs", "create", "--session", "s4", "--name", "Nightly", "--cron", "0 6 * * ? *")
     assert job["schedule_expression"] == "cron(0 6 * * ? *)"
@@ -174,7 +175,7 @@ def test_jobs_create_list_run_now_delete(cli: Cli, stack: Stack, monkeypatch: py
 
 
 def test_jobs_create_without_targets_says_what_is_missing(cli: Cli) -> None:
-    cli("sessions", "put", "s5")
+    cli("sessions", "put", "s5", *SCRIPTED_ARGS)
     result = cli("jobs", "create", "--session", "s5", "--name", "x", "--cron", "rate(1 day)", expect=1)
     assert "stack outputs not found" in result.stderr
 

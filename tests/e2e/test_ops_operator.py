@@ -17,6 +17,7 @@ from agentwake_ops.context import resolve_context
 from agentwake_ops.dlq import act
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED, dead_letter_unknown_task, make_failed_background_run
+from tests.support.builders import SCRIPTED_ARGS
 
 
 def fill_scheduler_dlq(stack: Stack, count: int, prefix: str = "j") -> None:
@@ -274,7 +275,7 @@ def test_help_shows_plain_metavars(cli: Cli, command: list[str]) -> None:
 
 def test_sessions_delete_refuses_while_jobs_or_tasks_use_the_session(cli: Cli, stack: Stack) -> None:
     # GIVEN a session with history, one job and one unfinished task
-    cli("sessions", "put", "s-del")
+    cli("sessions", "put", "s-del", *SCRIPTED_ARGS)
     stack.store.put_job(
         __import__("agentwake.store.models", fromlist=["Job"]).Job(
             job_id="job-del", session_id="s-del", name="n", schedule_expression="cron(0 6 * * ? *)"
@@ -311,7 +312,7 @@ def test_a_valid_cron_job_shows_its_next_three_fire_times_in_its_time_zone(
     # GIVEN a session and the stack's scheduler targets
     monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", "arn:aws:lambda:us-east-1:123456789012:function:cron:live")
     monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", "arn:aws:iam::123456789012:role/scheduler")
-    cli("sessions", "put", "s-cron")
+    cli("sessions", "put", "s-cron", *SCRIPTED_ARGS)
     # WHEN a job is created for 08:00 Berlin time every day
     job = cli_json(
         cli,

@@ -11,11 +11,11 @@ from typing import Any
 import boto3
 import pytest
 
-from agentwake.store.models import SessionConfig
 from agentwake_ops import replay
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, make_failed_background_run
 from tests.support.aws import REGION
+from tests.support.builders import SCRIPTED_ARGS, session_config
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import put_wake
 
@@ -162,7 +162,7 @@ def test_the_read_only_store_refuses_every_write(stack: Stack) -> None:
     ro = replay.read_only(stack.store)
     # WHEN anything tries to write THEN it is refused before reaching the table
     with pytest.raises(replay.WriteRefused, match="put_item"):
-        ro.put_session(SessionConfig(session_id="s-ro"))
+        ro.put_session(session_config("s-ro"))
     with pytest.raises(replay.WriteRefused, match="transact_write_items"):
         ro.record_delivery(run_id="bg:x", delivery_id="d", session_id="s", text="t")
     assert stack.store.get_session("s-ro") is None
@@ -177,7 +177,7 @@ def test_replay_of_an_unknown_run_is_a_clear_error(cli: Cli) -> None:
 
 def test_sessions_put_takes_tools_and_refuses_a_bad_spec(cli: Cli, stack: Stack) -> None:
     tools = [{"type": "python", "name": "word_count"}]
-    shown = cli_json(cli, "sessions", "put", "s-tools", "--tools", json.dumps(tools))
+    shown = cli_json(cli, "sessions", "put", "s-tools", *SCRIPTED_ARGS, "--tools", json.dumps(tools))
     assert shown["tools"] == tools
     assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
     bad = cli("sessions", "put", "s-tools", "--tools", '[{"type": "http", "name": "x"}]', expect=1)
@@ -358,7 +358,7 @@ def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists
             message("t-nosession", "s-missing"), WakeDeps(store=stack.store, settings=Settings.from_env())
         )
     # WHEN the operator creates the session and replays the run
-    cli("sessions", "put", "s-missing")
+    cli("sessions", "put", "s-missing", *SCRIPTED_ARGS)
     data = json.loads(cli("runs", "replay", "bg:t-nosession", "--json").stdout)
     # THEN the replay reaches DONE from the wake the failed attempt kept
     assert data["outcome"] == "DONE" and data["replayed_steps"] == 0

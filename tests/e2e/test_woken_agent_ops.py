@@ -29,6 +29,7 @@ from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.aws import REGION, drain
+from tests.support.builders import SCRIPTED_ARGS
 from tests.support.tasks import token_for, token_hash_for
 
 #: step 0 costs 100 tokens, step 1 another 200: a 250-token budget is exceeded at step 2 (index 1)
@@ -251,7 +252,7 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
 
 def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: Cli, stack: Stack) -> None:
     # GIVEN a session
-    cli("sessions", "put", "s-set")
+    cli("sessions", "put", "s-set", *SCRIPTED_ARGS)
     # WHEN the operator sets the new settings by name
     shown = cli_json(
         cli,

@@ -23,6 +23,7 @@ from agentwake.store.models import Task, task_token_hash
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
 from tests.security.conftest import Cli, Stack, cli_json
 from tests.security.wake import handle
+from tests.support.builders import SCRIPTED_ARGS
 
 FUZZ_BODIES = int(os.environ.get("AGENTWAKE_FUZZ_BODIES", "100"))
 BATCH = 10
@@ -117,8 +118,8 @@ def test_no_body_jams_a_batch_loses_a_record_or_writes_elsewhere(stack: Stack, c
     # (moto runs with the local stack's patches, tests/conftest.py: unpatched, each SQS receive walks
     # the whole queue, so one scan of the 10,000-body DLQ below costs n² and took hours)
     # GIVEN two sessions, each with a registered task
-    cli("sessions", "put", "s-a")
-    cli("sessions", "put", "s-b")
+    cli("sessions", "put", "s-a", *SCRIPTED_ARGS)
+    cli("sessions", "put", "s-b", *SCRIPTED_ARGS)
     stack.store.put_task(
         Task(task_id="t-a", session_id="s-a", tool_name="research", token_sha256=task_token_hash(TOKEN_A))
     )

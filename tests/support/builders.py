@@ -5,8 +5,10 @@ One definition each, so a change to a model (a new required field) is made once.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from agentwake.session_checks import ConfigRules
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job, SessionConfig, Task
 from agentwake.wake.messages import BackgroundResultMessage
@@ -16,6 +18,25 @@ from agentwake.wake.messages import BackgroundResultMessage
 from agentwake_local.seed import DEMO_SCRIPT as OK_SCRIPT
 from agentwake_local.seed import FAILING_PROVIDERS as FAILING_PROVIDERS
 from tests.support.tasks import token_for, token_hash_for
+
+#: the scripted provider, named as a session must name it: there is no default provider, so a test
+#: that does not care which model answers says so here, once
+SCRIPTED = [{"type": "scripted"}]
+#: the same for ``agentwake sessions put``: ``cli("sessions", "put", "s1", *SCRIPTED_ARGS)``
+SCRIPTED_ARGS = ("--provider", json.dumps(SCRIPTED[0]))
+
+
+def session_config(session_id: str, providers: list[dict] | None = None, **kw: Any) -> SessionConfig:
+    """A session config naming its providers (the scripted provider unless ``providers`` are given)."""
+    return SessionConfig(session_id=session_id, providers=providers or SCRIPTED, **kw)
+
+
+def local_stack_rules() -> ConfigRules:
+    """What the local stack's wakes allow (its outbound allowances: loopback, plain http), for a test
+    that writes a session to a running local stack from a process without its Settings."""
+    from agentwake_local.stack import LOCAL_OUTBOUND_ENV
+
+    return ConfigRules.from_env(LOCAL_OUTBOUND_ENV)
 
 
 def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | None = None, **kw: object) -> None:

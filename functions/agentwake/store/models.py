@@ -68,8 +68,10 @@ class SessionConfig(_Stored):
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
-    #: provider chain: primary first, then fallbacks (specs as in agentwake.agent.providers)
-    providers: list[dict[str, Any]] = Field(default_factory=lambda: [{"type": "scripted"}], min_length=1)
+    #: provider chain: primary first, then fallbacks (specs as in agentwake.agent.providers). No
+    #: default: a config names its providers (refused when written without, agentwake.session_checks);
+    #: one stored empty by an older version fails its wake with a ConfigError, never runs scripted
+    providers: list[dict[str, Any]] = []
     max_steps: int = Field(default=8, ge=1, le=50)
     history_window: int = Field(default=20, ge=0, le=200)
     delivery: dict[str, Any] = Field(default_factory=lambda: {"type": "log"})

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentwake.errors import TaskExists
 from agentwake.store.keys import JOBS_GSI_PK, config_key, job_key, run_key, task_key
 from agentwake.store.models import Job, RunRecord, SessionConfig, Task
 from agentwake.store.table import Table, pages
 
+if TYPE_CHECKING:
+    from agentwake.session_checks import ConfigRules
+
 
 class RecordStore(Table):
     # --- sessions -----------------------------------------------------------------------------
 
-    def put_session(self, config: SessionConfig) -> None:
+    def put_session(self, config: SessionConfig, rules: ConfigRules | None = None) -> None:
+        """Write a session config its wakes can run: refused (ConfigError, nothing written) when it
+        names no providers, a secret outside the stack's scope or a URL the outbound policy refuses
+        (``rules``: the stack's; this process's Settings by default)."""
+        from agentwake.session_checks import check_session
+
+        check_session(config, rules)
         self.db.put_item(TableName=self.table, Item=self._item(config, *config_key(config.session_id)))
 
     def get_session(self, session_id: str) -> SessionConfig | None:

@@ -50,8 +50,10 @@ def build_runner(
     dry_run: bool = False,
 ) -> Runner:
     """The session's runner. ``ledger`` carries its caps and budgets (``wake.attempt.session_ledger``)."""
-    if not session.providers:
-        raise ConfigError(f"session {session.session_id} has no providers")
+    if not session.providers:  # stored by an older version (put_session refuses it now): never run scripted
+        from agentwake.session_checks import no_providers_message
+
+        raise ConfigError(no_providers_message(session.session_id))
     specs = [with_stack_defaults(spec, settings) if settings is not None else spec for spec in session.providers]
     providers = [provider_factory(spec) for spec in specs]
     try:

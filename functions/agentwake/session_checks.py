@@ -1,0 +1,125 @@
+"""A session config is checked when it is written, by the rules its wake applies.
+
+``sessions put`` and the store's ``put_session`` both call :func:`check_session`, so a config that
+can never run is refused where it is written (one ``ConfigError`` line), not at its first wake:
+
+- it names its providers (no default provider: the scripted one runs only where a config names it);
+- each provider, delivery and tool spec parses as the wake parses it;
+- every secret reference is inside the stack's scope (``agentwake.secrets.check_ref``: the
+  ``env:`` prefix, the stack's ``SecretsPrefix`` / ``SsmPathPrefix``, no ``..``);
+- every outbound URL passes the stack's outbound policy as far as it can be judged without DNS
+  (``agentwake.outbound.check_url(resolve=False)``: scheme, credentials, numeric and literal
+  hosts); names are resolved and checked again at the wake.
+
+The rules are those of the stack the config is written to: inside a function, its Settings; in
+the CLI, the settings of the stack it discovered (``ConfigRules.from_env``). Both checks are the
+runtime's own functions, so the messages are the ones the wake would give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentwake.errors import ConfigError
+from agentwake.outbound import OutboundPolicy
+from agentwake.secrets import SecretScope
+
+if TYPE_CHECKING:
+    from agentwake.store.models import SessionConfig
+
+#: where an operator sees a session config with its provider chain
+EXAMPLE_COMMAND = "agentwake sessions put --help"
+
+
+def no_providers_message(session_id: str) -> str:
+    return (
+        f"session {session_id} names no providers: give its provider chain (primary first), e.g. "
+        f'agentwake sessions put {session_id} --provider \'{{"type": "bedrock", "model_id": "..."}}\' '
+        f"(an example: {EXAMPLE_COMMAND}); the scripted provider runs only where a config names it"
+    )
+
+
+@dataclass(frozen=True)
+class ConfigRules:
+    """What a stack's wakes allow: its secret scope and its outbound policy."""
+
+    scope: SecretScope = field(default_factory=SecretScope)
+    policy: OutboundPolicy = field(default_factory=OutboundPolicy)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ConfigRules:
+        return cls(scope=SecretScope.from_settings(settings), policy=OutboundPolicy.from_settings(settings))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ConfigRules:
+        """The rules of a function whose environment is ``env`` (``AGENTWAKE_SECRETS_PREFIX``,
+        ``AGENTWAKE_OUTBOUND_ALLOW_*``, ...), read by the same Settings model the function reads."""
+        from agentwake.settings import Settings
+
+        return cls.from_settings(Settings.from_env({"AGENTWAKE_TABLE": "config-check", **env}))
+
+
+def default_rules() -> ConfigRules:
+    """This process's stack (its Settings); the deployed defaults where there are none."""
+    from agentwake.settings import get_settings
+
+    try:
+        return ConfigRules.from_settings(get_settings())
+    except ConfigError:
+        return ConfigRules()
+
+
+def check_session(config: SessionConfig, rules: ConfigRules | None = None) -> None:
+    """Raise ConfigError (SecretRefRefused, OutboundRefused) for a config its wake would refuse."""
+    rules = rules or default_rules()
+    if not config.providers:
+        raise ConfigError(no_providers_message(config.session_id))
+    for raw in config.providers:
+        _check_provider(raw, rules)
+    _check_delivery(config.delivery, rules)
+    for raw in config.tools:
+        _check_tool(raw, rules)
+
+
+def _check_ref(ref: str | None, rules: ConfigRules) -> None:
+    if ref is not None:
+        from agentwake.secrets import check_ref
+
+        check_ref(ref, rules.scope)
+
+
+def _check_url(url: str, what: str, rules: ConfigRules) -> None:
+    from agentwake.outbound import check_url
+
+    check_url(url, rules.policy, what=what, resolve=False)
+
+
+def _check_provider(raw: Any, rules: ConfigRules) -> None:
+    from agentwake.agent.providers.spec import OpenAISpec, parse_spec
+
+    spec = parse_spec(raw)
+    if isinstance(spec, OpenAISpec):
+        # the URL the provider posts to, named as the provider names it (openai_compat)
+        _check_url(spec.base_url.rstrip("/") + "/chat/completions", f"provider {spec.id} base_url", rules)
+        _check_ref(spec.api_key_ref, rules)
+
+
+def _check_delivery(raw: Any, rules: ConfigRules) -> None:
+    from agentwake.delivery.factory import WebhookSpec, parse_spec
+
+    spec = parse_spec(raw)
+    if isinstance(spec, WebhookSpec):
+        _check_url(spec.url, "webhook url", rules)
+        _check_ref(spec.secret_ref, rules)
+
+
+def _check_tool(raw: Any, rules: ConfigRules) -> None:
+    from agentwake.agent.tools.config import parse_tool_spec
+    from agentwake.agent.tools.http import HttpToolSpec
+
+    spec = parse_tool_spec(raw)
+    if isinstance(spec, HttpToolSpec):
+        _check_url(spec.url, f"url of tool {spec.name!r}", rules)
+        _check_ref(spec.secret_ref, rules)
