@@ -23,7 +23,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake_local.stack import LOCAL_OUTBOUND_ENV, LocalStackRuntime, read_state
 from agentwake_ops.cli import app
 from tests.security.servers import RawServer
-from tests.support.builders import seed_job, seed_session
+from tests.support.builders import local_stack_rules, seed_job, seed_session
 from tests.support.outbound import DEPLOYED_OUTBOUND_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +86,8 @@ def webhook_job(store: DynamoStore, receiver: Receiver) -> str:
         session,
         [{"type": "scripted", "id": "scripted", "script": script}],
         delivery={"type": "webhook", "url": f"http://127.0.0.1:{receiver.port}/hook"},
+        # written as the default local stack accepts it: the deployed policy refuses it at the wake
+        rules=local_stack_rules(),
     )
     job_id = f"job-{session}"
     seed_job(store, job_id, session)

@@ -39,14 +39,24 @@ def local_stack_rules() -> ConfigRules:
     return ConfigRules.from_env(LOCAL_OUTBOUND_ENV)
 
 
-def seed_session(store: DynamoStore, session_id: str, providers: list[dict] | None = None, **kw: object) -> None:
+def seed_session(
+    store: DynamoStore,
+    session_id: str,
+    providers: list[dict] | None = None,
+    *,
+    rules: ConfigRules | None = None,
+    **kw: object,
+) -> None:
+    """A session with the scripted provider unless ``providers``; ``rules``: what ``put_session``
+    checks it against (None: this process's settings)."""
     store.put_session(
         SessionConfig(
             session_id=session_id,
             providers=providers or [{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
             retry_base_delay_ms=0,
             **kw,  # type: ignore[arg-type]
-        )
+        ),
+        rules=rules,
     )
 
 
