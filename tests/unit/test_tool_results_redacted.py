@@ -234,3 +234,51 @@ def test_a_delivery_text_is_redacted_when_made(secret: str) -> None:
     delivery = Delivery(delivery_id="bg:t1#0#0", run_id="bg:t1", session_id="s1", text=f"Bearer {secret} and {secret}")
     assert delivery.text == f"Bearer {REDACTED} and {REDACTED}"
     assert secret not in json.dumps(delivery.to_dict())
+
+
+def test_a_reply_echoing_a_secret_is_redacted_before_the_journal_the_transcript_and_the_next_request(
+    secret: str,
+) -> None:
+    # GIVEN a model whose reply repeats the run's secret in its text and in a tool call's arguments
+    events: list[RunEvent] = []
+    args = json.dumps({"text": f"use {secret}"})
+    model = Capturing(
+        [
+            {"text": f"I hold {secret}", "tool_calls": [{"name": "send_message_to_user", "arguments": args}]},
+            {"text": "done"},
+        ]
+    )
+    # WHEN the run goes through it
+    runner, channel = run(model, [], events)
+    # THEN the journaled reply, the transcript's reply event, the next provider request and the
+    # delivery hold a marker where the secret was
+    assert runner.state is AgentState.DONE and len(model.requests) == 2
+    outputs = {
+        "journal": json.dumps(runner.journal.entries),  # type: ignore[attr-defined]
+        "events": json.dumps([e.data for e in events]),
+        "next request": json.dumps([m.to_dict() for m in model.requests[1].messages]),
+        "deliveries": json.dumps([d.to_dict() for d in channel.sent]),
+    }
+    assert [where for where, text in outputs.items() if secret in text] == []
+    assert REDACTED in runner.journal.get(reply_key(0))["text"]  # type: ignore[index]
+
+
+def test_the_history_note_quoting_a_result_with_a_secret_is_redacted(secret: str) -> None:
+    # GIVEN a run woken by a result whose text holds the run's secret, and a plain final answer
+    from types import SimpleNamespace
+
+    from agentwake.wake.spec import RunSpec
+    from agentwake.wake.usage import history_note
+
+    spec = RunSpec(
+        run_id="bg:t1",
+        kind="background",
+        session_id="s1",
+        wake={},
+        note_head=f"[BackgroundTask] t (task_id=t1) finished. Result: the key is {secret}",
+        note_sep="\n\n",
+    )
+    runner = SimpleNamespace(completion_text="Done.", final_delivery_id=None, final_not_delivered=None)
+    # WHEN the note is written THEN it says where the result was, without the secret
+    note = history_note(spec, runner)
+    assert secret not in note and f"the key is {REDACTED}" in note and "Done." in note

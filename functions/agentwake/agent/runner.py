@@ -25,7 +25,7 @@ from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
 from agentwake.conversation import Message
 from agentwake.errors import AllProvidersFailed, DeliveryError
-from agentwake.redact import redact
+from agentwake.redact import redact, redact_data
 
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
@@ -167,6 +167,10 @@ class Runner:
             if refused:
                 self._refuse_reply(n, reply, refused, replayed=False)
                 return self.state
+            # a reply that echoes a secret (a provider's key in its text, a credential in a tool
+            # call's arguments) carries it no further: not to the journal, the transcript, another
+            # provider of the chain, or a tool
+            reply = ModelReply.from_dict(redact_data(reply.to_dict()))
             if not (self._final_step and reply.tool_calls):
                 # a final step that still calls tools is a failed step: never journaled, so a
                 # retry or redrive asks the (perhaps fixed) model again instead of replaying it

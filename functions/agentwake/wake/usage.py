@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.chain import ProviderChain
 from agentwake.observability import logger, metrics
+from agentwake.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.wake.spec import RunSpec
@@ -23,7 +24,8 @@ def history_note(spec: RunSpec, runner: Any) -> str:
     """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
     final = runner.completion_text
     note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
-    return note_with_final(note, runner)
+    # the head quotes what woke the run (a producer's result text): it passes the redactor too
+    return note_with_final(redact(note), runner)
 
 
 def note_with_final(note: str, runner: Any) -> str:
