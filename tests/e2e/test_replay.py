@@ -185,36 +185,48 @@ def test_sessions_put_takes_tools_and_refuses_a_bad_spec(cli: Cli, stack: Stack)
     assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
 
 
-def test_replay_never_calls_a_side_effecting_tool(cli: Cli, stack: Stack, httpserver: Any) -> None:
-    # GIVEN a run that created a ticket at step 0 (a side-effecting HTTP tool), then failed on auth
-    httpserver.expect_request("/tickets").respond_with_json({"ticket": "T-1"})
+#: the provider a replay is given: the journal's step 0, then a second ticket at step 1, then an answer
+SECOND_TICKET = {
+    "type": "scripted",
+    "id": "fixed",
+    "script": [
+        {"text": "(journal)"},
+        {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "second"}}]},
+        {"text": "Done."},
+    ],
+}
+
+
+def failed_run_that_opened_a_ticket(cli: Cli, stack: Stack, httpserver: Any, session: str, **declared: Any) -> str:
+    """A run whose step 0 called the HTTP tool ``create_ticket`` (declared with ``declared`` beside
+    its name, description, schema and url), then failed on auth until dead-lettered; its task id.
+    The tool's server has seen exactly that one request."""
     tool = {
         "type": "http",
         "name": "create_ticket",
         "description": "Open a ticket.",
         "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
         "url": httpserver.url_for("/tickets"),
-        "side_effect": True,
+        **declared,
     }
     broken = {
         "type": "scripted",
         "id": "p",
         "script": [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "first"}}]}, {"error": "auth"}],
     }
-    task_id = make_failed_background_run(cli, stack, "s-side", [broken])
-    cli("sessions", "put", "s-side", "--tools", json.dumps([tool]))
+    task_id = make_failed_background_run(cli, stack, session, [broken])
+    cli("sessions", "put", session, "--tools", json.dumps([tool]))
     stack.poll_until_dead_lettered()
     assert len(httpserver.log) == 1
+    return task_id
+
+
+def test_replay_never_calls_a_side_effecting_tool(cli: Cli, stack: Stack, httpserver: Any) -> None:
+    # GIVEN a run that created a ticket at step 0 (a side-effecting HTTP tool), then failed on auth
+    httpserver.expect_request("/tickets").respond_with_json({"ticket": "T-1"})
+    task_id = failed_run_that_opened_a_ticket(cli, stack, httpserver, "s-side", side_effect=True)
     # WHEN it is replayed with a provider that would open a second ticket at step 1
-    fixed = {
-        "type": "scripted",
-        "id": "fixed",
-        "script": [
-            {"text": "(journal)"},
-            {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "second"}}]},
-            {"text": "Done."},
-        ],
-    }
+    fixed = SECOND_TICKET
     data = json.loads(cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed), "--json").stdout)
     # THEN the replay reaches DONE, lists the call it did not make, and the server saw no new request
     assert data["outcome"] == "DONE"
@@ -230,31 +242,8 @@ def test_replay_and_verify_never_call_a_tool_declared_with_the_defaults(
     # GIVEN a run that called an HTTP tool declared with the defaults (method POST, side_effect unset)
     # at step 0, then failed on auth until dead-lettered; the tool's server counts its requests
     httpserver.expect_request("/tickets", method="POST").respond_with_json({"ticket": "T-1"})
-    tool = {
-        "type": "http",
-        "name": "create_ticket",
-        "description": "Open a ticket.",
-        "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
-        "url": httpserver.url_for("/tickets"),
-    }
-    broken = {
-        "type": "scripted",
-        "id": "p",
-        "script": [{"tool_calls": [{"name": "create_ticket", "arguments": {"title": "first"}}]}, {"error": "auth"}],
-    }
-    task_id = make_failed_background_run(cli, stack, "s-default-post", [broken])
-    cli("sessions", "put", "s-default-post", "--tools", json.dumps([tool]))
-    stack.poll_until_dead_lettered()
-    assert len(httpserver.log) == 1
-    fixed = {
-        "type": "scripted",
-        "id": "fixed",
-        "script": [
-            {"text": "(journal)"},
-            {"tool_calls": [{"name": "create_ticket", "arguments": {"title": "second"}}]},
-            {"text": "Done."},
-        ],
-    }
+    task_id = failed_run_that_opened_a_ticket(cli, stack, httpserver, "s-default-post")
+    fixed = SECOND_TICKET
     # WHEN it is replayed with a provider that opens a second ticket at step 1
     shown = cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed)).stdout
     data = json.loads(cli("runs", "replay", f"bg:{task_id}", "--provider", json.dumps(fixed), "--json").stdout)
