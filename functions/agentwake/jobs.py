@@ -1,8 +1,10 @@
-"""Jobs API (plain Python): create / list / delete / run-now cron jobs.
+"""Jobs API (plain Python): create / list / show / update / pause / resume / backfill / trigger /
+delete / run-now cron jobs.
 
 Each job is a Job item plus one EventBridge Scheduler schedule in the stack's schedule group,
 targeting the cron function's alias with ``{"job_id", "scheduled_time": <aws.scheduler.scheduled-time>}``.
-Used by the operator CLI and by anything that schedules work for the agent.
+Used by the operator CLI and by anything that schedules work for the agent. A job's policies
+(overlap, catch-up, pause after failures) are described in docs/operations.md, "Job policies".
 """
 
 from __future__ import annotations
@@ -11,20 +13,96 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agentwake.job_fires import (
+    MISSED_LOOKBACK,
+    catch_up_choice,
+    fire_times_between,
+    parse_time,
+    pause_job,
+    scheduled_time_text,
+)
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job, cron_run_id
+from agentwake.store.models import (
+    DEFAULT_CATCH_UP,
+    DEFAULT_CATCH_UP_WINDOW_S,
+    DEFAULT_OVERLAP,
+    DEFAULT_PAUSE_AFTER_FAILURES,
+    CatchUpPolicy,
+    Job,
+    JobFire,
+    OverlapPolicy,
+    RunRecord,
+    cron_run_id,
+    utcnow_iso,
+)
 from agentwake.store.schedules import Schedules
 
 _AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
 
 
+#: a backfill runs at most this many fire times unless told a higher cap (at most MAX_BACKFILL_CAP)
+DEFAULT_BACKFILL_CAP = 50
+MAX_BACKFILL_CAP = 1000
+
+
 class JobError(ValueError):
     """A job request that cannot be carried out, with a message saying why."""
+
+
+@dataclass
+class JobView:
+    """What ``jobs show`` shows: the job, its next fires, its last runs, its skipped and missed fires.
+    ``missing_now``: the fire times missed so far while paused (recorded on resume)."""
+
+    job: Job
+    next_fires: list[datetime]
+    runs: list[RunRecord]
+    skipped: list[JobFire]
+    missed: list[JobFire]
+    missing_now: list[str] = field(default_factory=list)
+    missing_total: int = 0
+
+
+@dataclass
+class ResumeResult:
+    job: Job
+    #: every fire time missed while paused (newest MAX_MISSED_RECORDED), and the run ids caught up
+    missed: list[str]
+    caught_up: list[str]
+
+
+@dataclass
+class BackfillPlan:
+    """The fire times of a range: which already have a run, which a backfill runs (or ran)."""
+
+    job_id: str
+    times: list[str]
+    existing: list[str]
+    to_run: list[str]
+    dry_run: bool
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [cron_run_id(self.job_id, t) for t in self.to_run]
+
+
+def check_policies(
+    overlap: str | None, catch_up: str | None, catch_up_window_s: int | None, pause_after_failures: int | None
+) -> None:
+    """Refuse a policy value that is not one (JobError naming the choices)."""
+    if overlap is not None and overlap not in get_args(OverlapPolicy):
+        raise JobError(f"overlap must be one of {', '.join(get_args(OverlapPolicy))}, got {overlap!r}")
+    if catch_up is not None and catch_up not in get_args(CatchUpPolicy):
+        raise JobError(f"catch-up must be one of {', '.join(get_args(CatchUpPolicy))}, got {catch_up!r}")
+    if catch_up_window_s is not None and catch_up_window_s < 0:
+        raise JobError(f"the catch-up window must be 0 seconds or more, got {catch_up_window_s}")
+    if pause_after_failures is not None and pause_after_failures < 0:
+        raise JobError(f"pause-after-failures must be 0 (never) or more, got {pause_after_failures}")
 
 
 @dataclass(frozen=True)
@@ -53,12 +131,13 @@ def schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
 
 def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
     """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
+    from agentwake.job_fires import anchor as rate_anchor
     from agentwake.schedule_expressions import ScheduleExpressionError, next_fire, zone
 
     if not job.enabled:
         return []
     moment = now or datetime.now(UTC)
-    anchor = datetime.fromisoformat(job.created_at.replace("Z", "+00:00"))
+    anchor = rate_anchor(job)
     out: list[datetime] = []
     try:
         tz = zone(job.timezone)
@@ -93,6 +172,13 @@ def _schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
     return f"cron({cron})", False
 
 
+def _default_metric(name: str, value: int) -> None:
+    """A count on the runtime's metrics (flushed where the caller's handler flushes them)."""
+    from agentwake.observability import metrics
+
+    metrics.add_metric(name=name, unit="Count", value=value)
+
+
 def _default_invoker(function_arn: str, payload: dict[str, Any]) -> None:
     from agentwake.store.aws import client
 
@@ -107,11 +193,15 @@ class JobsService:
         targets: JobTargets | None,
         *,
         invoker: Callable[[str, dict[str, Any]], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        metric: Callable[[str, int], None] | None = None,
     ) -> None:
         self.store = store
         self.schedules = schedules
         self.targets = targets
         self.invoker = invoker or _default_invoker
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.metric = metric or _default_metric
 
     def _targets(self) -> JobTargets:
         if self.targets is None:
@@ -128,7 +218,12 @@ class JobsService:
         timezone: str = "UTC",
         description: str = "",
         job_id: str | None = None,
+        overlap: OverlapPolicy = DEFAULT_OVERLAP,
+        catch_up: CatchUpPolicy = DEFAULT_CATCH_UP,
+        catch_up_window_s: int = DEFAULT_CATCH_UP_WINDOW_S,
+        pause_after_failures: int = DEFAULT_PAUSE_AFTER_FAILURES,
     ) -> Job:
+        check_policies(overlap, catch_up, catch_up_window_s, pause_after_failures)
         expression, run_once = schedule_expression(cron, at)
         try:
             ZoneInfo(timezone)
@@ -149,6 +244,10 @@ class JobsService:
             timezone=timezone,
             run_once=run_once,
             schedule_name=f"agentwake-{job_id}"[:64],
+            overlap=overlap,
+            catch_up=catch_up,
+            catch_up_window_s=catch_up_window_s,
+            pause_after_failures=pause_after_failures,
         )
         self.store.put_job(job)
         try:
@@ -183,13 +282,201 @@ class JobsService:
         if job.schedule_name:
             self.schedules.delete(job.schedule_name)
         self.store.delete_job(job_id)
+        self.store.delete_job_fires(job_id)
         return job
 
     def run_now(self, job_id: str, *, now: datetime | None = None) -> str:
         """Invoke the cron function asynchronously, as the schedule would. Returns the run id."""
         job = self.get(job_id)
-        stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        scheduled_time = f"manual-{stamp}"
-        payload = {"job_id": job_id, "scheduled_time": scheduled_time, "session_id": job.session_id}
+        stamp = (now or self.clock()).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._invoke(job, f"manual-{stamp}")
+
+    def _invoke(self, job: Job, scheduled_time: str) -> str:
+        payload = {"job_id": job.job_id, "scheduled_time": scheduled_time, "session_id": job.session_id}
         self.invoker(self._targets().cron_function_arn, payload)
-        return cron_run_id(job_id, scheduled_time)
+        return cron_run_id(job.job_id, scheduled_time)
+
+    # --- operating a job --------------------------------------------------------------------
+
+    def show(self, job_id: str, *, runs: int = 10, fires: int = 3) -> JobView:
+        """The job, its next ``fires`` fire times, its last ``runs`` runs (newest first, those in
+        the job's current session) and its recorded skipped and missed fires (newest first)."""
+        from agentwake.store.operator import OperatorStore
+
+        job = self.get(job_id)
+        now = self.clock()
+        recent = OperatorStore(self.store).runs(
+            session_id=job.session_id, run_prefix=cron_run_id(job_id, ""), limit=runs
+        )
+        view = JobView(
+            job=job,
+            next_fires=next_fire_times(job, fires, now=now),
+            runs=recent.runs,
+            skipped=self.store.job_fires(job_id, "skipped", limit=50),
+            missed=self.store.job_fires(job_id, "missed", limit=50),
+        )
+        if job.paused_at:
+            missing = fire_times_between(job, self._missed_since(job, now), now)
+            view.missing_now = [scheduled_time_text(t) for t in missing.times]
+            view.missing_total = missing.total
+        return view
+
+    def update(
+        self,
+        job_id: str,
+        *,
+        cron: str | None = None,
+        at: str | None = None,
+        timezone: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        session_id: str | None = None,
+        overlap: OverlapPolicy | None = None,
+        catch_up: CatchUpPolicy | None = None,
+        catch_up_window_s: int | None = None,
+        pause_after_failures: int | None = None,
+    ) -> Job:
+        """Change a job in place: same job id, same schedule (updated, not re-created), same run
+        history and run ids. Only what is given changes."""
+        check_policies(overlap, catch_up, catch_up_window_s, pause_after_failures)
+        job = self.get(job_id)
+        changes: dict[str, Any] = {}
+        expression = None
+        if cron is not None or at is not None:
+            expression, run_once = schedule_expression(cron, at)
+            changes.update(schedule_expression=expression, run_once=run_once)
+        if timezone is not None:
+            try:
+                ZoneInfo(timezone)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise JobError(f"unknown timezone {timezone!r}") from exc
+            changes["timezone"] = timezone
+        if session_id is not None and session_id != job.session_id:
+            if self.store.get_session(session_id) is None:
+                raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
+            changes["session_id"] = session_id
+        for key, value in (
+            ("name", name),
+            ("description", description),
+            ("overlap", overlap),
+            ("catch_up", catch_up),
+            ("catch_up_window_s", catch_up_window_s),
+            ("pause_after_failures", pause_after_failures),
+        ):
+            if value is not None:
+                changes[key] = value
+        if not changes:
+            raise JobError("nothing to change: give at least one option (see agentwake jobs update --help)")
+        if (expression or timezone or "session_id" in changes) and job.schedule_name:
+            try:
+                self.schedules.update(
+                    job.schedule_name,
+                    expression=expression,
+                    timezone=timezone,
+                    input_changes={"session_id": changes["session_id"]} if "session_id" in changes else None,
+                )
+            except self.schedules.client.exceptions.ResourceNotFoundException as exc:
+                raise JobError(f"job {job_id!r} has no schedule {job.schedule_name!r} any more") from exc
+        if expression or timezone:
+            changes["schedule_updated_at"] = utcnow_iso()
+        updated = self.store.update_job(job_id, **changes)
+        if updated is None:
+            raise JobError(f"no job {job_id!r} (deleted meanwhile)")
+        return updated
+
+    def pause(self, job_id: str, *, reason: str = "paused by an operator") -> Job:
+        """Disable the job's schedule and mark it paused; its missed fires are counted from now."""
+        job = self.get(job_id)
+        if job.paused:
+            raise JobError(f"job {job_id!r} is paused already ({job.pause_reason})")
+        if not job.enabled:
+            raise JobError(f"job {job_id!r} is disabled (a one-time job that ran); there is nothing to pause")
+        paused = pause_job(self.store, self.schedules, job, reason=reason, now=self.clock())
+        return paused or self.get(job_id)
+
+    def _missed_since(self, job: Job, now: datetime) -> datetime:
+        assert job.paused_at is not None
+        return max(parse_time(job.paused_at), now - MISSED_LOOKBACK)
+
+    def resume(self, job_id: str) -> ResumeResult:
+        """Re-enable a paused job: every fire time it missed is recorded (``jobs show``, the
+        ``MissedFires`` metric), and its catch-up policy picks which of them run now, with the run
+        ids their own fires would have had (a late original and its catch-up write one note)."""
+        job = self.get(job_id)
+        if not job.paused:
+            raise JobError(f"job {job_id!r} is not paused")
+        now = self.clock()
+        missed = fire_times_between(job, self._missed_since(job, now), now)
+        chosen = set(catch_up_choice(job.catch_up, job.catch_up_window_s, missed.times, now))
+        resumed = self.store.update_job(
+            job_id,
+            enabled=True,
+            paused_at=None,
+            pause_reason=None,
+            pause_run_id=None,
+            consecutive_failures=0,
+            last_failed_run_id=None,
+        )
+        if resumed is None:
+            raise JobError(f"no job {job_id!r} (deleted meanwhile)")
+        if job.schedule_name:
+            self.schedules.set_enabled(job.schedule_name, True)
+        why = f"missed while paused ({job.pause_reason})"
+        caught_up: list[str] = []
+        for moment in missed.times:
+            text = scheduled_time_text(moment)
+            run_id = cron_run_id(job_id, text)
+            outcome = "caught up" if moment in chosen else f"not caught up (catch-up {job.catch_up})"
+            self.store.record_job_fire(
+                JobFire(job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why, outcome=outcome)
+            )
+        for moment in sorted(chosen):
+            caught_up.append(self._invoke(resumed, scheduled_time_text(moment)))
+        if missed.total:
+            self.metric("MissedFires", missed.total)
+        return ResumeResult(job=resumed, missed=[scheduled_time_text(t) for t in missed.times], caught_up=caught_up)
+
+    def backfill(
+        self, job_id: str, start: str, end: str, *, dry_run: bool = True, cap: int = DEFAULT_BACKFILL_CAP
+    ) -> BackfillPlan:
+        """One run per fire time of the job in ``[start, end]``, with the fire's own run id; a time
+        whose run exists already is left out (a backfill run twice starts nothing new). More than
+        ``cap`` times is refused. ``dry_run`` (the default) only says what would run."""
+        job = self.get(job_id)
+        try:
+            first, last = parse_time(start), parse_time(end)
+        except ValueError as exc:
+            raise JobError(f"--from and --to must be ISO-8601 times like 2026-12-01T06:00:00Z: {exc}") from exc
+        if last < first:
+            raise JobError(f"--to ({end}) is before --from ({start})")
+        if not 1 <= cap <= MAX_BACKFILL_CAP:
+            raise JobError(f"the cap must be between 1 and {MAX_BACKFILL_CAP}, got {cap}")
+        found = fire_times_between(job, first - timedelta(microseconds=1), last, keep=cap + 1)
+        if found.total > cap or found.truncated:
+            raise JobError(
+                f"{found.total}{'+' if found.truncated else ''} fire times from {start} to {end}, more than the cap "
+                f"of {cap}: narrow the range or raise the cap (at most {MAX_BACKFILL_CAP})"
+            )
+        times = [scheduled_time_text(t) for t in found.times]
+        existing = [t for t in times if self.store.get_run(cron_run_id(job_id, t)) is not None]
+        plan = BackfillPlan(
+            job_id=job_id,
+            times=times,
+            existing=existing,
+            to_run=[t for t in times if t not in existing],
+            dry_run=dry_run,
+        )
+        if not dry_run:
+            for text in plan.to_run:
+                self._invoke(job, text)
+        return plan
+
+    def trigger(self, job_id: str, scheduled_time: str) -> str:
+        """Run the job for one scheduled time now, with that fire's run id (a run that succeeded
+        already is not run again). Returns the run id."""
+        job = self.get(job_id)
+        try:
+            moment = parse_time(scheduled_time)
+        except ValueError as exc:
+            raise JobError(f"the scheduled time must be ISO-8601 like 2026-12-01T06:00:00Z: {exc}") from exc
+        return self._invoke(job, scheduled_time_text(moment))

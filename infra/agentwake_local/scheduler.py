@@ -16,6 +16,8 @@ does at ``now`` for every ENABLED schedule of every group:
   INVOCATION_TIMESTAMP, RETRY_ATTEMPTS, SCHEDULE_ARN, TARGET_ARN);
 - a one-time ``at`` schedule with ``ActionAfterCompletion: DELETE`` is deleted after it fired.
 
+A schedule disabled and enabled again (``jobs pause`` / ``jobs resume``) fires from the tick
+before it was enabled: what it missed while disabled is the job's catch-up, not the scheduler's.
 A recurring firing missed while nothing ticked (the stack was stopped or stalled for more than a
 minute) is skipped, not caught up; a one-time ``at`` fires late. One firing per schedule per tick. ``FlexibleTimeWindow`` is ignored: it fires at the window's start.
 The clock is injectable: tests call ``tick(now)`` with the time they want.
@@ -117,6 +119,9 @@ class LocalScheduler:
         self.interval = interval
         self.firings: list[Firing] = []  # every firing, for tests and `local up`'s log
         self._seen: dict[str, _Seen] = {}
+        #: schedules seen before that were then disabled (or deleted): enabled again, they count from the last tick
+        self._gone: set[str] = set()
+        self._last_tick: dt.datetime | None = None
         self._retries: list[Firing] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -137,6 +142,7 @@ class LocalScheduler:
                 if firing is not None:
                     self.firings.append(firing)
                     done.append(self._attempt(firing, now))
+            self._last_tick = now
             return done
 
     def _list_schedules(self) -> list[dict[str, Any]]:
@@ -151,6 +157,7 @@ class LocalScheduler:
         live = {s["Arn"] for s in schedules}
         for arn in set(self._seen) - live:  # deleted or disabled: forget it
             del self._seen[arn]
+            self._gone.add(arn)
         return schedules
 
     def _due(self, summary: dict[str, Any], now: dt.datetime) -> Firing | None:
@@ -162,7 +169,10 @@ class LocalScheduler:
             schedule = self._get(summary)
             if schedule is None:
                 return None
-            if seen is None:  # new: count from its creation
+            if seen is None and arn in self._gone:  # enabled again (a job resumed): from the last tick
+                self._gone.discard(arn)
+                seen = _Seen(modified, now, self._next(schedule, self._last_tick or now, now))
+            elif seen is None:  # new: count from its creation
                 seen = _Seen(modified, now, self._next(schedule, self._since(schedule, now), now))
             else:  # updated: its next firing after now
                 seen = _Seen(modified, seen.first_seen, self._next(schedule, now, seen.first_seen))
@@ -173,13 +183,17 @@ class LocalScheduler:
         if schedule is None:
             return None
         scheduled_time = seen.next_at
-        seen.next_at = self._next(schedule, max(now, scheduled_time), seen.first_seen)
         recurring = not str(schedule.get("ScheduleExpression", "")).startswith("at(")
         if recurring and now - scheduled_time > MISFIRE_GRACE:
-            # a recurring time missed while nothing ticked (the stack was stopped or stalled) is not
-            # caught up; a one-time schedule still fires, late
+            # a recurring time missed while nothing ticked (the stack was stopped or stalled, or the
+            # schedule was disabled) is not caught up; a one-time schedule still fires, late. The
+            # first time within the grace still fires now.
             logger.warning("schedule %s: missed its firing at %s", schedule["Name"], _iso(scheduled_time))
-            return None
+            seen.next_at = self._next(schedule, now - MISFIRE_GRACE, seen.first_seen)
+            if seen.next_at is None or seen.next_at > now:
+                return None
+            scheduled_time = seen.next_at
+        seen.next_at = self._next(schedule, max(now, scheduled_time), seen.first_seen)
         target = schedule.get("Target") or {}
         return Firing(
             schedule_arn=arn,

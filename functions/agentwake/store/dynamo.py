@@ -11,16 +11,18 @@ Built in layers, one job per module, each on the one before it:
 - ``history``: the conversation's entries and the deliveries recorded into them;
 - ``journal``: the run's steps (``DynamoJournal``) and the session's daily counters;
 - ``wake_begin``: the wake's batch read and the write that takes the lease and counts the attempt;
-- ``wake_end``: the commit or the failure record, in one transaction, releasing the lease.
+- ``wake_end``: the commit or the failure record, in one transaction, releasing the lease;
+- ``job_state`` (beside them): a job's skipped and missed fires, failures in a row, pause.
 
 It implements ``agentwake.store.port.RunStore``, whose value types the layers use.
 """
 
 from __future__ import annotations
 
+from agentwake.store.job_state import JobState
 from agentwake.store.wake_end import WakeEnd
 
 
-class DynamoStore(WakeEnd):
+class DynamoStore(WakeEnd, JobState):
     """Every store operation on the table ``table_name`` (``client``: a boto3 DynamoDB client,
     made from the environment when None; ``now``: the clock of leases and TTLs)."""

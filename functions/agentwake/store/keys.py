@@ -10,6 +10,7 @@
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
+| a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
 
 Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
 ``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
@@ -28,6 +29,7 @@ STEP_PREFIX = "STEP#"
 DELIVERY_PREFIX = "DELIVERY#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
+FIRE_PREFIX = "FIRE#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
 TASK_SK = "TASK"
@@ -56,6 +58,10 @@ def task_key(task_id: str) -> tuple[str, str]:
 
 def job_key(job_id: str) -> tuple[str, str]:
     return f"JOB#{job_id}", "JOB"
+
+
+def job_fire_key(job_id: str, kind: str, scheduled_time: str) -> tuple[str, str]:
+    return job_key(job_id)[0], f"{FIRE_PREFIX}{kind}#{scheduled_time}"
 
 
 def config_key(session_id: str) -> tuple[str, str]:

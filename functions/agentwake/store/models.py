@@ -184,6 +184,15 @@ class Task(_Stored):
 
 
 JobStatus = Literal["scheduled", "running", "completed", "failed"]
+#: a fire that comes due while this job's previous run still holds the session (docs/operations.md)
+OverlapPolicy = Literal["skip", "queue", "buffer_one"]
+#: which fires missed while paused (or dead-lettered by the Scheduler) run on resume
+CatchUpPolicy = Literal["none", "latest", "all"]
+#: the defaults of a new job, shown by ``agentwake jobs --help`` and docs/operations.md
+DEFAULT_OVERLAP: OverlapPolicy = "queue"
+DEFAULT_CATCH_UP: CatchUpPolicy = "latest"
+DEFAULT_CATCH_UP_WINDOW_S = 86_400
+DEFAULT_PAUSE_AFTER_FAILURES = 3
 
 
 class Job(_Stored):
@@ -201,6 +210,42 @@ class Job(_Stored):
     created_at: str = Field(default_factory=utcnow_iso)
     last_run_at: str | None = None
     last_error: str | None = None
+    overlap: OverlapPolicy = DEFAULT_OVERLAP
+    catch_up: CatchUpPolicy = DEFAULT_CATCH_UP
+    #: only missed fires this recent (seconds before the resume) are caught up
+    catch_up_window_s: int = Field(default=DEFAULT_CATCH_UP_WINDOW_S, ge=0)
+    #: consecutive failed runs after which the job pauses itself (0: never)
+    pause_after_failures: int = Field(default=DEFAULT_PAUSE_AFTER_FAILURES, ge=0)
+    #: failed runs in a row (a success resets it), and the last one counted
+    consecutive_failures: int = 0
+    last_failed_run_id: str | None = None
+    #: set while the job is paused (its schedule disabled): when, why, and the run that made it pause
+    paused_at: str | None = None
+    pause_reason: str | None = None
+    pause_run_id: str | None = None
+    #: the one fire waiting behind a running run of this job (overlap ``buffer_one``)
+    buffered_run_id: str | None = None
+    skipped_fires: int = 0
+    missed_fires: int = 0
+    #: when the schedule was last changed (``jobs update``); a rate counts from here
+    schedule_updated_at: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
+
+
+class JobFire(_Stored):
+    """A fire of a job that did not run as scheduled: skipped (overlap) or missed (paused,
+    dead-lettered by the Scheduler), and what became of it (``caught_up``, ``not_caught_up``, ``pending``)."""
+
+    job_id: str
+    scheduled_time: str
+    run_id: str
+    kind: Literal["skipped", "missed"]
+    reason: str
+    outcome: str = "recorded"
+    at: str = Field(default_factory=utcnow_iso)
 
 
 RunStatus = Literal["running", "succeeded", "failed"]

@@ -47,6 +47,7 @@ class OperatorStore:
         since: str | None = None,
         before: str | None = None,
         limit: int = 20,
+        run_prefix: str | None = None,
     ) -> RunsPage:
         """Runs newest first (by the start of their latest attempt), ``limit`` at a time.
 
@@ -60,6 +61,9 @@ class OperatorStore:
         if status:
             filters.append("#s = :status")
             values[":status"] = {"S": status}
+        if run_prefix:  # one job's runs: ``cron:{job_id}:``
+            filters.append("begins_with(run_id, :rp)")
+            values[":rp"] = {"S": run_prefix}
         if session_id is not None:
             cond = ["gsi1pk = :p"]
             values[":p"] = {"S": runs_gsi_pk(session_id)}
@@ -75,6 +79,7 @@ class OperatorStore:
             }
             if filters:
                 kwargs["FilterExpression"] = " AND ".join(filters)
+            if status:
                 kwargs["ExpressionAttributeNames"] = names
             found: list[tuple[str, dict[str, Any]]] = []
             for item in pages(self.db.query, kwargs):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from agentwake.store.models import FailureRecord, HistoryEntry, Job, RunRecord, SessionConfig, Task
+    from agentwake.store.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
 
 
 @dataclass(frozen=True)
@@ -199,3 +199,22 @@ class RunStore(Protocol):
         ...
 
     def release_lease(self, session_id: str, token: str) -> None: ...
+
+    # a cron job's operating state (agentwake.store.job_state; the cron wake's policies)
+
+    def record_job_fire(self, fire: JobFire) -> bool: ...
+
+    def count_job_failure(self, job_id: str, run_id: str) -> Job | None: ...
+
+    def update_job(
+        self,
+        job_id: str,
+        *,
+        condition: str | None = None,
+        condition_values: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> Job | None: ...
+
+    def buffer_job_fire(self, job_id: str, run_id: str) -> bool: ...
+
+    def release_job_buffer(self, job_id: str, run_id: str) -> None: ...

@@ -109,6 +109,47 @@ class Schedules:
         except self.client.exceptions.ResourceNotFoundException:
             return None
 
+    def update(
+        self,
+        name: str,
+        *,
+        expression: str | None = None,
+        timezone: str | None = None,
+        enabled: bool | None = None,
+        input_changes: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Change a schedule in place (GetSchedule, then UpdateSchedule with its whole definition:
+        UpdateSchedule replaces every field it is not given). ``input_changes``: keys of the
+        target's Input to set. Raises ResourceNotFoundException if there is no such schedule."""
+        current = dict(self.client.get_schedule(Name=name, GroupName=self._group()))
+        target = dict(current["Target"])
+        if input_changes:
+            wake = json.loads(target.get("Input") or "{}")
+            wake.update(input_changes)
+            target["Input"] = json.dumps(wake)
+        kwargs: dict[str, Any] = {
+            "Name": name,
+            "GroupName": self._group(),
+            "ScheduleExpression": expression or current["ScheduleExpression"],
+            "ScheduleExpressionTimezone": timezone or current.get("ScheduleExpressionTimezone") or "UTC",
+            "FlexibleTimeWindow": current.get("FlexibleTimeWindow") or {"Mode": "OFF"},
+            "Target": target,
+            "State": current.get("State", "ENABLED") if enabled is None else ("ENABLED" if enabled else "DISABLED"),
+        }
+        for kept in ("Description", "StartDate", "EndDate", "ActionAfterCompletion", "KmsKeyArn"):
+            if current.get(kept) not in (None, ""):
+                kwargs[kept] = current[kept]
+        self.client.update_schedule(**kwargs)
+        return kwargs
+
+    def set_enabled(self, name: str, enabled: bool) -> bool:
+        """Enable or disable a schedule; False when there is no such schedule."""
+        try:
+            self.update(name, enabled=enabled)
+        except self.client.exceptions.ResourceNotFoundException:
+            return False
+        return True
+
     def delete(self, name: str) -> None:
         try:
             self.client.delete_schedule(Name=name, GroupName=self._group())

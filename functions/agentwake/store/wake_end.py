@@ -36,6 +36,7 @@ class WakeEnd(WakeBegin):
         last_error: str | None,
         last_run_at: str | None = None,
         disable: bool = False,
+        reset_failures: bool = False,
     ) -> dict[str, Any]:
         """The update of the task or job a run belongs to (in the commit or failure transaction):
         its status, its last error (removed on success), and for jobs the last run and ``enabled``."""
@@ -53,6 +54,9 @@ class WakeEnd(WakeBegin):
         if disable:
             sets.append("enabled = :f")
             values[":f"] = {"BOOL": False}
+        if reset_failures:  # a job's success ends its run of failures (agentwake.store.job_state)
+            sets.append("consecutive_failures = :zero")
+            values[":zero"] = {"N": "0"}
         expr = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         return {
             "Update": {
@@ -120,7 +124,12 @@ class WakeEnd(WakeBegin):
                 (
                     "job",
                     self._target_update(
-                        job_key(job_id), "completed", last_error=None, last_run_at=now, disable=disable_job
+                        job_key(job_id),
+                        "completed",
+                        last_error=None,
+                        last_run_at=now,
+                        disable=disable_job,
+                        reset_failures=True,
                     ),
                 )
             )

@@ -11,9 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentwake.errors import InvalidMessage, SessionBusy
+from agentwake.errors import InvalidMessage, RunDeferred, SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.store.models import Job
+from agentwake.wake.job_policies import count_failed_run, record_missed_while_paused, skip_overlapping
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -34,16 +35,20 @@ def on_cron_event(
     except SessionBusy as busy:
         from agentwake.wake.session_wait import WaitState, wait_cron
 
-        status = wait_cron(
-            busy,
-            {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time},
-            WaitState.from_payload(waited),
-            store=deps.store,
-            settings=deps.settings,
-            schedules=deps.schedules,
-            target_arn=target_arn,
-            job_id=wake.job_id,
-        )
+        try:
+            status = wait_cron(
+                busy,
+                {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time},
+                WaitState.from_payload(waited),
+                store=deps.store,
+                settings=deps.settings,
+                schedules=deps.schedules,
+                target_arn=target_arn,
+                job_id=wake.job_id,
+            )
+        except SessionBusy:  # gave up waiting: a buffered fire frees its place (overlap buffer_one)
+            deps.store.release_job_buffer(wake.job_id, wake.run_id)
+            raise
         return {"run_id": wake.run_id, "status": status}
     if waited is not None:
         from agentwake.wake.session_wait import WaitState, ran_after_waiting
@@ -80,6 +85,8 @@ def wake_for_cron_job(
             else "cron wake for a disabled job; nothing to do"
         )
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
+        if job is not None:
+            record_missed_while_paused(job, wake, deps)
         return None
     logger.append_keys(session_id=job.session_id)
     if read.session is None or read.session.session_id != job.session_id:
@@ -102,7 +109,23 @@ def wake_for_cron_job(
         job_id=job.job_id,
         disable_job_on_success=job.run_once,
     )
-    outcome = execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
+    ran = False
+    try:
+        outcome = execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
+        ran = True
+    except SessionBusy as busy:
+        if skip_overlapping(job, wake, busy, deps):
+            return None
+        raise
+    except RunDeferred:
+        raise
+    except Exception as exc:  # a failed run (RunFailed) or a crash: one more failure in a row
+        ran = True
+        count_failed_run(job, wake.run_id, deps, exc)
+        raise
+    finally:
+        if ran and job.buffered_run_id == wake.run_id:  # the buffered fire ran: its place is free
+            deps.store.release_job_buffer(job.job_id, wake.run_id)
     if job.run_once and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
         # the job is already disabled by the commit; a schedule that fires again finds it disabled
         try:
