@@ -351,12 +351,103 @@ def jobs_table(jobs: list[Any]) -> None:
             escape(j.session_id),
             escape(f"{j.schedule_expression} {j.timezone}"),
             escape(fires(j)),
-            escape(j.status),
+            escape(job_status(j)),
             "yes" if j.enabled else "no",
             when(j.last_run_at),
             escape((j.last_error or "-").splitlines()[0] if j.last_error else "-"),
         )
     out.print(table)
+
+
+def job_status(job: Any) -> str:
+    """``paused: <why>``, or the job's last status."""
+    return f"paused: {job.pause_reason}" if job.paused_at else job.status
+
+
+def job_view(view: Any) -> None:
+    """``jobs show``: the job's config and policies, next fires, last runs, skipped and missed fires."""
+    from agentwake.jobs import next_fire_times
+
+    job = view.job
+    out = console()
+    rows: list[tuple[str, Any]] = [
+        ("job", job.job_id),
+        ("name", job.name),
+        ("session", job.session_id),
+        ("prompt", job.description),
+        ("schedule", f"{job.schedule_expression} ({job.timezone})"),
+        ("schedule name", job.schedule_name),
+        ("status", job_status(job)),
+        ("overlap", job.overlap),
+        ("catch-up", f"{job.catch_up} within {job.catch_up_window_s}s"),
+        ("pause after", f"{job.pause_after_failures} failed runs in a row" if job.pause_after_failures else "never"),
+        ("failures in a row", f"{job.consecutive_failures} (last: {dash(job.last_failed_run_id)})"),
+        ("skipped fires", job.skipped_fires),
+        ("missed fires", job.missed_fires),
+    ]
+    if job.paused_at:
+        rows += [("paused at", when(job.paused_at)), ("paused by run", job.pause_run_id)]
+    times = next_fire_times(job, len(view.next_fires) or 3)
+    rows.append(("next fires", ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times) or "-"))
+    out.print(facts_panel(rows, f"job {job.job_id}"))
+    if view.missing_now:
+        more = f" (the newest {len(view.missing_now)})" if view.missing_total > len(view.missing_now) else ""
+        out.print(
+            f"Missing while paused: {view.missing_total} fire time(s){more}; on resume, catch-up "
+            f"{job.catch_up} decides which run: {escape(', '.join(view.missing_now[-10:]))}"
+        )
+    table = _table(f"last {len(view.runs)} run(s)", ("run id", "status", "started", "duration", "cost", "reason"))
+    for run in view.runs:
+        table.add_row(
+            escape(run.run_id),
+            escape(run.status),
+            when(run.started_at),
+            _duration(run.started_at, run.ended_at),
+            _cost((run.usage or {}).get("estimated_cost_usd")),
+            escape((run.last_error or "-").splitlines()[0][:200] if run.last_error else "-"),
+        )
+    out.print(table)
+    for title, fires_ in (("skipped fires", view.skipped), ("missed fires", view.missed)):
+        if not fires_:
+            continue
+        table = _table(f"{title} (newest first)", ("scheduled time", "run id", "reason", "outcome"))
+        for fire in fires_:
+            table.add_row(escape(fire.scheduled_time), escape(fire.run_id), escape(fire.reason), escape(fire.outcome))
+        out.print(table)
+
+
+def job_view_dict(view: Any) -> dict[str, Any]:
+    return {
+        "job": job_dict(view.job),
+        "next_fire_times": [t.isoformat() for t in view.next_fires],
+        "runs": [
+            {
+                "run_id": r.run_id,
+                "status": r.status,
+                "started_at": r.started_at,
+                "ended_at": r.ended_at,
+                "estimated_cost_usd": (r.usage or {}).get("estimated_cost_usd"),
+                "last_error": r.last_error,
+            }
+            for r in view.runs
+        ],
+        "skipped": [f.model_dump(mode="json") for f in view.skipped],
+        "missed": [f.model_dump(mode="json") for f in view.missed],
+        "missing_while_paused": view.missing_now,
+        "missing_while_paused_total": view.missing_total,
+    }
+
+
+def _duration(start: str | None, end: str | None) -> str:
+    try:
+        seconds = (datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))).total_seconds()
+    except ValueError:
+        return "-"
+    return f"{seconds:.1f}s" if seconds < 60 else age(seconds)
+
+
+def _cost(value: Any) -> str:
+    return "-" if value is None else f"${float(value):.4f}"
 
 
 def session_panel(config: SessionConfig) -> None:

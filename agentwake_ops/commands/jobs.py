@@ -1,4 +1,5 @@
-"""``agentwake jobs create|list|delete|run-now``: cron jobs, one EventBridge Scheduler schedule each."""
+"""``agentwake jobs create|list|show|update|pause|resume|backfill|trigger|delete|run-now``: cron jobs,
+one EventBridge Scheduler schedule each, with their policies (docs/operations.md, "Job policies")."""
 
 from __future__ import annotations
 
@@ -9,7 +10,36 @@ import typer
 from agentwake_ops import render
 from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, ops
 
-app = typer.Typer(help="Cron jobs: one EventBridge Scheduler schedule per job.", no_args_is_help=True)
+app = typer.Typer(
+    help=(
+        "Cron jobs: one EventBridge Scheduler schedule per job.\n\n"
+        "Policies of each job (set with create or update):\n\n"
+        "--overlap (default queue): a fire due while this job's previous run is still going: skip "
+        "(recorded as skipped and counted), queue (waits for the session), buffer_one (one waits, "
+        "the rest are skipped).\n\n"
+        "--catch-up (default latest) within --catch-up-window (default 86400 s): on resume, which "
+        "fires missed while paused run: none, latest, or all; each with the run id its own fire would have had.\n\n"
+        "--pause-after-failures (default 3; 0 = never): after this many failed runs in a row the job "
+        "pauses itself (its schedule disabled, the reason recorded) until jobs resume."
+    ),
+    no_args_is_help=True,
+)
+
+OverlapOpt = Annotated[
+    str | None,
+    typer.Option("--overlap", help="skip | queue | buffer_one: a fire due while this job's previous run is going."),
+]
+CatchUpOpt = Annotated[
+    str | None, typer.Option("--catch-up", help="none | latest | all: which missed fires run on resume.")
+]
+WindowOpt = Annotated[
+    int | None, typer.Option("--catch-up-window", help="Seconds: only missed fires this recent are caught up.")
+]
+PauseOpt = Annotated[
+    int | None,
+    typer.Option("--pause-after-failures", help="Failed runs in a row that pause the job (0 = never)."),
+]
+JobArg = Annotated[str, typer.Argument(help="The job id.", metavar="JOB_ID")]
 
 
 @app.command(
@@ -27,19 +57,35 @@ def jobs_create(
     at: Annotated[str | None, typer.Option("--at", help="Once, at yyyy-mm-ddThh:mm:ss in --timezone.")] = None,
     timezone: Annotated[str, typer.Option("--timezone", help="IANA timezone of the schedule.")] = "UTC",
     description: Annotated[str, typer.Option("--description", help="What the agent should do when woken.")] = "",
+    overlap: OverlapOpt = None,
+    catch_up: CatchUpOpt = None,
+    catch_up_window: WindowOpt = None,
+    pause_after_failures: PauseOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a cron job and its schedule (give exactly one of --cron and --at).
 
     The expression is checked with EventBridge Scheduler's rules first: six cron fields, '?' in
-    exactly one of day-of-month and day-of-week, every value in its range.
+    exactly one of day-of-month and day-of-week, every value in its range. Policies default to
+    overlap queue, catch-up latest within 86400 s, pause after 3 failed runs in a row.
     """
-    from agentwake.jobs import schedule_expression
+    from agentwake.jobs import check_policies, schedule_expression
 
     check_id(session, "session id")
     schedule_expression(cron, at)  # refuse a bad expression before looking anything up
+    check_policies(overlap, catch_up, catch_up_window, pause_after_failures)
+    policies = {
+        k: v
+        for k, v in (
+            ("overlap", overlap),
+            ("catch_up", catch_up),
+            ("catch_up_window_s", catch_up_window),
+            ("pause_after_failures", pause_after_failures),
+        )
+        if v is not None
+    }
     job = ops(ctx).jobs.create(
-        session_id=session, name=name, cron=cron, at=at, timezone=timezone, description=description
+        session_id=session, name=name, cron=cron, at=at, timezone=timezone, description=description, **policies
     )
     if as_json:
         render.print_json(render.job_dict(job))
@@ -81,4 +127,153 @@ def jobs_run_now(
 ) -> None:
     """Wake the job's agent now: invoke CronWakeFunction asynchronously, as the schedule would."""
     run_id = ops(ctx).jobs.run_now(job_id)
+    render.console().print(f"Invoked CronWakeFunction for {job_id}: run {render.escape(run_id)}.")
+
+
+@app.command("show", epilog="Example: agentwake jobs show job-0123abcd --runs 20")
+def jobs_show(
+    ctx: typer.Context,
+    job_id: JobArg,
+    runs: Annotated[int, typer.Option("--runs", min=1, max=100, help="How many of the last runs to list.")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a job: config, policies, next fires, last runs, why it is paused, skipped and missed fires.
+
+    Each run is listed with its status, duration, estimated cost and the reason it failed.
+    """
+    view = ops(ctx).jobs.show(job_id, runs=runs)
+    if as_json:
+        render.print_json(render.job_view_dict(view))
+        return
+    render.job_view(view)
+
+
+@app.command(
+    "update",
+    epilog="Examples: agentwake jobs update job-0123abcd --cron '0 7 * * ? *' --timezone Europe/Berlin  |  "
+    "agentwake jobs update job-0123abcd --overlap skip --pause-after-failures 5",
+)
+def jobs_update(
+    ctx: typer.Context,
+    job_id: JobArg,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="A new schedule: six cron fields, cron(...), rate(...).")
+    ] = None,
+    at: Annotated[str | None, typer.Option("--at", help="A new one-time schedule: yyyy-mm-ddThh:mm:ss.")] = None,
+    timezone: Annotated[str | None, typer.Option("--timezone", help="A new IANA timezone.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="A new name.")] = None,
+    description: Annotated[str | None, typer.Option("--description", help="A new prompt.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Wake another session (must exist).")] = None,
+    overlap: OverlapOpt = None,
+    catch_up: CatchUpOpt = None,
+    catch_up_window: WindowOpt = None,
+    pause_after_failures: PauseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a job in place: schedule, time zone, prompt, session, policies.
+
+    Its schedule is updated (not re-created); its id, run history and run ids are kept. Only the
+    options given change.
+    """
+    if session is not None:
+        check_id(session, "session id")
+    job = ops(ctx).jobs.update(
+        job_id,
+        cron=cron,
+        at=at,
+        timezone=timezone,
+        name=name,
+        description=description,
+        session_id=session,
+        overlap=overlap,  # type: ignore[arg-type]
+        catch_up=catch_up,  # type: ignore[arg-type]
+        catch_up_window_s=catch_up_window,
+        pause_after_failures=pause_after_failures,
+    )
+    if as_json:
+        render.print_json(render.job_dict(job))
+        return
+    render.console().print(f"Updated job {job.job_id}: {render.escape(job.schedule_expression)} ({job.timezone}).")
+    render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+
+
+@app.command("pause", epilog="Example: agentwake jobs pause job-0123abcd")
+def jobs_pause(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+    """Pause a job: its schedule is disabled; the fires it misses are counted from now."""
+    job = ops(ctx).jobs.pause(job_id)
+    if as_json:
+        render.print_json(render.job_dict(job))
+        return
+    render.console().print(
+        f"Paused job {job.job_id}; its schedule is disabled. Resume it with: agentwake jobs resume {job.job_id}"
+    )
+
+
+@app.command("resume", epilog="Example: agentwake jobs resume job-0123abcd")
+def jobs_resume(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) -> None:
+    """Resume a paused job, catching up the fires it missed by its catch-up policy.
+
+    Its schedule is enabled again, every fire time it missed is recorded (jobs show), and its
+    catch-up policy runs none, the latest, or all of them within its window.
+    """
+    result = ops(ctx).jobs.resume(job_id)
+    if as_json:
+        render.print_json({"job": render.job_dict(result.job), "missed": result.missed, "caught_up": result.caught_up})
+        return
+    job = result.job
+    render.console().print(
+        f"Resumed job {job.job_id}: {len(result.missed)} fire(s) missed while paused; catch-up {job.catch_up} "
+        f"ran {len(result.caught_up)}: {render.escape(', '.join(result.caught_up) or '-')}."
+    )
+    render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+
+
+@app.command(
+    "backfill",
+    epilog="Example: agentwake jobs backfill job-0123abcd --from 2026-11-01T00:00:00Z --to 2026-11-05T23:59:59Z",
+)
+def jobs_backfill(
+    ctx: typer.Context,
+    job_id: JobArg,
+    start: Annotated[str, typer.Option("--from", help="The range's start, ISO-8601 (2026-11-01T00:00:00Z).")],
+    end: Annotated[str, typer.Option("--to", help="The range's end, ISO-8601, included.")],
+    cap: Annotated[int, typer.Option("--max", help="Refuse a range with more fire times than this (1-1000).")] = 50,
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the job once per fire time in a range (a dry run unless --yes).
+
+    Each run has the run id its own fire would have had; times that already have a run are left
+    out, so the same backfill twice starts nothing new. More than --max times is refused.
+    """
+    plan = ops(ctx).jobs.backfill(job_id, start, end, dry_run=not yes, cap=cap)
+    if as_json:
+        render.print_json(
+            {"dry_run": plan.dry_run, "times": plan.times, "existing": plan.existing, "run_ids": plan.run_ids}
+        )
+        return
+    out = render.console()
+    verb = "Would run" if plan.dry_run else "Invoked"
+    out.print(
+        f"{len(plan.times)} fire time(s) in the range; {len(plan.existing)} already have a run. "
+        f"{verb} {len(plan.to_run)}:"
+    )
+    for run_id in plan.run_ids:
+        out.print(f"  {render.escape(run_id)}")
+    if plan.dry_run and plan.to_run:
+        out.print("Dry run: nothing started. Run it with --yes.")
+
+
+@app.command("trigger", epilog="Example: agentwake jobs trigger job-0123abcd --time 2026-11-03T06:00:00Z")
+def jobs_trigger(
+    ctx: typer.Context,
+    job_id: JobArg,
+    at: Annotated[str, typer.Option("--time", help="The scheduled time to run, ISO-8601.")],
+) -> None:
+    """Run the job for one scheduled time now, with that fire's run id.
+
+    The run id is cron:JOB_ID:TIME (TIME in UTC, as the Scheduler writes it): a run that succeeded
+    already is not run again.
+    """
+    run_id = ops(ctx).jobs.trigger(job_id, at)
     render.console().print(f"Invoked CronWakeFunction for {job_id}: run {render.escape(run_id)}.")

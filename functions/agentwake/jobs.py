@@ -423,17 +423,29 @@ class JobsService:
             self.schedules.set_enabled(job.schedule_name, True)
         why = f"missed while paused ({job.pause_reason})"
         caught_up: list[str] = []
+        newly = 0
         for moment in missed.times:
             text = scheduled_time_text(moment)
             run_id = cron_run_id(job_id, text)
-            outcome = "caught up" if moment in chosen else f"not caught up (catch-up {job.catch_up})"
-            self.store.record_job_fire(
-                JobFire(job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why, outcome=outcome)
+            if moment in chosen:
+                outcome = "caught up"
+            elif job.catch_up == "none":
+                outcome = "not caught up (catch-up none)"
+            elif (now - moment).total_seconds() > job.catch_up_window_s:
+                outcome = f"not caught up (older than the {job.catch_up_window_s}s catch-up window)"
+            else:
+                outcome = "not caught up (catch-up latest runs only the latest)"
+            fire = JobFire(
+                job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why, outcome=outcome
             )
+            if self.store.record_job_fire(fire):
+                newly += 1
+            else:  # recorded already, by a fire that reached the paused job
+                self.store.set_fire_outcome(fire, outcome)
         for moment in sorted(chosen):
             caught_up.append(self._invoke(resumed, scheduled_time_text(moment)))
-        if missed.total:
-            self.metric("MissedFires", missed.total)
+        if newly:
+            self.metric("MissedFires", newly)
         return ResumeResult(job=resumed, missed=[scheduled_time_text(t) for t in missed.times], caught_up=caught_up)
 
     def backfill(

@@ -168,10 +168,25 @@ def up(
             typer.echo(f"  {logical_id:<28} {resource.ref}")
     for poller in runtime.pollers:
         typer.echo(f"  polling {poller.queue_url} -> {poller.function.logical_id}")
+    watch = None
+    if "AgentTableName" in runtime.outputs:
+        from agentwake.store.dynamo import DynamoStore
+        from agentwake_local.job_watch import JobWatch
+
+        watch = JobWatch(DynamoStore(runtime.outputs["AgentTableName"], client=runtime.client("dynamodb")))
+        for line in watch.summary():
+            typer.echo(line)
     typer.echo("Ctrl-C to stop")
     try:
+        ticks = 0
         while not stop.wait(0.5):
-            pass
+            ticks += 1
+            if watch is not None and ticks % 4 == 0:  # every 2 s: a job paused, resumed, or missed fires
+                try:
+                    for line in watch.changes():
+                        typer.echo(line)
+                except Exception as exc:  # the stack is stopping, a transient error: say so, keep running
+                    typer.echo(f"could not read the jobs: {type(exc).__name__}", err=True)
     finally:
         runtime.stop()
         typer.echo("stopped")

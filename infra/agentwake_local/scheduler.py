@@ -158,6 +158,7 @@ class LocalScheduler:
         for arn in set(self._seen) - live:  # deleted or disabled: forget it
             del self._seen[arn]
             self._gone.add(arn)
+            logger.info("schedule %s is disabled or deleted: it does not fire", arn.rsplit("/", 1)[-1])
         return schedules
 
     def _due(self, summary: dict[str, Any], now: dt.datetime) -> Firing | None:
