@@ -416,6 +416,27 @@ def job_view(view: Any) -> None:
         out.print(table)
 
 
+def dead_lettered_fires(messages: list[Any], note: str | None) -> None:
+    """``jobs show``: the job's fires waiting in SchedulerDLQ, each with how to redrive it."""
+    out = console()
+    if note:
+        out.print(escape(note))
+    if not messages:
+        return
+    table = _table(
+        f"{len(messages)} fire(s) the Scheduler could not deliver (SchedulerDLQ)",
+        ("scheduled time", "run id", "error", "redrive with"),
+    )
+    for msg in messages:
+        table.add_row(
+            escape((msg.payload or {}).get("scheduled_time", "-")),
+            escape(dash(msg.run_id)),
+            escape(f"{dash(msg.error_type)}: {dash(msg.error_detail)}"[:200]),
+            escape(f"agentwake dlq redrive --id {msg.short_id}"),
+        )
+    out.print(table)
+
+
 def job_view_dict(view: Any) -> dict[str, Any]:
     return {
         "job": job_dict(view.job),

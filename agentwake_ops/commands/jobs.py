@@ -3,7 +3,7 @@ one EventBridge Scheduler schedule each, with their policies (docs/operations.md
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -141,11 +141,26 @@ def jobs_show(
 
     Each run is listed with its status, duration, estimated cost and the reason it failed.
     """
-    view = ops(ctx).jobs.show(job_id, runs=runs)
+    context = ops(ctx)
+    view = context.jobs.show(job_id, runs=runs)
+    dead, note = _dead_lettered_fires(context, job_id)
     if as_json:
-        render.print_json(render.job_view_dict(view))
+        render.print_json({**render.job_view_dict(view), "dead_lettered": [m.view() for m in dead]})
         return
     render.job_view(view)
+    render.dead_lettered_fires(dead, note)
+
+
+def _dead_lettered_fires(context: Any, job_id: str) -> tuple[list[Any], str | None]:
+    """The job's fires the Scheduler could not deliver (in SchedulerDLQ; listed, none consumed),
+    or why they could not be read."""
+    from agentwake_ops.dlq.select import list_messages
+
+    try:
+        messages = list_messages(context, "scheduler")
+    except Exception as exc:  # no SchedulerDLQ in this stack, a scan that could not finish
+        return [], f"SchedulerDLQ not read: {exc}"
+    return [m for m in messages if m.job_id == job_id], None
 
 
 @app.command(

@@ -531,8 +531,15 @@ def test_bedrock_is_scoped_to_models_and_inference_profiles(template: dict[str, 
 def test_cron_function_may_manage_only_schedules_of_its_group(template: dict[str, Any]) -> None:
     scheduler = [s for s in statements(policies(template, "CronWakeFunction")) if "scheduler:" in repr(s["Action"])]
     actions = sorted(action for s in scheduler for action in as_list(s["Action"]))
-    # run-once jobs delete their schedule; a cron wake waiting for its session creates a one-time one
-    assert actions == ["scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"]
+    # run-once jobs delete their schedule; a cron wake waiting for its session creates a one-time
+    # one; a job paused after failed runs in a row reads its schedule and writes it back disabled
+    assert actions == [
+        "scheduler:CreateSchedule",
+        "scheduler:DeleteSchedule",
+        "scheduler:GetSchedule",
+        "scheduler:GetSchedule",
+        "scheduler:UpdateSchedule",
+    ]
     for statement in scheduler:
         assert statement["Resource"] == {
             "Fn::Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*"
@@ -586,6 +593,10 @@ def test_every_dlq_has_an_alarm_that_notifies_the_topic(template: dict[str, Any]
     [run_failed] = [a for a in alarms if a["MetricName"] == "RunFailed"]
     assert run_failed["Namespace"] == {"Ref": "MetricsNamespace"}
     assert run_failed["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    # AND a job that paused itself (JobPaused, emitted by the cron wake) alarms the same way
+    [paused] = [a for a in alarms if a["MetricName"] == "JobPaused"]
+    assert paused["Namespace"] == {"Ref": "MetricsNamespace"} and paused["Threshold"] == 0
+    assert paused["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
     # AND the e-mail subscription exists only when an address is given
     assert resources["AlarmEmailSubscription"]["Condition"] == "HasAlarmEmail"
 

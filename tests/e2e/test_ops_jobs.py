@@ -1,0 +1,93 @@
+"""`agentwake jobs show|update|pause|resume|backfill|trigger` as an operator runs them: what they
+print, the fires the Scheduler dead-lettered, and one `error:` line for bad input (nothing changed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.conftest import Cli, Stack, cli_json
+from tests.support.builders import SCRIPTED_ARGS
+
+
+ALIAS_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live"
+ROLE_ARN = "arn:aws:iam::123456789012:role/agentwake-SchedulerRole"
+
+
+@pytest.fixture
+def job_id(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", ALIAS_ARN)
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", ROLE_ARN)
+    cli("sessions", "put", "s-ops", *SCRIPTED_ARGS)
+    return str(
+        cli_json(cli, "jobs", "create", "--session", "s-ops", "--name", "Nightly", "--cron", "0 6 * * ? *")["job_id"]
+    )
+
+
+def test_jobs_show_lists_the_fires_the_scheduler_dead_lettered_for_this_job(
+    cli: Cli, stack: Stack, job_id: str
+) -> None:
+    # GIVEN two fires of this job and one of another job that the Scheduler could not deliver
+    for job, when in (
+        (job_id, "2026-11-28T06:00:00Z"),
+        (job_id, "2026-11-29T06:00:00Z"),
+        ("job-other", "2026-11-29T06:00:00Z"),
+    ):
+        stack.sqs.send_message(
+            QueueUrl=stack.res.scheduler_dlq_url,
+            MessageBody=json.dumps({"job_id": job, "scheduled_time": when}),
+            MessageAttributes={
+                "ERROR_CODE": {"DataType": "String", "StringValue": "AWS.Lambda.TooManyRequestsException"},
+                "ERROR_MESSAGE": {"DataType": "String", "StringValue": "Rate exceeded"},
+            },
+        )
+    # WHEN the job is shown
+    shown = cli_json(cli, "jobs", "show", job_id)
+    text = cli("jobs", "show", job_id).stdout
+    # THEN its two missed fires are listed with their run ids and why, and how to redrive them
+    assert sorted(m["run_id"] for m in shown["dead_lettered"]) == [
+        f"cron:{job_id}:2026-11-28T06:00:00Z",
+        f"cron:{job_id}:2026-11-29T06:00:00Z",
+    ]
+    assert "2 fire(s) the Scheduler could not deliver" in text and "Rate exceeded" in text
+    assert "agentwake dlq redrive --id" in text
+    # AND they are still in the queue (listed, not consumed)
+    assert stack.counts(stack.res.scheduler_dlq_url)[0] + stack.counts(stack.res.scheduler_dlq_url)[1] == 3
+
+
+def test_pause_shows_why_and_resume_enables_the_schedule_again(cli: Cli, stack: Stack, job_id: str) -> None:
+    cli("jobs", "pause", job_id)
+    shown = cli("jobs", "show", job_id).stdout
+    assert "paused: paused by an operator" in shown
+    assert "paused: paused by an operator" in cli("jobs", "list").stdout
+    assert cli_json(cli, "jobs", "show", job_id)["job"]["next_fire_times"] == []
+    resumed = cli_json(cli, "jobs", "resume", job_id)
+    assert resumed["job"]["paused_at"] is None and resumed["job"]["next_fire_times"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("update", "{job}", "--overlap", "parallel"), "error: overlap must be one of skip, queue, buffer_one"),
+        (("update", "{job}", "--catch-up", "some"), "error: catch-up must be one of none, latest, all"),
+        (("update", "{job}", "--pause-after-failures", "-1"), "error: pause-after-failures must be 0 (never) or more"),
+        (("update", "{job}"), "error: nothing to change"),
+        (("resume", "{job}"), "is not paused"),
+        (("backfill", "{job}", "--from", "yesterday", "--to", "2026-11-05T00:00:00Z"), "error: --from and --to"),
+        (
+            ("backfill", "{job}", "--from", "2026-10-01T00:00:00Z", "--to", "2026-12-01T00:00:00Z", "--yes"),
+            "more than the cap of 50",
+        ),
+        (("trigger", "{job}", "--time", "soon"), "error: the scheduled time must be ISO-8601"),
+        (("show", "job-nope"), "error: no job 'job-nope'"),
+    ],
+)
+def test_bad_input_is_one_error_line_and_changes_nothing(
+    cli: Cli, stack: Stack, job_id: str, args: tuple[str, ...], message: str
+) -> None:
+    before = cli_json(cli, "jobs", "show", job_id)["job"]
+    result = cli("jobs", *(a.format(job=job_id) for a in args), expect=1)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert cli_json(cli, "jobs", "show", job_id)["job"] == before
+    assert stack.invocations == []
