@@ -343,3 +343,23 @@ def test_trigger_runs_one_scheduled_time_with_its_run_id(h: Harness) -> None:
     assert h.jobs.trigger(job.job_id, "2026-11-03T06:00:00Z") == run_id
     assert [o["status"] for o in h.outcomes] == ["succeeded", "already_succeeded"]
     assert len(h.notes()) == 1
+
+
+def test_local_up_lines_name_the_paused_job_and_its_missed_fires(h: Harness) -> None:
+    from agentwake_local.job_watch import JobWatch
+
+    # GIVEN `local up`'s watch over the jobs, and a job that runs on schedule
+    watch = JobWatch(h.store)
+    job = every_minute(h)
+    assert watch.summary()[0] == "jobs: 1, paused: 0"
+    # WHEN it is paused  THEN the next look says so, with why
+    h.jobs.pause(job.job_id)
+    [paused] = watch.changes()
+    assert f"job {job.job_id} (Minutely): PAUSED since" in paused and "paused by an operator" in paused
+    assert watch.changes() == []  # said once
+    assert watch.summary()[0] == "jobs: 1, paused: 1"
+    # WHEN it is resumed after missing 3 fires  THEN the line says resumed, with the missed fires
+    h.now = minute(h, 3) + timedelta(seconds=30)
+    h.jobs.resume(job.job_id)
+    [resumed] = watch.changes()
+    assert "resumed; missed fires: 3" in resumed
