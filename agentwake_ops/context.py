@@ -329,6 +329,8 @@ def build_context(
         Schedules(outputs.get("ScheduleGroupName"), client=_Lazy(lambda: client("scheduler"))),
         targets,
         invoker=run_now_invoker,
+        # the CLI flushes no Powertools metrics: `jobs show` is where an operator reads the counts
+        metric=lambda _name, _value: None,
     )
     tasks = TasksService(store, queues.get("results"), sqs=sqs)
     return OpsContext(

@@ -461,6 +461,11 @@ class JobsService:
             raise JobError(f"--from and --to must be ISO-8601 times like 2026-12-01T06:00:00Z: {exc}") from exc
         if last < first:
             raise JobError(f"--to ({end}) is before --from ({start})")
+        if last > self.clock():
+            # a future time run now would take the run id its own fire will need: that fire would find it done
+            raise JobError(
+                f"--to ({end}) is in the future: a backfill runs past fire times only (jobs trigger runs one)"
+            )
         if not 1 <= cap <= MAX_BACKFILL_CAP:
             raise JobError(f"the cap must be between 1 and {MAX_BACKFILL_CAP}, got {cap}")
         found = fire_times_between(job, first - timedelta(microseconds=1), last, keep=cap + 1)

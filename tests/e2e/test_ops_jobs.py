@@ -4,12 +4,12 @@ print, the fires the Scheduler dead-lettered, and one `error:` line for bad inpu
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.builders import SCRIPTED_ARGS
-
 
 ALIAS_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live"
 ROLE_ARN = "arn:aws:iam::123456789012:role/agentwake-SchedulerRole"
@@ -91,3 +91,33 @@ def test_bad_input_is_one_error_line_and_changes_nothing(
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert cli_json(cli, "jobs", "show", job_id)["job"] == before
     assert stack.invocations == []
+
+
+def test_show_lists_what_a_paused_job_misses_and_resume_catches_up_the_latest(
+    cli: Cli, stack: Stack, job_id: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    # GIVEN a job every minute, paused just after the minute five minutes ago
+    cli("jobs", "update", job_id, "--cron", "* * * * ? *")
+    cli("jobs", "pause", job_id)
+    if datetime.now(UTC).second >= 55:  # not across a minute boundary while the test runs
+        time.sleep(60 - datetime.now(UTC).second)
+    then = datetime.now(UTC).replace(second=1, microsecond=0) - timedelta(minutes=5)
+    stack.store.update_job(job_id, paused_at=then.isoformat().replace("+00:00", "Z"))
+    # WHEN it is shown  THEN it lists the 5 fire times it has missed so far
+    shown = cli_json(cli, "jobs", "show", job_id)
+    assert len(shown["missing_while_paused"]) == 5
+    assert "Missing while paused: 5 fire time(s)" in cli("jobs", "show", job_id).stdout
+    # WHEN it is resumed (catch-up latest, the default)
+    resumed = cli_json(cli, "jobs", "resume", job_id)
+    # THEN the latest missed time runs, with its own fire's run id; every missed time is listed
+    latest = shown["missing_while_paused"][-1]
+    assert resumed["caught_up"] == [f"cron:{job_id}:{latest}"]
+    assert stack.invocations == [
+        ("CronWakeFunction", {"job_id": job_id, "scheduled_time": latest, "session_id": "s-ops"})
+    ]
+    text = cli("jobs", "show", job_id).stdout
+    assert "missed fires (newest first)" in text and "caught up" in text
+    assert text.count("not caught up (catch-up latest runs only the latest)") == 4
+    assert cli_json(cli, "jobs", "show", job_id)["job"]["missed_fires"] == 5

@@ -333,6 +333,8 @@ def test_backfill_over_its_cap_is_refused(h: Harness) -> None:
         h.jobs.backfill(job.job_id, "2026-11-01T00:00:00Z", "2026-11-10T12:00:00Z", cap=5, dry_run=False)
     with pytest.raises(JobError, match="before --from"):
         h.jobs.backfill(job.job_id, "2026-11-05T00:00:00Z", "2026-11-01T00:00:00Z")
+    with pytest.raises(JobError, match="in the future"):
+        h.jobs.backfill(job.job_id, "2026-11-01T00:00:00Z", iso(h.now + timedelta(days=1)))
     assert h.outcomes == []
 
 
