@@ -229,18 +229,58 @@ def jobs_resume(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) ->
     """Resume a paused job, catching up the fires it missed by its catch-up policy.
 
     Its schedule is enabled again, every fire time it missed is recorded (jobs show), and its
-    catch-up policy runs none, the latest, or all of them within its window.
+    catch-up policy runs none, the latest, or all of them within its window. Fires of the job that
+    the Scheduler could not deliver (in SchedulerDLQ) count as missed too: they are caught up by
+    the same policy, then deleted from SchedulerDLQ (the job keeps the record). A job that is not
+    paused but has such fires is caught up the same way.
     """
-    result = ops(ctx).jobs.resume(job_id)
+    from agentwake_ops.dlq.act import delete_messages
+    from agentwake_ops.dlq.select import Selection
+
+    context = ops(ctx)
+    dead, note = _dead_lettered_fires(context, job_id)
+    times = [str(m.payload["scheduled_time"]) for m in dead if m.payload and m.payload.get("scheduled_time")]
+    result = context.jobs.resume(job_id, undelivered=_valid_times(times))
+    handled = [m for m in dead if m.payload and str(m.payload.get("scheduled_time")) in set(_valid_times(times))]
+    deleted = 0
+    if handled:
+        report = delete_messages(
+            context, Selection(ids=tuple(m.message_id for m in handled), exact=True), queue="scheduler"
+        )
+        deleted = len(report.deleted)
     if as_json:
-        render.print_json({"job": render.job_dict(result.job), "missed": result.missed, "caught_up": result.caught_up})
+        render.print_json(
+            {
+                "job": render.job_dict(result.job),
+                "missed": result.missed,
+                "caught_up": result.caught_up,
+                "scheduler_dlq_deleted": deleted,
+            }
+        )
         return
     job = result.job
+    if note:
+        render.err_console().print(render.escape(note))
     render.console().print(
-        f"Resumed job {job.job_id}: {len(result.missed)} fire(s) missed while paused; catch-up {job.catch_up} "
-        f"ran {len(result.caught_up)}: {render.escape(', '.join(result.caught_up) or '-')}."
+        f"Resumed job {job.job_id}: {len(result.missed)} fire(s) missed ({len(handled)} undelivered, from "
+        f"SchedulerDLQ); catch-up {job.catch_up} ran {len(result.caught_up)}: "
+        f"{render.escape(', '.join(result.caught_up) or '-')}."
     )
     render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+
+
+def _valid_times(times: list[str]) -> list[str]:
+    """The scheduled times that are times (a redriven manual run's ``manual-...`` is not a fire)."""
+    from agentwake.job_fires import parse_time
+
+    valid = []
+    for text in times:
+        try:
+            parse_time(text)
+        except ValueError:
+            continue
+        valid.append(text)
+    return valid
 
 
 @app.command(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -26,6 +26,7 @@ from agentwake.job_fires import (
     pause_job,
     scheduled_time_text,
 )
+from agentwake.job_results import BackfillPlan, JobView, ResumeResult
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import (
     DEFAULT_CATCH_UP,
@@ -36,7 +37,6 @@ from agentwake.store.models import (
     Job,
     JobFire,
     OverlapPolicy,
-    RunRecord,
     cron_run_id,
     utcnow_iso,
 )
@@ -52,43 +52,6 @@ MAX_BACKFILL_CAP = 1000
 
 class JobError(ValueError):
     """A job request that cannot be carried out, with a message saying why."""
-
-
-@dataclass
-class JobView:
-    """What ``jobs show`` shows: the job, its next fires, its last runs, its skipped and missed fires.
-    ``missing_now``: the fire times missed so far while paused (recorded on resume)."""
-
-    job: Job
-    next_fires: list[datetime]
-    runs: list[RunRecord]
-    skipped: list[JobFire]
-    missed: list[JobFire]
-    missing_now: list[str] = field(default_factory=list)
-    missing_total: int = 0
-
-
-@dataclass
-class ResumeResult:
-    job: Job
-    #: every fire time missed while paused (newest MAX_MISSED_RECORDED), and the run ids caught up
-    missed: list[str]
-    caught_up: list[str]
-
-
-@dataclass
-class BackfillPlan:
-    """The fire times of a range: which already have a run, which a backfill runs (or ran)."""
-
-    job_id: str
-    times: list[str]
-    existing: list[str]
-    to_run: list[str]
-    dry_run: bool
-
-    @property
-    def run_ids(self) -> list[str]:
-        return [cron_run_id(self.job_id, t) for t in self.to_run]
 
 
 def check_policies(
@@ -398,33 +361,44 @@ class JobsService:
         assert job.paused_at is not None
         return max(parse_time(job.paused_at), now - MISSED_LOOKBACK)
 
-    def resume(self, job_id: str) -> ResumeResult:
+    def resume(self, job_id: str, *, undelivered: Iterable[str] = ()) -> ResumeResult:
         """Re-enable a paused job: every fire time it missed is recorded (``jobs show``, the
         ``MissedFires`` metric), and its catch-up policy picks which of them run now, with the run
-        ids their own fires would have had (a late original and its catch-up write one note)."""
+        ids their own fires would have had (a late original and its catch-up write one note).
+
+        ``undelivered``: scheduled times of fires the Scheduler could not deliver (their inputs in
+        SchedulerDLQ): missed too, and caught up by the same policy. With them, a job that is not
+        paused is caught up without a resume."""
         job = self.get(job_id)
-        if not job.paused:
+        extra = {scheduled_time_text(parse_time(t)) for t in undelivered}
+        if not job.paused and not extra:
             raise JobError(f"job {job_id!r} is not paused")
         now = self.clock()
-        missed = fire_times_between(job, self._missed_since(job, now), now)
-        chosen = set(catch_up_choice(job.catch_up, job.catch_up_window_s, missed.times, now))
-        resumed = self.store.update_job(
-            job_id,
-            enabled=True,
-            paused_at=None,
-            pause_reason=None,
-            pause_run_id=None,
-            consecutive_failures=0,
-            last_failed_run_id=None,
-        )
-        if resumed is None:
-            raise JobError(f"no job {job_id!r} (deleted meanwhile)")
-        if job.schedule_name:
-            self.schedules.set_enabled(job.schedule_name, True)
-        why = f"missed while paused ({job.pause_reason})"
+        paused_missed = fire_times_between(job, self._missed_since(job, now), now).times if job.paused else []
+        why: dict[datetime, str] = {t: f"missed while paused ({job.pause_reason})" for t in paused_missed}
+        for text in extra:
+            why.setdefault(parse_time(text), "the Scheduler could not deliver it (SchedulerDLQ)")
+        missed = sorted(why)
+        chosen = set(catch_up_choice(job.catch_up, job.catch_up_window_s, missed, now))
+        resumed = job
+        if job.paused:
+            updated = self.store.update_job(
+                job_id,
+                enabled=True,
+                paused_at=None,
+                pause_reason=None,
+                pause_run_id=None,
+                consecutive_failures=0,
+                last_failed_run_id=None,
+            )
+            if updated is None:
+                raise JobError(f"no job {job_id!r} (deleted meanwhile)")
+            resumed = updated
+            if job.schedule_name:
+                self.schedules.set_enabled(job.schedule_name, True)
         caught_up: list[str] = []
         newly = 0
-        for moment in missed.times:
+        for moment in missed:
             text = scheduled_time_text(moment)
             run_id = cron_run_id(job_id, text)
             if moment in chosen:
@@ -436,7 +410,7 @@ class JobsService:
             else:
                 outcome = "not caught up (catch-up latest runs only the latest)"
             fire = JobFire(
-                job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why, outcome=outcome
+                job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why[moment], outcome=outcome
             )
             if self.store.record_job_fire(fire):
                 newly += 1
@@ -446,7 +420,7 @@ class JobsService:
             caught_up.append(self._invoke(resumed, scheduled_time_text(moment)))
         if newly:
             self.metric("MissedFires", newly)
-        return ResumeResult(job=resumed, missed=[scheduled_time_text(t) for t in missed.times], caught_up=caught_up)
+        return ResumeResult(job=resumed, missed=[scheduled_time_text(t) for t in missed], caught_up=caught_up)
 
     def backfill(
         self, job_id: str, start: str, end: str, *, dry_run: bool = True, cap: int = DEFAULT_BACKFILL_CAP

@@ -121,3 +121,32 @@ def test_show_lists_what_a_paused_job_misses_and_resume_catches_up_the_latest(
     assert "missed fires (newest first)" in text and "caught up" in text
     assert text.count("not caught up (catch-up latest runs only the latest)") == 4
     assert cli_json(cli, "jobs", "show", job_id)["job"]["missed_fires"] == 5
+
+
+def test_resume_catches_up_the_fires_the_scheduler_could_not_deliver(cli: Cli, stack: Stack, job_id: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    # GIVEN two recent fires of the job that reached SchedulerDLQ (the target was throttled)
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    times = [f"{hour - timedelta(hours=h):%Y-%m-%dT%H:%M:%SZ}" for h in (2, 1)]
+    for when in times:
+        stack.sqs.send_message(
+            QueueUrl=stack.res.scheduler_dlq_url,
+            MessageBody=json.dumps({"job_id": job_id, "scheduled_time": when, "session_id": "s-ops"}),
+        )
+    # WHEN the job is resumed (it is not paused: only those fires are missed)
+    resumed = cli_json(cli, "jobs", "resume", job_id)
+    # THEN both are recorded as missed, the latest runs with its own fire's run id (catch-up latest),
+    # and SchedulerDLQ no longer holds them
+    assert resumed["missed"] == times and resumed["caught_up"] == [f"cron:{job_id}:{times[1]}"]
+    assert resumed["scheduler_dlq_deleted"] == 2
+    assert stack.invocations == [
+        ("CronWakeFunction", {"job_id": job_id, "scheduled_time": times[1], "session_id": "s-ops"})
+    ]
+    assert stack.counts(stack.res.scheduler_dlq_url) == (0, 0)
+    missed = {f["scheduled_time"]: f for f in cli_json(cli, "jobs", "show", job_id)["missed"]}
+    assert sorted(missed) == times
+    assert all("SchedulerDLQ" in f["reason"] for f in missed.values())
+    assert missed[times[1]]["outcome"] == "caught up" and missed[times[0]]["outcome"].startswith("not caught up")
+    # AND with nothing missed, resuming a running job is refused
+    assert "is not paused" in cli("jobs", "resume", job_id, expect=1).stderr
