@@ -253,6 +253,7 @@ def test_three_failed_runs_in_a_row_pause_the_job_until_it_is_resumed(h: Harness
     seed_session(h.store, SESSION)
     h.now = minute(h, 5) + timedelta(seconds=30)
     result = h.jobs.resume(job.job_id)
+    assert result.missed == [iso(minute(h, 4)), iso(minute(h, 5))]  # the fires after the run that paused it
     assert result.caught_up == [f"cron:{job.job_id}:{iso(minute(h, 5))}"]
     resumed = h.jobs.get(job.job_id)
     assert not resumed.paused and resumed.consecutive_failures == 0

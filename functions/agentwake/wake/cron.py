@@ -121,7 +121,7 @@ def wake_for_cron_job(
         raise
     except Exception as exc:  # a failed run (RunFailed) or a crash: one more failure in a row
         ran = True
-        count_failed_run(job, wake.run_id, deps, exc)
+        count_failed_run(job, wake, deps, exc)
         raise
     finally:
         if ran and job.buffered_run_id == wake.run_id:  # the buffered fire ran: its place is free

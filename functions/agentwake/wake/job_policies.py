@@ -42,10 +42,13 @@ def skip_overlapping(job: Job, wake: CronWakeInput, busy: SessionBusy, deps: Wak
     return True
 
 
-def count_failed_run(job: Job, run_id: str, deps: WakeDeps, exc: BaseException) -> None:
+def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseException) -> None:
     """One more failed run in a row; pause the job at its ``pause_after_failures`` (never when 0)."""
+    from agentwake.job_fires import parse_time, pause_job
     from agentwake.redact import redact
     from agentwake.store.itemsize import visible_controls
+
+    run_id = wake.run_id
 
     try:
         counted = deps.store.count_job_failure(job.job_id, run_id)
@@ -53,14 +56,18 @@ def count_failed_run(job: Job, run_id: str, deps: WakeDeps, exc: BaseException) 
             return
         if counted.consecutive_failures < counted.pause_after_failures:
             return
-        from agentwake.job_fires import pause_job
-
         detail = visible_controls(redact(f"{getattr(exc, 'error_type', type(exc).__name__)}: {exc}"))[:400]
         reason = (
             f"paused after {counted.consecutive_failures} failed runs in a row "
             f"(pause_after_failures {counted.pause_after_failures}); the last, {run_id}: {detail}"
         )
-        now = datetime.fromtimestamp(time.time(), UTC)  # wall time (deps.clock is monotonic)
+        # wall time (deps.clock is monotonic), never before the fire that made it pause: the
+        # fires it misses are those after this run's
+        now = datetime.fromtimestamp(time.time(), UTC)
+        try:
+            now = max(now, parse_time(wake.scheduled_time))
+        except ValueError:
+            pass  # a manual run's time
         if pause_job(deps.store, deps.schedules, counted, reason=reason, now=now, run_id=run_id) is not None:
             metrics.add_metric(name="JobPaused", unit="Count", value=1)
             logger.error("job paused after failed runs in a row", extra={"reason": reason})
