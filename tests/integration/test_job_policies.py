@@ -366,3 +366,22 @@ def test_local_up_lines_name_the_paused_job_and_its_missed_fires(h: Harness) -> 
     h.jobs.resume(job.job_id)
     [resumed] = watch.changes()
     assert "resumed; missed fires: 3" in resumed
+
+
+def test_update_to_another_session_rewrites_the_schedules_input_and_keeps_its_target(h: Harness) -> None:
+    import json
+
+    job = every_minute(h)
+    before = h.jobs.schedules.get(job.schedule_name or "")["Target"]
+    seed_session(h.store, "session-other")
+    h.jobs.update(job.job_id, session_id="session-other")
+    after = h.jobs.schedules.get(job.schedule_name or "")["Target"]
+    assert json.loads(after["Input"]) == {**json.loads(before["Input"]), "session_id": "session-other"}
+    assert (after["Arn"], after["RoleArn"], after["RetryPolicy"]) == (
+        before["Arn"],
+        before["RoleArn"],
+        before["RetryPolicy"],
+    )
+    assert h.jobs.get(job.job_id).session_id == "session-other"
+    with pytest.raises(JobError, match="no session 'ghost'"):
+        h.jobs.update(job.job_id, session_id="ghost")
