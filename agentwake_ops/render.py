@@ -393,7 +393,8 @@ def job_view(view: Any) -> None:
     if view.missing_now:
         more = f" (the newest {len(view.missing_now)})" if view.missing_total > len(view.missing_now) else ""
         out.print(
-            f"Missing while paused: {view.missing_total} fire time(s){more}; on resume, catch-up "
+            f"Missing while paused: {'at least ' if view.missing_truncated else ''}{view.missing_total} "
+            f"fire time(s){more}; on resume, catch-up "
             f"{job.catch_up} decides which run: {escape(', '.join(view.missing_now[-10:]))}"
         )
     table = _table(f"last {len(view.runs)} run(s)", ("run id", "status", "started", "duration", "cost", "reason"))
@@ -456,6 +457,7 @@ def job_view_dict(view: Any) -> dict[str, Any]:
         "missed": [f.model_dump(mode="json") for f in view.missed],
         "missing_while_paused": view.missing_now,
         "missing_while_paused_total": view.missing_total,
+        "missing_while_paused_truncated": view.missing_truncated,
     }
 
 

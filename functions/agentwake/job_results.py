@@ -20,6 +20,8 @@ class JobView:
     missed: list[JobFire]
     missing_now: list[str] = field(default_factory=list)
     missing_total: int = 0
+    #: more fire times were missed than were worked out (``missing_total`` is then a lower bound)
+    missing_truncated: bool = False
 
 
 @dataclass

@@ -282,6 +282,7 @@ class JobsService:
             missing = fire_times_between(job, self._missed_since(job, now), now)
             view.missing_now = [scheduled_time_text(t) for t in missing.times]
             view.missing_total = missing.total
+            view.missing_truncated = missing.truncated
         return view
 
     def update(
