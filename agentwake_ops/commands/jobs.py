@@ -16,7 +16,7 @@ app = typer.Typer(help="Cron jobs: one EventBridge Scheduler schedule per job.",
     "create",
     epilog=(
         "Examples: agentwake jobs create --session s1 --name 'Nightly report' --cron '0 6 * * ? *' "
-        "--timezone Europe/Berlin  |  agentwake jobs create --session s1 --name Once --at 2026-12-01T09:00:00"
+        "--timezone Europe/Berlin  |  agentwake jobs create --session s1 --name Once --at 2030-12-01T09:00:00"
     ),
 )
 def jobs_create(

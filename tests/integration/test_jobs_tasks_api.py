@@ -88,8 +88,8 @@ def test_run_once_job_is_disabled_and_its_schedule_deleted_after_success(
 ) -> None:
     # GIVEN a one-time job
     seed_session(store, "session-demo")
-    job = jobs.create(session_id="session-demo", name="Reminder", at="2026-12-01T09:00:00")
-    assert job.run_once and job.schedule_expression == "at(2026-12-01T09:00:00)"
+    job = jobs.create(session_id="session-demo", name="Reminder", at="2030-12-01T09:00:00")
+    assert job.run_once and job.schedule_expression == "at(2030-12-01T09:00:00)"
     # WHEN it fires and the run succeeds
     out = cron_wake.handler({"job_id": job.job_id, "scheduled_time": "2026-12-01T09:00:00Z"}, FakeLambdaContext())
     assert out["status"] == "succeeded"

@@ -28,8 +28,10 @@ STEP_PREFIX = "STEP#"
 DELIVERY_PREFIX = "DELIVERY#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
+SESSION_PREFIX = "SESSION#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
+CONFIG_SK = "CONFIG"
 TASK_SK = "TASK"
 WAKE_SK = "WAKE"
 LEASE_SK = "LEASE"
@@ -39,7 +41,7 @@ JOBS_GSI_PK = "JOBS"
 
 
 def session_pk(session_id: str) -> str:
-    return f"SESSION#{session_id}"
+    return f"{SESSION_PREFIX}{session_id}"
 
 
 def run_pk(run_id: str) -> str:
@@ -59,7 +61,7 @@ def job_key(job_id: str) -> tuple[str, str]:
 
 
 def config_key(session_id: str) -> tuple[str, str]:
-    return session_pk(session_id), "CONFIG"
+    return session_pk(session_id), CONFIG_SK
 
 
 def lease_key(session_id: str) -> tuple[str, str]:
