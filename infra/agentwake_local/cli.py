@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agentwake_local import timing
+from agentwake_local import activity, timing
 from agentwake_local.moto_patches import MotoPatchError
 from agentwake_local.stack import (
     DEFAULT_LOCAL_NAME,
@@ -42,6 +42,7 @@ from agentwake_local.stack import (
     SeveralLocalStacks,
     chosen_name,
     env_path,
+    log_path,
     read_state,
     running_stacks,
     state_path,
@@ -184,6 +185,15 @@ def up(
     ] = True,
     deployed_outbound: DeployedOutboundOption = False,
     name: NameOption = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print the functions' JSON log and metric lines here (default: one line per wake; the logs "
+            "go to $AGENTWAKE_HOME/local.log, local-NAME.log for --name).",
+        ),
+    ] = False,
 ) -> None:
     """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads.
 
@@ -191,54 +201,68 @@ def up(
     Each stack has a name (--name; default 'default') and its own state file in $AGENTWAKE_HOME
     (default ~/.agentwake): a second one on a name that runs is refused, another name starts beside it.
     """
-    if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        logging.getLogger("botocore").setLevel(logging.WARNING)
     chosen = timing.faithful() if faithful else timing.local()
     if visibility_timeout_override is not None:
         chosen = dataclasses.replace(chosen, visibility_timeout_override=visibility_timeout_override)
     template = find_template(template)
     local_name = _name(name) or DEFAULT_LOCAL_NAME
+    runtime = LocalStackRuntime(
+        server_host=host, server_port=port, timing=chosen, deployed_outbound=deployed_outbound, local_name=local_name
+    )
     try:
-        runtime = LocalStackRuntime(
-            server_host=host,
-            server_port=port,
-            timing=chosen,
-            deployed_outbound=deployed_outbound,
-            local_name=local_name,
-        ).start(template, _overrides(parameter_overrides), background=True)
+        runtime.refuse_if_running()  # before anything is written: the running one's log is its own
+    except LocalStackRunning as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    log_file = log_path(name=local_name)
+    if verbose:
+        terminal = sys.stdout
+        if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+            logging.getLogger("botocore").setLevel(logging.WARNING)
+    else:
+        terminal = activity.quiet_output(log_file)
+
+    def say(text: str) -> None:
+        print(text, file=terminal, flush=True)
+
+    try:
+        runtime.start(template, _overrides(parameter_overrides), background=True)
     except LocalStackRunning as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     except (TemplateError, MotoPatchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    runtime.on_invocation = activity.WakeLines(runtime, terminal)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    typer.echo(f"local stack {local_name!r} ({runtime.stack_name}) on {runtime.endpoint_url}  (template {template})")
-    typer.echo("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
-    typer.echo(chosen.describe())
+    say(f"local stack {local_name!r} ({runtime.stack_name}) on {runtime.endpoint_url}  (template {template})")
+    say("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
+    say(chosen.describe())
     if deployed_outbound:
-        typer.echo("outbound: the deployed policy (https only, no loopback)")
+        say("outbound: the deployed policy (https only, no loopback)")
     if seed and "AgentTableName" in runtime.outputs:
         created = runtime.seed()
-        typer.echo(f"seeded what events/ names: {', '.join(created) or 'already there'}")
-    typer.echo(f"state: {state_path(name=local_name)}  env.json: {env_path(name=local_name)}")
+        say(f"seeded what events/ names: {', '.join(created) or 'already there'}")
+    say(f"state: {state_path(name=local_name)}  env.json: {env_path(name=local_name)}")
     if local_name != DEFAULT_LOCAL_NAME:
-        typer.echo(f"other terminals reach it with: export {LOCAL_NAME_ENV}={local_name}")
+        say(f"other terminals reach it with: export {LOCAL_NAME_ENV}={local_name}")
     for logical_id, resource in runtime.stack.resources.items():
         if resource.provisioned:
-            typer.echo(f"  {logical_id:<28} {resource.ref}")
+            say(f"  {logical_id:<28} {resource.ref}")
     for poller in runtime.pollers:
-        typer.echo(f"  polling {poller.queue_url} -> {poller.function.logical_id}")
-    typer.echo("Ctrl-C to stop")
+        say(f"  polling {poller.queue_url} -> {poller.function.logical_id}")
+    if not verbose:
+        say(f"one line per wake below; the functions' JSON logs: {log_file} (--verbose shows them here)")
+    say("Ctrl-C to stop")
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(5.0):  # a signal sets it; the wait only bounds how long one goes unnoticed
             pass
     finally:
         runtime.stop()
-        typer.echo("stopped")
+        say("stopped")
 
 
 @app.command()

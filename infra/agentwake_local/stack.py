@@ -62,6 +62,10 @@ class SeveralLocalStacks(RuntimeError):
     """Several local stacks run and none was picked by name."""
 
 
+#: seconds between two looks of the scheduler at the schedules (Scheduler fires within a minute;
+#: locally within a second, and an idle stack does not spend a core listing schedules)
+SCHEDULER_INTERVAL = 1.0
+
 #: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template).
 #: Applied over the template's values, unless the stack runs with ``deployed_outbound`` or an
 #: invocation's own environment (``override_env``, from ``--env-vars``) names the variables.
@@ -92,6 +96,11 @@ def state_path(home: str | Path | None = None, name: str | None = None) -> Path:
     """The state file of the local stack ``name`` (``local.json`` for the default one)."""
     name = chosen_name(name) or DEFAULT_LOCAL_NAME
     return agentwake_home(home) / (STATE_FILE if name == DEFAULT_LOCAL_NAME else f"local-{name}.json")
+
+
+def log_path(home: str | Path | None = None, name: str | None = None) -> Path:
+    """Where ``agentwake local up`` writes the functions' logs (``local.log``, ``local-NAME.log``)."""
+    return state_path(home, name).with_suffix(".log")
 
 
 def env_path(home: str | Path | None = None, name: str | None = None) -> Path:
@@ -212,6 +221,9 @@ class LocalStackRuntime:
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
+        #: called before each invocation with (function, event); what it returns is called with the
+        #: ``Invocation`` after it (``agentwake local up``'s one line per wake: ``agentwake_local.activity``)
+        self.on_invocation: Callable[[FunctionSpec, Any], Callable[[Invocation], None]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -325,7 +337,7 @@ class LocalStackRuntime:
             self._invoke_target,
             timing=self.timing,
             clock=self.clock,
-            interval=min(1.0, self.poll_interval),
+            interval=SCHEDULER_INTERVAL,
         )
         self.pollers = [
             SqsPoller(
@@ -535,7 +547,8 @@ class LocalStackRuntime:
     def _invoke(
         self, function: FunctionSpec, event: Any, request_id: str | None, invoked_function_arn: str | None
     ) -> Invocation:
-        return lambda_runtime.invoke(
+        done = self.on_invocation(function, event) if self.on_invocation is not None else None
+        invocation = lambda_runtime.invoke(
             function,
             event,
             base_env=self._base_env(function),
@@ -543,6 +556,9 @@ class LocalStackRuntime:
             invoked_function_arn=invoked_function_arn,
             on_env_change=self.on_env_change,
         )
+        if done is not None:
+            done(invocation)
+        return invocation
 
     def _invoke_for_async(
         self, function: FunctionSpec, event: Any, request_id: str, invoked_function_arn: str | None
