@@ -151,7 +151,7 @@ def test_local_up_prints_one_short_line_per_wake(start, env: dict[str, str]) -> 
     assert f"BackgroundResultFunction bg:{task['task_id']} succeeded " in after[0] and len(after[0]) < 120
     # AND the functions' JSON logs are in the log file it named
     log = Path(env["AGENTWAKE_HOME"]) / "local.log"
-    assert "\"message\":\"run succeeded\"" in log.read_text()
+    assert '"message":"run succeeded"' in log.read_text()
 
 
 def test_invoke_throwaway_uses_a_fresh_seeded_stack_even_with_one_running(start, env: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
@@ -196,3 +196,15 @@ def test_a_python_tool_that_is_not_installed_is_refused_at_sessions_put(start, e
     assert len(result.stderr.strip().splitlines()) == 1
     # AND nothing was written
     assert agentwake(env, "sessions", "show", "tooly").returncode == 1
+
+
+def test_the_local_producer_policy_output_is_an_arn() -> None:
+    # GIVEN template.yaml on the local stack  WHEN its ProducerPolicyArn output is read
+    # THEN it is an IAM policy ARN, as CloudFormation's Ref of a managed policy gives (docs/producers.md attaches it)
+    import re
+
+    from agentwake_local.stack import LocalStackRuntime
+
+    with LocalStackRuntime(write_state=False).start(ROOT / "template.yaml") as runtime:
+        arn = str(runtime.outputs["ProducerPolicyArn"])
+    assert re.fullmatch(r"arn:aws:iam::\d{12}:policy/agentwake-local-ProducerPolicy", arn), arn
