@@ -137,7 +137,8 @@ _NARROWEST = 10
 def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
     """Make ``table`` fit ``out.width``: drop columns in the order ``drop`` names them until each
     column left gets at least its header's longest word (and up to 10 characters of its cells), then
-    give the columns fixed widths sharing what is left by what their cells need. Headers then wrap
+    give the columns fixed widths, sharing what is left so that the columns needing least get all
+    they need first. Headers then wrap
     between words, never inside one; long cells fold. Returns the headers dropped, in that order.
 
     A table is its columns plus 3 characters of border and padding each, and 1 more."""
@@ -167,9 +168,15 @@ def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
     floors = [floor(c) for c in table.columns]
     wants = [max(0, natural(c) - f) for c, f in zip(table.columns, floors, strict=True)]
     room = max(0, out.width - needed(floors))
-    total = sum(wants) or 1
-    for column, low, want in zip(table.columns, floors, wants, strict=True):
-        column.width = low + min(want, room * want // total)
+    # the room left, shared fairly: the columns that want least get all they want first, the
+    # widest (a detail, an error text) what remains
+    extra = [0] * len(wants)
+    order = sorted(range(len(wants)), key=lambda i: wants[i])
+    for left, index in enumerate(order):
+        extra[index] = min(wants[index], room // (len(order) - left))
+        room -= extra[index]
+    for column, low, more in zip(table.columns, floors, extra, strict=True):
+        column.width = low + more
     return dropped
 
 
