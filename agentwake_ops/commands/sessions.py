@@ -158,6 +158,14 @@ def sessions_put(
     # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
     # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
     store.put_session(config, config_rules(ops(ctx).settings, source=ops(ctx).source))
+    python_tools = [str(t.get("name")) for t in config.tools if t.get("type") == "python"]
+    if python_tools and ops(ctx).source != "local":
+        # the bundle's packages are not visible from here: say so rather than let it pass for checked
+        typer.echo(
+            f"note: Python tool(s) {', '.join(python_tools)} not checked: this stack's functions run from its "
+            "Lambda bundle (functions/requirements.txt), checked at the wake; the local stack checks them here",
+            err=True,
+        )
     if as_json:
         render.print_json(config.model_dump(mode="json"))
         return

@@ -180,3 +180,13 @@ def test_every_table_fits_80_columns_in_a_pipe_without_splitting_a_header(
     # AND at full width every column is there
     monkeypatch.setenv("COLUMNS", "250")
     assert header_cells(cli(*args).stdout) == list(full)
+
+
+def test_a_python_tool_on_a_stack_whose_bundle_the_cli_cannot_see_is_said_unchecked(cli: Cli) -> None:
+    # GIVEN a stack found through the AGENTWAKE_* variables (its functions run elsewhere)
+    # WHEN a session names a Python tool  THEN it is written, and stderr says it was not checked here
+    tools = '[{"type": "python", "name": "business_days_between"}]'
+    result = cli("sessions", "put", "theta", *SCRIPTED_ARGS, "--tools", tools)
+    assert "note: Python tool(s) business_days_between not checked" in result.stderr
+    assert "functions/requirements.txt" in result.stderr
+    assert cli_json(cli, "sessions", "show", "theta")["tools"] == json.loads(tools)

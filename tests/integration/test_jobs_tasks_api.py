@@ -168,3 +168,13 @@ def test_finish_unknown_task_is_refused(store: DynamoStore, resources: Resources
     with pytest.raises(UnknownTask):
         tasks.finish_task("task-nope", "succeeded", "x", task_token="awt_whatever")
     assert drain(resources.queue_url) == []
+
+
+def test_a_one_time_job_in_the_past_is_refused_by_the_api(jobs: JobsService, store: DynamoStore) -> None:
+    # GIVEN a session  WHEN the jobs API is asked for an at() job whose time (in its zone) has passed
+    seed_session(store, "session-past")
+    with pytest.raises(JobError, match=r"at\(2020-01-01T00:00:00\) \(Europe/Berlin\) is in the past"):
+        jobs.create(session_id="session-past", name="Past", at="2020-01-01T00:00:00", timezone="Europe/Berlin")
+    # THEN nothing was written: no job, no schedule
+    assert jobs.list() == []
+    assert jobs.schedules.client.list_schedules(GroupName=jobs.schedules.group)["Schedules"] == []
