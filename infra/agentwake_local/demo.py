@@ -184,7 +184,10 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             f"each failed attempt raises, the record is a batch item failure and comes back;"
             f" after {max_receive} receives SQS moves it to the DLQ"
         )
-        # one transcript for the five attempts: each would print the same steps again
+        # the first attempt's transcript only: each later one would print the same steps again
+        if transcript:
+            p.line("its first attempt:")
+        runtime.poll_once()
         os.environ["AGENTWAKE_TRANSCRIPT"] = ""
         runtime.drain()
         os.environ["AGENTWAKE_TRANSCRIPT"] = quiet["AGENTWAKE_TRANSCRIPT"]
@@ -196,8 +199,6 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             f"received {result.failing_receives} times; each attempt ended in ERROR ({', '.join(kinds)}); "
             "step 0's message went to the user on the first one only, the later ones replayed it from the journal"
         )
-        if failures:
-            p.line(f"last failure: {_one_line(failures[-1].detail)}")
 
         p.section("The DLQ listing shows why")
         p.cmd("agentwake dlq list")
