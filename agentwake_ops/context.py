@@ -114,6 +114,8 @@ class OpsContext:
     outputs: dict[str, str] = field(default_factory=dict)
     #: the functions' AGENTWAKE_* settings (secret prefixes, outbound policy): what configs are checked by
     settings: dict[str, str] = field(default_factory=dict)
+    #: where the resources were found: "env", "local" or "cloudformation" (``Discovery.source``)
+    source: str = ""
     #: seconds a DLQ scan holds each message it received (renewed as the scan goes; see sqs_scan)
     scan_hold_seconds: int = 60
     _arns: dict[str, str] = field(default_factory=dict, repr=False)
@@ -343,6 +345,7 @@ def build_context(
         description=discovery.description,
         outputs=dict(outputs),
         settings=dict(discovery.settings),
+        source=discovery.source,
     )
 
 

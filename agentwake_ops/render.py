@@ -117,11 +117,80 @@ def _table(title: str, columns: Iterable[str], *, fold: bool = True, **options: 
 
     table = Table(title=title, **options)
     for column in columns:
+        # a header wraps between its words, never inside one (``fit`` drops columns to keep that)
+        shortest = _header_width(column)
         if fold:
-            table.add_column(column, overflow="fold")
+            table.add_column(column, overflow="fold", min_width=shortest)
         else:
-            table.add_column(column)
+            table.add_column(column, min_width=shortest)
     return table
+
+
+def _header_width(header: str) -> int:
+    return max((len(word) for word in header.split()), default=1)
+
+
+#: a column narrower than this many characters (or its header's longest word) is not worth showing
+_NARROWEST = 10
+
+
+def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
+    """Make ``table`` fit ``out.width``: drop columns in the order ``drop`` names them until each
+    column left gets at least its header's longest word (and up to 10 characters of its cells), then
+    give the columns fixed widths, sharing what is left so that the columns needing least get all
+    they need first. Headers then wrap
+    between words, never inside one; long cells fold. Returns the headers dropped, in that order.
+
+    A table is its columns plus 3 characters of border and padding each, and 1 more."""
+    from rich.measure import Measurement
+
+    def natural(column: Any) -> int:
+        cells = [column.header, *column.cells]
+        return max(Measurement.get(out, out.options, cell).maximum for cell in cells)
+
+    def floor(column: Any) -> int:
+        return max(_header_width(str(column.header)), min(natural(column), _NARROWEST))
+
+    def needed(widths: Iterable[int]) -> int:
+        return sum(w + 3 for w in widths) + 1
+
+    if needed(natural(c) for c in table.columns) <= out.width:
+        return []
+    dropped: list[str] = []
+    for header in drop:
+        if needed(floor(c) for c in table.columns) <= out.width:
+            break
+        for index, column in enumerate(table.columns):
+            if column.header == header:
+                del table.columns[index]
+                dropped.append(header)
+                break
+    floors = [floor(c) for c in table.columns]
+    wants = [max(0, natural(c) - f) for c, f in zip(table.columns, floors, strict=True)]
+    room = max(0, out.width - needed(floors))
+    # the room left, shared fairly: the columns that want least get all they want first, the
+    # widest (a detail, an error text) what remains
+    extra = [0] * len(wants)
+    order = sorted(range(len(wants)), key=lambda i: wants[i])
+    for left, index in enumerate(order):
+        extra[index] = min(wants[index], room // (len(order) - left))
+        room -= extra[index]
+    for column, low, more in zip(table.columns, floors, extra, strict=True):
+        column.width = low + more
+    return dropped
+
+
+def print_table(table: Any, drop: Iterable[str] = ()) -> None:
+    """Print ``table`` in the console's width (80 in a pipe, unless COLUMNS says otherwise): the
+    columns of ``drop`` go first, in that order, and a line says which went and where to see them."""
+    out = console()
+    dropped = fit(table, out, drop)
+    out.print(table)
+    if dropped:
+        out.print(
+            f"Not shown at {out.width} columns: {', '.join(dropped)} (a wider terminal or --json shows them)",
+            style="dim",
+        )
 
 
 def _first_line(text: str | None, limit: int = 200) -> str:
@@ -158,7 +227,7 @@ def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool) -> N
                 else "-"
             ),
         )
-    out.print(table)
+    print_table(table, drop=("ended", "steps", "attempts", "last error"))
     if next_before:
         out.print(f"More: add --before '{escape(next_before)}'", style="dim")
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
@@ -311,7 +380,7 @@ def history_table(session: str, entries: list[Any]) -> None:
     )
     for e in entries:
         table.add_row(when(e.created_at), escape(e.role), escape(e.kind), escape(dash(e.run_id)), escape(e.content))
-    out.print(table)
+    print_table(table, drop=("run id",))
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,7 +425,7 @@ def jobs_table(jobs: list[Any]) -> None:
             when(j.last_run_at),
             escape((j.last_error or "-").splitlines()[0] if j.last_error else "-"),
         )
-    out.print(table)
+    print_table(table, drop=("enabled", "last run", "next fire times", "last error"))
 
 
 def job_status(job: Any) -> str:
@@ -493,6 +562,67 @@ def session_panel(config: SessionConfig) -> None:
     console().print(facts_panel(rows, "session"))
 
 
+def sessions_table(configs: list[SessionConfig]) -> None:
+    out = console()
+    if not configs:
+        out.print("No sessions. Create one: agentwake sessions put SESSION --provider JSON")
+        return
+    table = _table(f"{len(configs)} session(s)", ("session", "providers", "tools", "delivery", "role", "updated"))
+    for c in configs:
+        table.add_row(
+            escape(c.session_id),
+            escape(", ".join(str(p.get("id") or p.get("type")) for p in c.providers) or "-"),
+            escape(", ".join(str(t.get("name")) for t in c.tools) or "-"),
+            escape(str(c.delivery.get("type", "-"))),
+            escape(c.role),
+            when(c.updated_at),
+        )
+    print_table(table, drop=("updated", "role", "tools"))
+    out.print("Show one: agentwake sessions show SESSION", style="dim")
+
+
+def task_dict(task: Any) -> dict[str, Any]:
+    """A task as ``--json`` prints it: the record (its token hash left out) and its run id."""
+    data = task.model_dump(mode="json", exclude={"token_sha256"})
+    return masked({**data, "run_id": task.run_id})
+
+
+def tasks_table(tasks: list[Any], *, filtered: bool) -> None:
+    out = console()
+    if not tasks:
+        out.print("No tasks" + (" match the filters." if filtered else "."))
+        return
+    table = _table(
+        f"{len(tasks)} task(s), newest first", ("task id", "session", "tool", "status", "created", "finished")
+    )
+    for t in tasks:
+        table.add_row(
+            escape(t.task_id),
+            escape(t.session_id),
+            escape(t.tool_name),
+            escape(t.status),
+            when(t.created_at),
+            when(t.finished_at),
+        )
+    print_table(table, drop=("finished", "tool"))
+    out.print("Show one: agentwake tasks show TASK_ID", style="dim")
+
+
+def task_panel(task: Any, run: Any) -> None:
+    rows = (
+        ("task id", task.task_id),
+        ("session", task.session_id),
+        ("tool", task.tool_name),
+        ("arguments", json.dumps(masked(task.tool_args))),
+        ("status", task.status),
+        ("created", when(task.created_at)),
+        ("finished", when(task.finished_at)),
+        ("last error", task.last_error),
+        ("run", f"{task.run_id} ({run.status})" if run is not None else f"{task.run_id} (not woken yet)"),
+    )
+    console().print(facts_panel(rows, "task"))
+
+
 # --------------------------------------------------------------------------------------------
 # the DLQ
 
@@ -518,7 +648,7 @@ def dlq_table(messages: list[DlqMessage], *, filtered: bool) -> None:
             escape(dash(m.error_type)),
             escape(_first_line(m.error_detail) or "-"),
         )
-    out.print(table)
+    print_table(table, drop=("detail", "in DLQ for", "attempts"))
     out.print("Show one in full: agentwake dlq show ID", style="dim")
 
 

@@ -58,8 +58,10 @@ def from_parameters(parameters: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {Settings.env_name(name): str(values[key]) for key, name in PARAMETER_FIELDS.items() if values.get(key)}
 
 
-def config_rules(settings: Mapping[str, str]) -> ConfigRules:
-    """The rules the stack's wakes apply to a session config (agentwake.session_checks)."""
+def config_rules(settings: Mapping[str, str], *, source: str = "") -> ConfigRules:
+    """The rules the stack's wakes apply to a session config (agentwake.session_checks). The local
+    stack (``source`` "local") runs its functions in this Python environment: its Python tools must
+    be installed here."""
     from agentwake.session_checks import ConfigRules
 
-    return ConfigRules.from_env(settings)
+    return ConfigRules.from_env(settings, python_tools_here=source == "local")

@@ -46,7 +46,7 @@ JobArg = Annotated[str, typer.Argument(help="The job id.", metavar="JOB_ID")]
     "create",
     epilog=(
         "Examples: agentwake jobs create --session s1 --name 'Nightly report' --cron '0 6 * * ? *' "
-        "--timezone Europe/Berlin  |  agentwake jobs create --session s1 --name Once --at 2026-12-01T09:00:00"
+        "--timezone Europe/Berlin  |  agentwake jobs create --session s1 --name Once --at 2030-12-01T09:00:00"
     ),
 )
 def jobs_create(

@@ -1,4 +1,4 @@
-"""``agentwake sessions put|show|delete``: session configs (persona, provider chain, limits, delivery)."""
+"""``agentwake sessions put|show|list|delete``: session configs (persona, provider chain, limits, delivery)."""
 
 from __future__ import annotations
 
@@ -133,10 +133,13 @@ def sessions_put(
         for spec in specs:
             parse_tool_spec(spec)  # ConfigError naming the problem
         data["tools"] = specs
+    settable = sorted(set(SessionConfig.model_fields) - {"session_id", "updated_at"})
     for item in setting or ():
         name, sep, raw = item.partition("=")
-        if not sep or name.strip() not in SessionConfig.model_fields or name.strip() in ("session_id", "updated_at"):
-            raise user_error(f"--set takes NAME=VALUE with NAME a session setting, got {item!r}")
+        if not sep or name.strip() not in settable:
+            raise user_error(
+                f"--set takes NAME=VALUE with NAME a session setting, got {item!r}; the settings: {', '.join(settable)}"
+            )
         try:
             data[name.strip()] = json.loads(raw)
         except ValueError:
@@ -154,7 +157,15 @@ def sessions_put(
 
     # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
     # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
-    store.put_session(config, config_rules(ops(ctx).settings))
+    store.put_session(config, config_rules(ops(ctx).settings, source=ops(ctx).source))
+    python_tools = [str(t.get("name")) for t in config.tools if t.get("type") == "python"]
+    if python_tools and ops(ctx).source != "local":
+        # the bundle's packages are not visible from here: say so rather than let it pass for checked
+        typer.echo(
+            f"note: Python tool(s) {', '.join(python_tools)} not checked: this stack's functions run from its "
+            "Lambda bundle (functions/requirements.txt), checked at the wake; the local stack checks them here",
+            err=True,
+        )
     if as_json:
         render.print_json(config.model_dump(mode="json"))
         return
@@ -177,6 +188,18 @@ def sessions_show(
         render.print_json(config.model_dump(mode="json"))
         return
     render.session_panel(config)
+
+
+@app.command("list", epilog="Example: agentwake sessions list --json")
+def sessions_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List every session config: providers, tools, delivery, role."""
+    from agentwake.store.operator import OperatorStore
+
+    configs = OperatorStore(ops(ctx).store).sessions()
+    if as_json:
+        render.print_json([c.model_dump(mode="json") for c in configs])
+        return
+    render.sessions_table(configs)
 
 
 @app.command("delete", epilog="Example: agentwake sessions delete s1 --yes")

@@ -1,4 +1,5 @@
-"""``agentwake tasks register|finish``: a background task's start, and the completion that wakes the agent."""
+"""``agentwake tasks register|finish|list|show``: a background task's start, the completion that wakes
+the agent, and reading them back."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import typer
 from agentwake_ops import render
 from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, parse_json_option, user_error
 
-app = typer.Typer(help="Background tasks: register one, send its completion message.", no_args_is_help=True)
+app = typer.Typer(
+    help="Background tasks: register one, send its completion message, list and show them.", no_args_is_help=True
+)
+
+TASK_STATUSES = ("running", "finished", "woken", "failed")
 
 
 @app.command(
@@ -86,12 +91,74 @@ def tasks_finish(
         raise user_error(f"--status must be succeeded or failed, got {status!r}")
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
     context = ops(ctx)
-    if context.store.get_task(task_id) is None:
+    task = context.store.get_task(task_id)
+    if task is None:
         fail(f"no task {task_id!r} (register one with: agentwake tasks register --session SESSION --tool TOOL)")
+    run_id = background_run_id(task_id)
+    run = context.store.get_run(run_id)
     message_id = context.tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
+    what = _what_happens(run_id, run.status if run is not None else None, task.status)
     if as_json:
-        render.print_json({"task_id": task_id, "message_id": message_id, "run_id": background_run_id(task_id)})
+        render.print_json({"task_id": task_id, "message_id": message_id, "run_id": run_id, "what_happens": what})
         return
-    render.console().print(
-        f"Sent the completion of {render.escape(task_id)} (message {message_id}); it wakes run bg:{render.escape(task_id)}."
-    )
+    render.console().print(f"Sent the completion of {render.escape(task_id)} (message {message_id}); {what}.")
+
+
+def _what_happens(run_id: str, run_status: str | None, task_status: str) -> str:
+    """What the wake does with a completion, given the run's and the task's status before it was
+    sent (a run wakes the agent once)."""
+    if run_status == "succeeded":
+        return f"run {run_id} already succeeded, so this completion wakes nothing (the agent was woken once)"
+    if run_status == "failed":
+        return (
+            f"run {run_id} already failed for good, so this completion is dead-lettered "
+            "(see: agentwake dlq list; a redrive of the run's own DLQ message retries it)"
+        )
+    if run_status == "running" or task_status != "running":
+        return (
+            f"a completion of this task was already sent and run {run_id} wakes once, "
+            "so this one wakes nothing new (see: agentwake tasks show)"
+        )
+    return f"it wakes run {run_id}"
+
+
+@app.command("list", epilog="Example: agentwake tasks list --session s1 --status running")
+def tasks_list(
+    ctx: typer.Context,
+    session: Annotated[str | None, typer.Option("--session", help="Only this session's tasks.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only tasks in this status.", metavar="|".join(TASK_STATUSES))
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List background tasks, newest first: session, tool, status, when created and finished."""
+    from agentwake.store.operator import OperatorStore
+
+    if session is not None:
+        check_id(session, "session id")
+    if status is not None and status not in TASK_STATUSES:
+        raise user_error(f"--status must be one of {', '.join(TASK_STATUSES)}, got {status!r}")
+    tasks = OperatorStore(ops(ctx).store).tasks(session_id=session, status=status)
+    if as_json:
+        render.print_json([render.task_dict(t) for t in tasks])
+        return
+    render.tasks_table(tasks, filtered=bool(session or status))
+
+
+@app.command("show", epilog="Example: agentwake tasks show task-0123 --json")
+def tasks_show(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id.", metavar="TASK_ID")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a task (never its token) and the status of the run its completion wakes."""
+    check_id(task_id, "task id")
+    context = ops(ctx)
+    task = context.store.get_task(task_id)
+    if task is None:
+        fail(f"no task {task_id!r} (list them with: agentwake tasks list)")
+    run = context.store.get_run(task.run_id)
+    if as_json:
+        render.print_json({**render.task_dict(task), "run_status": run.status if run is not None else None})
+        return
+    render.task_panel(task, run)

@@ -92,6 +92,16 @@ def schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
     return expression, run_once
 
 
+def _refuse_past(expression: str, timezone: str) -> None:
+    """A one-time job whose time has passed would never fire: refused (JobError)."""
+    from agentwake.schedule_expressions import ScheduleExpressionError, refuse_past_at
+
+    try:
+        refuse_past_at(expression, timezone)
+    except ScheduleExpressionError as exc:
+        raise JobError(f"invalid schedule {exc}") from exc
+
+
 def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
     """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
     from agentwake.job_fires import anchor as rate_anchor
@@ -192,6 +202,7 @@ class JobsService:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise JobError(f"unknown timezone {timezone!r}") from exc
+        _refuse_past(expression, timezone)
         if self.store.get_session(session_id) is None:
             raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
         job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"

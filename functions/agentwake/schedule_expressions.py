@@ -264,3 +264,18 @@ def validate(expression: str, timezone: str | None = "UTC") -> None:
     """Raise ``ScheduleExpressionError`` unless the expression and time zone are valid."""
     parse(expression)
     zone(timezone)
+
+
+def refuse_past_at(expression: str, timezone: str | None = "UTC", *, now: datetime | None = None) -> None:
+    """Raise ``ScheduleExpressionError`` for an ``at(...)`` whose time (in ``timezone``) is not in
+    the future: such a schedule never fires. Other expressions pass."""
+    parsed = parse(expression)
+    if not isinstance(parsed, At):
+        return
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    if next_fire(parsed, moment, timezone) is None:
+        when = parsed.when.replace(tzinfo=zone(timezone))
+        raise ScheduleExpressionError(
+            f"{expression} ({timezone or 'UTC'}) is in the past: it would never fire "
+            f"(now is {moment.astimezone(when.tzinfo).strftime('%Y-%m-%dT%H:%M:%S')} there); give a future time"
+        )

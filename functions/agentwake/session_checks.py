@@ -7,6 +7,9 @@ can never run is refused where it is written (one ``ConfigError`` line), not at 
 - each provider, delivery and tool spec parses as the wake parses it;
 - every secret reference is inside the stack's scope (``agentwake.secrets.check_ref``: the
   ``env:`` prefix, the stack's ``SecretsPrefix`` / ``SsmPathPrefix``, no ``..``);
+- a Python tool is installed, where the stack's functions run in this Python environment (the
+  local stack seen from its CLI: ``ConfigRules.python_tools_here``); a Lambda bundle's packages
+  are not visible from the CLI, so there the wake checks it;
 - every outbound URL passes the stack's outbound policy as far as it can be judged without DNS
   (``agentwake.outbound.check_url(resolve=False)``: scheme, credentials, numeric and literal
   hosts); names are resolved and checked again at the wake.
@@ -47,18 +50,26 @@ class ConfigRules:
 
     scope: SecretScope = field(default_factory=SecretScope)
     policy: OutboundPolicy = field(default_factory=OutboundPolicy)
+    #: the stack's functions run in this Python environment (the local stack, seen from its CLI):
+    #: a Python tool must then be installed here. Elsewhere (a Lambda bundle) it is checked at the wake.
+    python_tools_here: bool = False
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConfigRules:
         return cls(scope=SecretScope.from_settings(settings), policy=OutboundPolicy.from_settings(settings))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ConfigRules:
+    def from_env(cls, env: Mapping[str, str], *, python_tools_here: bool = False) -> ConfigRules:
         """The rules of a function whose environment is ``env`` (``AGENTWAKE_SECRETS_PREFIX``,
         ``AGENTWAKE_OUTBOUND_ALLOW_*``, ...), read by the same Settings model the function reads."""
         from agentwake.settings import Settings
 
-        return cls.from_settings(Settings.from_env({"AGENTWAKE_TABLE": "config-check", **env}))
+        settings = Settings.from_env({"AGENTWAKE_TABLE": "config-check", **env})
+        return cls(
+            scope=SecretScope.from_settings(settings),
+            policy=OutboundPolicy.from_settings(settings),
+            python_tools_here=python_tools_here,
+        )
 
 
 def default_rules() -> ConfigRules:
@@ -80,7 +91,7 @@ def check_session(config: SessionConfig, rules: ConfigRules | None = None) -> No
         _check_provider(raw, rules)
     _check_delivery(config.delivery, rules)
     for raw in config.tools:
-        _check_tool(raw, rules)
+        _check_tool(raw, rules, config.session_id)
 
 
 def _check_ref(ref: str | None, rules: ConfigRules) -> None:
@@ -115,7 +126,7 @@ def _check_delivery(raw: Any, rules: ConfigRules) -> None:
         _check_ref(spec.secret_ref, rules)
 
 
-def _check_tool(raw: Any, rules: ConfigRules) -> None:
+def _check_tool(raw: Any, rules: ConfigRules, session_id: str) -> None:
     from agentwake.agent.tools.config import parse_tool_spec
     from agentwake.agent.tools.http import HttpToolSpec
 
@@ -123,3 +134,9 @@ def _check_tool(raw: Any, rules: ConfigRules) -> None:
     if isinstance(spec, HttpToolSpec):
         _check_url(spec.url, f"url of tool {spec.name!r}", rules)
         _check_ref(spec.secret_ref, rules)
+    elif rules.python_tools_here:
+        from agentwake.agent.tools.entry_points import installed, missing_tool_message
+
+        available = installed()
+        if spec.name not in available:
+            raise ConfigError(missing_tool_message(spec.name, session_id, available))

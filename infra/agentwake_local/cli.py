@@ -32,10 +32,23 @@ from typing import Annotated, Any
 
 import typer
 
-from agentwake_local import timing
+from agentwake_local import activity, timing
 from agentwake_local.moto_patches import MotoPatchError
-from agentwake_local.stack import LocalStackRuntime, read_state, state_path
+from agentwake_local.stack import (
+    DEFAULT_LOCAL_NAME,
+    LOCAL_NAME_ENV,
+    LocalStackRunning,
+    LocalStackRuntime,
+    SeveralLocalStacks,
+    chosen_name,
+    env_path,
+    log_path,
+    read_state,
+    running_stacks,
+    state_path,
+)
 from agentwake_local.template import TemplateError
+from agentwake_ops.terminal import inert
 
 app = typer.Typer(
     name="local",
@@ -65,6 +78,41 @@ DeployedOutboundOption = Annotated[
         "default: the local stack allows loopback and plain http.",
     ),
 ]
+
+
+NameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        envvar=LOCAL_NAME_ENV,
+        help=f"Which local stack: its name ({LOCAL_NAME_ENV}; default: the one that runs, '{DEFAULT_LOCAL_NAME}' for up).",
+    ),
+]
+
+
+def _name(name: str | None) -> str | None:
+    try:
+        return chosen_name(name)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _running(name: str | None) -> dict[str, Any] | None:
+    """The picked local stack's state, or None; several running and none picked: the error naming them."""
+    try:
+        return read_state(name=_name(name))
+    except SeveralLocalStacks as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _none_running(name: str | None) -> str:
+    picked = _name(name)
+    others = running_stacks()
+    where = f"no local stack named {picked!r} is running" if picked else "no local stack is running"
+    also = f" (running: {', '.join(s['name'] for s in others)})" if picked and others else ""
+    return f"{where} (no live {state_path(name=picked)}){also}"
 
 
 def find_template(given: Path | None, cwd: Path | None = None) -> Path:
@@ -136,38 +184,76 @@ def up(
         bool, typer.Option("--seed/--no-seed", help="Create the sessions, tasks and job that events/ names.")
     ] = True,
     deployed_outbound: DeployedOutboundOption = False,
+    name: NameOption = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print the functions' JSON log and metric lines here (default: one line per wake; the logs "
+            "go to $AGENTWAKE_HOME/local.log, local-NAME.log for --name).",
+        ),
+    ] = False,
 ) -> None:
-    """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads."""
-    if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        logging.getLogger("botocore").setLevel(logging.WARNING)
+    """Run the local stack until Ctrl-C: SQS pollers, the async queue and the scheduler on background threads.
+
+    Its data lives in this process: when it stops, its sessions, runs, jobs and queues are gone.
+    Each stack has a name (--name; default 'default') and its own state file in $AGENTWAKE_HOME
+    (default ~/.agentwake): a second one on a name that runs is refused, another name starts beside it.
+    """
     chosen = timing.faithful() if faithful else timing.local()
     if visibility_timeout_override is not None:
         chosen = dataclasses.replace(chosen, visibility_timeout_override=visibility_timeout_override)
     template = find_template(template)
+    local_name = _name(name) or DEFAULT_LOCAL_NAME
+    runtime = LocalStackRuntime(
+        server_host=host, server_port=port, timing=chosen, deployed_outbound=deployed_outbound, local_name=local_name
+    )
     try:
-        runtime = LocalStackRuntime(
-            server_host=host, server_port=port, timing=chosen, deployed_outbound=deployed_outbound
-        ).start(template, _overrides(parameter_overrides), background=True)
+        runtime.refuse_if_running()  # before anything is written: the running one's log is its own
+    except LocalStackRunning as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    log_file = log_path(name=local_name)
+    if verbose:
+        terminal = sys.stdout
+        if not logging.getLogger().handlers:  # one line per invocation from the pollers/async queue
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+            logging.getLogger("botocore").setLevel(logging.WARNING)
+    else:
+        terminal = activity.quiet_output(log_file)
+
+    def say(text: str) -> None:
+        print(text, file=terminal, flush=True)
+
+    try:
+        runtime.start(template, _overrides(parameter_overrides), background=True)
+    except LocalStackRunning as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     except (TemplateError, MotoPatchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    runtime.on_invocation = activity.WakeLines(runtime, terminal)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}  (template {template})")
-    typer.echo(chosen.describe())
+    say(f"local stack {local_name!r} ({runtime.stack_name}) on {runtime.endpoint_url}  (template {template})")
+    say("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
+    say(chosen.describe())
     if deployed_outbound:
-        typer.echo("outbound: the deployed policy (https only, no loopback)")
+        say("outbound: the deployed policy (https only, no loopback)")
     if seed and "AgentTableName" in runtime.outputs:
         created = runtime.seed()
-        typer.echo(f"seeded what events/ names: {', '.join(created) or 'already there'}")
-    typer.echo(f"state: {state_path()}  env.json: {state_path().parent / 'env.json'}")
+        say(f"seeded what events/ names: {', '.join(created) or 'already there'}")
+    say(f"state: {state_path(name=local_name)}  env.json: {env_path(name=local_name)}")
+    if local_name != DEFAULT_LOCAL_NAME:
+        say(f"other terminals reach it with: export {LOCAL_NAME_ENV}={local_name}")
     for logical_id, resource in runtime.stack.resources.items():
         if resource.provisioned:
-            typer.echo(f"  {logical_id:<28} {resource.ref}")
+            say(f"  {logical_id:<28} {resource.ref}")
     for poller in runtime.pollers:
-        typer.echo(f"  polling {poller.queue_url} -> {poller.function.logical_id}")
+        say(f"  polling {poller.queue_url} -> {poller.function.logical_id}")
     watch = None
     if "AgentTableName" in runtime.outputs:
         from agentwake.store.dynamo import DynamoStore
@@ -175,41 +261,53 @@ def up(
 
         watch = JobWatch(DynamoStore(runtime.outputs["AgentTableName"], client=runtime.client("dynamodb")))
         for line in watch.summary():
-            typer.echo(line)
-    typer.echo("Ctrl-C to stop")
+            say(line)
+    if not verbose:
+        say(f"one line per wake below; the functions' JSON logs: {log_file} (--verbose shows them here)")
+    say("Ctrl-C to stop")
     try:
-        ticks = 0
-        while not stop.wait(0.5):
-            ticks += 1
-            if watch is not None and ticks % 4 == 0:  # every 2 s: a job paused, resumed, or missed fires
+        # a signal sets it; every 2 s the jobs are looked at (a job paused, resumed, or missed fires)
+        while not stop.wait(2.0):
+            if watch is not None:
                 try:
                     for line in watch.changes():
-                        typer.echo(line)
+                        say(line)
                 except Exception as exc:  # the stack is stopping, a transient error: say so, keep running
                     typer.echo(f"could not read the jobs: {type(exc).__name__}", err=True)
     finally:
         runtime.stop()
-        typer.echo("stopped")
+        say("stopped")
 
 
 @app.command()
-def status() -> None:
-    """The running local stack, as recorded in $AGENTWAKE_HOME/local.json."""
-    state = read_state()
+def status(name: NameOption = None) -> None:
+    """The running local stack, as recorded in $AGENTWAKE_HOME/local.json (local-NAME.json for --name)."""
+    state = _running(name)
     if state is None:
-        typer.echo(f"no local stack is running (no live {state_path()})", err=True)
+        typer.echo(_none_running(name), err=True)
         raise typer.Exit(1)
     _echo_json(state)
 
 
-@app.command("seed")
-def seed_command() -> None:
-    """Create the sessions, tasks and job that the sample events in events/ name, on the running stack."""
-    state = read_state()
-    if state is None:
+@app.command("list")
+def list_command() -> None:
+    """The local stacks running under $AGENTWAKE_HOME: name, endpoint, pid, since when."""
+    stacks = running_stacks()
+    if not stacks:
+        typer.echo("no local stack is running; start one: agentwake local up")
+        return
+    for state in stacks:
         typer.echo(
-            f"error: no local stack is running (no live {state_path()}); start one: agentwake local up", err=True
+            f"{state['name']:<16} {state['endpoint_url']:<28} pid {state.get('pid')}  since {state.get('started_at')}"
         )
+
+
+@app.command("seed")
+def seed_command(name: NameOption = None) -> None:
+    """Create the sessions, tasks and job that the sample events in events/ name, on the running stack."""
+    state = _running(name)
+    if state is None:
+        typer.echo(f"error: {_none_running(name)}; start one: agentwake local up", err=True)
         raise typer.Exit(1)
     try:
         created = LocalStackRuntime.attach(state=state).seed()
@@ -226,9 +324,14 @@ def env_json(
         typer.Option(help="Host a container reaches the server at, e.g. host.docker.internal."),
     ] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+    name: NameOption = None,
 ) -> None:
     """env.json for `sam local invoke --env-vars` pointing at the running local stack."""
-    runtime = LocalStackRuntime.attach()
+    state = _running(name)
+    if state is None:
+        typer.echo(f"error: {_none_running(name)}; start one: agentwake local up", err=True)
+        raise typer.Exit(1)
+    runtime = LocalStackRuntime.attach(state=state)
     endpoint = runtime.endpoint_url
     if docker_host:
         port = endpoint.rsplit(":", 1)[-1]
@@ -266,7 +369,7 @@ def _env_vars(path: Path | None, function: str) -> dict[str, str]:
 NO_STACK_HELP = (
     "no local stack is running and no AWS_ENDPOINT_URL is set.\n"
     "  start one in another terminal:   agentwake local up\n"
-    "  or run on an empty, throwaway stack:   agentwake invoke FUNCTION -e EVENT --throwaway\n"
+    "  or run on a fresh, throwaway stack (seeded as local up seeds):   agentwake invoke FUNCTION -e EVENT --throwaway\n"
     "  (against a deployed stack use `sam remote invoke`, or `sam local invoke` with Docker)"
 )
 
@@ -287,38 +390,53 @@ def invoke(
         bool, typer.Option("--async", help="Invoke as Event: retries, then the on-failure destination.")
     ] = False,
     throwaway: Annotated[
-        bool, typer.Option("--throwaway", help="No local stack running: provision an empty one for this call.")
+        bool,
+        typer.Option(
+            "--throwaway",
+            help="Run on a fresh local stack made for this call and removed afterwards, even when one is running.",
+        ),
     ] = False,
+    seed: Annotated[
+        bool,
+        typer.Option("--seed/--no-seed", help="--throwaway: create what events/ names first, as local up does."),
+    ] = True,
     deployed_outbound: DeployedOutboundOption = False,
+    name: NameOption = None,
 ) -> None:
     """Run FUNCTION with an event as `sam local invoke` would, without Docker.
 
-    Handler, timeout and environment come from the template; variables from --env-vars win over the local stack's own (its outbound allowances too, so an env file with AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false gets the deployed policy). It runs on the local stack that `agentwake local up` keeps running, or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on an empty stack removed afterwards. Prints the response; a function error exits with status 1.
+    Handler, timeout and environment come from the template; variables from --env-vars win over the local stack's own (its outbound allowances too, so an env file with AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false gets the deployed policy). It runs on the local stack that `agentwake local up` keeps running (--name picks one), or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on a fresh stack, seeded as `local up` seeds it (--no-seed: empty), removed afterwards. Prints the response; a function error, or a record the function dead-lettered, exits with status 1 and says why.
 
     Example: agentwake invoke BackgroundResultFunction -e events/background-result-success.json
     """
     import os
 
+    from agentwake_local import dead_letters
+
     payload = _read_event(event)
-    state = read_state()
-    owned = state is None
     strict: dict[str, Any] = {"deployed_outbound": True} if deployed_outbound else {}
-    if state is not None:
+    owned = True
+    if throwaway:
+        runtime = LocalStackRuntime(write_state=False, timing=timing.local(), **strict).start(
+            find_template(template), _overrides(parameter_overrides)
+        )
+        where = f"a throwaway local stack at {runtime.endpoint_url} (removed afterwards)"
+        if seed and "AgentTableName" in runtime.outputs:
+            with contextlib.redirect_stdout(sys.stderr):
+                created = runtime.seed()
+            where += f", seeded with {', '.join(created)}" if created else ""
+    elif (state := _running(name)) is not None:
         runtime = LocalStackRuntime.attach(state=state, **strict)
-        where = f"the local stack at {runtime.endpoint_url}"
-    elif os.environ.get("AWS_ENDPOINT_URL"):
+        owned = False
+        where = f"the local stack {state.get('name', DEFAULT_LOCAL_NAME)!r} at {runtime.endpoint_url}"
+    elif os.environ.get("AWS_ENDPOINT_URL") and not _name(name):
         endpoint = os.environ["AWS_ENDPOINT_URL"]
         runtime = LocalStackRuntime(write_state=False, timing=timing.local(), **strict).start(
             find_template(template), _overrides(parameter_overrides), endpoint_url=endpoint
         )
         where = f"the endpoint {endpoint} (AWS_ENDPOINT_URL)"
-    elif throwaway:
-        runtime = LocalStackRuntime(write_state=False, timing=timing.local(), **strict).start(
-            find_template(template), _overrides(parameter_overrides)
-        )
-        where = f"a throwaway local stack at {runtime.endpoint_url}"
     else:
-        typer.echo(f"error: {NO_STACK_HELP}", err=True)
+        typer.echo(f"error: {_none_running(name) if _name(name) else NO_STACK_HELP}", err=True)
         raise typer.Exit(2)
     try:
         try:
@@ -335,6 +453,8 @@ def invoke(
                 typer.echo(f"ignoring variables the template does not declare: {', '.join(undeclared)}", err=True)
             # over everything, the local stack's allowances included (as sam's --env-vars win)
             runtime.override_env(function, {k: v for k, v in overrides.items() if k in spec.environment})
+        queues = dead_letters.dead_letter_queues(runtime)
+        before = dead_letters.counts(runtime, queues)
         # like sam local invoke: the function's logs on stderr, only the response on stdout
         with contextlib.redirect_stdout(sys.stderr):
             if asynchronous:
@@ -355,10 +475,16 @@ def invoke(
         else:
             _echo_json(result.error if result.error is not None else result.response)
             failed = result.error is not None
+        lost = [] if (asynchronous and failed) else dead_letters.arrived(runtime, queues, before, payload)
     finally:
         if owned:
             runtime.stop()
-    if failed:
+    for item in lost:
+        typer.echo(f"error: {inert(item.line())}", err=True)
+    if lost:
+        see = "the throwaway stack is gone with it" if throwaway else "see it with: agentwake dlq list"
+        typer.echo(f"the record woke nothing ({see})", err=True)
+    if failed or lost:
         raise typer.Exit(1)
 
 

@@ -22,10 +22,16 @@ def register(registry: Registry) -> None:
 
 
 def _read_state() -> dict[str, Any] | None:
-    from agentwake_local.stack import read_state
+    """The local stack ``$AGENTWAKE_LOCAL`` names, or the one that runs; several running and none
+    named is the operator's choice to make (OpsError naming them), never a guess."""
+    from agentwake_local.stack import SeveralLocalStacks, read_state
 
     try:
         return read_state()
+    except (SeveralLocalStacks, ValueError) as exc:
+        from agentwake_ops.context import OpsError
+
+        raise OpsError(str(exc)) from None
     except Exception:
         return None
 

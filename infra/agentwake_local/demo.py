@@ -4,7 +4,8 @@ A moto server on 127.0.0.1 is provisioned from template.yaml; the real handlers 
 behind the local SQS poller and async invoker, exactly as they would behind Lambda. The scenario:
 
 1. a session with the scripted model;
-2. a cron job fires (as EventBridge Scheduler would) and its note appears in history;
+2. a cron job fires (the demo invokes CronWakeFunction as EventBridge Scheduler would, with a
+   fixed scheduled time) and its note appears in history;
 3. a background task finishes and the agent messages the user;
 4. a background task whose wake fails (every provider fails) is retried and ends in the DLQ;
 5. the DLQ listing shows why; the history shows no success note for it;
@@ -129,7 +130,11 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             session_id="alice", name="Morning digest", cron="0 8 * * ? *", description="summarise overnight sign-ups"
         )
         p.cmd(f"agentwake jobs create --session alice --name 'Morning digest' --cron '0 8 * * ? *'  -> {job.job_id}")
-        p.line("EventBridge Scheduler fires it (moto cannot), invoking CronWakeFunction asynchronously:")
+        p.line(
+            "the demo fires it itself, as EventBridge Scheduler would at 08:00: it invokes CronWakeFunction "
+            "asynchronously with scheduled_time 2026-11-30T08:00:00Z (`agentwake local up` runs a scheduler "
+            "that fires the schedules on their own):"
+        )
         outcome = runtime.run_async(
             "CronWakeFunction", {"job_id": job.job_id, "scheduled_time": "2026-11-30T08:00:00Z"}
         )
@@ -179,10 +184,21 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             f"each failed attempt raises, the record is a batch item failure and comes back;"
             f" after {max_receive} receives SQS moves it to the DLQ"
         )
+        # the first attempt's transcript only: each later one would print the same steps again
+        if transcript:
+            p.line("its first attempt:")
+        runtime.poll_once()
+        os.environ["AGENTWAKE_TRANSCRIPT"] = ""
         runtime.drain()
+        os.environ["AGENTWAKE_TRANSCRIPT"] = quiet["AGENTWAKE_TRANSCRIPT"]
         run = store.get_run(f"bg:{failing}")
         result.failing_receives = run.attempts if run else 0
-        p.line(f"received {result.failing_receives} times, every attempt ended in ERROR")
+        failures = store.failures(f"bg:{failing}")
+        kinds = sorted({f.error_type for f in failures})
+        p.line(
+            f"received {result.failing_receives} times; each attempt ended in ERROR ({', '.join(kinds)}); "
+            "step 0's message went to the user on the first one only, the later ones replayed it from the journal"
+        )
 
         p.section("The DLQ listing shows why")
         p.cmd("agentwake dlq list")
@@ -227,13 +243,14 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
     finally:
         p.section("Stopping the local stack")
         runtime.stop()
+        p.line("stopped: its data is gone with it")
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
         result.seconds = time.monotonic() - started
-        p.line(f"done in {result.seconds:.1f}s")
+        print(f"\nThe whole demo took {result.seconds:.1f}s.", file=p.out, flush=True)
     return result
 
 

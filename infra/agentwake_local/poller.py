@@ -142,6 +142,10 @@ InvokeFn = Callable[[Any], Invocation]
 #: concurrent invocations of a mapping without ``ScalingConfig.MaximumConcurrency`` (Lambda's own
 #: ceiling is the account's concurrency; locally a small bound keeps a laptop responsive)
 DEFAULT_CONCURRENCY = 5
+#: seconds an idle poller waits at most between receives (it starts at ``idle_interval`` and
+#: doubles while the queue stays empty); its other threads wait ``IDLE_FACTOR`` times longer
+MAX_IDLE_INTERVAL = 1.0
+IDLE_FACTOR = 5
 
 
 class SqsPoller:
@@ -169,7 +173,13 @@ class SqsPoller:
         self.visibility_timeout_override = visibility_timeout_override
         self.idle_interval = idle_interval
         self.concurrency = max(1, concurrency or source.maximum_concurrency or DEFAULT_CONCURRENCY)
+        #: the longest wait between two empty receives of the first thread (the others wait
+        #: ``IDLE_FACTOR`` times longer, or until the first finds records): an idle stack costs
+        #: next to nothing, a record waits at most this long
+        self.max_idle_interval = max(idle_interval, MAX_IDLE_INTERVAL)
         self._stop = threading.Event()
+        #: set when a thread received records: the sleeping ones join in
+        self._records = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -325,7 +335,7 @@ class SqsPoller:
             return
         self._stop.clear()
         self._threads = [
-            threading.Thread(target=self._run, name=f"sqs-poller:{self.name}#{n}", daemon=True)
+            threading.Thread(target=self._run, args=(n,), name=f"sqs-poller:{self.name}#{n}", daemon=True)
             for n in range(self.concurrency)
         ]
         for thread in self._threads:
@@ -333,12 +343,18 @@ class SqsPoller:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._records.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
 
-    def _run(self) -> None:
+    def _run(self, index: int = 0) -> None:
+        """Receive and invoke until stopped. While the queue stays empty the waits between receives
+        double (from ``idle_interval`` to ``max_idle_interval``; the threads but the first wait
+        longer still, until one receives records), so an idle stack polls about once a second."""
+        wait = self.idle_interval
+        longest = self.max_idle_interval * (1 if index == 0 else IDLE_FACTOR)
         while not self._stop.is_set():
             try:
                 result = self._poll_once()
@@ -346,5 +362,14 @@ class SqsPoller:
                 logger.exception("sqs %s: poll failed", self.name)
                 self._stop.wait(1.0)
                 continue
-            if result.empty:
-                self._stop.wait(self.idle_interval)
+            if not result.empty:
+                wait = self.idle_interval
+                self._records.set()
+                continue
+            if index == 0:
+                self._stop.wait(wait)
+            elif self._records.wait(wait):
+                self._records.clear()
+                wait = self.idle_interval
+                continue
+            wait = min(wait * 2, longest)

@@ -24,6 +24,8 @@ from agentwake_local.template import Resolver, Resource, Template, TemplateError
 
 logger = logging.getLogger(__name__)
 
+MANAGED_POLICY = "AWS::IAM::ManagedPolicy"
+
 
 @dataclass
 class LocalStack:
@@ -120,9 +122,10 @@ def provision(
             name_key = _guess_name_property(rtype)
             if name_key and isinstance(props.get(name_key), str):
                 name = props[name_key]
-            resources[logical_id] = Resource(
-                logical_id, rtype, physical_name(template, logical_id, name, 128), provisioned=False
-            )
+            physical = physical_name(template, logical_id, name, 128)
+            # what CloudFormation's Ref gives for the type: a managed policy's is its ARN
+            ref = template.arn("iam", f"policy/{physical}", region=False) if rtype == MANAGED_POLICY else physical
+            resources[logical_id] = Resource(logical_id, rtype, ref, provisioned=False)
             skipped[logical_id] = rtype
             logger.debug("local stack: skipping %s (%s): no local provisioner", logical_id, rtype)
 

@@ -10,6 +10,12 @@
 event source's MaximumConcurrency), the async queue and the scheduler (every schedule of the stack
 fires) on background threads. The running endpoint is recorded in ``$AGENTWAKE_HOME/local.json``
 (default ``~/.agentwake/local.json``) so that another process finds it: ``LocalStackRuntime.attach()``.
+
+Local stacks are named (``local_name``; default ``default``): each name has its own state file
+(``local.json`` for the default one, ``local-NAME.json`` for others) and env file, a second stack
+on a name whose stack still runs is refused (``LocalStackRunning``), and a stack removes only its
+own file when it stops. ``AGENTWAKE_LOCAL=NAME`` picks one for every command; with several running
+and none picked, ``read_state`` refuses to guess (``SeveralLocalStacks``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,7 +47,24 @@ logger = logging.getLogger(__name__)
 
 STATE_FILE = "local.json"
 ENV_FILE = "env.json"
+#: the name of a local stack started without --name
+DEFAULT_LOCAL_NAME = "default"
+#: the variable that picks a local stack by name, for every command
+LOCAL_NAME_ENV = "AGENTWAKE_LOCAL"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 
+
+class LocalStackRunning(RuntimeError):
+    """A local stack of that name already runs (another ``local up`` would take over its state)."""
+
+
+class SeveralLocalStacks(RuntimeError):
+    """Several local stacks run and none was picked by name."""
+
+
+#: seconds between two looks of the scheduler at the schedules (Scheduler fires within a minute;
+#: locally within a second, and an idle stack does not spend a core listing schedules)
+SCHEDULER_INTERVAL = 1.0
 
 #: the local stack's outbound policy: loopback and plain http allowed (never in the deployed template).
 #: Applied over the template's values, unless the stack runs with ``deployed_outbound`` or an
@@ -54,8 +78,34 @@ def agentwake_home(home: str | Path | None = None) -> Path:
     return Path(os.environ.get("AGENTWAKE_HOME") or Path.home() / ".agentwake")
 
 
-def state_path(home: str | Path | None = None) -> Path:
-    return agentwake_home(home) / STATE_FILE
+def check_local_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"invalid local stack name {name!r}: 1-40 letters, digits, _ or -, starting with a letter or digit"
+        )
+    return name
+
+
+def chosen_name(name: str | None = None) -> str | None:
+    """The local stack picked by name: ``name``, else ``$AGENTWAKE_LOCAL``, else None (any)."""
+    picked = name or os.environ.get(LOCAL_NAME_ENV) or None
+    return check_local_name(picked) if picked else None
+
+
+def state_path(home: str | Path | None = None, name: str | None = None) -> Path:
+    """The state file of the local stack ``name`` (``local.json`` for the default one)."""
+    name = chosen_name(name) or DEFAULT_LOCAL_NAME
+    return agentwake_home(home) / (STATE_FILE if name == DEFAULT_LOCAL_NAME else f"local-{name}.json")
+
+
+def log_path(home: str | Path | None = None, name: str | None = None) -> Path:
+    """Where ``agentwake local up`` writes the functions' logs (``local.log``, ``local-NAME.log``)."""
+    return state_path(home, name).with_suffix(".log")
+
+
+def env_path(home: str | Path | None = None, name: str | None = None) -> Path:
+    name = chosen_name(name) or DEFAULT_LOCAL_NAME
+    return agentwake_home(home) / (ENV_FILE if name == DEFAULT_LOCAL_NAME else f"env-{name}.json")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -68,17 +118,46 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_state(home: str | Path | None = None, *, check: bool = True) -> dict[str, Any] | None:
-    """The running local stack recorded by ``start``, or None (absent, or its process is gone)."""
-    path = state_path(home)
+def _read_state_file(path: Path, check: bool) -> dict[str, Any] | None:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(state, dict) or "endpoint_url" not in state:
+        return None
     if check and (not _pid_alive(int(state.get("pid", -1))) or not is_reachable(state["endpoint_url"])):
         logger.debug("stale local stack state %s (pid %s)", path, state.get("pid"))
         return None
+    state.setdefault("name", DEFAULT_LOCAL_NAME)
     return state
+
+
+def running_stacks(home: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every local stack running under ``$AGENTWAKE_HOME``, by name."""
+    folder = agentwake_home(home)
+    paths = sorted(folder.glob("local.json")) + sorted(folder.glob("local-*.json"))
+    return [state for path in paths if (state := _read_state_file(path, True)) is not None]
+
+
+def describe_stacks(states: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{s.get('name')} at {s.get('endpoint_url')} (pid {s.get('pid')})" for s in states)
+
+
+def read_state(home: str | Path | None = None, *, check: bool = True, name: str | None = None) -> dict[str, Any] | None:
+    """The running local stack recorded by ``start``, or None (absent, or its process is gone).
+
+    ``name`` (or ``$AGENTWAKE_LOCAL``) picks one; without, the one that runs, and when several
+    run: ``SeveralLocalStacks`` naming them (the CLI never guesses which one is meant)."""
+    picked = chosen_name(name)
+    if picked is not None or not check:
+        return _read_state_file(state_path(home, picked), check)
+    running = running_stacks(home)
+    if len(running) > 1:
+        raise SeveralLocalStacks(
+            f"{len(running)} local stacks are running: {describe_stacks(running)}; pick one with "
+            f"{LOCAL_NAME_ENV}=NAME (or --name NAME on `agentwake local` and `agentwake invoke`)"
+        )
+    return running[0] if running else None
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -100,6 +179,7 @@ class LocalStackRuntime:
         timing: Timing | None = None,
         clock: Clock = utcnow,
         write_state: bool = True,
+        local_name: str | None = None,
         home: str | Path | None = None,
         on_env_change: Callable[[], None] | None = lambda_runtime.default_on_env_change,
         poll_interval: float = 0.2,
@@ -122,6 +202,8 @@ class LocalStackRuntime:
             self.timing = dataclasses.replace(self.timing, async_retry_delays=tuple(float(d) for d in delays))
         self.clock = clock
         self.write_state = write_state
+        #: this stack's name: its state file is ``state_path(home, local_name)``
+        self.local_name = check_local_name(local_name or chosen_name() or DEFAULT_LOCAL_NAME)
         self.home = home
         self.on_env_change = on_env_change
         self.poll_interval = poll_interval
@@ -139,6 +221,9 @@ class LocalStackRuntime:
         self._session: Any = None
         self._clients: dict[str, Any] = {}
         self._state_written: Path | None = None
+        #: called before each invocation with (function, event); what it returns is called with the
+        #: ``Invocation`` after it (``agentwake local up``'s one line per wake: ``agentwake_local.activity``)
+        self.on_invocation: Callable[[FunctionSpec, Any], Callable[[Invocation], None]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -160,6 +245,8 @@ class LocalStackRuntime:
         """
         if self._stack is not None:
             raise RuntimeError("already started")
+        if self.write_state:
+            self.refuse_if_running()
         if endpoint_url is None:
             if server is None:
                 server = MotoServer(self.server_host, self.server_port)
@@ -182,6 +269,19 @@ class LocalStackRuntime:
             raise
         return self
 
+    def refuse_if_running(self) -> None:
+        """``LocalStackRunning`` when a live stack already holds this name: a second one would
+        take over its state file (and remove it when it stops) while the first still runs."""
+        running = _read_state_file(state_path(self.home, self.local_name), True)
+        if running is not None and running.get("pid") != os.getpid():
+            others = {s["name"] for s in running_stacks(self.home)}
+            free = next(f"stack{i}" for i in range(2, 100) if f"stack{i}" not in others)
+            raise LocalStackRunning(
+                f"a local stack named {self.local_name!r} already runs at {running['endpoint_url']} "
+                f"(pid {running.get('pid')}, since {running.get('started_at', '?')}): use that one, stop it, "
+                f"or start another beside it: agentwake local up --name {free}"
+            )
+
     @classmethod
     def attach(
         cls, home: str | Path | None = None, *, state: Mapping[str, Any] | None = None, **options: Any
@@ -195,6 +295,7 @@ class LocalStackRuntime:
         if state is None:
             raise RuntimeError(f"no local stack is running (no live {state_path(home)})")
         options.setdefault("stack_name", state.get("stack_name", DEFAULT_STACK_NAME))
+        options.setdefault("local_name", state.get("name", DEFAULT_LOCAL_NAME))
         options.setdefault("region", state.get("region", DEFAULT_REGION))
         options.setdefault("deployed_outbound", bool(state.get("deployed_outbound", False)))
         if state.get("timing") and "timing" not in options and "async_retry_delays" not in options:
@@ -236,7 +337,7 @@ class LocalStackRuntime:
             self._invoke_target,
             timing=self.timing,
             clock=self.clock,
-            interval=min(1.0, self.poll_interval),
+            interval=SCHEDULER_INTERVAL,
         )
         self.pollers = [
             SqsPoller(
@@ -265,10 +366,11 @@ class LocalStackRuntime:
         """Stop threads, remove the state file, stop the server if this runtime started it."""
         self.stop_background()
         if self._state_written is not None:
-            state = read_state(self.home, check=False)
+            # only this stack's own file: never one another process wrote since
+            state = _read_state_file(self._state_written, False)
             if state and state.get("pid") == os.getpid() and state.get("endpoint_url") == self._endpoint_url:
                 self._state_written.unlink(missing_ok=True)
-                (self._state_written.parent / ENV_FILE).unlink(missing_ok=True)
+                env_path(self.home, self.local_name).unlink(missing_ok=True)
             self._state_written = None
         if self.server is not None and self._owns_server:
             self.server.stop()
@@ -390,12 +492,13 @@ class LocalStackRuntime:
         return data
 
     def _write_state(self) -> None:
-        path = state_path(self.home)
-        env_file = path.parent / ENV_FILE
+        path = state_path(self.home, self.local_name)
+        env_file = env_path(self.home, self.local_name)
         self.env_json(env_file)
         _write_json(
             path,
             {
+                "name": self.local_name,
                 "pid": os.getpid(),
                 "endpoint_url": self.endpoint_url,
                 "region": self.region,
@@ -444,7 +547,8 @@ class LocalStackRuntime:
     def _invoke(
         self, function: FunctionSpec, event: Any, request_id: str | None, invoked_function_arn: str | None
     ) -> Invocation:
-        return lambda_runtime.invoke(
+        done = self.on_invocation(function, event) if self.on_invocation is not None else None
+        invocation = lambda_runtime.invoke(
             function,
             event,
             base_env=self._base_env(function),
@@ -452,6 +556,9 @@ class LocalStackRuntime:
             invoked_function_arn=invoked_function_arn,
             on_env_change=self.on_env_change,
         )
+        if done is not None:
+            done(invocation)
+        return invocation
 
     def _invoke_for_async(
         self, function: FunctionSpec, event: Any, request_id: str, invoked_function_arn: str | None

@@ -32,3 +32,21 @@ def test_demo_scenario_outcomes() -> None:
     assert result.seconds < 60
     text = out.getvalue()
     assert "== 1. The embedded local AWS ==" in text and "Stopping the local stack" in text
+
+
+def test_demo_reads_as_it_happens() -> None:
+    # GIVEN the demo's printed story
+    out = io.StringIO()
+    run_demo(out)
+    text = out.getvalue()
+    sections = {block.split(" ==")[0]: block for block in text.split("\n== ")[1:]}
+    # THEN the failing task's five attempts are told once, not as the same block five times
+    failing = next(block for title, block in sections.items() if "wake fails" in title)
+    lines = [line for line in failing.splitlines()[1:] if line.strip()]
+    assert len(lines) == len(set(lines)) and "received 5 times" in failing
+    # AND it does not claim the Scheduler fired the job: the demo invokes it with a fixed time
+    assert "Scheduler fires it" not in text and "the demo fires it itself" in text
+    # AND the total time is the demo's, on its own line, not a step of stopping the stack
+    stopping = next(block for title, block in sections.items() if "Stopping" in title)
+    assert "done in" not in stopping
+    assert text.rstrip().splitlines()[-1].startswith("The whole demo took ")

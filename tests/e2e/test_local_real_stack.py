@@ -579,9 +579,11 @@ def test_invoke_background_result_mixed_batch(local: LocalStackRuntime, seeded: 
     # WHEN the mixed batch is invoked
     out = agentwake_invoke("BackgroundResultFunction", "-e", str(path))
 
-    # THEN it exits 0 (a partial batch response is not a function error) and reports exactly the ERROR record
-    assert out.exit_code == 0, out
+    # THEN the response reports exactly the ERROR record (a partial batch response is not a function
+    # error), and the command exits 1 naming the record the function dead-lettered itself
+    assert out.exit_code == 1, out
     assert out.response == {"batchItemFailures": [{"itemIdentifier": error_id}]}
+    assert "error: dead-lettered to BackgroundResultDLQ: " in out.stderr
     # AND task-ok-2 got its note; task-fail-1 a failure record and no note
     assert len(notes(seeded, "session-demo", "bg:task-ok-2")) == 1
     assert seeded.get_task("task-ok-2").status == "woken"  # type: ignore[union-attr]

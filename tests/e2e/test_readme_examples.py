@@ -595,3 +595,29 @@ def test_the_links_of_the_readme_and_the_docs_resolve() -> None:
                 assert anchor in {_anchor(h) for h in headings}, (
                     f"{doc.relative_to(ROOT)}: no heading #{anchor} in {path}"
                 )
+
+
+def test_the_aws_cli_producer_recipe_wakes_the_agent(local_up: Running) -> None:
+    # GIVEN the AWS CLI (a producer without Python) and the session the recipe names
+    import shutil
+
+    if shutil.which("aws", path=local_up.env.get("PATH")) is None or run(local_up, "aws --version").returncode:
+        pytest.skip("the aws CLI is not installed here: docs/producers.md's AWS CLI recipe was not run")
+    ok(run(local_up, '.venv/bin/agentwake sessions put alice --provider \'{"type": "scripted"}\''))
+    # WHEN docs/producers.md's recipe runs as written (one shell: its variables carry over)
+    [block] = re.findall(r"## From a shell: the AWS CLI\n.*?```sh\n(.*?)```", _read("docs/producers.md"), flags=re.S)
+    # (run as is, not through `run`: its names TASK_ID and TOKEN are the recipe's own variables here)
+    proc = subprocess.run(
+        ["bash", "-c", "set -e\n" + block], cwd=ROOT, env=local_up.env, capture_output=True, text=True, timeout=WAIT_S
+    )
+    sent = ok(Result(proc.returncode, proc.stdout, proc.stderr))
+    task_id = re.search(r"sent the completion of (task-\d+)", sent.stdout).group(1)  # type: ignore[union-attr]
+    # THEN the agent woke for its run, which succeeded, with the registered tool's note
+    done = eventually(
+        local_up,
+        f".venv/bin/agentwake runs show bg:{task_id} --json",
+        lambda r: r.returncode == 0 and json.loads(r.stdout)["run"]["status"] == "succeeded",
+    )
+    assert json.loads(ok(done).stdout)["run"]["status"] == "succeeded"
+    history = agentwake_json(local_up, "history", "show", "alice")
+    assert any(e["run_id"] == f"bg:{task_id}" and "web_research" in e["content"] for e in history)

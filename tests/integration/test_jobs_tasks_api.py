@@ -88,8 +88,8 @@ def test_run_once_job_is_disabled_and_its_schedule_deleted_after_success(
 ) -> None:
     # GIVEN a one-time job
     seed_session(store, "session-demo")
-    job = jobs.create(session_id="session-demo", name="Reminder", at="2026-12-01T09:00:00")
-    assert job.run_once and job.schedule_expression == "at(2026-12-01T09:00:00)"
+    job = jobs.create(session_id="session-demo", name="Reminder", at="2030-12-01T09:00:00")
+    assert job.run_once and job.schedule_expression == "at(2030-12-01T09:00:00)"
     # WHEN it fires and the run succeeds
     out = cron_wake.handler({"job_id": job.job_id, "scheduled_time": "2026-12-01T09:00:00Z"}, FakeLambdaContext())
     assert out["status"] == "succeeded"
@@ -168,3 +168,13 @@ def test_finish_unknown_task_is_refused(store: DynamoStore, resources: Resources
     with pytest.raises(UnknownTask):
         tasks.finish_task("task-nope", "succeeded", "x", task_token="awt_whatever")
     assert drain(resources.queue_url) == []
+
+
+def test_a_one_time_job_in_the_past_is_refused_by_the_api(jobs: JobsService, store: DynamoStore) -> None:
+    # GIVEN a session  WHEN the jobs API is asked for an at() job whose time (in its zone) has passed
+    seed_session(store, "session-past")
+    with pytest.raises(JobError, match=r"at\(2020-01-01T00:00:00\) \(Europe/Berlin\) is in the past"):
+        jobs.create(session_id="session-past", name="Past", at="2020-01-01T00:00:00", timezone="Europe/Berlin")
+    # THEN nothing was written: no job, no schedule
+    assert jobs.list() == []
+    assert jobs.schedules.client.list_schedules(GroupName=jobs.schedules.group)["Schedules"] == []

@@ -30,8 +30,10 @@ DELIVERY_PREFIX = "DELIVERY#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
+SESSION_PREFIX = "SESSION#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
+CONFIG_SK = "CONFIG"
 TASK_SK = "TASK"
 WAKE_SK = "WAKE"
 LEASE_SK = "LEASE"
@@ -41,7 +43,7 @@ JOBS_GSI_PK = "JOBS"
 
 
 def session_pk(session_id: str) -> str:
-    return f"SESSION#{session_id}"
+    return f"{SESSION_PREFIX}{session_id}"
 
 
 def run_pk(run_id: str) -> str:
@@ -65,7 +67,7 @@ def job_fire_key(job_id: str, kind: str, scheduled_time: str) -> tuple[str, str]
 
 
 def config_key(session_id: str) -> tuple[str, str]:
-    return session_pk(session_id), "CONFIG"
+    return session_pk(session_id), CONFIG_SK
 
 
 def lease_key(session_id: str) -> tuple[str, str]:

@@ -11,8 +11,17 @@ from typing import Any
 
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import RUNS_PREFIX, TASK_PREFIX, TASK_SK, run_pk, runs_gsi_pk, session_pk
-from agentwake.store.models import RunRecord, Task
+from agentwake.store.keys import (
+    CONFIG_SK,
+    RUNS_PREFIX,
+    SESSION_PREFIX,
+    TASK_PREFIX,
+    TASK_SK,
+    run_pk,
+    runs_gsi_pk,
+    session_pk,
+)
+from agentwake.store.models import RunRecord, SessionConfig, Task
 from agentwake.store.table import pages
 
 
@@ -115,12 +124,41 @@ class OperatorStore:
 
     def tasks_of_session(self, session_id: str) -> list[Task]:
         """The session's tasks (a Scan: tasks are keyed by task id only)."""
+        return self.tasks(session_id=session_id)
+
+    def tasks(self, *, session_id: str | None = None, status: str | None = None) -> list[Task]:
+        """Tasks, newest first (a Scan: tasks are keyed by task id only), of one session and/or
+        in one status."""
+        filters = ["begins_with(pk, :t)", "sk = :sk"]
+        values: dict[str, Any] = {":t": {"S": TASK_PREFIX}, ":sk": {"S": TASK_SK}}
+        names: dict[str, str] = {}
+        if session_id is not None:
+            filters.append("session_id = :s")
+            values[":s"] = {"S": session_id}
+        if status is not None:
+            filters.append("#st = :st")
+            values[":st"] = {"S": status}
+            names["#st"] = "status"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": " AND ".join(filters),
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        found = [load_item(Task, item) for item in pages(self.db.scan, kwargs)]
+        return sorted(found, key=lambda t: (t.created_at, t.task_id), reverse=True)
+
+    def sessions(self) -> list[SessionConfig]:
+        """Every session config, by session id (a Scan of the ``CONFIG`` items)."""
         kwargs = {
             "TableName": self.table,
-            "FilterExpression": "begins_with(pk, :t) AND sk = :sk AND session_id = :s",
-            "ExpressionAttributeValues": {":t": {"S": TASK_PREFIX}, ":sk": {"S": TASK_SK}, ":s": {"S": session_id}},
+            "FilterExpression": "begins_with(pk, :p) AND sk = :sk",
+            "ExpressionAttributeValues": {":p": {"S": SESSION_PREFIX}, ":sk": {"S": CONFIG_SK}},
         }
-        return [load_item(Task, item) for item in pages(self.db.scan, kwargs)]
+        return sorted(
+            (load_item(SessionConfig, item) for item in pages(self.db.scan, kwargs)), key=lambda c: c.session_id
+        )
 
     def delete_session(self, session_id: str) -> int:
         """Delete the session's partition (config, history, lease); returns how many items went."""

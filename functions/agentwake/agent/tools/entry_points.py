@@ -43,11 +43,7 @@ def load_tool(name: str, *, session_id: str = "?") -> Tool:
         available = installed()
         ep = available.get(name)
         if ep is None:
-            names = ", ".join(sorted(available)) or "none"
-            raise ConfigError(
-                f"session {session_id} names Python tool {name!r}, but no package installs an entry point "
-                f"{name!r} in group {GROUP!r} (installed: {names}); add the package to functions/requirements.txt"
-            )
+            raise ConfigError(missing_tool_message(name, session_id, available))
         try:
             target = ep.load()
         except Exception as exc:
@@ -58,6 +54,17 @@ def load_tool(name: str, *, session_id: str = "?") -> Tool:
         _check_declared(tool, name, ep.value)
         _loaded[name] = tool
         return tool
+
+
+def missing_tool_message(name: str, session_id: str, available: dict[str, Any] | None = None) -> str:
+    """Why a Python tool is not there, and what to do on each kind of stack (docs/tools.md)."""
+    names = ", ".join(sorted(installed() if available is None else available)) or "none"
+    return (
+        f"session {session_id} names Python tool {name!r}, but no package installs an entry point "
+        f"{name!r} in group {GROUP!r} (installed: {names}); on the local stack: install the package into "
+        "the environment that runs `agentwake local up` (e.g. .venv/bin/pip install PATH) and restart it; "
+        "for `sam build`: add the package to functions/requirements.txt (docs/tools.md)"
+    )
 
 
 def _instantiate(target: Any, name: str, where: str) -> Tool:
