@@ -17,6 +17,7 @@ from agentwake.store.keys import (
     job_key,
     run_key,
     run_pk,
+    runs_by_day_set,
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
@@ -194,6 +195,9 @@ class WakeEnd(WakeBegin):
                 ":g1sk": {"S": runs_gsi_sk(utcnow_iso(), failure.run_id)},
                 ":zero": {"N": "0"},
             }
+            by_day, by_day_values = runs_by_day_set(utcnow_iso(), failure.run_id, keep=True)  # gsi2: runs by time
+            identity += by_day
+            identity_values.update(by_day_values)
         items: list[tuple[str, Any]] = [
             (
                 "failure",
