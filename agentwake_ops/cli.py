@@ -20,7 +20,7 @@ from typer.exceptions import TyperException
 
 from agentwake_ops import cli_replay
 from agentwake_ops.cli_common import CliState, state
-from agentwake_ops.commands import dlq, history, jobs, runs, sessions, tasks
+from agentwake_ops.commands import console, dlq, history, jobs, runs, sessions, tasks
 from agentwake_ops.terminal import inert
 
 #: typer's type labels in --help, as a person reads them
@@ -160,6 +160,7 @@ app.add_typer(history.app, name="history")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(tasks.app, name="tasks")
+app.command("console", epilog="Example: agentwake console --port 8765  (then open the URL it prints)")(console.console)
 
 
 _PLUGIN_COMMANDS: dict[str, Any] | None = None
