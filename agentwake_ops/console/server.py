@@ -11,7 +11,8 @@
 - **CSRF**: state-changing requests are POSTs whose form carries the per-start CSRF token (every
   form has it); an ``Origin`` header, when sent, must be this server.
 - **Headers**: a Content-Security-Policy that allows only this server's own stylesheet and script,
-  no framing, no referrer (the token never leaks in a Referer).
+  no framing, no referrer to other sites (a same-origin one: with none, a browser's form POST
+  carries ``Origin: null``).
 
 One request at a time reaches the stack (a lock): two DLQ scans at once would hold each other's
 messages and both could not be sure they saw everything.
@@ -103,7 +104,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Referrer-Policy", "same-origin")
         self.send_header("X-Frame-Options", "DENY")
         self.send_header("Cache-Control", "no-store")
         for name, value in (extra or {}).items():
