@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from agentwake_ops.console import actions, assets, pages
+from agentwake_ops.console import actions, assets, charts, pages
 from agentwake_ops.console.html import Markup, h, layout
 from agentwake_ops.context import OpsContext
 
@@ -54,7 +54,7 @@ GET_PAGES: dict[str, tuple[str, Page]] = {
     "/runs": ("Runs", pages.runs),
     "/sessions": ("Sessions", pages.sessions),
     "/jobs": ("Jobs", pages.jobs),
-    "/charts": ("Charts", pages.charts),
+    "/charts": ("Charts", charts.charts),
 }
 POST_ACTIONS: dict[str, tuple[str, Page]] = {
     "/dlq/confirm": ("Confirm", actions.confirm),
@@ -197,12 +197,12 @@ class Handler(BaseHTTPRequestHandler):
         self._run(*POST_ACTIONS[path], form)
 
     def _run(self, title: str, page: Page, query: pages.Query) -> None:
-        from agentwake_ops.cli import _user_errors, error_message
+        from agentwake_ops.cli_common import error_message, user_errors
 
         try:
             with self.console.lock:
                 body = page(self.console.ctx, query, self.console.csrf)
-        except _user_errors() as exc:
+        except user_errors() as exc:
             self._page(
                 HTTPStatus.BAD_REQUEST, title, Markup(f"<p class='error' id='error'>error: {h(error_message(exc))}</p>")
             )
