@@ -42,10 +42,10 @@ def pretty(data: Any) -> Markup:
     return Markup(f"<pre>{h(text)}</pre>")
 
 
-def link(path: str, text: Any, **params: Any) -> Markup:
+def link(path: str, label: Any, /, **params: Any) -> Markup:
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     href = path + (f"?{query}" if query else "")
-    return Markup(f'<a href="{html.escape(href, quote=True)}">{h(text)}</a>')
+    return Markup(f'<a href="{html.escape(href, quote=True)}">{h(label)}</a>')
 
 
 def table(

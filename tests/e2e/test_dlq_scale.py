@@ -241,3 +241,51 @@ def test_a_redrive_by_id_reads_the_run_of_the_selected_message_only(local: Resou
     assert calls.calls == ["Query"]
     # AND nothing moved
     assert counts(local.dlq_url) == (RUNS_SCALE, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# the console on the same DLQs (issue 26)
+
+
+def test_the_console_dlq_page_of_a_large_dlq_counts_every_message_and_shows_one_page(local: Resources) -> None:
+    import tracemalloc
+
+    from tests.support.console import serving
+
+    # GIVEN a DLQ of SCALE messages of three error types (10,000 with `make dlq-scale`)
+    kinds = fill_dlq(local, SCALE)
+    with serving(resolve_context()) as (_, client):
+        # WHEN the console's DLQ page is opened (time and Python memory of the request measured)
+        tracemalloc.start()
+        started = time.monotonic()
+        page = client.page("/dlq")
+        took = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    print(
+        f"\nconsole /dlq with {SCALE} messages: {took:.1f} s, peak Python memory {peak / 1e6:.0f} MB, {len(page)} bytes"
+    )
+
+    # THEN its counts by error type are those of every message, the page shows the first 100 only,
+    # and nothing was consumed
+    for error_type, count in kinds.items():
+        assert f"<td>{error_type}</td><td>{count}</td>" in page
+    assert f"{SCALE} message(s) in the DLQs, every one seen once" in page
+    assert page.count("<tr data-message-id=") == min(100, SCALE)
+    assert f"showing 1–{min(100, SCALE)}" in page
+    assert counts(local.dlq_url) == (SCALE, 0)
+
+
+def test_the_console_says_when_its_scan_could_not_see_every_message(local: Resources) -> None:
+    from tests.support.console import serving
+
+    # GIVEN 30 DLQ messages, 10 of which another reader holds
+    fill_dlq(local, 30)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.receive_message(QueueUrl=local.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+    with serving(resolve_context()) as (_, client):
+        # WHEN the DLQ page is opened
+        page = client.page("/dlq")
+    # THEN it says the scan could not be completed and lists nothing (a partial list could hide messages)
+    assert "id='incomplete'" in page and "cannot be sure it saw them all" in page
+    assert "<tr data-message-id=" not in page
