@@ -6,7 +6,8 @@ run that failed on every attempt.
 The operator's 3 a.m. loop, as a person clicks it: the DLQ page lists the message with its reason
 and counts → the run's timeline → a replay with the fixed provider from the page (DONE, nothing
 written) → the session fixed → redrive of the ticked message, confirmed with its exact count → the
-run succeeds. Without the browser the test fails and says how to install it (it never skips); the
+run succeeds. Then a body holding ``<script>`` and ESC sequences renders as text (the script never
+runs), and a browser without the token is refused. Without the browser the test fails and says how to install it (it never skips); the
 same pages over plain HTTP: tests/e2e/test_console_http.py.
 """
 
@@ -135,6 +136,7 @@ def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, t
     with Browser.start() as browser:
         try:
             _loop(browser, console_url, store, run_id, listed, dlq_depth)
+            _hostile_body_and_no_token(browser, sqs, dlq_url)
         except AssertionError as exc:
             browser.screenshot(tmp_path / "console-failure.png")
             raise AssertionError(f"{exc}\n--- the page at {browser.url}:\n{browser.source[:3000]}") from exc
@@ -201,6 +203,32 @@ def _loop(
     assert browser.text(result) == "Redrove 1 message(s)."
     wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "succeeded", "the run to succeed")
     assert dlq_depth() == 0
+
+
+def _hostile_body_and_no_token(browser: Browser, sqs: Any, dlq_url: str) -> None:
+    # GIVEN a DLQ message whose body holds a script element and ESC sequences
+    body = '{"task_id": "<script>window.pwned = 1</script>", "note": "\x1b[2J\x1b]0;owned\x07"}'
+    sqs.send_message(QueueUrl=dlq_url, MessageBody=body)
+    [hostile] = agentwake("dlq", "list")
+
+    # WHEN its message page is opened
+    browser.click(browser.find("header a[href='/dlq']"))
+    browser.click(
+        browser.wait_for(lambda: browser.find(f"tr[data-message-id='{hostile['message_id']}'] a"), what="the row")
+    )
+    browser.wait_for(lambda: browser.find("main pre"), what="the body")
+
+    # THEN the script is shown as text and never ran, and the ESC bytes are written out
+    shown = browser.text(browser.find("main"))
+    assert "<script>window.pwned = 1</script>" in shown and "\\x1b[2J" in shown
+    assert browser.execute("return typeof window.pwned") == "undefined"
+    assert browser.execute("return document.querySelectorAll('main script').length") == 0
+
+    # WHEN the browser has no token any more (its cookie gone) and asks for a page
+    browser.delete_cookies()
+    browser.get(browser.url)
+    # THEN it is refused
+    assert "refused: this console needs its token" in browser.text(browser.find("body"))
 
 
 def _items(store: DynamoStore) -> int:

@@ -199,6 +199,9 @@ class Browser:
     def type(self, element: str, text: str) -> None:
         self._session("POST", f"/element/{element}/value", {"text": text})
 
+    def delete_cookies(self) -> None:
+        self._session("DELETE", "/cookie")
+
     def execute(self, script: str, *args: Any) -> Any:
         return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 
