@@ -191,3 +191,19 @@ def test_a_run_begun_again_moves_to_the_day_of_its_latest_attempt(
     recent = _runs_list(cli, "--since", "1d")
     # THEN the run is there once, by its latest attempt
     assert [(r["run_id"], r["attempts"]) for r in recent["runs"]] == [("bg:again", 2)]
+
+
+def test_a_run_that_gave_up_waiting_before_it_began_is_listed_by_time(cli: Cli, stack: Stack) -> None:
+    # GIVEN a wake that gave up waiting for its busy session: its failure creates the run record
+    from agentwake.store.models import FailureRecord
+
+    failure = FailureRecord(run_id="bg:busy", session_id="s-busy", attempt=0, error_type="SessionBusy", detail="busy")
+    stack.store.record_failure(failure, kind="background")
+    # WHEN runs are listed by time and by its session
+    by_day = _runs_list(cli)
+    by_session = _runs_list(cli, "--session", "s-busy")
+    # THEN both find it, with the same cursor key
+    assert [(r["run_id"], r["status"]) for r in by_day["runs"]] == [("bg:busy", "failed")]
+    assert [r["run_id"] for r in by_session["runs"]] == ["bg:busy"]
+    item = stack.store.read_item(*run_key("bg:busy"))
+    assert item is not None and item["gsi1sk"] == item["gsi2sk"]

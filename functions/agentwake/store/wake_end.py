@@ -192,10 +192,10 @@ class WakeEnd(WakeBegin):
                 ":sid": {"S": failure.session_id},
                 ":rid": {"S": failure.run_id},
                 ":g": {"S": runs_gsi_pk(failure.session_id)},
-                ":g1sk": {"S": runs_gsi_sk(utcnow_iso(), failure.run_id)},
+                ":g1sk": {"S": runs_gsi_sk(created := utcnow_iso(), failure.run_id)},
                 ":zero": {"N": "0"},
             }
-            by_day, by_day_values = runs_by_day_set(utcnow_iso(), failure.run_id, keep=True)  # gsi2: runs by time
+            by_day, by_day_values = runs_by_day_set(created, failure.run_id, keep=True)  # gsi2: runs by time
             identity += by_day
             identity_values.update(by_day_values)
         items: list[tuple[str, Any]] = [
