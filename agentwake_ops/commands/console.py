@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentwake_ops.cli_common import ops
+from agentwake_ops.cli_common import ops, state
 
 
 def console(
@@ -22,7 +22,7 @@ def console(
 
     context = ops(ctx)
     try:
-        server, console_ = make_server(context, port)
+        server, console_ = make_server(context, port, metrics=_cloudwatch(ctx, context))
     except OSError as exc:
         from agentwake_ops.context import OpsError
 
@@ -36,3 +36,17 @@ def console(
         pass
     finally:
         server.server_close()
+
+
+def _cloudwatch(ctx: typer.Context, context: object) -> object | None:
+    """A CloudWatch client with the operator's credentials when the stack was found through
+    CloudFormation (on AWS); None for the local stack and the AGENTWAKE_* variables."""
+    description = str(getattr(context, "description", ""))
+    if not description.startswith("CloudFormation stack"):
+        return None
+    import boto3
+
+    options = state(ctx).options
+    sqs = getattr(context, "sqs", None)
+    region = getattr(getattr(sqs, "meta", None), "region_name", None) or options.region
+    return boto3.Session(profile_name=options.profile).client("cloudwatch", region_name=region)

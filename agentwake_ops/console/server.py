@@ -20,6 +20,7 @@ messages and both could not be sure they saw everything.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import secrets
 import sys
@@ -75,6 +76,8 @@ class Console:
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
+    #: a CloudWatch client on AWS (the charts read the DLQs' depth from it), None on the local stack
+    metrics: Any = None
 
     @property
     def stack(self) -> str:
@@ -171,7 +174,10 @@ class Handler(BaseHTTPRequestHandler):
         if path not in GET_PAGES:
             self._page(HTTPStatus.NOT_FOUND, "Not found", Markup(f"<p>No page {h(path)}.</p>"))
             return
-        self._run(*GET_PAGES[path], query)
+        title, page = GET_PAGES[path]
+        if path == "/charts":
+            page = functools.partial(charts.charts, metrics=self.console.metrics)
+        self._run(title, page, query)
 
     def do_POST(self) -> None:  # noqa: N802
         checked = self._checked()
@@ -222,9 +228,10 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"{self.command} {urlsplit(self.path).path} {args[1] if len(args) > 1 else ''}\n")
 
 
-def make_server(ctx: OpsContext, port: int = 0) -> tuple[ThreadingHTTPServer, Console]:
-    """A console server bound to 127.0.0.1:``port`` (0: any free port), not yet serving."""
-    console = Console(ctx)
+def make_server(ctx: OpsContext, port: int = 0, *, metrics: Any = None) -> tuple[ThreadingHTTPServer, Console]:
+    """A console server bound to 127.0.0.1:``port`` (0: any free port), not yet serving.
+    ``metrics``: a CloudWatch client (on AWS) for the charts."""
+    console = Console(ctx, metrics=metrics)
     handler = type("ConsoleHandler", (Handler,), {"console": console})
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True

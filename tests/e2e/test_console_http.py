@@ -262,3 +262,34 @@ def test_requests_without_the_token_another_host_or_the_csrf_token_are_refused(
     assert first.status == 303 and first.headers["location"] == "/runs"
     assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
     assert "default-src 'none'" in console.get("/dlq").headers["content-security-policy"]
+
+
+def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx: OpsContext) -> None:
+    # GIVEN CloudWatch's SQS metric for the results DLQ: at most 3 visible yesterday, 5 today
+    from datetime import UTC, datetime, timedelta
+
+    import boto3
+
+    from agentwake_ops.sqs_scan import queue_name
+
+    cloudwatch = boto3.client("cloudwatch", region_name=stack.store.db.meta.region_name)
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    points = [(now - timedelta(days=1), 3.0), (now - timedelta(days=1, hours=1), 1.0), (now, 5.0), (now, 2.0)]
+    for moment, value in points:
+        cloudwatch.put_metric_data(
+            Namespace="AWS/SQS",
+            MetricData=[
+                {
+                    "MetricName": "ApproximateNumberOfMessagesVisible",
+                    "Dimensions": [{"Name": "QueueName", "Value": queue_name(stack.res.dlq_url)}],
+                    "Timestamp": moment,
+                    "Value": value,
+                }
+            ],
+        )
+    # WHEN the charts page of a console with a CloudWatch client is opened
+    with serving(ctx, metrics=cloudwatch) as (_, client):
+        page = client.page("/charts")
+    # THEN the DLQ depth per day is each day's maximum, from CloudWatch
+    chart = page.split("DLQ depth per day (CloudWatch", 1)[1]
+    assert "results: 8" in text_of(chart.split("</svg>", 1)[0])

@@ -80,9 +80,10 @@ def text_of(fragment: str) -> str:
 
 
 @contextmanager
-def serving(ctx: OpsContext) -> Iterator[tuple[Console, ConsoleClient]]:
-    """The console on a free port of 127.0.0.1, served by a thread until the block ends."""
-    server, console = make_server(ctx, 0)
+def serving(ctx: OpsContext, *, metrics: Any = None) -> Iterator[tuple[Console, ConsoleClient]]:
+    """The console on a free port of 127.0.0.1, served by a thread until the block ends
+    (``metrics``: a CloudWatch client, as on AWS)."""
+    server, console = make_server(ctx, 0, metrics=metrics)
     thread = threading.Thread(target=server.serve_forever, name="console", daemon=True)
     thread.start()
     try:
