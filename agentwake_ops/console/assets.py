@@ -22,7 +22,7 @@ pre { background: #fff; border: 1px solid #dde1e8; padding: 0.5rem; white-space:
 .counts table { width: auto; }
 form.filters { display: flex; gap: 0.6rem; flex-wrap: wrap; align-items: end; margin-bottom: 0.6rem; }
 form.filters label { display: flex; flex-direction: column; font-size: 0.8rem; }
-.timeline td.delta { color: #6b7689; white-space: nowrap; }
+.timeline td:last-child, table.attempts td, table.deliveries td { white-space: pre-wrap; }
 .kind-failure td { background: #fdecea; }
 .kind-delivery td { background: #e8f5e9; }
 .kind-outcome td { font-weight: bold; }

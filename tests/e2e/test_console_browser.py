@@ -48,7 +48,11 @@ def local(home: Path) -> Iterator[LocalStackRuntime]:
     require_browser()  # first: without the browser nothing else is worth starting
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AGENTWAKE_HOME", str(home))
-        for name in [k for k in os.environ if k.startswith("AGENTWAKE_") and k != "AGENTWAKE_HOME"]:
+        for name in [
+            k
+            for k in os.environ
+            if k.startswith("AGENTWAKE_") and k not in ("AGENTWAKE_HOME", "AGENTWAKE_CONSOLE_SCREENSHOTS")
+        ]:
             mp.delenv(name)
         runtime = LocalStackRuntime(async_retry_delays=0, home=home)
         runtime.start(ROOT / "template.yaml", visibility_timeout_override=0, background=True)
@@ -158,6 +162,7 @@ def _loop(
     assert listed["error"].splitlines()[0][:40] in row_text
     counts = browser.text(browser.find("table.by-error-type"))
     assert f"{listed['error_type']} 1" in counts
+    _keep_screenshot(browser, "dlq")
 
     # WHEN the run is opened from its row
     browser.click(browser.find(f"tr[data-message-id='{listed['message_id']}'] a[href^='/run']"))
@@ -168,6 +173,7 @@ def _loop(
     assert kinds.index("reply") < kinds.index("delivery") < kinds.index("failure")
     assert kinds.count("failure") == listed["attempts"] >= 2
     assert "Working on your research." in browser.text(timeline)
+    _keep_screenshot(browser, "run")
 
     # WHEN a replay with the fixed provider is run from the page
     items_before = _items(store)
@@ -229,6 +235,14 @@ def _hostile_body_and_no_token(browser: Browser, sqs: Any, dlq_url: str) -> None
     browser.get(browser.url)
     # THEN it is refused
     assert "refused: this console needs its token" in browser.text(browser.find("body"))
+
+
+def _keep_screenshot(browser: Browser, name: str) -> None:
+    """With AGENTWAKE_CONSOLE_SCREENSHOTS=DIR, the page as a PNG (what the README describes)."""
+    folder = os.environ.get("AGENTWAKE_CONSOLE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.screenshot(Path(folder) / f"console-{name}.png")
 
 
 def _items(store: DynamoStore) -> int:
