@@ -87,7 +87,7 @@ def runs_page_note(page: RunsPage) -> str | None:
     if page.looked_back_to is None:
         return None
     return (
-        f"no older runs in the {QUIET_DAYS} days before {page.looked_back_to} (by day, no run seen): "
+        f"looked back day by day to {page.looked_back_to} and found no run in its last {QUIET_DAYS} days: "
         "older runs are listed with --since WHEN; runs written before the by-day index with --scan or --session"
     )
 
