@@ -293,3 +293,23 @@ def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx:
     # THEN the DLQ depth per day is each day's maximum, from CloudWatch
     chart = page.split("DLQ depth per day (CloudWatch", 1)[1]
     assert "results: 8" in text_of(chart.split("</svg>", 1)[0])
+
+
+def test_the_console_reads_cloudwatch_only_for_a_stack_found_through_cloudformation(ctx: OpsContext) -> None:
+    from dataclasses import replace
+
+    from agentwake_ops.cli_common import CliState
+    from agentwake_ops.commands.console import _cloudwatch
+
+    class Ctx:  # what `state(ctx)` asks of typer's context
+        def find_object(self, _cls: type) -> CliState:
+            return CliState()
+
+    # GIVEN the same resources found three ways WHEN the console picks its metrics client
+    local = _cloudwatch(Ctx(), replace(ctx, description="the local stack at http://127.0.0.1:1 (stack x)"))
+    env = _cloudwatch(Ctx(), ctx)
+    aws = _cloudwatch(Ctx(), replace(ctx, description="CloudFormation stack 'prod' in us-east-1"))
+    # THEN only the CloudFormation one reads CloudWatch, in the stack's region
+    assert local is None and env is None
+    assert aws is not None and aws.meta.service_model.service_name == "cloudwatch"
+    assert aws.meta.region_name == ctx.sqs.meta.region_name
