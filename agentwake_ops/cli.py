@@ -19,8 +19,8 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from agentwake_ops import cli_replay
-from agentwake_ops.cli_common import CliState, state
-from agentwake_ops.commands import dlq, history, jobs, runs, sessions, tasks
+from agentwake_ops.cli_common import CliState, error_message, state, user_errors
+from agentwake_ops.commands import console, dlq, history, jobs, runs, sessions, tasks
 from agentwake_ops.terminal import inert
 
 #: typer's type labels in --help, as a person reads them
@@ -56,35 +56,6 @@ def _plain_metavars() -> None:
 _plain_metavars()
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from botocore.exceptions import BotoCoreError, ClientError
-    from pydantic import ValidationError
-
-    from agentwake.errors import AgentwakeError
-    from agentwake.jobs import JobError
-    from agentwake_ops.context import OpsError
-
-    return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
-
-
-def error_message(exc: BaseException) -> str:
-    """One line for an error the operator can act on."""
-    from botocore.exceptions import ClientError
-    from pydantic import ValidationError
-
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        op = getattr(exc, "operation_name", "") or "AWS call"
-        return f"{op} failed: {err.get('Code', 'ClientError')}: {err.get('Message', '')}".rstrip(": ")
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()[:5])
-        return f"invalid {exc.title}: {problems}"
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
 class OpsGroup(TyperGroup):
     """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback).
 
@@ -108,7 +79,7 @@ class OpsGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, TyperException):
             raise
-        except _user_errors() as exc:
+        except user_errors() as exc:
             typer.echo(f"error: {inert(error_message(exc))}", err=True)
             raise typer.Exit(1) from None
 
@@ -160,6 +131,7 @@ app.add_typer(history.app, name="history")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(tasks.app, name="tasks")
+app.command("console", epilog="Example: agentwake console --port 8765  (then open the URL it prints)")(console.console)
 
 
 _PLUGIN_COMMANDS: dict[str, Any] | None = None

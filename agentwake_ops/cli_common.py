@@ -115,3 +115,33 @@ def parse_json_option(value: str, option: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError as exc:
         raise OpsError(f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {value!r}") from exc
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors an operator can fix: one ``error:`` line, no traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from pydantic import ValidationError
+
+    from agentwake.errors import AgentwakeError
+    from agentwake.jobs import JobError
+    from agentwake_ops.context import OpsError
+
+    return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for an error the operator can act on (the CLI's ``error:`` line, the console's error page)."""
+    from botocore.exceptions import ClientError
+    from pydantic import ValidationError
+
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        op = getattr(exc, "operation_name", "") or "AWS call"
+        return f"{op} failed: {err.get('Code', 'ClientError')}: {err.get('Message', '')}".rstrip(": ")
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(value)'}: {e['msg']}" for e in exc.errors()[:5])
+        return f"invalid {exc.title}: {problems}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__

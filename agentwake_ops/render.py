@@ -203,10 +203,12 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 # runs and history
 
 
-def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool) -> None:
+def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool, note: str | None = None) -> None:
     out = console()
     if not runs:
         out.print("No runs" + (" match the filters." if filtered else "."))
+        if note:
+            out.print(escape(note), style="dim")
         return
     table = _table(
         f"{len(runs)} run(s), newest first",
@@ -230,6 +232,8 @@ def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool) -> N
     print_table(table, drop=("ended", "steps", "attempts", "last error"))
     if next_before:
         out.print(f"More: add --before '{escape(next_before)}'", style="dim")
+    if note:
+        out.print(escape(note), style="dim")
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
 
 

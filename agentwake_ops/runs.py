@@ -13,7 +13,7 @@ from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after
 from agentwake.store.models import FailureRecord, RunRecord
-from agentwake.store.operator import OperatorStore, RunsPage
+from agentwake.store.operator import QUIET_DAYS, OperatorStore, RunsPage
 
 
 @dataclass
@@ -75,8 +75,21 @@ def list_runs(
     since: str | None = None,
     before: str | None = None,
     limit: int = 20,
+    scan: bool = False,
 ) -> RunsPage:
-    return OperatorStore(store).runs(session_id=session_id, status=status, since=since, before=before, limit=limit)
+    return OperatorStore(store).runs(
+        session_id=session_id, status=status, since=since, before=before, limit=limit, scan=scan
+    )
+
+
+def runs_page_note(page: RunsPage) -> str | None:
+    """What a runs page cannot show, in words (the CLI and the console print the same)."""
+    if page.looked_back_to is None:
+        return None
+    return (
+        f"looked back day by day to {page.looked_back_to} and found no run in its last {QUIET_DAYS} days: "
+        "older runs are listed with --since WHEN; runs written before the by-day index with --scan or --session"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -65,10 +65,18 @@ def runs_list(
         str | None,
         typer.Option("--before", help="The cursor a previous page printed: the next, older page.", metavar="CURSOR"),
     ] = None,
+    scan: Annotated[
+        bool,
+        typer.Option(
+            "--scan",
+            help="Without --session: Scan the whole gsi1 index instead of the by-day index "
+            "(finds runs written before the by-day index; reads every run).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest attempt first, a page at a time."""
-    from agentwake_ops.runs import list_runs
+    from agentwake_ops.runs import list_runs, runs_page_note
 
     if session is not None:
         check_id(session, "session id")
@@ -81,13 +89,14 @@ def runs_list(
         since=_since(since) if since else None,
         before=before,
         limit=limit,
+        scan=scan,
     )
+    note = runs_page_note(page)
     if as_json:
-        render.print_json(
-            masked({"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before})
-        )
+        data = {"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before}
+        render.print_json(masked({**data, "method": page.method, "note": note}))
         return
-    render.runs_table(page.runs, page.next_before, filtered=bool(session or status or since or before))
+    render.runs_table(page.runs, page.next_before, filtered=bool(session or status or since or before), note=note)
 
 
 @app.command(

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "functions" / "agentwake" / "store"
 #: a string that starts like a key of the single table (``SESSION#…``, ``RUN#…``, ``MSG#…``, ...)
-KEY_LITERAL = re.compile(r"^(SESSION|RUN|RUNS|TASK|JOB|MSG|USAGE|STEP|DELIVERY|FAILURE)#")
+KEY_LITERAL = re.compile(r"^(SESSION|RUN|RUNS|RUNDAY|TASK|JOB|MSG|USAGE|STEP|DELIVERY|FAILURE)#")
 
 
 def _imports(path: Path) -> set[str]:

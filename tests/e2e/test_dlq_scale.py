@@ -131,7 +131,9 @@ def test_every_message_of_a_large_dlq_is_listed_exported_and_counted_exactly_onc
     kinds = fill_dlq(local, SCALE)
 
     # WHEN it is listed as JSON
+    started = time.monotonic()
     listed = run("dlq", "list", "--queue", "results", "--json")
+    print(f"\ndlq list --json with {SCALE} messages: {time.monotonic() - started:.1f} s")
     # THEN every message is there exactly once, and all are visible again
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.stdout)
@@ -241,3 +243,53 @@ def test_a_redrive_by_id_reads_the_run_of_the_selected_message_only(local: Resou
     assert calls.calls == ["Query"]
     # AND nothing moved
     assert counts(local.dlq_url) == (RUNS_SCALE, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# the console on the same DLQs (issue 26)
+
+
+def test_the_console_dlq_page_of_a_large_dlq_counts_every_message_and_shows_one_page(local: Resources) -> None:
+    import resource
+
+    from tests.support.console import serving
+
+    # GIVEN a DLQ of SCALE messages of three error types (10,000 with `make dlq-scale`)
+    kinds = fill_dlq(local, SCALE)
+    with serving(resolve_context()) as (_, client):
+        client.timeout = 1800.0  # one complete scan of the whole DLQ
+        # WHEN the console's DLQ page is opened (its time, and the process's peak memory: this
+        # process also runs the moto server, so the peak is an upper bound of the console's)
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        page = client.page("/dlq")
+        took = time.monotonic() - started
+        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        f"\nconsole /dlq with {SCALE} messages: {took:.1f} s, peak RSS {rss_after / 1024:.0f} MB "
+        f"(+{(rss_after - rss_before) / 1024:.0f} MB during the page), {len(page)} bytes of HTML"
+    )
+
+    # THEN its counts by error type are those of every message, the page shows the first 100 only,
+    # and nothing was consumed
+    for error_type, count in kinds.items():
+        assert f"<td>{error_type}</td><td>{count}</td>" in page
+    assert f"{SCALE} message(s) in the DLQs, every one seen once" in page
+    assert page.count("<tr data-message-id=") == min(100, SCALE)
+    assert f"showing 1–{min(100, SCALE)}" in page
+    assert counts(local.dlq_url) == (SCALE, 0)
+
+
+def test_the_console_says_when_its_scan_could_not_see_every_message(local: Resources) -> None:
+    from tests.support.console import serving
+
+    # GIVEN 30 DLQ messages, 10 of which another reader holds
+    fill_dlq(local, 30)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.receive_message(QueueUrl=local.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+    with serving(resolve_context()) as (_, client):
+        # WHEN the DLQ page is opened
+        page = client.page("/dlq")
+    # THEN it says the scan could not be completed and lists nothing (a partial list could hide messages)
+    assert "id='incomplete'" in page and "cannot be sure it saw them all" in page
+    assert "<tr data-message-id=" not in page

@@ -256,15 +256,21 @@ def test_agent_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> 
         {"AttributeName": "pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
     ]
-    (gsi,) = p["GlobalSecondaryIndexes"]
+    gsi, by_day = p["GlobalSecondaryIndexes"]
     assert gsi["IndexName"] == "gsi1"
     assert [k["AttributeName"] for k in gsi["KeySchema"]] == ["gsi1pk", "gsi1sk"]
     assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    # runs by time, all sessions (agentwake runs list without --session)
+    assert by_day["IndexName"] == "gsi2"
+    assert [k["AttributeName"] for k in by_day["KeySchema"]] == ["gsi2pk", "gsi2sk"]
+    assert by_day["Projection"] == {"ProjectionType": "ALL"}
     assert {a["AttributeName"]: a["AttributeType"] for a in p["AttributeDefinitions"]} == {
         "pk": "S",
         "sk": "S",
         "gsi1pk": "S",
         "gsi1sk": "S",
+        "gsi2pk": "S",
+        "gsi2sk": "S",
     }
     assert p["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert p["DeletionProtectionEnabled"] == {"Fn::If": ["ProtectTables", True, False]}

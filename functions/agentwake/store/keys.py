@@ -15,6 +15,9 @@
 Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
 ``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
 ``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id.
+
+Index ``gsi2`` (runs by time, all sessions): a run's ``gsi2pk`` is ``RUNDAY#{yyyy-mm-dd}`` (the UTC
+day its latest attempt started) and its ``gsi2sk`` the same ``{start}#{run}`` as its ``gsi1sk``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 #: sort-key prefixes of the items that share a partition
 HISTORY_PREFIX = "MSG#"
@@ -40,6 +44,8 @@ LEASE_SK = "LEASE"
 #: gsi1 partition keys
 RUNS_PREFIX = "RUNS#"
 JOBS_GSI_PK = "JOBS"
+#: gsi2 partition keys (one per UTC day)
+RUNDAY_PREFIX = "RUNDAY#"
 
 
 def session_pk(session_id: str) -> str:
@@ -116,3 +122,17 @@ def runs_gsi_pk(session_id: str) -> str:
 
 def runs_gsi_sk(started_at: str, run_id: str) -> str:
     return f"{started_at}#{run_id}"
+
+
+def runs_by_day_pk(day: str) -> str:
+    """The ``gsi2`` partition of the runs whose latest attempt started on ``day`` (yyyy-mm-dd, UTC)."""
+    return RUNDAY_PREFIX + day
+
+
+def runs_by_day_set(started_at: str, run_id: str, *, keep: bool = False) -> tuple[str, dict[str, Any]]:
+    """The ``SET`` clauses (with a leading ``, ``) and values that put a run on the ``gsi2`` index
+    (runs by time): its partition is the UTC day of ``started_at``. ``keep``: only where the run has
+    no ``gsi2`` keys yet (``if_not_exists``)."""
+    pk, sk = ("if_not_exists(gsi2pk, :g2pk)", "if_not_exists(gsi2sk, :g2sk)") if keep else (":g2pk", ":g2sk")
+    values = {":g2pk": {"S": runs_by_day_pk(started_at[:10])}, ":g2sk": {"S": runs_gsi_sk(started_at, run_id)}}
+    return f", gsi2pk = {pk}, gsi2sk = {sk}", values

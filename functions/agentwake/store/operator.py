@@ -1,5 +1,5 @@
 """Table access only the operator CLI needs (no wake path uses it): a run's whole partition, runs by
-session from the ``gsi1`` index, a session's tasks, deleting a session. Table design:
+session from the ``gsi1`` index and by time from ``gsi2``, a session's tasks, deleting a session. Table design:
 docs/table-design.md. The read models built on these (run summaries, transcripts) live with the
 CLI, in ``agentwake_ops.runs``.
 """
@@ -7,6 +7,7 @@ CLI, in ``agentwake_ops.runs``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentwake.store.codec import load_item
@@ -18,6 +19,7 @@ from agentwake.store.keys import (
     TASK_PREFIX,
     TASK_SK,
     run_pk,
+    runs_by_day_pk,
     runs_gsi_pk,
     session_pk,
 )
@@ -30,6 +32,15 @@ class RunsPage:
     runs: list[RunRecord]
     #: pass as ``before`` for the next (older) page; None when there is none
     next_before: str | None
+    #: how the runs were found: ``session`` (gsi1 Query), ``by-day`` (gsi2 Queries) or ``scan``
+    method: str = "session"
+    #: by-day without ``since``: the oldest day looked at, when the walk stopped at ``QUIET_DAYS``
+    #: days in a row without a run (older runs: give ``since``)
+    looked_back_to: str | None = None
+
+
+#: ``runs`` by day without ``since`` stops after this many days in a row without a run
+QUIET_DAYS = 31
 
 
 class OperatorStore:
@@ -57,13 +68,19 @@ class OperatorStore:
         before: str | None = None,
         limit: int = 20,
         run_prefix: str | None = None,
+        scan: bool = False,
     ) -> RunsPage:
         """Runs newest first (by the start of their latest attempt), ``limit`` at a time.
 
         With a session: a Query of its ``RUNS#{session}`` partition of ``gsi1``, newest first.
-        Without: a Scan of ``gsi1`` (it holds only runs and jobs), sorted here.
+        Without: Queries of ``gsi2``'s day partitions (``RUNDAY#{day}``), newest day first, each
+        read ``limit + 1`` items at a time, until the page is full; back to the day of ``since``, or
+        (without it) until ``QUIET_DAYS`` days in a row had no run. ``scan``: a Scan of ``gsi1``
+        sorted here instead (runs written before ``gsi2`` existed have no by-day keys).
         ``since``/``before`` bound the attempt start (ISO-8601 prefixes compare as strings).
         """
+        if session_id is None and not scan:
+            return self._runs_by_day(status=status, since=since, before=before, limit=limit)
         names = {"#s": "status"}
         values: dict[str, Any] = {}
         filters: list[str] = []
@@ -117,10 +134,58 @@ class OperatorStore:
                 kwargs["ExpressionAttributeNames"] = names
             found = sorted(((i["gsi1sk"]["S"], i) for i in pages(self.db.scan, kwargs)), key=lambda p: p[0])
             found.reverse()
-        page = found[:limit]
-        more = len(found) > limit
-        runs = [load_item(RunRecord, item) for _, item in page]
-        return RunsPage(runs, page[-1][0] if more and page else None)
+        return _page(found, limit, method="session" if session_id is not None else "scan")
+
+    def _runs_by_day(self, *, status: str | None, since: str | None, before: str | None, limit: int) -> RunsPage:
+        """``runs`` without a session: newest day partition of ``gsi2`` first (see ``runs``)."""
+        cond = ["gsi2pk = :d"]
+        values: dict[str, Any] = {}
+        if before:
+            cond.append("gsi2sk < :before")
+            values[":before"] = {"S": before}
+        elif since:
+            cond.append("gsi2sk >= :since")
+            values[":since"] = {"S": since}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "gsi2",
+            "KeyConditionExpression": " AND ".join(cond),
+            "ScanIndexForward": False,
+        }
+        if status:
+            request["FilterExpression"] = "#s = :status"
+            request["ExpressionAttributeNames"] = {"#s": "status"}
+            values[":status"] = {"S": status}
+        # a day ahead of this clock too: a Lambda's clock a little ahead across midnight
+        day = date.fromisoformat(before[:10]) if before else datetime.fromtimestamp(self.store.now(), UTC).date()
+        if not before:
+            day += timedelta(days=1)
+        last = date.fromisoformat(since[:10]) if since else None
+        found: list[tuple[str, dict[str, Any]]] = []
+        quiet = 0
+        while True:
+            day_values = {**values, ":d": {"S": runs_by_day_pk(day.isoformat())}}
+            got = 0
+            for item in pages(
+                self.db.query, {**request, "ExpressionAttributeValues": day_values}, page_size=limit + 1 - len(found)
+            ):
+                key = item["gsi2sk"]["S"]
+                if since and key < since:
+                    break
+                found.append((key, item))
+                got += 1
+                if len(found) > limit:
+                    break
+            if len(found) > limit:
+                return _page(found, limit, method="by-day")
+            if last is not None:
+                if day <= last:
+                    return _page(found, limit, method="by-day")
+            else:
+                quiet = 0 if got else quiet + 1
+                if quiet >= QUIET_DAYS:
+                    return _page(found, limit, method="by-day", looked_back_to=day.isoformat())
+            day -= timedelta(days=1)
 
     def tasks_of_session(self, session_id: str) -> list[Task]:
         """The session's tasks (a Scan: tasks are keyed by task id only)."""
@@ -177,3 +242,13 @@ class OperatorStore:
                 resp = self.db.batch_write_item(RequestItems=pending)
                 pending = resp.get("UnprocessedItems") or {}
         return len(keys)
+
+
+def _page(
+    found: list[tuple[str, dict[str, Any]]], limit: int, *, method: str, looked_back_to: str | None = None
+) -> RunsPage:
+    """The first ``limit`` of ``found`` (newest first); a cursor when there is one more."""
+    page = found[:limit]
+    more = len(found) > limit
+    runs = [load_item(RunRecord, item) for _, item in page]
+    return RunsPage(runs, page[-1][0] if more and page else None, method, None if more else looked_back_to)

@@ -14,13 +14,19 @@ from agentwake.store.models import _Stored
 M = TypeVar("M", bound=_Stored)
 
 
-def pages(call: Callable[..., dict[str, Any]], request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def pages(
+    call: Callable[..., dict[str, Any]], request: dict[str, Any], *, page_size: int | None = None
+) -> Iterator[dict[str, Any]]:
     """Every item a Query or Scan returns, page after page (``LastEvaluatedKey`` →
-    ``ExclusiveStartKey``). ``request`` is not changed. A request with ``Limit`` is one page."""
+    ``ExclusiveStartKey``). ``request`` is not changed. A request with ``Limit`` is one page.
+    ``page_size``: pages of at most that many items read (``Limit``), followed for as long as the
+    caller takes items, so a caller that stops early has read no more than one page beyond."""
+    if page_size is not None:
+        request = {**request, "Limit": page_size}
     while True:
         resp = call(**request)
         yield from resp.get("Items", [])
-        if "Limit" in request or "LastEvaluatedKey" not in resp:
+        if ("Limit" in request and page_size is None) or "LastEvaluatedKey" not in resp:
             return
         request = {**request, "ExclusiveStartKey": resp["LastEvaluatedKey"]}
 

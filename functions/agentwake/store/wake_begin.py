@@ -17,6 +17,7 @@ from agentwake.store.keys import (
     job_key,
     lease_key,
     run_key,
+    runs_by_day_set,
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
@@ -223,6 +224,8 @@ class WakeBegin(JournalStore):
             ":g1sk": {"S": runs_gsi_sk(started, run_id)},
             ":tok": {"S": token or ""},
         }
+        by_day, by_day_values = runs_by_day_set(started, run_id)  # gsi2: runs by time, all sessions
+        values.update(by_day_values)
         if previous is None:
             condition = "attribute_not_exists(pk)"
         else:
@@ -238,7 +241,7 @@ class WakeBegin(JournalStore):
                 "Key": self._key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok"
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + by_day
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},

@@ -17,6 +17,7 @@ from agentwake.store.keys import (
     job_key,
     run_key,
     run_pk,
+    runs_by_day_set,
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
@@ -200,9 +201,12 @@ class WakeEnd(WakeBegin):
                 ":sid": {"S": failure.session_id},
                 ":rid": {"S": failure.run_id},
                 ":g": {"S": runs_gsi_pk(failure.session_id)},
-                ":g1sk": {"S": runs_gsi_sk(utcnow_iso(), failure.run_id)},
+                ":g1sk": {"S": runs_gsi_sk(created := utcnow_iso(), failure.run_id)},
                 ":zero": {"N": "0"},
             }
+            by_day, by_day_values = runs_by_day_set(created, failure.run_id, keep=True)  # gsi2: runs by time
+            identity += by_day
+            identity_values.update(by_day_values)
         items: list[tuple[str, Any]] = [
             (
                 "failure",

@@ -1,0 +1,440 @@
+"""The console's GET pages. Each reads through the CLI's own read models: the DLQ pipeline
+(``agentwake_ops.dlq.select.list_messages`` / ``find_message``: complete scans, joined with runs),
+``agentwake_ops.runs`` (run summaries, transcripts, runs by time), the store's session reads and the
+jobs service. Nothing here queries DynamoDB or SQS itself.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from agentwake_ops.console.html import Markup, facts, h, hidden, link, pretty, table
+from agentwake_ops.context import OpsContext, OpsError
+from agentwake_ops.render import age, when
+
+Query = dict[str, list[str]]
+#: DLQ rows per page
+PAGE_SIZE = 100
+
+
+def one(query: Query, name: str, default: str = "") -> str:
+    values = query.get(name) or [default]
+    return values[0].strip()
+
+
+def _moment(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _seconds_back(value: str, option: str) -> float:
+    """A duration filter (30m, 6h, 2d) or an ISO time, as seconds back from now (runs list's rule)."""
+    from agentwake_ops.commands.runs import _since
+
+    try:
+        moment = _moment(_since(value))
+    except OpsError as exc:
+        raise OpsError(str(exc).replace("--since", option)) from None
+    return max(0.0, time.time() - (moment or time.time()))
+
+
+# --------------------------------------------------------------------------------------------
+# the DLQ
+
+
+def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """Every DLQ message (one complete scan per queue, joined), counts, filters, a page of rows."""
+    from agentwake_ops.dlq.scan import DLQS
+    from agentwake_ops.dlq.select import Selection, list_messages
+    from agentwake_ops.sqs_scan import IncompleteScan
+
+    error_type, session, text = one(query, "error_type"), one(query, "session"), one(query, "text")
+    older, newer = one(query, "older"), one(query, "newer")
+    page_text = one(query, "page", "1")
+    page = max(1, int(page_text)) if page_text.isdigit() else 1
+    notes = [
+        f"the {name} DLQ is unknown here and is not listed" for name, role in DLQS.items() if not ctx.has_queue(role)
+    ]
+    started = time.monotonic()
+    try:
+        messages = list_messages(ctx, "all")
+    except IncompleteScan as exc:
+        return Markup(
+            f"<div class='error' id='incomplete'>The DLQ scan could not be completed, so no list is shown "
+            f"(a partial list could hide messages): {h(str(exc))}</div>"
+        )
+    took = time.monotonic() - started
+    by_type = Counter(m.error_type or "-" for m in messages)
+    by_session = Counter(m.session_id or "-" for m in messages)
+    selection = Selection(error_type=error_type or None, session_id=session or None)
+    older_s = _seconds_back(older, "older") if older else None
+    newer_s = _seconds_back(newer, "newer") if newer else None
+    needle = text.lower()
+
+    def keep(m: Any) -> bool:
+        if not selection.matches(m):
+            return False
+        if older_s is not None and (m.age_seconds is None or m.age_seconds < older_s):
+            return False
+        if newer_s is not None and (m.age_seconds is None or m.age_seconds > newer_s):
+            return False
+        if needle:
+            hay = " ".join(str(x or "") for x in (m.message_id, m.run_id, m.error_type, m.error_detail, m.body))
+            return needle in hay.lower()
+        return True
+
+    shown_messages = [m for m in messages if keep(m)]
+    first = (page - 1) * PAGE_SIZE
+    rows_page = shown_messages[first : first + PAGE_SIZE]
+    parts: list[str] = [f"<div class='note'>{h(n)}</div>" for n in notes]
+    parts.append(
+        f"<p class='muted' id='scan-summary'>{len(messages)} message(s) in the DLQs, every one seen once "
+        f"(a complete scan, none consumed) in {took:.1f} s.</p>"
+    )
+    parts.append("<div class='counts'>")
+    parts.append(
+        "<div><h2>by error type</h2>"
+        + table(("error type", "messages"), [(k, v) for k, v in by_type.most_common()], cls="by-error-type")
+        + "</div>"
+    )
+    parts.append(
+        "<div><h2>by session</h2>"
+        + table(("session", "messages"), [(k, v) for k, v in by_session.most_common(20)], cls="by-session")
+        + "</div></div>"
+    )
+    parts.append(
+        "<form class='filters' method='get' action='/dlq'>"
+        f"<label>error type<input name='error_type' value='{h(error_type)}'></label>"
+        f"<label>session<input name='session' value='{h(session)}'></label>"
+        f"<label>in DLQ longer than (30m, 6h, 2d)<input name='older' value='{h(older)}'></label>"
+        f"<label>in DLQ less than<input name='newer' value='{h(newer)}'></label>"
+        f"<label>text<input name='text' value='{h(text)}'></label>"
+        "<button type='submit'>Filter</button></form>"
+    )
+    last = min(first + PAGE_SIZE, len(shown_messages))
+    parts.append(
+        f"<p id='shown-count'>{len(shown_messages)} message(s) match; showing {first + 1 if rows_page else 0}–{last}.</p>"
+    )
+    params = {"error_type": error_type, "session": session, "older": older, "newer": newer, "text": text}
+    nav = []
+    if page > 1:
+        nav.append(link("/dlq", "previous page", **params, page=page - 1))
+    if last < len(shown_messages):
+        nav.append(link("/dlq", "next page", **params, page=page + 1))
+    parts.append("<p>" + " · ".join(nav) + "</p>")
+    parts.append(f"<form method='post' action='/dlq/confirm'>{hidden('csrf', csrf)}")
+    parts.append(
+        "<table id='dlq-messages'><thead><tr><th><input type='checkbox' id='select-all' aria-label='select all'></th>"
+        "<th>id</th><th>queue</th><th>run</th><th>session</th><th>attempts</th><th>error type</th>"
+        "<th>last reason</th><th>in DLQ for</th><th>age from</th></tr></thead><tbody>"
+    )
+    for m in rows_page:
+        reason = (m.error_detail or "").splitlines()[0] if m.error_detail else "-"
+        run = link("/run", m.run_id, id=m.run_id) if m.run_id else h(None)
+        parts.append(
+            f"<tr data-message-id='{h(m.message_id)}'><td><input type='checkbox' class='pick' name='id' "
+            f"value='{h(m.message_id)}' aria-label='select {h(m.short_id)}'></td>"
+            f"<td>{link('/dlq/message', m.short_id, id=m.message_id)}</td><td>{h(m.queue)}</td><td>{run}</td>"
+            f"<td>{h(m.session_id)}</td><td>{h(m.attempts)}</td><td class='error-type'>{h(m.error_type)}</td>"
+            f"<td class='reason'>{h(reason[:300])}</td><td>{h(age(m.age_seconds))}</td>"
+            f"<td>{h(m.in_dlq_since_source)}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    parts.append(
+        "<p><button name='action' value='redrive' id='redrive-selected'>Redrive selected "
+        "(<span class='picked-count'>0</span>)…</button> "
+        "<button name='action' value='delete' id='delete-selected'>Delete selected "
+        "(<span class='picked-count'>0</span>)…</button> <span class='muted'>Both ask for confirmation with "
+        "the exact count first.</span></p></form>"
+    )
+    parts.append(
+        f"<h2>export</h2><form method='post' action='/dlq/export'>{hidden('csrf', csrf)}"
+        "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
+        "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
+        "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
+        "nothing is deleted.</p></form>"
+    )
+    return Markup("".join(parts))
+
+
+def message(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """One DLQ message in full (``dlq show``): body masked, every attempt, deliveries, its run."""
+    from agentwake_ops.dlq.select import find_message
+
+    message_id = one(query, "id")
+    if not message_id:
+        raise OpsError("say which message: /dlq/message?id=ID")
+    msg = find_message(ctx, message_id)
+    data = msg.full()
+    rows = [
+        ("message id", msg.message_id),
+        ("queue", msg.queue),
+        ("kind", msg.kind),
+        ("run", link("/run", msg.run_id, id=msg.run_id) if msg.run_id else None),
+        ("run status", msg.run_status),
+        ("session", msg.session_id),
+        ("task / job", msg.task_id or msg.job_id),
+        ("attempts", msg.attempts),
+        ("in the DLQ since", f"{when(msg.in_dlq_since)} ({age(msg.age_seconds)} ago; from {msg.in_dlq_since_source})"),
+        ("last error", f"{msg.error_type}: {msg.error_detail}" if msg.error_type else msg.error_detail),
+        ("error from", msg.error_source),
+    ]
+    parts = [str(facts(rows))]
+    parts.append(
+        f"<form method='post' action='/dlq/confirm'>{hidden('csrf', csrf)}{hidden('id', msg.message_id)}"
+        "<button name='action' value='redrive'>Redrive this message…</button> "
+        "<button name='action' value='delete'>Delete this message…</button></form>"
+    )
+    parts.append("<h2>body (task token masked)</h2>" + pretty(data.get("body_json") or data.get("body")))
+    parts.append("<h2>message attributes</h2>" + pretty(data.get("message_attributes") or {}))
+    if msg.summary is not None:
+        parts.append(_attempts_and_deliveries(msg.summary))
+    return Markup("".join(parts))
+
+
+def _attempts_and_deliveries(summary: Any) -> str:
+    parts = [
+        f"<h2>failed attempts ({len(summary.failures)})</h2>",
+        table(
+            ("attempt", "time", "error type", "reason", "provider errors"),
+            [
+                (
+                    f.attempt,
+                    when(f.at),
+                    f.error_type,
+                    f.detail,
+                    "; ".join(f"{k}: {v}" for k, v in f.provider_errors.items()),
+                )
+                for f in summary.failures
+            ],
+            cls="attempts",
+        ),
+        f"<h2>deliveries the user already received ({len(summary.deliveries)})</h2>",
+        table(
+            ("delivery id", "time", "text"),
+            [(d["delivery_id"], when(d.get("at")), d["text"]) for d in summary.deliveries],
+            cls="deliveries",
+        ),
+    ]
+    return "".join(str(p) for p in parts)
+
+
+# --------------------------------------------------------------------------------------------
+# a run
+
+
+def _delta(previous: float | None, current: float | None) -> str:
+    if previous is None or current is None:
+        return ""
+    seconds = current - previous
+    return f"+{seconds:.3f} s" if seconds < 120 else f"+{age(seconds)}"
+
+
+def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """A run's facts, model calls by provider, attempts, deliveries, and its timeline in order."""
+    from agentwake_ops.runs import run_summary, transcript
+
+    run_id = one(query, "id")
+    if not run_id:
+        raise OpsError("say which run: /run?id=RUN_ID")
+    summary = run_summary(ctx.store, run_id)
+    if summary.empty:
+        raise OpsError(f"no run {run_id!r} in the store")
+    record = summary.run
+    parts: list[str] = []
+    if record is not None:
+        parts.append(
+            facts(
+                [
+                    ("run id", record.run_id),
+                    ("kind", record.kind),
+                    ("session", link("/sessions", record.session_id, id=record.session_id)),
+                    ("status", record.status),
+                    ("attempts", record.attempts),
+                    ("steps", record.steps),
+                    ("started", when(record.started_at)),
+                    ("ended", when(record.ended_at)),
+                    ("last error", f"{record.last_error_type}: {record.last_error}" if record.last_error else None),
+                ]
+            )
+        )
+        usage = record.usage or {}
+        providers = usage.get("by_provider") or {}
+        if providers:
+            rows = [
+                (
+                    pid,
+                    row.get("model"),
+                    row.get("calls", 0),
+                    row.get("input_tokens", 0),
+                    row.get("output_tokens", 0),
+                    f"{row.get('latency_ms', 0)} ms",
+                    _cost(row.get("estimated_cost_usd")),
+                )
+                for pid, row in providers.items()
+            ]
+            parts.append("<h2>model calls by provider</h2>")
+            parts.append(
+                table(
+                    ("provider", "model", "calls", "input tokens", "output tokens", "latency", "estimated cost"), rows
+                )
+            )
+    parts.append("<h2>timeline</h2>")
+    entries = transcript(summary)
+    rows_t, classes, previous = [], [], None
+    for entry in entries:
+        moment = _moment(entry.at)
+        rows_t.append((when(entry.at), _delta(previous, moment), entry.kind, entry.title, "\n".join(entry.lines)))
+        classes.append(f"kind-{entry.kind}")
+        previous = moment if moment is not None else previous
+    parts.append(
+        table(("time", "since previous", "kind", "what", "details"), rows_t, cls="timeline", row_classes=classes)
+    )
+    parts.append(_attempts_and_deliveries(summary))
+    if record is not None:
+        parts.append(_replay_form(ctx, record, csrf))
+    return Markup("".join(str(p) for p in parts))
+
+
+def _cost(value: Any) -> str:
+    return "-" if value is None else f"${float(value):.6f}"
+
+
+def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
+    session = ctx.store.get_session(record.session_id)
+    providers = json.dumps(session.providers, indent=2) if session is not None else "[]"
+    return (
+        "<h2>replay with a fix (nothing is written, nothing delivered, no side-effecting tool called)</h2>"
+        f"<form method='post' action='/run/replay' id='replay-form'>{hidden('csrf', csrf)}{hidden('id', record.run_id)}"
+        f"<label>provider chain (JSON list; the session's now)<textarea name='providers' rows='6'>{h(providers)}"
+        "</textarea></label>"
+        f"<label>max steps <input name='max_steps' size='4' value='{h(session.max_steps if session else '')}'></label> "
+        "<label>persona <input name='persona' size='60' placeholder='(unchanged)'></label> "
+        "<button id='replay'>Replay</button></form>"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# runs, sessions, jobs
+
+
+def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``runs list``: by session (gsi1) or by time (gsi2), newest first, a page at a time."""
+    from agentwake_ops.commands.runs import RUN_STATUSES, _since
+    from agentwake_ops.runs import list_runs, runs_page_note
+
+    session, status, since, before = (one(query, n) for n in ("session", "status", "since", "before"))
+    if status and status not in RUN_STATUSES:
+        raise OpsError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
+    page = list_runs(
+        ctx.store,
+        session_id=session or None,
+        status=status or None,
+        since=_since(since) if since else None,
+        before=before or None,
+        limit=50,
+        scan=one(query, "scan") == "1",
+    )
+    rows = [
+        (
+            link("/run", r.run_id, id=r.run_id),
+            r.session_id,
+            r.status,
+            r.attempts,
+            r.steps,
+            when(r.started_at),
+            when(r.ended_at),
+            f"{r.last_error_type}: {(r.last_error or '').splitlines()[0] if r.last_error else ''}"
+            if r.last_error_type
+            else "-",
+        )
+        for r in page.runs
+    ]
+    parts = [
+        "<form class='filters' method='get' action='/runs'>"
+        f"<label>session<input name='session' value='{h(session)}'></label>"
+        f"<label>status (running, succeeded, failed)<input name='status' value='{h(status)}'></label>"
+        f"<label>since (6h, 2d, ISO)<input name='since' value='{h(since)}'></label>"
+        "<button>Filter</button></form>",
+        table(("run", "session", "status", "attempts", "steps", "started", "ended", "last error"), rows, cls="runs"),
+    ]
+    note = runs_page_note(page)
+    if note:
+        parts.append(f"<p class='note'>{h(note.replace('--since WHEN', 'since').replace('--scan', 'scan=1'))}</p>")
+    if page.next_before:
+        parts.append(
+            "<p>"
+            + link("/runs", "older runs", session=session, status=status, since=since, before=page.next_before)
+            + "</p>"
+        )
+    return Markup("".join(str(p) for p in parts))
+
+
+def sessions(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """A session's config (``sessions show``, secrets masked) and its recent history."""
+    session_id = one(query, "id")
+    parts = [
+        "<form class='filters' method='get' action='/sessions'>"
+        f"<label>session id<input name='id' value='{h(session_id)}'></label><button>Show</button></form>"
+    ]
+    if not session_id:
+        from agentwake_ops.runs import list_runs
+
+        recent = list_runs(ctx.store, limit=50)
+        seen = list(dict.fromkeys(r.session_id for r in recent.runs))
+        parts.append("<h2>sessions of the latest runs</h2><ul>")
+        parts += [f"<li>{link('/sessions', s, id=s)}</li>" for s in seen]
+        parts.append("</ul>")
+        return Markup("".join(str(p) for p in parts))
+    config = ctx.store.get_session(session_id)
+    if config is None:
+        parts.append(f"<p class='note'>No config for session {h(session_id)}.</p>")
+    else:
+        parts.append("<h2>config (secrets masked)</h2>" + pretty(config.model_dump(mode="json")))
+    entries = ctx.store.history_window(session_id, 30)
+    parts.append("<h2>history (latest 30)</h2>")
+    parts.append(
+        table(
+            ("time", "role", "kind", "run", "content"),
+            [(when(e.created_at), e.role, e.kind, e.run_id, e.content) for e in entries],
+            cls="history",
+        )
+    )
+    parts.append("<p>" + link("/runs", "runs of this session", session=session_id) + "</p>")
+    return Markup("".join(str(p) for p in parts))
+
+
+def jobs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``jobs list``: each job, its next fire times, status, last run and error."""
+    from agentwake_ops.render import job_dict
+
+    rows = []
+    for job in ctx.jobs.list():
+        data = job_dict(job)
+        rows.append(
+            (
+                data.get("job_id"),
+                data.get("name"),
+                link("/sessions", data.get("session_id"), id=data.get("session_id")),
+                data.get("schedule_expression"),
+                ", ".join(data.get("next_fire_times") or []) or "-",
+                data.get("status"),
+                data.get("enabled"),
+                when(data.get("last_run_at")),
+                data.get("last_error"),
+                link("/runs", "runs", session=data.get("session_id")),
+            )
+        )
+    return table(
+        ("job", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error", ""),
+        rows,
+        cls="jobs",
+    )

@@ -1,0 +1,315 @@
+"""``agentwake console`` over plain HTTP (issue 26): every page, the fix loop (replay → redrive with
+a confirmation of the exact count) and the console's guards (token, Host, CSRF, escaping), on the
+stack's resources on moto. The same pages in a real browser: tests/e2e/test_console_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentwake_ops.context import OpsContext, resolve_context
+from tests.e2e.conftest import Cli, Stack, cli_json
+from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED, make_failed_background_run
+from tests.support.builders import seed_job
+from tests.support.console import ConsoleClient, csrf_of, serving, text_of
+
+
+@pytest.fixture
+def ctx(stack: Stack) -> OpsContext:
+    return resolve_context(invoke_async=stack.invoke_async)
+
+
+@pytest.fixture
+def console(ctx: OpsContext) -> Iterator[ConsoleClient]:
+    with serving(ctx) as (_, client):
+        yield client
+
+
+def _dead_lettered_run(cli: Cli, stack: Stack, session: str) -> str:
+    task_id = make_failed_background_run(cli, stack, session, DELIVERS_THEN_FAILS)
+    stack.poll_until_dead_lettered()
+    return f"bg:{task_id}"
+
+
+def _table_items(stack: Stack) -> int:
+    return int(stack.store.db.scan(TableName=stack.res.table, Select="COUNT")["Count"])
+
+
+def _rows(page: str, table_class: str) -> list[list[str]]:
+    found = re.search(rf"<table class=[\"']{table_class}[\"']>(.*?)</table>", page, re.S)
+    assert found, f"no table {table_class}"
+    body = found.group(1).split("<tbody>", 1)[1]
+    return [
+        [text_of(cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
+    ]
+
+
+def test_the_dlq_page_counts_match_dlq_list_and_each_message_shows_its_run_and_reason(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN two dead-lettered runs of two sessions
+    run_a = _dead_lettered_run(cli, stack, "s-web-a")
+    run_b = _dead_lettered_run(cli, stack, "s-web-b")
+    listed = cli_json(cli, "dlq", "list")
+
+    # WHEN the DLQ page is opened
+    page = console.page("/dlq")
+
+    # THEN its counts by error type are those of `dlq list --json`, and by session too
+    expected = Counter(m["error_type"] or "-" for m in listed)
+    assert {k: int(v) for k, v in _rows(page, "by-error-type")} == dict(expected)
+    assert {k: int(v) for k, v in _rows(page, "by-session")} == {"s-web-a": 1, "s-web-b": 1}
+    # AND each message row names its run, attempts, last reason and the source of its age
+    for m in listed:
+        row = re.search(rf"<tr data-message-id='{m['message_id']}'>(.*?)</tr>", page, re.S)
+        assert row, m["message_id"]
+        text = text_of(row.group(1))
+        assert m["run_id"] in text and m["error_type"] in text and m["in_dlq_since_source"] in text
+        assert m["error"].splitlines()[0][:40] in text
+    # AND the filters narrow it (session, error type, text, age)
+    assert "1 message(s) match" in console.page("/dlq?session=s-web-a")
+    assert "0 message(s) match" in console.page("/dlq?error_type=NoSuchType")
+    assert "1 message(s) match" in console.page(f"/dlq?text={run_b}")
+    assert "0 message(s) match" in console.page("/dlq?older=2d")
+    assert {run_a, run_b} <= set(re.findall(r"bg:task-[0-9a-f]+", page))
+
+
+def test_the_message_and_run_pages_show_attempts_deliveries_and_the_timeline_in_order(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a run that delivered once, then failed on every attempt until it was dead-lettered
+    run_id = _dead_lettered_run(cli, stack, "s-web-t")
+    [row] = cli_json(cli, "dlq", "list")
+
+    # WHEN its message page and its run page are opened
+    message = console.page(f"/dlq/message?id={row['message_id']}")
+    run = console.page(f"/run?id={run_id}")
+
+    # THEN the message page shows the body with the token masked, every attempt with its reason, the delivery
+    assert "[MASKED]" in message and "awt_" not in message
+    attempts = _rows(message, "attempts")
+    assert [a[0] for a in attempts] == ["1", "2"] and all(a[2] == "AllProvidersFailed" for a in attempts)
+    assert [d[2] for d in _rows(message, "deliveries")] == ["Working on your research."]
+    # AND the run's timeline lists the steps, the delivery and the failures in time order, with the time between
+    timeline = _rows(run, "timeline")
+    kinds = [r[2] for r in timeline]
+    assert kinds.index("reply") < kinds.index("delivery") < kinds.index("failure")
+    assert kinds.count("failure") == 2 and kinds[-1] == "outcome"
+    times = [r[0] for r in timeline if r[0] != "-"]
+    assert times == sorted(times)
+    assert all(r[1].startswith("+") for r in timeline[1:] if r[0] != "-")
+    assert "calls send_message_to_user" in run
+
+
+def test_replay_from_the_page_shows_done_and_writes_nothing(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a dead-lettered run and the table's item count
+    run_id = _dead_lettered_run(cli, stack, "s-web-r")
+    run_page = console.page(f"/run?id={run_id}")
+    items = _table_items(stack)
+
+    # WHEN it is replayed from its page with the fixed provider chain
+    answer = console.post(
+        "/run/replay",
+        [("csrf", csrf_of(run_page)), ("id", run_id), ("providers", json.dumps([FIXED])), ("max_steps", "5")],
+    )
+
+    # THEN the outcome is DONE, nothing would be re-sent, and nothing was written
+    assert answer.status == 200, answer.text[:2000]
+    outcome = re.search(r"id='replay-outcome'>(.*?)</p>", answer.text, re.S)
+    assert outcome and "DONE" in text_of(outcome.group(1))
+    assert _table_items(stack) == items
+    assert _rows(answer.text, "would-deliver") == []  # step 0's delivery is reused from the journal, not re-sent
+    # AND a provider chain that is not JSON is one clear error, nothing done
+    bad = console.post("/run/replay", [("csrf", csrf_of(run_page)), ("id", run_id), ("providers", "[{")])
+    assert bad.status == 400 and "error: the provider chain is not valid JSON" in text_of(bad.text)
+
+
+def test_redrive_asks_for_the_exact_count_then_moves_exactly_the_selected_and_the_run_succeeds(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN two dead-lettered runs, and the first one's session fixed
+    run_a = _dead_lettered_run(cli, stack, "s-web-f")
+    _dead_lettered_run(cli, stack, "s-web-g")
+    cli("sessions", "put", "s-web-f", "--provider", json.dumps(FIXED))
+    [chosen] = [m for m in cli_json(cli, "dlq", "list") if m["run_id"] == run_a]
+    dlq_page = console.page("/dlq")
+    csrf = csrf_of(dlq_page)
+
+    # WHEN the first is selected for a redrive
+    confirm = console.post("/dlq/confirm", [("csrf", csrf), ("action", "redrive"), ("id", chosen["message_id"])])
+
+    # THEN the confirmation states the exact count, and nothing moved yet
+    assert confirm.status == 200
+    assert "Redrive exactly 1 message(s)?" in text_of(confirm.text)
+    assert stack.counts(stack.res.dlq_url)[0] == 2
+    # AND a form whose count does not match what was confirmed does nothing
+    wrong = console.post("/dlq/redrive", [("csrf", csrf), ("count", "2"), ("id", chosen["message_id"])])
+    assert wrong.status == 400 and stack.counts(stack.res.dlq_url)[0] == 2
+
+    # WHEN it is confirmed
+    done = console.post("/dlq/redrive", [("csrf", csrf), ("count", "1"), ("id", chosen["message_id"])])
+
+    # THEN exactly that message moved, and its run then succeeds
+    assert done.status == 200, done.text[:2000]
+    assert "Redrove 1 message(s)." in text_of(done.text)
+    assert stack.counts(stack.res.dlq_url)[0] == 1
+    [left] = cli_json(cli, "dlq", "list")
+    assert left["message_id"] != chosen["message_id"]
+    ok, failed = stack.poll()
+    assert len(ok) == 1 and failed == []
+    assert cli_json(cli, "runs", "show", run_a)["run"]["status"] == "succeeded"
+
+
+def test_a_refused_verify_moves_nothing(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a dead-lettered run whose session is not fixed
+    _dead_lettered_run(cli, stack, "s-web-v")
+    [row] = cli_json(cli, "dlq", "list")
+    csrf = csrf_of(console.page("/dlq"))
+    # WHEN it is redriven (with --verify semantics)
+    done = console.post("/dlq/redrive", [("csrf", csrf), ("count", "1"), ("id", row["message_id"])])
+    # THEN the replay still fails, so nothing moved
+    assert done.status == 200 and "Nothing was redriven" in text_of(done.text)
+    assert stack.counts(stack.res.dlq_url)[0] == 1
+
+
+def test_delete_and_export_act_on_exactly_the_confirmed_messages(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN two dead-lettered runs
+    _dead_lettered_run(cli, stack, "s-web-d1")
+    _dead_lettered_run(cli, stack, "s-web-d2")
+    rows = cli_json(cli, "dlq", "list")
+    csrf = csrf_of(console.page("/dlq"))
+    out = stack.tmp / "console-export.jsonl"
+    # WHEN both are exported, then one is deleted after its confirmation
+    exported = console.post("/dlq/export", [("csrf", csrf), ("out", str(out))])
+    confirm = console.post("/dlq/confirm", [("csrf", csrf), ("action", "delete"), ("id", rows[0]["message_id"])])
+    deleted = console.post("/dlq/delete", [("csrf", csrf), ("count", "1"), ("id", rows[0]["message_id"])])
+    # THEN the file holds both, and only the deleted one left the DLQ
+    assert "Wrote 2 message(s)" in text_of(exported.text) and len(out.read_text().splitlines()) == 3
+    assert "Delete exactly 1 message(s)?" in text_of(confirm.text)
+    assert "Deleted 1 message(s)." in text_of(deleted.text)
+    assert [m["message_id"] for m in cli_json(cli, "dlq", "list")] == [rows[1]["message_id"]]
+
+
+def test_runs_sessions_jobs_and_charts_pages(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a dead-lettered run and a job
+    run_id = _dead_lettered_run(cli, stack, "s-web-p")
+    seed_job(stack.store, "job-web-p", "s-web-p")
+    # WHEN the other pages are opened
+    runs = console.page("/runs")
+    failed = console.page("/runs?status=failed")
+    sessions = console.page("/sessions")
+    session = console.page("/sessions?id=s-web-p")
+    jobs = console.page("/jobs")
+    charts = console.page("/charts")
+    # THEN they show the run, the session's config and history, the job's next fires, and the charts
+    assert run_id in runs and run_id in failed
+    assert "s-web-p" in sessions
+    assert "scripted" in session and "Working on your research." in session
+    assert "Nightly report" in jobs and "cron(0 6 * * ? *)" in jobs
+    assert "<svg" in charts and "AllProvidersFailed: 1" in text_of(charts)
+    # AND a bad filter is one clear error on the page
+    bad = console.get("/runs?status=nope")
+    assert bad.status == 400 and "error: status must be one of" in text_of(bad.text)
+
+
+def test_hostile_html_and_escape_sequences_in_a_body_render_as_text(
+    stack: Stack, console: ConsoleClient, cli: Cli
+) -> None:
+    # GIVEN a DLQ message whose body holds a script tag and an ESC sequence
+    body = '{"task_id": "<script>alert(1)</script>", "note": "\x1b[2J\x1b]0;owned\x07"}'
+    stack.sqs.send_message(QueueUrl=stack.res.dlq_url, MessageBody=body)
+    [row] = cli_json(cli, "dlq", "list")
+    # WHEN the DLQ page and the message page are opened
+    pages = [console.page("/dlq"), console.page(f"/dlq/message?id={row['message_id']}")]
+    # THEN the markup is inert text: no script element from the body, the ESC bytes written out
+    for page in pages:
+        assert "<script>alert" not in page and "\x1b" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages[1]
+    assert "\\x1b[2J" in pages[1]
+
+
+def test_requests_without_the_token_another_host_or_the_csrf_token_are_refused(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    _dead_lettered_run(cli, stack, "s-web-x")
+    [row] = cli_json(cli, "dlq", "list")
+    form = [("action", "redrive"), ("id", row["message_id"]), ("count", "1")]
+    csrf = csrf_of(console.page("/dlq"))
+    answers: dict[str, Any] = {
+        "no token": console.get("/dlq", token=False),
+        "wrong token": console.get("/dlq?token=nope", token=False),
+        "static without token": console.get("/static/console.js", token=False),
+        "other host": console.get("/dlq", host="evil.example:80"),
+        "rebinding": console.get("/dlq", host=f"attacker.example:{console.port}"),
+        "post without csrf": console.post("/dlq/redrive", form),
+        "post from another site": console.post(
+            "/dlq/redrive", [*form, ("csrf", csrf)], headers={"Origin": "http://evil.example"}
+        ),
+    }
+    assert {name: a.status for name, a in answers.items()} == dict.fromkeys(answers, 403)
+    # AND nothing moved
+    assert stack.counts(stack.res.dlq_url)[0] == 1
+    # AND the token in the URL becomes a cookie and leaves the address bar
+    first = console.get(f"/runs?token={console.token}", token=False)
+    assert first.status == 303 and first.headers["location"] == "/runs"
+    assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
+    assert "default-src 'none'" in console.get("/dlq").headers["content-security-policy"]
+
+
+def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx: OpsContext) -> None:
+    # GIVEN CloudWatch's SQS metric for the results DLQ: at most 3 visible yesterday, 5 today
+    from datetime import UTC, datetime, timedelta
+
+    import boto3
+
+    from agentwake_ops.sqs_scan import queue_name
+
+    cloudwatch = boto3.client("cloudwatch", region_name=stack.store.db.meta.region_name)
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    points = [(now - timedelta(days=1), 3.0), (now - timedelta(days=1, hours=1), 1.0), (now, 5.0), (now, 2.0)]
+    for moment, value in points:
+        cloudwatch.put_metric_data(
+            Namespace="AWS/SQS",
+            MetricData=[
+                {
+                    "MetricName": "ApproximateNumberOfMessagesVisible",
+                    "Dimensions": [{"Name": "QueueName", "Value": queue_name(stack.res.dlq_url)}],
+                    "Timestamp": moment,
+                    "Value": value,
+                }
+            ],
+        )
+    # WHEN the charts page of a console with a CloudWatch client is opened
+    with serving(ctx, metrics=cloudwatch) as (_, client):
+        page = client.page("/charts")
+    # THEN the DLQ depth per day is each day's maximum, from CloudWatch
+    chart = page.split("DLQ depth per day (CloudWatch", 1)[1]
+    assert "results: 8" in text_of(chart.split("</svg>", 1)[0])
+
+
+def test_the_console_reads_cloudwatch_only_for_a_stack_found_through_cloudformation(ctx: OpsContext) -> None:
+    from dataclasses import replace
+
+    from agentwake_ops.cli_common import CliState
+    from agentwake_ops.commands.console import _cloudwatch
+
+    class Ctx:  # what `state(ctx)` asks of typer's context
+        def find_object(self, _cls: type) -> CliState:
+            return CliState()
+
+    # GIVEN the same resources found three ways WHEN the console picks its metrics client
+    local = _cloudwatch(Ctx(), replace(ctx, description="the local stack at http://127.0.0.1:1 (stack x)"))
+    env = _cloudwatch(Ctx(), ctx)
+    aws = _cloudwatch(Ctx(), replace(ctx, description="CloudFormation stack 'prod' in us-east-1"))
+    # THEN only the CloudFormation one reads CloudWatch, in the stack's region
+    assert local is None and env is None
+    assert aws is not None and aws.meta.service_model.service_name == "cloudwatch"
+    assert aws.meta.region_name == ctx.sqs.meta.region_name
