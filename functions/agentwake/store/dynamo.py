@@ -11,16 +11,18 @@ Built in layers, one job per module, each on the one before it:
 - ``history``: the conversation's entries and the deliveries recorded into them;
 - ``journal``: the run's steps (``DynamoJournal``) and the session's daily counters;
 - ``wake_begin``: the wake's batch read and the write that takes the lease and counts the attempt;
-- ``wake_end``: the commit or the failure record, in one transaction, releasing the lease.
+- ``wake_end``: the commit or the failure record, in one transaction, releasing the lease;
+- ``waitlist``: the runs waiting for a busy session, and the hand-off to the oldest on release;
+- ``live_turns``: the product's live turns holding the session, their messages, the conversation read back.
 
 It implements ``agentwake.store.port.RunStore``, whose value types the layers use.
 """
 
 from __future__ import annotations
 
-from agentwake.store.wake_end import WakeEnd
+from agentwake.store.live_turns import LiveTurns
 
 
-class DynamoStore(WakeEnd):
+class DynamoStore(LiveTurns):
     """Every store operation on the table ``table_name`` (``client``: a boto3 DynamoDB client,
     made from the environment when None; ``now``: the clock of leases and TTLs)."""

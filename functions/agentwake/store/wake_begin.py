@@ -22,11 +22,12 @@ from agentwake.store.keys import (
     task_key,
     usage_day,
     usage_key,
+    wait_key,
     wake_key,
 )
 from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import DailyUsage, Lease, WakeRead
+from agentwake.store.port import DailyUsage, Lease, Waited, WakeRead
 
 
 def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
@@ -64,9 +65,11 @@ class WakeBegin(JournalStore):
         session_id: str | None = None,
         task_id: str | None = None,
         job_id: str | None = None,
+        waiter: bool = False,
     ) -> WakeRead:
         """The run record, the task or job, the session config and the session's counters of today
-        (``USAGE#{day}``) in one (consistent) BatchGetItem."""
+        (``USAGE#{day}``) in one (consistent) BatchGetItem; with ``waiter``, the run's entry on the
+        session's wait list too."""
         keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
         if task_id is not None:
             keys[task_key(task_id)] = "task"
@@ -78,6 +81,8 @@ class WakeBegin(JournalStore):
             # one more key, not one more round trip: whether the session has daily limits is in
             # its config, which this same read fetches
             keys[usage_key(session_id, day)] = "usage"
+            if waiter:
+                keys[wait_key(session_id, run_id)] = "waiter"
         found = self._batch_get([self._key(pk, sk) for pk, sk in keys])
         read = WakeRead()
         if session_id is not None:
@@ -87,6 +92,9 @@ class WakeBegin(JournalStore):
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
             if name == "usage" and session_id is not None:
                 read.usage = usage_from_item(session_id, day, item)
+            elif name == "waiter":
+                read.waiter_gen = int(item.get("gen", {}).get("N", "0"))
+                read.waiter_state = item.get("state", {}).get("S")
             elif name is not None:
                 setattr(read, name, self._load(models[name], item))
         return read
@@ -116,8 +124,13 @@ class WakeBegin(JournalStore):
         job_id: str | None = None,
         wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
+        waited: Waited | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
+
+        ``waited``: the run waited for its session (it is on the session's wait list): how long,
+        and how long the session sat idle between the release that handed it over and this start.
+        Its waiter is marked started in the same transaction, and both figures go on the run.
 
         ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
         attempt (``previous`` is None), so it costs no round trip.
@@ -147,6 +160,7 @@ class WakeBegin(JournalStore):
                     job_id=job_id,
                     wake=wake,
                     usage=usage,
+                    waited=waited,
                 )
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
@@ -196,14 +210,22 @@ class WakeBegin(JournalStore):
                     "lease_until": {"N": f"{now + seconds:.3f}"},
                     "acquired_at": {"S": utcnow_iso()},
                 },
-                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now",
-                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}},
+                # free, expired, or reserved for this run by the release that handed it over
+                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now OR reserved_for = :me",
+                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": run_id}},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
     def attempt_update(
-        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None, token: str | None = None
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        previous: RunRecord | None,
+        token: str | None = None,
+        waited: Waited | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """The attempt number and the write that counts it on the run record (status running),
         conditional on ``previous`` being what is stored (no record for a first attempt).
@@ -232,13 +254,19 @@ class WakeBegin(JournalStore):
             condition = "#s <> :succeeded AND attempts = :prev"
             if previous.attempts == 0:
                 condition = "#s <> :succeeded AND (attempts = :prev OR attribute_not_exists(attempts))"
+        also = ""
+        if waited is not None:
+            also = ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
+            values[":waited"] = {"N": f"{waited.waited_s:.3f}"}
+            if waited.idle_s is not None:
+                values[":idle"] = {"N": f"{waited.idle_s:.3f}"}
         return attempt, {
             "Update": {
                 "TableName": self.table,
                 "Key": self._key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok"
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + also
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
@@ -258,13 +286,16 @@ class WakeBegin(JournalStore):
         job_id: str | None,
         wake: dict[str, Any] | None,
         usage: DailyUsage | None,
+        waited: Waited | None = None,
     ) -> Lease:
         token = uuid.uuid4().hex
         lease_put = self.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)
         attempt, run_update = self.attempt_update(
-            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token
+            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token, waited=waited
         )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+        if waited is not None:
+            items.append(("waiter", self._waiter_started(session_id, run_id)))
         if previous is None and wake is not None:
             items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:
@@ -315,6 +346,21 @@ class WakeBegin(JournalStore):
             # it landed and its answer was lost: this is our lease and our attempt
             return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage, adopted=True)
         return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
+
+    def _waiter_started(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """The run's waiter is no candidate for a hand-off any more (its copies stay current)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(*wait_key(session_id, run_id)),
+                "UpdateExpression": "SET #st = :started, expires_at = :ttl",
+                "ExpressionAttributeNames": {"#st": "state"},
+                "ExpressionAttributeValues": {
+                    ":started": {"S": "started"},
+                    ":ttl": {"N": str(int(self.now() + self.journal_ttl_s))},
+                },
+            }
+        }
 
     def _landed(self, run_id: str, session_id: str, token: str, attempt: int) -> bool:
         """Read back (one consistent BatchGetItem) whether the start transaction with ``token``

@@ -20,6 +20,7 @@ from agentwake.store.keys import (
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
+    wait_key,
 )
 from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
@@ -78,9 +79,11 @@ class WakeEnd(WakeBegin):
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
+        waited: bool = False,
     ) -> None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed,
-        the steps and deliveries not yet written (the run's last step), and the lease released.
+        the steps and deliveries not yet written (the run's last step), and the lease released
+        (``waited``: and the run's entry on the session's wait list removed).
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
         A lease that is no longer ours (expired and taken) is left alone and the rest committed.
@@ -125,6 +128,10 @@ class WakeEnd(WakeBegin):
                 )
             )
         items += earlier
+        if waited:
+            items.append(
+                ("waiter", {"Delete": {"TableName": self.table, "Key": self._key(*wait_key(session_id, run_id))}})
+            )
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
         try:
