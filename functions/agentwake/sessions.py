@@ -118,8 +118,7 @@ class SessionsService:
     def end_live_turn(self, turn: LiveTurn) -> str | None:
         """Release the session and hand it to the run that waited longest; returns that run's id
         (None: nobody waits). Ending a turn that no longer holds the session changes nothing."""
-        self.store.release_lease(turn.session_id, turn.token)
-        return hand_off(self.store, self.result_queue, turn.session_id, now=self.now)
+        return hand_off(self.store, self.result_queue, turn.session_id, turn.token, now=self.now)
 
     @contextmanager
     def live_turn(

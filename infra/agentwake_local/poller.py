@@ -332,14 +332,20 @@ class SqsPoller:
             thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        from agentwake_local.server import SQS_SENDS
+
         self._stop.set()
+        SQS_SENDS.notify()  # wake the idle threads
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
 
     def _run(self) -> None:
+        from agentwake_local.server import SQS_SENDS
+
         while not self._stop.is_set():
+            sends = SQS_SENDS.count
             try:
                 result = self._poll_once()
             except Exception:  # the server went away, a transient error: keep the thread alive
@@ -347,4 +353,6 @@ class SqsPoller:
                 self._stop.wait(1.0)
                 continue
             if result.empty:
-                self._stop.wait(self.idle_interval)
+                # until a message is sent (received at once, as a long poll would) or a delayed
+                # one may have become visible
+                SQS_SENDS.wait_after(sends, self.idle_interval)

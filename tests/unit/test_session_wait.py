@@ -97,6 +97,9 @@ class FakeStore:
     def drop_waiter(self, session_id: str, run_id: str) -> None:
         self.dropped.append((session_id, run_id))
 
+    def session_free(self, session_id: str) -> bool:
+        return False
+
     def get_run(self, run_id: str) -> None:
         return None
 

@@ -225,6 +225,10 @@ class RunRecord(_Stored):
     #: tokens, latency and estimated cost of the run's model calls, in total and per provider
     #: (agentwake.agent.ledger.usage_totals), as of its last attempt
     usage: dict[str, Any] | None = None
+    #: the run waited for its session this long before its latest attempt started, and the session
+    #: sat idle this long between the release that handed it over and that start (None: not waited)
+    waited_s: float | None = None
+    idle_before_s: float | None = None
 
 
 class FailureRecord(_Stored):

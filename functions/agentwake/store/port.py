@@ -67,6 +67,27 @@ class Lease:
     usage: DailyUsage | None = None
     #: the write that took it had an unknown outcome (its answer was lost) and was read back as landed
     adopted: bool = False
+    #: the run waiting longest for the session, named before the release: the release then reserves
+    #: the session for it instead of freeing it (agentwake.wake.handoff)
+    hand_to: Waiter | None = None
+    #: the release landed with that reservation: the waiter is to be re-sent now
+    handed: bool = False
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One run waiting for its session, as the session's wait list holds it."""
+
+    session_id: str
+    run_id: str
+    arrived: float
+    state: str
+    gen: int
+    body: str = ""
+    #: the producer's message attributes, as stored (agentwake.store.waitlist.sqs_attributes)
+    attributes: dict[str, Any] | None = None
+    #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
+    wait: dict[str, str] | None = None
 
 
 @dataclass
@@ -215,7 +236,7 @@ class RunStore(Protocol):
         """ERROR: the failure record, run, task/job, steps kept back and lease release in one transaction."""
         ...
 
-    def release_lease(self, session_id: str, token: str) -> None: ...
+    def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool: ...
 
     # -- the session's wait list and its hand-off (agentwake.wake.handoff) ----------------------
 
@@ -231,13 +252,11 @@ class RunStore(Protocol):
         ttl_s: float,
     ) -> None: ...
 
-    def waiter(self, session_id: str, run_id: str) -> Any: ...
-
-    def waiters(self, session_id: str) -> list[Any]: ...
+    def waiters(self, session_id: str) -> list[Waiter]: ...
 
     def drop_waiter(self, session_id: str, run_id: str) -> None: ...
 
-    def run_succeeded(self, run_id: str) -> bool: ...
+    def session_free(self, session_id: str) -> bool: ...
 
     def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool: ...
 

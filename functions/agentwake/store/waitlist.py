@@ -11,47 +11,30 @@ the fallback when a hand-off is lost (docs/durability.md, "Waiting for the sessi
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from agentwake.store.keys import WAIT_PREFIX, lease_key, run_key, session_pk, wait_key
+from agentwake.store.keys import WAIT_PREFIX, lease_key, session_pk, wait_key
+from agentwake.store.port import Waiter
 from agentwake.store.wake_end import WakeEnd
 
 #: a waiter's item outlives the longest wait by this much, then DynamoDB's TTL removes it
 WAITER_TTL_MARGIN_S = 86400.0
 
 
-@dataclass(frozen=True)
-class Waiter:
-    """One run waiting for its session, as the wait list holds it."""
+def waiter_from_item(item: dict[str, Any]) -> Waiter:
+    def text(name: str) -> str:
+        return str(item.get(name, {}).get("S", ""))
 
-    session_id: str
-    run_id: str
-    arrived: float
-    state: str
-    gen: int
-    body: str = ""
-    #: the producer's message attributes, SQS API shape (re-sent as they were)
-    attributes: dict[str, Any] | None = None
-    #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
-    wait: dict[str, str] | None = None
-
-    @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Waiter:
-        def s(name: str) -> str:
-            return str(item.get(name, {}).get("S", ""))
-
-        return cls(
-            session_id=s("session_id"),
-            run_id=s("run_id"),
-            arrived=float(item.get("arrived", {}).get("N", "0")),
-            state=s("state") or "waiting",
-            gen=int(item.get("gen", {}).get("N", "0")),
-            body=s("body"),
-            attributes=json.loads(s("attributes") or "{}"),
-            wait=json.loads(s("wait") or "{}"),
-        )
+    return Waiter(
+        session_id=text("session_id"),
+        run_id=text("run_id"),
+        arrived=float(item.get("arrived", {}).get("N", "0")),
+        state=text("state") or "waiting",
+        gen=int(item.get("gen", {}).get("N", "0")),
+        body=text("body"),
+        attributes=json.loads(text("attributes") or "{}"),
+        wait=json.loads(text("wait") or "{}"),
+    )
 
 
 class WaitList(WakeEnd):
@@ -103,44 +86,28 @@ class WaitList(WakeEnd):
             except self.db.exceptions.ConditionalCheckFailedException:
                 pass
 
-    def waiter(self, session_id: str, run_id: str) -> Waiter | None:
-        item = self.read_item(*wait_key(session_id, run_id))
-        return Waiter.from_item(item) if item else None
-
     def waiters(self, session_id: str) -> list[Waiter]:
-        """The runs still waiting (state ``waiting``), oldest arrival first (without their bodies)."""
-        items = self._query(
-            session_pk(session_id),
-            WAIT_PREFIX,
-            projection="session_id, run_id, arrived, #st, gen",
-            names={"#st": "state"},
-        )
-        found = [Waiter.from_item(i) for i in items]
+        """The runs still waiting (state ``waiting``), oldest arrival first, with what to re-send:
+        one Query (a wait list holds a few small items: the records of one session's results)."""
+        found = [waiter_from_item(i) for i in self._query(session_pk(session_id), WAIT_PREFIX)]
         return sorted((w for w in found if w.state == "waiting"), key=lambda w: (w.arrived, w.run_id))
 
     def drop_waiter(self, session_id: str, run_id: str) -> None:
         self.db.delete_item(TableName=self.table, Key=self._key(*wait_key(session_id, run_id)))
 
-    def run_succeeded(self, run_id: str) -> bool:
-        item = self.read_item(*run_key(run_id)) or {}
-        return item.get("status", {}).get("S") == "succeeded"
+    def session_free(self, session_id: str) -> bool:
+        """No lease on the session, or an expired one (one consistent GetItem)."""
+        item = self.read_item(*lease_key(session_id))
+        return item is None or float(item.get("lease_until", {}).get("N", "0")) < self.now()
 
     def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool:
         """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
         this one). False when the session is not free: its holder hands off when it releases."""
         now = self.now()
-        pk, sk = lease_key(session_id)
         try:
             self.db.put_item(
                 TableName=self.table,
-                Item={
-                    "pk": {"S": pk},
-                    "sk": {"S": sk},
-                    "holder": {"S": run_id},
-                    "reserved_for": {"S": run_id},
-                    "token": {"S": "reserved-" + uuid.uuid4().hex},
-                    "lease_until": {"N": f"{now + seconds:.3f}"},
-                },
+                Item=self.reservation_item(session_id, run_id, seconds),
                 ConditionExpression="attribute_not_exists(pk) OR lease_until < :now",
                 ExpressionAttributeValues={":now": {"N": f"{now:.3f}"}},
             )

@@ -29,6 +29,9 @@ from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored,
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import DailyUsage, Lease, Waited, WakeRead
 
+#: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
+RESERVATION_S = 30.0
+
 
 def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
     """The day's counters as stored (``USAGE#{day}``); 0 for an item not there yet."""
@@ -374,31 +377,48 @@ class WakeBegin(JournalStore):
         ours_run = run.get("attempt_token", {}).get("S") == token and run.get("attempts", {}).get("N") == str(attempt)
         return ours_lease and ours_run
 
-    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
-        return (
-            "lease",
-            {
-                "Delete": {
-                    "TableName": self.table,
-                    "Key": self._key(*lease_key(lease.session_id)),
-                    "ConditionExpression": "#t = :me",
-                    "ExpressionAttributeNames": {"#t": "token"},
-                    "ExpressionAttributeValues": {":me": {"S": lease.token}},
-                }
-            },
-        )
+    def reservation_item(self, session_id: str, run_id: str, seconds: float = RESERVATION_S) -> dict[str, Any]:
+        """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
+        lease may replace it (``lease_put``), anyone's once ``seconds`` have passed."""
+        pk, sk = lease_key(session_id)
+        return {
+            "pk": {"S": pk},
+            "sk": {"S": sk},
+            "holder": {"S": run_id},
+            "reserved_for": {"S": run_id},
+            "token": {"S": "reserved-" + uuid.uuid4().hex},
+            "lease_until": {"N": f"{self.now() + seconds:.3f}"},
+        }
 
-    def release_lease(self, session_id: str, token: str) -> None:
+    def _release(self, session_id: str, token: str, hand_to: str | None) -> dict[str, Any]:
+        """The write that releases the lease held with ``token``: deleted, or (``hand_to``) turned
+        into the reservation for that waiting run, in the same conditional write."""
+        mine = {
+            "ConditionExpression": "#t = :me",
+            "ExpressionAttributeNames": {"#t": "token"},
+            "ExpressionAttributeValues": {":me": {"S": token}},
+        }
+        if hand_to is not None:
+            return {"Put": {"TableName": self.table, "Item": self.reservation_item(session_id, hand_to), **mine}}
+        return {"Delete": {"TableName": self.table, "Key": self._key(*lease_key(session_id)), **mine}}
+
+    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
+        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+        return ("lease", self._release(lease.session_id, lease.token, hand_to))
+
+    def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool:
+        """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
+        False when it was not held with it any more (expired and taken over: not ours to touch)."""
+        write = self._release(session_id, token, hand_to)
+        kind, request = next(iter(write.items()))
         try:
-            self.db.delete_item(
-                TableName=self.table,
-                Key=self._key(*lease_key(session_id)),
-                ConditionExpression="#t = :me",
-                ExpressionAttributeNames={"#t": "token"},
-                ExpressionAttributeValues={":me": {"S": token}},
-            )
+            if kind == "Put":
+                self.db.put_item(**request)
+            else:
+                self.db.delete_item(**request)
         except self.db.exceptions.ConditionalCheckFailedException:
-            pass  # expired and taken over by another run: not ours to delete
+            return False
+        return True
 
     # --- what woke the run, for ``runs replay`` ---------------------------------------------------
 

@@ -134,8 +134,9 @@ class WakeEnd(WakeBegin):
             )
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
+        dropped: set[str] = set()
         try:
-            self._transact(items, droppable=frozenset({"lease", "delivery"}))
+            dropped = self._transact(items, droppable=frozenset({"lease", "delivery"}))
         except self.db.exceptions.TransactionCanceledException as exc:
             run_reason = getattr(exc, "failed_tags", {}).get("run")
             if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
@@ -156,6 +157,7 @@ class WakeEnd(WakeBegin):
                 raise
         if lease is not None:
             lease.released = True  # deleted, or found not ours any more
+            lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _committed(self, run_id: str, lease: Lease | None) -> bool:
         """Whether the run is succeeded, by the attempt that holds ``lease`` (one GetItem)."""
@@ -247,14 +249,16 @@ class WakeEnd(WakeBegin):
         items += self._unwritten_items(failure.run_id, unwritten)
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
+        dropped: set[str] = set()
         try:
-            self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+            dropped = self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
         except Exception as exc:
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):
                 raise
         if lease is not None:
             lease.released = True
+            lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _failure_landed(self, failure: FailureRecord) -> bool:
         try:

@@ -19,7 +19,7 @@ from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, Sess
 from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.store.models import Task, truncate
 from agentwake.store.port import Waited
-from agentwake.store.queues import ATTR_WAIT_COUNT
+from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
+#: the shortest pause of a result on its session's wait list (within SessionWaitMaxDelay)
+ON_THE_LIST_DELAY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,18 @@ def on_background_record(
     return Done(outcome.status)
 
 
+def handed_first(event: dict[str, Any]) -> dict[str, Any]:
+    """The batch with the records a release handed the session to first: their session is reserved
+    for them and idle until they start, while the others of the batch only wait again."""
+    records = event.get("Records")
+    if isinstance(records, list):
+        event = {
+            **event,
+            "Records": sorted(records, key=lambda r: ATTR_HANDED_AT not in (r.get("messageAttributes") or {})),
+        }
+    return event
+
+
 def _parked(record: SQSRecord) -> ParkedRecord:
     # the wait machinery is loaded by the records that wait, not by every cold start
     from agentwake.wake.session_wait import ParkedRecord
@@ -154,7 +168,16 @@ def wait_for_session(
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
     assert busy.session_id is not None and busy.run_id is not None
     if isinstance(decision, Wait):
+        delay = decision.delay_s
         if busy.holder != busy.run_id:  # not when the holder is another copy of this very run
+            # on the wait list, the release hands the session over: the delayed copy is only the
+            # fallback for a hand-off that is lost, and need not come back as often
+            waited = decision.state.waited(now())
+            delay = min(
+                max(delay, ON_THE_LIST_DELAY_S),
+                float(settings.session_wait_max_delay_s),
+                max(1.0, settings.session_wait_limit_s - waited),
+            )
             store.park_waiter(
                 session_id=busy.session_id,
                 run_id=busy.run_id,
@@ -164,7 +187,11 @@ def wait_for_session(
                 wait=decision.state.to_attributes(),
                 ttl_s=settings.session_wait_limit_s,
             )
-        return Resend(record, decision.delay_s, decision.state, holder=busy.holder)
+            if store.session_free(busy.session_id):
+                # released between the busy finding and the registration, by a holder that saw
+                # nobody waiting: come straight back instead of at the fallback's pace
+                delay = 0.0
+        return Resend(record, delay, decision.state, holder=busy.holder)
     store.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
     return DeadLetter(
         body=record.body,

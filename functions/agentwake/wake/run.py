@@ -23,8 +23,8 @@ from agentwake.errors import (
 )
 from agentwake.observability import logger, metrics
 from agentwake.store.models import FailureRecord, truncate
+from agentwake.wake import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
-from agentwake.wake.handoff import decline, hand_off
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 from agentwake.wake.usage import emit_metrics, history_note, run_usage
 
@@ -97,18 +97,21 @@ def execute_run(
         return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
     finally:
         if not lease.released:
+            handoff.prepare(store, deps.result_queue, lease)
             try:
-                store.release_lease(spec.session_id, lease.token)
+                hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+                lease.handed = store.release_lease(spec.session_id, lease.token, hand_to=hand_to) and bool(hand_to)
+                lease.released = True
             except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
                 logger.exception("could not release the session's lease")
         # released: the run that waited longest for the session gets it now, not at its next try
-        hand_off(store, deps.result_queue, spec.session_id)
+        handoff.complete(store, deps.result_queue, lease)
 
 
 def _decline_if_handed(spec: RunSpec, deps: WakeDeps) -> None:
     """This copy was handed the session and will not take it: give it on to the next waiter."""
     if spec.waited is not None and spec.waited.idle_s is not None:
-        decline(deps.store, deps.result_queue, spec.session_id, spec.run_id)
+        handoff.decline(deps.store, deps.result_queue, spec.session_id, spec.run_id)
 
 
 def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None) -> WakeOutcome:
@@ -159,6 +162,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
     """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
     runner = attempt.runner
     usage = run_usage(runner, attempt.session, deps.settings)
+    handoff.prepare(deps.store, deps.result_queue, lease)  # the commit reserves the session for it
     try:
         deps.store.commit_success(
             run_id=spec.run_id,
@@ -222,6 +226,7 @@ def _record_failure(
     )
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
+    handoff.prepare(deps.store, deps.result_queue, lease)  # the failure record reserves the session for it
     try:
         deps.store.record_failure(
             failure,

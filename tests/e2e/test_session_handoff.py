@@ -1,0 +1,116 @@
+"""A busy session drains at full speed: each release hands the session to the next waiter at once
+(issue 22; docs/durability.md, "Waiting for the session").
+
+The REAL template.yaml with its default parameters on the embedded local AWS in its "up" mode: five
+concurrent consumers of the result queue, a webhook on 127.0.0.1 answering in a second, two model
+steps and one delivery per run. Before the hand-off, 50 such completions kept the session busy 15 %
+of the drain time (waiters came back on their own backoff); now the next run starts as the
+previous one ends. Every wait below is a condition with a generous bound.
+
+``make load`` runs it with 50 completions (AGENTWAKE_BURST=50) and 10 sessions x 20.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.models import SessionConfig
+from agentwake.tasks import TasksService
+from agentwake_local.stack import LocalStackRuntime
+from agentwake_ops.runs import session_drain
+from tests.e2e.test_busy_sessions import messages_of, run_spans, wait_until
+from tests.support.builders import OK_SCRIPT, local_stack_rules
+from tests.support.receiver import CountingReceiver
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+#: completions for one session: 20 in `make test`, 50 under `make load`
+BURST = int(os.environ.get("AGENTWAKE_BURST", "20"))
+#: sessions x completions of the many-sessions burst (10 x 20 under `make load`)
+MANY = tuple(int(n) for n in os.environ.get("AGENTWAKE_BURST_MANY", "3x6").split("x"))
+#: the session must be busy this much of the drain time (first start to last end), under `make load`
+BUSY_FLOOR = 0.90
+LOAD = "AGENTWAKE_BURST" in os.environ
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackRuntime]:
+    home = tmp_path_factory.mktemp("agentwake-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AGENTWAKE_HOME", str(home))
+        runtime = LocalStackRuntime(async_retry_delays=0, home=home)
+        runtime.start(TEMPLATE, {}, background=True)  # the template's defaults
+        try:
+            yield runtime
+        finally:
+            runtime.stop()
+
+
+@pytest.fixture(scope="module")
+def store(local: LocalStackRuntime) -> DynamoStore:
+    return DynamoStore(local.outputs["AgentTableName"], client=local.client("dynamodb"))
+
+
+@pytest.fixture
+def receiver() -> Iterator[CountingReceiver]:
+    with CountingReceiver() as r:
+        r.slow_next, r.slow_seconds = 10**6, 1.0  # every delivery takes about a second
+        yield r
+
+
+def burst(local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, session: str, n: int) -> list[str]:
+    """``n`` background tasks of ``session`` registered, then all finished at once: their run ids."""
+    store.put_session(
+        SessionConfig(
+            session_id=session,
+            providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
+            delivery={"type": "webhook", "url": receiver.url, "timeout": 90},
+            retry_base_delay_ms=0,
+        ),
+        local_stack_rules(),
+    )
+    tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+    registered = [tasks.register_task(session, "web_research", {"query": f"q{i}"}) for i in range(n)]
+    for r in registered:
+        tasks.finish_task(r.task_id, "succeeded", f"result of {r.task_id}", task_token=r.task_token)
+    return [f"bg:{r.task_id}" for r in registered]
+
+
+def all_succeeded(store: DynamoStore, run_ids: list[str]) -> bool:
+    return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
+
+
+def test_a_burst_for_one_session_keeps_the_session_busy(
+    local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN the template's defaults (SessionWaitMaxDelay 300 s) and a one-second webhook
+    session = f"handoff-{uuid.uuid4().hex[:8]}"
+    # WHEN BURST completions of one session arrive at once
+    run_ids = burst(local, store, receiver, session, BURST)
+    wait_until(lambda: all_succeeded(store, run_ids), 60 + 20 * BURST, f"all {BURST} runs succeeded", interval=1.0)
+    # THEN each ran once, delivered once, and none overlapped another
+    assert all(store.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
+    assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in run_ids}
+    spans = run_spans(store, run_ids)
+    for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
+        assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
+    # AND every run after the first was handed the session by the release before it (its idle time
+    # recorded), none came back on its own backoff
+    runs = [store.get_run(r) for r in run_ids]
+    first = min(runs, key=lambda r: r.started_at or "")  # type: ignore[union-attr]
+    assert [r.run_id for r in runs if r is not first and r.idle_before_s is None] == []  # type: ignore[union-attr]
+    # AND the session was busy most of the drain (first start to last end): at least 90 % under
+    # `make load` (measured, with the load average, in `make bench`); here it is printed
+    drain = session_drain(store, run_ids)
+    print(f"\n{BURST} completions for one session: {drain}; load average {os.getloadavg()[0]:.1f}")
+    if LOAD:
+        assert drain.busy_fraction >= BUSY_FLOOR, str(drain)
+    # AND nothing is left waiting, nothing was dead-lettered
+    assert store.waiters(session) == []
+    assert messages_of(local, "BackgroundResultDLQ", session) == []
