@@ -13,13 +13,18 @@ previous one ends. Every wait below is a condition with a generous bound.
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from agentwake.errors import SessionBusy
+from agentwake.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import SessionConfig
 from agentwake.tasks import TasksService
@@ -29,6 +34,7 @@ from agentwake_ops.cli import app
 from agentwake_ops.runs import session_drain
 from tests.e2e.test_busy_sessions import cli_state, messages_of, run_spans, wait_until
 from tests.support.builders import OK_SCRIPT, local_stack_rules
+from tests.support.model_calls import record_model_requests
 from tests.support.receiver import CountingReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,3 +130,89 @@ def test_a_burst_for_one_session_keeps_the_session_busy(
     # AND nothing is left waiting, nothing was dead-lettered
     assert store.waiters(session) == []
     assert messages_of(local, "BackgroundResultDLQ", session) == []
+
+
+def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_turns(
+    local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a session whose agent sees its whole history, and the product's live turns and 20
+    # completions arriving while they go on (the runtime's own APIs, the local stack's concurrency)
+    receiver.slow_next = 0
+    session = f"interleaved-{uuid.uuid4().hex[:8]}"
+    n = 20
+    run_ids = burst(local, store, receiver, session, 0)  # the session config only
+    store.put_session(store.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules())  # type: ignore[union-attr]
+    requests = record_model_requests(monkeypatch)
+    api = SessionsService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+    tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+    turns: list[tuple[float, float, int]] = []
+    errors: list[BaseException] = []
+
+    def chat() -> None:
+        try:
+            for i in range(n):
+                while True:
+                    try:
+                        turn = api.begin_live_turn(session, wait_s=25)
+                        break
+                    except SessionBusy:
+                        continue  # busy for 25 s: try again, as a chat app would
+                began = time.time()
+                api.append(
+                    turn, [("user", f"user says {i}"), ("assistant", f"live reply {i}")], idempotency_key=f"t{i}"
+                )
+                ended = time.time()
+                api.end_live_turn(turn)
+                turns.append((began, ended, i))
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    chatting = threading.Thread(target=chat)
+    chatting.start()
+    for i in range(n):
+        r = tasks.register_task(session, "web_research", {"query": f"q{i}"})
+        tasks.finish_task(r.task_id, "succeeded", f"result {i}", task_token=r.task_token)
+        run_ids.append(f"bg:{r.task_id}")
+        time.sleep(0.05)  # spread over the chat, not all at once
+    chatting.join(600)
+    assert not errors and len(turns) == n, errors
+    wait_until(lambda: all_succeeded(store, run_ids), 600, f"all {n} runs succeeded", interval=1.0)
+
+    # THEN no live turn overlapped a run
+    runs = {r: store.get_run(r) for r in run_ids}
+    spans = [(_t(run.started_at), _t(run.ended_at), r) for r, run in runs.items()]  # type: ignore[union-attr]
+    for began, ended, i in turns:
+        for start, end, run_id in spans:
+            assert ended <= start or began >= end, f"live turn {i} overlapped {run_id}"
+    # AND the history is the order the session was held: each writer's entries form one block
+    writers = [_writer(e) for e in store.history(session)]
+    blocks = [w for k, w in enumerate(writers) if k == 0 or writers[k - 1] != w]
+    assert len(blocks) == len(set(blocks)), "a writer's entries were interleaved with another's"
+    # AND every wake's first model request holds the live turns that ended before the run began
+    first_request = {}
+    for messages in requests:
+        system = messages[0][1]
+        for run_id in run_ids:
+            if f'"task_id": "{run_id[3:]}"' in system and run_id not in first_request:
+                first_request[run_id] = messages
+    seen_turns = 0
+    for start, _, run_id in spans:
+        seen = {content for _, content in first_request[run_id]}
+        before = {f"user says {i}" for _, ended, i in turns if ended < start}
+        assert before <= seen, f"{run_id} did not see {sorted(before - seen)}"
+        seen_turns += len(before)
+    assert seen_turns > 0  # the runs and the turns did interleave
+
+
+def _t(iso: str | None) -> float:
+    from datetime import datetime
+
+    assert iso is not None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _writer(entry: Any) -> str:
+    """Who wrote a history entry: its run, or the live turn whose number its text carries."""
+    if entry.run_id:
+        return str(entry.run_id)
+    return "turn " + entry.content.rsplit(" ", 1)[-1]
