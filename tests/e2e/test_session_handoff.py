@@ -132,6 +132,45 @@ def test_a_burst_for_one_session_keeps_the_session_busy(
     assert messages_of(local, "BackgroundResultDLQ", session) == []
 
 
+def test_bursts_for_many_sessions_drain_side_by_side(
+    local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN several sessions, each with a burst of completions arriving at once
+    sessions_n, per_session = MANY
+    bursts = {f"many-{n}-{uuid.uuid4().hex[:6]}": [] for n in range(sessions_n)}  # session -> run ids
+    for session in bursts:
+        bursts[session] = burst(local, store, receiver, session, per_session)
+    every = [r for runs in bursts.values() for r in runs]
+    wait_until(
+        lambda: all_succeeded(store, every), 60 + 10 * len(every), f"all {len(every)} runs succeeded", interval=1.0
+    )
+    # THEN each ran once and delivered once, no two runs of one session overlapped, and no session
+    # waited for a fallback copy between two of its runs
+    assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in every}
+    drains = {}
+    for session, run_ids in bursts.items():
+        spans = run_spans(store, run_ids)
+        for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
+            assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
+        drains[session] = session_drain(store, run_ids)
+        assert drains[session].longest_gap_s < ON_THE_LIST_DELAY_S, f"{session}: {drains[session]}"
+    # AND the stack's concurrency (5 runs at once) was kept busy: the sum of all run times over
+    # min(sessions, 5) x the whole drain, at least 90 % under `make load`
+    overall = session_drain(store, every)
+    slots = min(sessions_n, local.poller("BackgroundResultFunction").concurrency)
+    start = min(_t(store.get_run(r).started_at) for r in every)  # type: ignore[union-attr]
+    end = max(_t(store.get_run(r).ended_at) for r in every)  # type: ignore[union-attr]
+    utilisation = overall.busy_s / (slots * (end - start))
+    print(
+        f"\n{sessions_n} sessions x {per_session}: utilisation {100 * utilisation:.0f} % of {slots} slots over "
+        f"{end - start:.1f} s; per session busy "
+        f"{min(d.busy_fraction for d in drains.values()):.0%}..{max(d.busy_fraction for d in drains.values()):.0%}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    if LOAD:
+        assert utilisation >= BUSY_FLOOR
+
+
 def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_turns(
     local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
