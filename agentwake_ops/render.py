@@ -252,6 +252,7 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None
             ("tokens", _tokens(run.usage)),
             ("started", when(run.started_at)),
             ("ended", when(run.ended_at)),
+            *((("waited", _waited(run.waited_s, run.idle_before_s)),) if run.waited_s is not None else ()),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
         )
         out.print(facts_panel(rows, "run"))
@@ -267,6 +268,12 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None
                     out.print(Text(f"    {part}"))
         return
     summary_tables(summary)
+
+
+def _waited(waited_s: float | None, idle_s: float | None) -> str:
+    """How long a run waited for its busy session, and how it got it."""
+    how = "on its own retry" if idle_s is None else f"handed over {idle_s:.2f} s after the release"
+    return f"{waited_s or 0:.1f} s for its session; {how}"
 
 
 def _tokens(usage: dict[str, Any] | None) -> str | None:

@@ -67,6 +67,49 @@ def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
     return summary
 
 
+@dataclass(frozen=True)
+class Drain:
+    """How busy a session was while runs waited for it: the sum of the runs' times (first start
+    to end) over the drain (first start to last end), and the longest idle gap between two runs."""
+
+    runs: int
+    busy_s: float
+    span_s: float
+    longest_gap_s: float
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_s / self.span_s if self.span_s > 0 else 1.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.runs} runs, busy {self.busy_s:.1f} s of {self.span_s:.1f} s "
+            f"({100 * self.busy_fraction:.0f} %), longest idle gap {self.longest_gap_s:.2f} s"
+        )
+
+
+def session_drain(store: DynamoStore, run_ids: list[str]) -> Drain:
+    """The drain of ``run_ids`` (ended runs) from their run records."""
+    from datetime import datetime
+
+    spans = []
+    for run_id in run_ids:
+        run = store.get_run(run_id)
+        if run is None or not run.started_at or not run.ended_at:
+            raise ValueError(f"{run_id} has not ended")
+        spans.append(
+            tuple(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (run.started_at, run.ended_at))
+        )
+    spans.sort()
+    gaps = [max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:], strict=False)]
+    return Drain(
+        runs=len(spans),
+        busy_s=sum(end - start for start, end in spans),
+        span_s=max(end for _, end in spans) - spans[0][0] if spans else 0.0,
+        longest_gap_s=max(gaps, default=0.0),
+    )
+
+
 def list_runs(
     store: DynamoStore,
     *,

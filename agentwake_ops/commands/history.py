@@ -1,4 +1,5 @@
-"""``agentwake history show``: a session's conversation history, newest entries, oldest first."""
+"""``agentwake history show``: a session's conversation, read as a product reads it
+(``agentwake.sessions.SessionsService.read_conversation``): the newest entries, shown oldest first."""
 
 from __future__ import annotations
 
@@ -16,16 +17,31 @@ app = typer.Typer(help="Read a session's conversation history.", no_args_is_help
 def history_show(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="The session id.", metavar="SESSION")],
-    last: Annotated[int, typer.Option("--last", "-n", help="How many of the newest entries.", min=1)] = 20,
+    last: Annotated[
+        int, typer.Option("--last", "-n", help="How many of the newest entries (at most 200).", min=1, max=200)
+    ] = 20,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="Older entries: the cursor the previous page printed.", metavar="CURSOR"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the newest history entries of a session, oldest first (notes, markers, deliveries, messages)."""
+    """Show the newest history entries of a session, oldest first (live turns, deliveries, markers, notes)."""
+    from agentwake.sessions import SessionsService
+
     check_id(session, "session id")
     store = ops(ctx).store
-    entries = store.history_window(session, last)
+    try:
+        page = SessionsService(store).read_conversation(session, cursor=before, limit=last)
+    except ValueError:
+        fail(f"--before {before!r} is not a cursor this command printed")
+    entries = list(reversed(page.entries))
     if not entries and store.get_session(session) is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     if as_json:
+        # each entry's ``sk`` is its cursor: ``--before`` the first one's reads the page before
         render.print_json([e.model_dump(mode="json") for e in entries])
         return
     render.history_table(session, entries)
+    if page.cursor is not None:
+        typer.echo(f"older entries: agentwake history show {session} --before {page.cursor}")

@@ -29,6 +29,8 @@ def wake_deps() -> WakeDeps:
         settings=settings,
         schedules=Schedules(settings.schedule_group),
         on_event=_transcript() if settings.transcript else None,
+        # a release hands the session to its next waiter through it (its client is made then)
+        result_queue=result_queue(),
     )
 
 

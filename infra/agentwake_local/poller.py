@@ -178,8 +178,6 @@ class SqsPoller:
         #: next to nothing, a record waits at most this long
         self.max_idle_interval = max(idle_interval, MAX_IDLE_INTERVAL)
         self._stop = threading.Event()
-        #: set when a thread received records: the sleeping ones join in
-        self._records = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -342,8 +340,10 @@ class SqsPoller:
             thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        from agentwake_local.server import SQS_SENDS
+
         self._stop.set()
-        self._records.set()
+        SQS_SENDS.notify()  # wake the idle threads
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -352,10 +352,15 @@ class SqsPoller:
     def _run(self, index: int = 0) -> None:
         """Receive and invoke until stopped. While the queue stays empty the waits between receives
         double (from ``idle_interval`` to ``max_idle_interval``; the threads but the first wait
-        longer still, until one receives records), so an idle stack polls about once a second."""
+        longer still), so an idle stack polls about once a second. A message sent to any queue of
+        the embedded server, or records received by one thread, end every thread's wait at once
+        (as Lambda's long-polling receive would): a record sent with no delay is not left waiting."""
+        from agentwake_local.server import SQS_SENDS
+
         wait = self.idle_interval
         longest = self.max_idle_interval * (1 if index == 0 else IDLE_FACTOR)
         while not self._stop.is_set():
+            sends = SQS_SENDS.count
             try:
                 result = self._poll_once()
             except Exception:  # the server went away, a transient error: keep the thread alive
@@ -364,12 +369,7 @@ class SqsPoller:
                 continue
             if not result.empty:
                 wait = self.idle_interval
-                self._records.set()
+                SQS_SENDS.notify()  # the other threads join in
                 continue
-            if index == 0:
-                self._stop.wait(wait)
-            elif self._records.wait(wait):
-                self._records.clear()
-                wait = self.idle_interval
-                continue
+            SQS_SENDS.wait_after(sends, wait)  # a send ends the wait at once
             wait = min(wait * 2, longest)

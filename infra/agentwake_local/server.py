@@ -124,6 +124,32 @@ class MotoServer:
         self.stop()
 
 
+class Sends:
+    """Every SendMessage the embedded server answered, counted: the local SQS pollers wait on it
+    when a queue is empty, so a message sent with no delay (a session's hand-off) is received at
+    once, as Lambda's long-polling event source receives it, without polling faster."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def notify(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait_after(self, count: int, timeout: float) -> None:
+        """Return when a send was answered after the ``count`` read earlier, or after ``timeout``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.count != count, timeout=timeout)
+
+
+#: the sends of every embedded server of this process
+SQS_SENDS = Sends()
+
+
 def serialized(app: Any, lock: Any = None) -> Any:
     """WSGI middleware: one request at a time inside moto's backends, which are not thread-safe
     (concurrent TransactWriteItems fail with "dictionary changed size during iteration").
@@ -143,9 +169,17 @@ def serialized(app: Any, lock: Any = None) -> Any:
         if _may_long_poll(environ, body):
             return app(environ, start_response)
         with lock:
-            return app(environ, start_response)
+            answer = app(environ, start_response)
+        if _is_send(environ, body):
+            SQS_SENDS.notify()
+        return answer
 
     return call
+
+
+def _is_send(environ: dict[str, Any], body: bytes) -> bool:
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    return target.startswith("AmazonSQS.SendMessage") or b"Action=SendMessage" in body[:200]
 
 
 def _may_long_poll(environ: dict[str, Any], body: bytes) -> bool:

@@ -1,6 +1,7 @@
 """DynamoDB round trips per wake, counted at the client (botocore ``before-call`` events).
 
-Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 4 DynamoDB calls,
+Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 5 DynamoDB calls (one of
+them the read of the session's wait list before the release, for the hand-off),
 background or cron, with or without daily limits; each further model step adds at most 1 and each
 delivery at most 1 (the final answer deliver_final sends included); a retry adds the one read of
 its journal; and the count does not depend on the conversation's length.
@@ -17,6 +18,7 @@ from agentwake.errors import RunFailed
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import Job
+from agentwake.store.queues import ResultQueue
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.cron import wake_for_cron_job
 from agentwake.wake.messages import CronWakeInput
@@ -37,7 +39,9 @@ def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, DynamoCalls]]:
 
 
 def deps(store: DynamoStore) -> WakeDeps:
-    return WakeDeps(store=store, settings=Settings.from_env())
+    """As deployed: with the result queue, so every release reads the wait list (the hand-off)."""
+    settings = Settings.from_env()
+    return WakeDeps(store=store, settings=settings, result_queue=ResultQueue(settings.result_queue_url))
 
 
 def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
@@ -49,8 +53,8 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
     # one history query (under the lease, so it sees the previous wake's note), one commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
-    assert len(calls) <= 4
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
+    assert len(calls) <= 5
     # AND the run really succeeded, with its note and its only step journaled by the commit
     assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history("s1")] == ["marker", "note"]
@@ -67,8 +71,8 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN it costs a one-step wake plus one delivery: the final reply is journaled before it is
     # sent (so a retry resends the same answer), and the delivery's record rides on the commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "TransactWriteItems"], calls
-    assert len(calls) <= 4 + 1
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "Query", "TransactWriteItems"], calls
+    assert len(calls) <= 5 + 1
     # AND the delivery is in history before the marker and the note, and journaled
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
@@ -87,7 +91,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the same four calls as a session without limits: today's counters come in the batch read,
     # are checked unchanged by the start transaction, and the tokens are counted by the commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     from agentwake.store.daily import DailyCounters
 
     tokens, _ = DailyCounters(store, "s1").read()
@@ -97,7 +101,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    assert len(cron) <= 4 + 1, cron
+    assert len(cron) <= 5 + 1, cron
     assert DailyCounters(store, "s1").read()[1] == 1
 
 
@@ -111,7 +115,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN 4 + 1 (the second step) + 1 (the delivery) calls at most
-    assert len(calls) <= 4 + 1 + 1, calls
+    assert len(calls) <= 5 + 1 + 1, calls
     # AND everything a durable run needs is written: the delivery in history before the note,
     # both steps and the tool result journaled
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
@@ -128,12 +132,12 @@ def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) 
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
     # THEN the same four calls as a background wake
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems"], calls
+    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     job = store.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
     # AND a schedule that does not name the session (made before it did) costs one read more
     legacy = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T07:00:00Z")
-    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 5
+    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 6
 
 
 def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
@@ -152,13 +156,13 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
     # WHEN the first attempt fails: 4 calls, with the failure transaction in place of the commit,
     # plus one for the first step and one for its delivery
     first = counter.during(failing)
-    assert len(first) <= 4 + 1 + 1, first
+    assert len(first) <= 5 + 1 + 1, first
     # AND after the provider is fixed, the retry replays step 0 and runs step 1
     fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: replayed"}, {"text": "done"}]}]
     seed_session(store, "s1", providers=fixed)
     retry = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the retry costs a one-step wake plus the one read of its journal
-    assert retry.count("Query") == 2 and len(retry) <= 4 + 1, retry
+    assert retry.count("Query") == 3 and len(retry) <= 5 + 1, retry
     assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
 

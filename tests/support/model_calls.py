@@ -30,3 +30,21 @@ def count_model_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
     monkeypatch.setattr(ScriptedProvider, "complete", counted)
     return calls
+
+
+def record_model_requests(monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str, str]]]:
+    """From now until the test ends: the messages (role, content) of every request a scripted
+    provider was sent, in order: what a woken agent was shown."""
+    from agentwake.agent.providers.scripted import ScriptedProvider
+
+    requests: list[list[tuple[str, str]]] = []
+    lock = threading.Lock()
+    complete = ScriptedProvider.complete
+
+    def recorded(self: ScriptedProvider, request: Any) -> Any:
+        with lock:
+            requests.append([(m.role, m.content) for m in request.messages])
+        return complete(self, request)
+
+    monkeypatch.setattr(ScriptedProvider, "complete", recorded)
+    return requests

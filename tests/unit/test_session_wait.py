@@ -10,7 +10,7 @@ import pytest
 
 from agentwake.errors import SessionBusy
 from agentwake.settings import Settings
-from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
+from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE
 from agentwake.wake.background import DeadLetter, Resend, wait_for_session
 from agentwake.wake.session_wait import (
     GiveUp,
@@ -88,6 +88,17 @@ class Recorder:
 class FakeStore:
     def __init__(self) -> None:
         self.failures: list[Any] = []
+        self.parked: list[dict[str, Any]] = []
+        self.dropped: list[tuple[str, str]] = []
+
+    def park_waiter(self, **kw: Any) -> None:
+        self.parked.append(kw)
+
+    def drop_waiter(self, session_id: str, run_id: str) -> None:
+        self.dropped.append((session_id, run_id))
+
+    def session_free(self, session_id: str) -> bool:
+        return False
 
     def get_run(self, run_id: str) -> None:
         return None
@@ -119,8 +130,12 @@ def test_a_waiting_result_is_re_sent_with_its_attributes_and_wait_state() -> Non
     [(name, sent)] = queue.calls
     assert name == "send_later" and sent["body"] == '{"task_id": "t2"}'
     assert sent["attributes"] == {"trace": {"DataType": "String", "StringValue": "abc"}}
-    assert sent["wait"] == {ATTR_WAIT_COUNT: "1", ATTR_WAITING_SINCE: str(int(NOW * 1000))}
+    assert sent["wait"] == {ATTR_WAIT_COUNT: "1", ATTR_WAITING_SINCE: str(int(NOW * 1000)), ATTR_WAIT_GEN: "0"}
     assert dlq.calls == [] and store.failures == []
+    # AND the run is on its session's wait list with what a hand-off re-sends
+    [entry] = store.parked
+    assert (entry["session_id"], entry["run_id"], entry["gen"]) == ("s1", "bg:t2", 0)
+    assert entry["body"] == '{"task_id": "t2"}' and entry["wait"] == sent["wait"]
 
 
 def test_a_result_past_the_limit_is_recorded_and_dead_lettered_as_session_busy() -> None:
@@ -142,6 +157,8 @@ def test_a_result_past_the_limit_is_recorded_and_dead_lettered_as_session_busy()
     [(name, sent)] = dlq.calls
     assert name == "send" and sent["error_type"] == "SessionBusy" and "bg:t1" in sent["reason"]
     assert sent["extra"]["agentwake-holder-run-id"] == "bg:t1" and sent["original_message_id"] == "m-1"
+    # AND it is off the wait list: no release hands the session to a dead-lettered run
+    assert store.dropped == [("s1", "bg:t2")] and store.parked == []
 
 
 def test_a_busy_cron_wake_schedules_itself_once_at_a_later_time() -> None:

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.observability import logger, metrics
-from agentwake.wake.background import DeadLetter, Resend, on_background_record
+from agentwake.wake.background import DeadLetter, Resend, handed_first, on_background_record
 
 _RECORD_KEYS = ["run_id", "task_id", "session_id", "attempt", "message_id"]
 
@@ -41,6 +41,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     bootstrap.wake_deps()  # build the adapters once per process
     # one processor per invocation: it holds this batch's successes and failures
     processor = BatchProcessor(event_type=EventType.SQS)
+    event = handed_first(event)  # a record handed the session does not wait behind the others
     return dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )

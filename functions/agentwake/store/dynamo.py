@@ -12,6 +12,8 @@ Built in layers, one job per module, each on the one before it:
 - ``journal``: the run's steps (``DynamoJournal``) and the session's daily counters;
 - ``wake_begin``: the wake's batch read and the write that takes the lease and counts the attempt;
 - ``wake_end``: the commit or the failure record, in one transaction, releasing the lease;
+- ``waitlist``: the runs waiting for a busy session, and the hand-off to the oldest on release;
+- ``live_turns``: the product's live turns holding the session, their messages, the conversation read back.
 - ``job_state`` (beside them): a job's skipped and missed fires, failures in a row, pause.
 
 It implements ``agentwake.store.port.RunStore``, whose value types the layers use.
@@ -20,9 +22,9 @@ It implements ``agentwake.store.port.RunStore``, whose value types the layers us
 from __future__ import annotations
 
 from agentwake.store.job_state import JobState
-from agentwake.store.wake_end import WakeEnd
+from agentwake.store.live_turns import LiveTurns
 
 
-class DynamoStore(WakeEnd, JobState):
+class DynamoStore(LiveTurns, JobState):
     """Every store operation on the table ``table_name`` (``client``: a boto3 DynamoDB client,
     made from the environment when None; ``now``: the clock of leases and TTLs)."""

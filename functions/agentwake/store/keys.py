@@ -6,6 +6,8 @@
 | history entry | ``SESSION#{session}`` | ``MSG#{time}#{id}`` |
 | session lease | ``SESSION#{session}`` | ``LEASE`` |
 | daily counters | ``SESSION#{session}`` | ``USAGE#{yyyy-mm-dd}`` (UTC) |
+| waiter (a run waiting for the session) | ``SESSION#{session}`` | ``WAIT#{run}`` |
+| live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
 | task | ``TASK#{task}`` | ``TASK`` |
@@ -35,6 +37,8 @@ FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
 SESSION_PREFIX = "SESSION#"
+WAIT_PREFIX = "WAIT#"
+APPEND_PREFIX = "APPEND#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
 CONFIG_SK = "CONFIG"
@@ -78,6 +82,25 @@ def config_key(session_id: str) -> tuple[str, str]:
 
 def lease_key(session_id: str) -> tuple[str, str]:
     return session_pk(session_id), LEASE_SK
+
+
+def wait_key(session_id: str, run_id: str) -> tuple[str, str]:
+    """A run waiting for its session (the session's wait list, docs/durability.md)."""
+    return session_pk(session_id), WAIT_PREFIX + run_id
+
+
+def append_key(session_id: str, idempotency_key: str) -> tuple[str, str]:
+    """The marker of one live-turn append: a retried append with the same key writes nothing."""
+    import hashlib
+
+    return session_pk(session_id), APPEND_PREFIX + hashlib.sha256(idempotency_key.encode()).hexdigest()
+
+
+def history_cursor_sk(cursor: str) -> str:
+    """A conversation cursor back to the history sort key it stands for (ValueError if it is not one)."""
+    if not cursor.startswith(HISTORY_PREFIX) or len(cursor) > 64:
+        raise ValueError("not a conversation cursor")
+    return cursor
 
 
 def wake_key(run_id: str) -> tuple[str, str]:

@@ -96,6 +96,9 @@ class SessionConfig(_Stored):
     prices: dict[str, TokenPrice] = {}
     #: tools besides send_message_to_user: HTTP tools and entry-point Python tools (docs/tools.md)
     tools: list[dict[str, Any]] = Field(default=[], max_length=32)
+    #: a live turn beginning while a run holds the session waits this long for it, then is told
+    #: "busy" with the holder's run id (0: busy at once). docs/durability.md, "Live turns"
+    live_turn_wait_s: float = Field(default=10.0, ge=0, le=25)
     updated_at: str = Field(default_factory=utcnow_iso)
 
     @property
@@ -104,7 +107,7 @@ class SessionConfig(_Stored):
         return self.max_tokens_per_day is not None or self.max_deliveries_per_day is not None
 
 
-HistoryKind = Literal["message", "marker", "note", "delivery"]
+HistoryKind = Literal["message", "marker", "note", "delivery", "live"]
 
 
 class HistoryEntry(_Stored):
@@ -267,6 +270,10 @@ class RunRecord(_Stored):
     #: tokens, latency and estimated cost of the run's model calls, in total and per provider
     #: (agentwake.agent.ledger.usage_totals), as of its last attempt
     usage: dict[str, Any] | None = None
+    #: the run waited for its session this long before its latest attempt started, and the session
+    #: sat idle this long between the release that handed it over and that start (None: not waited)
+    waited_s: float | None = None
+    idle_before_s: float | None = None
 
 
 class FailureRecord(_Stored):

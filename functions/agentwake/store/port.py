@@ -39,6 +39,19 @@ class WakeRead:
     job: Job | None = None
     session: SessionConfig | None = None
     usage: DailyUsage | None = None
+    #: the run's entry on its session's wait list, read when the record was a waiting copy:
+    #: its current copy (``gen``) and state; None when it has none
+    waiter_gen: int | None = None
+    waiter_state: str | None = None
+
+
+@dataclass(frozen=True)
+class Waited:
+    """A run that waited for its session: for how long, and how long the session was idle between
+    the release that handed it over and this start (None: it was not handed over)."""
+
+    waited_s: float
+    idle_s: float | None = None
 
 
 @dataclass
@@ -54,6 +67,27 @@ class Lease:
     usage: DailyUsage | None = None
     #: the write that took it had an unknown outcome (its answer was lost) and was read back as landed
     adopted: bool = False
+    #: the run waiting longest for the session, named before the release: the release then reserves
+    #: the session for it instead of freeing it (agentwake.wake.handoff)
+    hand_to: Waiter | None = None
+    #: the release landed with that reservation: the waiter is to be re-sent now
+    handed: bool = False
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One run waiting for its session, as the session's wait list holds it."""
+
+    session_id: str
+    run_id: str
+    arrived: float
+    state: str
+    gen: int
+    body: str = ""
+    #: the producer's message attributes, as stored (agentwake.store.waitlist.sqs_attributes)
+    attributes: dict[str, Any] | None = None
+    #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
+    wait: dict[str, str] | None = None
 
 
 @dataclass
@@ -131,8 +165,10 @@ class RunStore(Protocol):
         session_id: str | None = None,
         task_id: str | None = None,
         job_id: str | None = None,
+        waiter: bool = False,
     ) -> WakeRead:
-        """The run, the task or job, the session config and its counters of today: one batch read."""
+        """The run, the task or job, the session config and its counters of today (and, with
+        ``waiter``, the run's entry on the session's wait list): one batch read."""
         ...
 
     def begin_run(
@@ -146,6 +182,7 @@ class RunStore(Protocol):
         job_id: str | None = None,
         wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
+        waited: Waited | None = None,
     ) -> Lease:
         """The session's lease and the attempt count in one conditional write, checking the daily
         counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
@@ -179,6 +216,7 @@ class RunStore(Protocol):
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
+        waited: bool = False,
     ) -> None:
         """DONE: marker, note, run, task/job, last step and lease release in one transaction
         (raises RunAlreadySucceeded, CommitConflict)."""
@@ -198,7 +236,33 @@ class RunStore(Protocol):
         """ERROR: the failure record, run, task/job, steps kept back and lease release in one transaction."""
         ...
 
-    def release_lease(self, session_id: str, token: str) -> None: ...
+    def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool: ...
+
+    # -- the session's wait list and its hand-off (agentwake.wake.handoff) ----------------------
+
+    def park_waiter(
+        self,
+        *,
+        session_id: str,
+        run_id: str,
+        gen: int,
+        body: str,
+        attributes: dict[str, Any],
+        wait: dict[str, str],
+        ttl_s: float,
+    ) -> None: ...
+
+    def waiters(self, session_id: str) -> list[Waiter]: ...
+
+    def drop_waiter(self, session_id: str, run_id: str) -> None: ...
+
+    def session_free(self, session_id: str) -> bool: ...
+
+    def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool: ...
+
+    def release_reservation(self, session_id: str, run_id: str) -> bool: ...
+
+    def mark_handed(self, session_id: str, run_id: str, gen: int) -> None: ...
 
     # a cron job's operating state (agentwake.store.job_state; the cron wake's policies)
 

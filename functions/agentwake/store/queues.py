@@ -22,6 +22,10 @@ ATTR_DEAD_LETTERED_AT = "agentwake-dead-lettered-at"
 #: how often a result found its session busy, and since when (epoch milliseconds) it waits
 ATTR_WAIT_COUNT = "agentwake-wait-count"
 ATTR_WAITING_SINCE = "agentwake-waiting-since"
+#: which copy of a waiting result this is (the session's wait list hands off to a newer one)
+ATTR_WAIT_GEN = "agentwake-wait-gen"
+#: when a release handed the session to this copy (epoch milliseconds)
+ATTR_HANDED_AT = "agentwake-handed-at"
 #: SQS's largest DelaySeconds
 MAX_DELAY_SECONDS = 900
 
@@ -145,7 +149,14 @@ class ResultQueue:
 
     def __init__(self, queue_url: str | None, *, client: Any = None) -> None:
         self.url = queue_url
-        self.client = _sqs_client(client)
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        """Made on first use (a hand-off, a wait), not when every wake builds its adapters."""
+        if self._client is None:
+            self._client = _sqs_client(None)
+        return self._client
 
     def send_later(
         self, *, body: str, delay_s: float, attributes: dict[str, dict[str, str]], wait: dict[str, str]

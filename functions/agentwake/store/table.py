@@ -69,10 +69,18 @@ class Table:
         return resp.get("Item")
 
     def _query(
-        self, pk: str, prefix: str, *, forward: bool = True, limit: int | None = None
+        self,
+        pk: str,
+        prefix: str,
+        *,
+        forward: bool = True,
+        limit: int | None = None,
+        start: str | None = None,
+        projection: str | None = None,
+        names: dict[str, str] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The partition's items whose sort key starts with ``prefix`` (all of them, or one page of
-        ``limit``), consistent."""
+        ``limit`` after the sort key ``start``), consistent; ``projection``: only those attributes."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)" if prefix else "pk = :pk",
@@ -82,6 +90,12 @@ class Table:
         }
         if limit is not None:
             request["Limit"] = limit
+        if start is not None:
+            request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": start}}
+        if projection is not None:
+            request["ProjectionExpression"] = projection
+            if names:
+                request["ExpressionAttributeNames"] = names
         return pages(self.db.query, request)
 
     # --- transactions -----------------------------------------------------------------------

@@ -23,11 +23,15 @@ from agentwake.store.keys import (
     task_key,
     usage_day,
     usage_key,
+    wait_key,
     wake_key,
 )
 from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import DailyUsage, Lease, WakeRead
+from agentwake.store.port import DailyUsage, Lease, Waited, WakeRead
+
+#: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
+RESERVATION_S = 30.0
 
 
 def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
@@ -65,9 +69,11 @@ class WakeBegin(JournalStore):
         session_id: str | None = None,
         task_id: str | None = None,
         job_id: str | None = None,
+        waiter: bool = False,
     ) -> WakeRead:
         """The run record, the task or job, the session config and the session's counters of today
-        (``USAGE#{day}``) in one (consistent) BatchGetItem."""
+        (``USAGE#{day}``) in one (consistent) BatchGetItem; with ``waiter``, the run's entry on the
+        session's wait list too."""
         keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
         if task_id is not None:
             keys[task_key(task_id)] = "task"
@@ -79,6 +85,8 @@ class WakeBegin(JournalStore):
             # one more key, not one more round trip: whether the session has daily limits is in
             # its config, which this same read fetches
             keys[usage_key(session_id, day)] = "usage"
+            if waiter:
+                keys[wait_key(session_id, run_id)] = "waiter"
         found = self._batch_get([self._key(pk, sk) for pk, sk in keys])
         read = WakeRead()
         if session_id is not None:
@@ -88,6 +96,9 @@ class WakeBegin(JournalStore):
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
             if name == "usage" and session_id is not None:
                 read.usage = usage_from_item(session_id, day, item)
+            elif name == "waiter":
+                read.waiter_gen = int(item.get("gen", {}).get("N", "0"))
+                read.waiter_state = item.get("state", {}).get("S")
             elif name is not None:
                 setattr(read, name, self._load(models[name], item))
         return read
@@ -117,8 +128,13 @@ class WakeBegin(JournalStore):
         job_id: str | None = None,
         wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
+        waited: Waited | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
+
+        ``waited``: the run waited for its session (it is on the session's wait list): how long,
+        and how long the session sat idle between the release that handed it over and this start.
+        Its waiter is marked started in the same transaction, and both figures go on the run.
 
         ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
         attempt (``previous`` is None), so it costs no round trip.
@@ -148,6 +164,7 @@ class WakeBegin(JournalStore):
                     job_id=job_id,
                     wake=wake,
                     usage=usage,
+                    waited=waited,
                 )
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
@@ -197,14 +214,22 @@ class WakeBegin(JournalStore):
                     "lease_until": {"N": f"{now + seconds:.3f}"},
                     "acquired_at": {"S": utcnow_iso()},
                 },
-                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now",
-                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}},
+                # free, expired, or reserved for this run by the release that handed it over
+                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now OR reserved_for = :me",
+                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": run_id}},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
     def attempt_update(
-        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None, token: str | None = None
+        self,
+        *,
+        run_id: str,
+        kind: str,
+        session_id: str,
+        previous: RunRecord | None,
+        token: str | None = None,
+        waited: Waited | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """The attempt number and the write that counts it on the run record (status running),
         conditional on ``previous`` being what is stored (no record for a first attempt).
@@ -235,13 +260,19 @@ class WakeBegin(JournalStore):
             condition = "#s <> :succeeded AND attempts = :prev"
             if previous.attempts == 0:
                 condition = "#s <> :succeeded AND (attempts = :prev OR attribute_not_exists(attempts))"
+        also = ""
+        if waited is not None:
+            also = ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
+            values[":waited"] = {"N": f"{waited.waited_s:.3f}"}
+            if waited.idle_s is not None:
+                values[":idle"] = {"N": f"{waited.idle_s:.3f}"}
         return attempt, {
             "Update": {
                 "TableName": self.table,
                 "Key": self._key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + by_day
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + by_day + also
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
@@ -261,13 +292,16 @@ class WakeBegin(JournalStore):
         job_id: str | None,
         wake: dict[str, Any] | None,
         usage: DailyUsage | None,
+        waited: Waited | None = None,
     ) -> Lease:
         token = uuid.uuid4().hex
         lease_put = self.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)
         attempt, run_update = self.attempt_update(
-            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token
+            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token, waited=waited
         )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+        if waited is not None:
+            items.append(("waiter", self._waiter_started(session_id, run_id)))
         if previous is None and wake is not None:
             items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:
@@ -319,6 +353,21 @@ class WakeBegin(JournalStore):
             return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage, adopted=True)
         return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
 
+    def _waiter_started(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """The run's waiter is no candidate for a hand-off any more (its copies stay current)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(*wait_key(session_id, run_id)),
+                "UpdateExpression": "SET #st = :started, expires_at = :ttl",
+                "ExpressionAttributeNames": {"#st": "state"},
+                "ExpressionAttributeValues": {
+                    ":started": {"S": "started"},
+                    ":ttl": {"N": str(int(self.now() + self.journal_ttl_s))},
+                },
+            }
+        }
+
     def _landed(self, run_id: str, session_id: str, token: str, attempt: int) -> bool:
         """Read back (one consistent BatchGetItem) whether the start transaction with ``token``
         landed: the lease carries the token (and the run id), the run the attempt and its token.
@@ -331,31 +380,48 @@ class WakeBegin(JournalStore):
         ours_run = run.get("attempt_token", {}).get("S") == token and run.get("attempts", {}).get("N") == str(attempt)
         return ours_lease and ours_run
 
-    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
-        return (
-            "lease",
-            {
-                "Delete": {
-                    "TableName": self.table,
-                    "Key": self._key(*lease_key(lease.session_id)),
-                    "ConditionExpression": "#t = :me",
-                    "ExpressionAttributeNames": {"#t": "token"},
-                    "ExpressionAttributeValues": {":me": {"S": lease.token}},
-                }
-            },
-        )
+    def reservation_item(self, session_id: str, run_id: str, seconds: float = RESERVATION_S) -> dict[str, Any]:
+        """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
+        lease may replace it (``lease_put``), anyone's once ``seconds`` have passed."""
+        pk, sk = lease_key(session_id)
+        return {
+            "pk": {"S": pk},
+            "sk": {"S": sk},
+            "holder": {"S": run_id},
+            "reserved_for": {"S": run_id},
+            "token": {"S": "reserved-" + uuid.uuid4().hex},
+            "lease_until": {"N": f"{self.now() + seconds:.3f}"},
+        }
 
-    def release_lease(self, session_id: str, token: str) -> None:
+    def _release(self, session_id: str, token: str, hand_to: str | None) -> dict[str, Any]:
+        """The write that releases the lease held with ``token``: deleted, or (``hand_to``) turned
+        into the reservation for that waiting run, in the same conditional write."""
+        mine = {
+            "ConditionExpression": "#t = :me",
+            "ExpressionAttributeNames": {"#t": "token"},
+            "ExpressionAttributeValues": {":me": {"S": token}},
+        }
+        if hand_to is not None:
+            return {"Put": {"TableName": self.table, "Item": self.reservation_item(session_id, hand_to), **mine}}
+        return {"Delete": {"TableName": self.table, "Key": self._key(*lease_key(session_id)), **mine}}
+
+    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
+        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+        return ("lease", self._release(lease.session_id, lease.token, hand_to))
+
+    def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool:
+        """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
+        False when it was not held with it any more (expired and taken over: not ours to touch)."""
+        write = self._release(session_id, token, hand_to)
+        kind, request = next(iter(write.items()))
         try:
-            self.db.delete_item(
-                TableName=self.table,
-                Key=self._key(*lease_key(session_id)),
-                ConditionExpression="#t = :me",
-                ExpressionAttributeNames={"#t": "token"},
-                ExpressionAttributeValues={":me": {"S": token}},
-            )
+            if kind == "Put":
+                self.db.put_item(**request)
+            else:
+                self.db.delete_item(**request)
         except self.db.exceptions.ConditionalCheckFailedException:
-            pass  # expired and taken over by another run: not ours to delete
+            return False
+        return True
 
     # --- what woke the run, for ``runs replay`` ---------------------------------------------------
 

@@ -21,6 +21,7 @@ from agentwake.store.keys import (
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
+    wait_key,
 )
 from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
@@ -83,9 +84,11 @@ class WakeEnd(WakeBegin):
         unwritten: Unwritten | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
+        waited: bool = False,
     ) -> None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed,
-        the steps and deliveries not yet written (the run's last step), and the lease released.
+        the steps and deliveries not yet written (the run's last step), and the lease released
+        (``waited``: and the run's entry on the session's wait list removed).
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
         A lease that is no longer ours (expired and taken) is left alone and the rest committed.
@@ -135,10 +138,15 @@ class WakeEnd(WakeBegin):
                 )
             )
         items += earlier
+        if waited:
+            items.append(
+                ("waiter", {"Delete": {"TableName": self.table, "Key": self._key(*wait_key(session_id, run_id))}})
+            )
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
+        dropped: set[str] = set()
         try:
-            self._transact(items, droppable=frozenset({"lease", "delivery"}))
+            dropped = self._transact(items, droppable=frozenset({"lease", "delivery"}))
         except self.db.exceptions.TransactionCanceledException as exc:
             run_reason = getattr(exc, "failed_tags", {}).get("run")
             if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
@@ -159,6 +167,7 @@ class WakeEnd(WakeBegin):
                 raise
         if lease is not None:
             lease.released = True  # deleted, or found not ours any more
+            lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _committed(self, run_id: str, lease: Lease | None) -> bool:
         """Whether the run is succeeded, by the attempt that holds ``lease`` (one GetItem)."""
@@ -253,14 +262,16 @@ class WakeEnd(WakeBegin):
         items += self._unwritten_items(failure.run_id, unwritten)
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
+        dropped: set[str] = set()
         try:
-            self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+            dropped = self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
         except Exception as exc:
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):
                 raise
         if lease is not None:
             lease.released = True
+            lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _failure_landed(self, failure: FailureRecord) -> bool:
         try:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
 from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.store.models import Task, truncate
-from agentwake.store.queues import ATTR_WAIT_COUNT
+from agentwake.store.port import Waited
+from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
+#: the shortest pause of a result on its session's wait list (within SessionWaitMaxDelay)
+ON_THE_LIST_DELAY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -96,13 +99,17 @@ def on_background_record(
 ) -> Done | Resend | DeadLetter:
     """What becomes of one record of the result queue. Raises a retryable AgentwakeError (RunFailed,
     RunDeferred) or a crash: the record is then a batch item failure and SQS retries it."""
+    # a copy that waited for its session carries its wait state (the machinery loads only then)
+    parked = _parked(record) if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}) else None
     try:
         msg = BackgroundResultMessage.parse_body(record.body)
         try:
-            outcome = wake_for_background_result(msg, deps, remaining_ms=remaining_ms)
+            outcome = wake_for_background_result(
+                msg, deps, remaining_ms=remaining_ms, waiting=parked.state if parked else None
+            )
         except SessionBusy as busy:
             return wait_for_session(
-                busy, _parked(record), store=deps.store, settings=deps.settings, task_id=msg.task_id
+                busy, parked or _parked(record), store=deps.store, settings=deps.settings, task_id=msg.task_id
             )
     except AgentwakeError as exc:
         if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
@@ -117,11 +124,23 @@ def on_background_record(
             reason=str(exc),
             error=exc,
         )
-    if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}):
+    if parked is not None and outcome.status != "superseded":
         from agentwake.wake.session_wait import ran_after_waiting
 
-        ran_after_waiting(_parked(record).state, time.time())
+        ran_after_waiting(parked.state, time.time())
     return Done(outcome.status)
+
+
+def handed_first(event: dict[str, Any]) -> dict[str, Any]:
+    """The batch with the records a release handed the session to first: their session is reserved
+    for them and idle until they start, while the others of the batch only wait again."""
+    records = event.get("Records")
+    if isinstance(records, list):
+        event = {
+            **event,
+            "Records": sorted(records, key=lambda r: ATTR_HANDED_AT not in (r.get("messageAttributes") or {})),
+        }
+    return event
 
 
 def _parked(record: SQSRecord) -> ParkedRecord:
@@ -141,13 +160,39 @@ def wait_for_session(
     now: Callable[[], float] = time.time,
     rng: Any = random,
 ) -> Resend | DeadLetter:
-    """A busy session: re-send the record later, or (past SessionWaitLimit, the failure recorded)
-    dead-letter it as SessionBusy naming the holder."""
+    """A busy session: put the run on the session's wait list (its holder's release hands the
+    session to the oldest waiter) and re-send the record later as the fallback; or (past
+    SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy."""
     from agentwake.wake.session_wait import Wait, wait_background
 
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
+    assert busy.session_id is not None and busy.run_id is not None
     if isinstance(decision, Wait):
-        return Resend(record, decision.delay_s, decision.state, holder=busy.holder)
+        delay = decision.delay_s
+        if busy.holder != busy.run_id:  # not when the holder is another copy of this very run
+            # on the wait list, the release hands the session over: the delayed copy is only the
+            # fallback for a hand-off that is lost, and need not come back as often
+            waited = decision.state.waited(now())
+            delay = min(
+                max(delay, ON_THE_LIST_DELAY_S),
+                float(settings.session_wait_max_delay_s),
+                max(1.0, settings.session_wait_limit_s - waited),
+            )
+            store.park_waiter(
+                session_id=busy.session_id,
+                run_id=busy.run_id,
+                gen=decision.state.gen,
+                body=record.body,
+                attributes=record.attributes,
+                wait=decision.state.to_attributes(),
+                ttl_s=settings.session_wait_limit_s,
+            )
+            if store.session_free(busy.session_id):
+                # released between the busy finding and the registration, by a holder that saw
+                # nobody waiting: come straight back instead of at the fallback's pace
+                delay = 0.0
+        return Resend(record, delay, decision.state, holder=busy.holder)
+    store.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
     return DeadLetter(
         body=record.body,
         message_id=record.message_id,
@@ -167,16 +212,24 @@ def background_note_head(msg: BackgroundResultMessage, task: Task | None = None)
 
 
 def wake_for_background_result(
-    msg: BackgroundResultMessage, deps: WakeDeps, *, remaining_ms: int | None = None
+    msg: BackgroundResultMessage,
+    deps: WakeDeps,
+    *,
+    remaining_ms: int | None = None,
+    waiting: WaitState | None = None,
 ) -> WakeOutcome:
     """Raises UnknownTask / ForgedCompletion / SessionMismatch (permanent), SessionBusy, RunFailed (retry).
 
-    Nothing is written before the task, its token and its session are checked.
+    Nothing is written before the task, its token and its session are checked. ``waiting``: the
+    record is a copy that waited for its session; an older copy than the wait list's retires.
     """
     run_id = msg.run_id
     logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
-    read = deps.store.read_wake(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
+    # and, for a waiting copy, the run's entry on the session's wait list
+    read = deps.store.read_wake(
+        run_id=run_id, task_id=msg.task_id, session_id=msg.session_id, waiter=waiting is not None
+    )
     task = read.task
     if task is None:
         raise UnknownTask(f"no task is registered with id {msg.task_id!r}")
@@ -189,6 +242,10 @@ def wake_for_background_result(
         raise SessionMismatch(
             f"task {msg.task_id} belongs to session {task.session_id!r}, but the message names {msg.session_id!r}"
         )
+    if waiting is not None and read.waiter_gen is not None and read.waiter_gen > waiting.gen:
+        # a release handed the session to a newer copy of this record: that one carries the run
+        logger.info("a newer copy of this waiting result was handed the session; this one retires")
+        return WakeOutcome(run_id=run_id, status="superseded")
     wake = {
         "trigger": "background_task_finished",
         "task_id": msg.task_id,
@@ -210,5 +267,13 @@ def wake_for_background_result(
         note_head=background_note_head(msg, task),
         note_sep="\n\n",
         task_id=msg.task_id,
+        waited=_waited(waiting, time.time()),
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
+
+
+def _waited(waiting: WaitState | None, now: float) -> Waited | None:
+    if waiting is None:
+        return None
+    idle = None if waiting.handed_at is None else max(0.0, now - waiting.handed_at)
+    return Waited(waited_s=waiting.waited(now), idle_s=idle)

@@ -62,7 +62,7 @@ def on_cron_event(
 def cron_note_head(job: Job, scheduled_time: str) -> str:
     """The history note of a DONE cron run, before its final answer."""
     return (
-        f"[CronJob] {job.name}: {job.description} triggered at {scheduled_time}, "
+        f"[CronJob] {job.name}{': ' + job.description if job.description else ''} triggered at {scheduled_time}, "
         f"I finished this job, here is the result: "
     )
 

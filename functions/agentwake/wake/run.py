@@ -23,6 +23,7 @@ from agentwake.errors import (
 )
 from agentwake.observability import logger, metrics
 from agentwake.store.models import FailureRecord, truncate
+from agentwake.wake import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 from agentwake.wake.usage import emit_metrics, history_note, run_usage
@@ -50,11 +51,12 @@ def execute_run(
         read = store.read_wake(run_id=spec.run_id, session_id=spec.session_id)
     existing = read.run
     if existing is not None and existing.status == "succeeded":
-        return _already_succeeded(spec, existing.attempts)
+        return _already_succeeded(spec, existing.attempts, deps)
 
     if remaining_ms is not None and remaining_ms < deps.settings.min_run_budget_ms:
         # late in a batch: starting now would end in a deadline ERROR that burns a retry and
         # records a misleading failure; hand the record back untouched instead
+        _decline_if_handed(spec, deps)
         raise RunDeferred(
             f"only {remaining_ms} ms of the invocation left (< {deps.settings.min_run_budget_ms}); "
             f"{spec.run_id} will run on a later receive"
@@ -75,6 +77,7 @@ def execute_run(
             job_id=spec.job_id,
             wake=spec.wake,
             usage=usage,
+            waited=spec.waited,
         )
     except LeaseHeld as exc:
         raise SessionBusy(
@@ -84,21 +87,36 @@ def execute_run(
             holder=exc.holder,
         ) from exc
     except RunAlreadySucceeded:
-        return _already_succeeded(spec, existing.attempts if existing else 0)
+        return _already_succeeded(spec, existing.attempts if existing else 0, deps)
     if lease.adopted:
         # the start transaction's answer was lost; read back, the lease and the attempt are ours
         logger.info("start transaction read back: lease adopted", extra={"run_id": spec.run_id})
+    if spec.waited is not None and spec.waited.idle_s is not None:
+        metrics.add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
     try:
         return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
     finally:
         if not lease.released:
+            handoff.prepare(store, deps.result_queue, lease)
             try:
-                store.release_lease(spec.session_id, lease.token)
+                hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+                lease.handed = store.release_lease(spec.session_id, lease.token, hand_to=hand_to) and bool(hand_to)
+                lease.released = True
             except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
                 logger.exception("could not release the session's lease")
+        # released: the run that waited longest for the session gets it now, not at its next try
+        handoff.complete(store, deps.result_queue, lease)
 
 
-def _already_succeeded(spec: RunSpec, attempt: int) -> WakeOutcome:
+def _decline_if_handed(spec: RunSpec, deps: WakeDeps) -> None:
+    """This copy was handed the session and will not take it: give it on to the next waiter."""
+    if spec.waited is not None and spec.waited.idle_s is not None:
+        handoff.decline(deps.store, deps.result_queue, spec.session_id, spec.run_id)
+
+
+def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None) -> WakeOutcome:
+    if deps is not None:
+        _decline_if_handed(spec, deps)
     logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
     metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
     return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
@@ -144,6 +162,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
     """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
     runner = attempt.runner
     usage = run_usage(runner, attempt.session, deps.settings)
+    handoff.prepare(deps.store, deps.result_queue, lease)  # the commit reserves the session for it
     try:
         deps.store.commit_success(
             run_id=spec.run_id,
@@ -156,6 +175,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
             unwritten=attempt.journal.unwritten(for_commit=True),
             lease=lease,
             usage=usage,
+            waited=spec.waited is not None,
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
@@ -206,6 +226,7 @@ def _record_failure(
     )
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
+    handoff.prepare(deps.store, deps.result_queue, lease)  # the failure record reserves the session for it
     try:
         deps.store.record_failure(
             failure,

@@ -36,7 +36,7 @@ from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.settings import Settings
 from agentwake.store.models import FailureRecord
-from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
+from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -51,6 +51,10 @@ class WaitState:
 
     count: int = 0
     since: float | None = None
+    #: which copy of the waiting record this is (a hand-off re-sends a newer one)
+    gen: int = 0
+    #: when a release handed the session to this copy (epoch seconds); None if it was not handed
+    handed_at: float | None = None
 
     def waited(self, now: float) -> float:
         return 0.0 if self.since is None else max(0.0, now - self.since)
@@ -65,12 +69,20 @@ class WaitState:
             count = max(0, int(attributes.get(ATTR_WAIT_COUNT) or 0))
             since_ms = attributes.get(ATTR_WAITING_SINCE)
             since = int(since_ms) / 1000 if since_ms else None
+            gen = max(0, int(attributes.get(ATTR_WAIT_GEN) or 0))
+            handed_ms = attributes.get(ATTR_HANDED_AT)
+            handed_at = int(handed_ms) / 1000 if handed_ms else None
         except (ValueError, OverflowError):  # a producer-set value of any size ends here
             return cls()
-        return cls(count=count, since=since) if count else cls()
+        return cls(count=count, since=since, gen=gen, handed_at=handed_at) if count else cls()
 
     def to_attributes(self) -> dict[str, str]:
-        return {ATTR_WAIT_COUNT: str(self.count), ATTR_WAITING_SINCE: str(int((self.since or 0) * 1000))}
+        """What a re-sent copy carries (not ``handed_at``: a re-sent copy was not handed anything)."""
+        return {
+            ATTR_WAIT_COUNT: str(self.count),
+            ATTR_WAITING_SINCE: str(int((self.since or 0) * 1000)),
+            ATTR_WAIT_GEN: str(self.gen),
+        }
 
     # -- on a cron wake: one field of the invocation's input -------------------------------------
 
@@ -140,7 +152,7 @@ def decide(busy: SessionBusy, state: WaitState, policy: WaitPolicy, *, now: floa
         return GiveUp(waited_s=waited, holder=busy.holder, detail=detail, state=state)
     # the last pause ends at the limit, so the final try happens when the limit is reached
     delay = min(policy.delay(state.count, rng), max(1.0, policy.limit_s - waited))
-    return Wait(delay_s=delay, state=WaitState(count=state.count + 1, since=since))
+    return Wait(delay_s=delay, state=WaitState(count=state.count + 1, since=since, gen=state.gen))
 
 
 def ran_after_waiting(state: WaitState, now: float) -> None:

@@ -14,7 +14,7 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
-    from agentwake.store.port import RunStore
+    from agentwake.store.port import RunStore, Waited
     from agentwake.wake.prompt import WakeKind
 
 
@@ -37,6 +37,8 @@ class WakeDeps:
     on_event: Callable[[RunEvent], None] | None = None
     #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
     schedules: Any = None
+    #: the result queue a release hands the session on through (agentwake.wake.handoff); None: no hand-off
+    result_queue: Any = None
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,16 @@ class RunSpec:
     task_id: str | None = None
     job_id: str | None = None
     disable_job_on_success: bool = False
+    #: the run waited for its session (its record was a waiting copy): for how long, and the
+    #: session's idle time before this start when a release handed it over
+    waited: Waited | None = None
 
 
 @dataclass(frozen=True)
 class WakeOutcome:
     run_id: str
-    status: Literal["succeeded", "already_succeeded"]
+    #: ``superseded``: a waiting copy whose run a newer copy (a hand-off) has taken over
+    status: Literal["succeeded", "already_succeeded", "superseded"]
     attempt: int = 0
     steps: int = 0
     final_text: str = ""

@@ -1,0 +1,167 @@
+"""Sessions API (plain Python) for the product that owns the conversation: its live turns take part
+in the session lease, their messages are appended to the history the woken agent reads, and the
+conversation is read back (docs/durability.md, "Live turns").
+
+A live turn holds the session as a run does: while it holds it no wake runs (a wake arriving waits,
+as it waits for a run), and a live turn beginning while a run holds the session waits up to the
+session's ``live_turn_wait_s`` for it, then is refused with ``SessionBusy`` naming that run. A live
+turn is short (``ttl_s``, renewable); ending it hands the session to the run that waited longest,
+and a live turn that is never ended (a crashed chat app) releases it when its TTL passes.
+
+    sessions = SessionsService(store, queue_url)
+    with sessions.live_turn("alice") as turn:
+        sessions.append(turn, [("user", "hi"), ("assistant", "hello!")], idempotency_key="msg-41")
+    page = sessions.read_conversation("alice")
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
+from agentwake.store.live_turns import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
+from agentwake.store.models import HistoryEntry
+from agentwake.store.queues import ResultQueue
+from agentwake.wake.handoff import hand_off
+
+__all__ = ["Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
+
+#: a live turn's lease unless the caller says otherwise, and the longest it may ask for
+DEFAULT_TURN_TTL_S = 60.0
+MAX_TURN_TTL_S = 900.0
+#: the most entries one page of the conversation holds
+MAX_PAGE = 200
+
+
+@dataclass(frozen=True)
+class LiveTurn:
+    """A live turn holding ``session_id`` until ``expires_at`` (epoch seconds). ``token`` is its
+    proof of holding the session: keep it for append/renew/end, never show it."""
+
+    session_id: str
+    turn_id: str
+    token: str
+    expires_at: float
+
+    def __repr__(self) -> str:
+        return f"LiveTurn(session_id={self.session_id!r}, turn_id={self.turn_id!r}, token='…')"
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """Entries newest first (``kind``: live, delivery, marker, note, message) and the cursor of the
+    next (older) page, None at the first entry."""
+
+    entries: list[HistoryEntry]
+    cursor: str | None
+
+
+class SessionsService:
+    def __init__(
+        self,
+        store: Any,
+        queue_url: str | None = None,
+        *,
+        sqs: Any = None,
+        now: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``store``: the DynamoStore; ``queue_url``: the result queue, through which ending a live
+        turn hands the session to a waiting result (None: no hand-off, waiters come back later)."""
+        self.store = store
+        self.result_queue = ResultQueue(queue_url, client=sqs) if queue_url else None
+        self.now = now
+        self.sleep = sleep
+
+    # -- live turns -------------------------------------------------------------------------------
+
+    def begin_live_turn(
+        self, session_id: str, *, ttl_s: float = DEFAULT_TURN_TTL_S, wait_s: float | None = None
+    ) -> LiveTurn:
+        """Hold the session for a live turn. While a run holds it, wait up to ``wait_s`` (the
+        session's ``live_turn_wait_s`` when None) for the run to end, then raise SessionBusy naming
+        the run. ConfigError for a session with no config, or a TTL out of (0, 900] s."""
+        ttl = _ttl(ttl_s)
+        config = self.store.get_session(session_id)
+        if config is None:
+            raise ConfigError(f"session {session_id} has no config (agentwake sessions put {session_id})")
+        wait = config.live_turn_wait_s if wait_s is None else max(0.0, float(wait_s))
+        turn_id = uuid.uuid4().hex[:16]
+        deadline = self.now() + wait
+        pause = 0.1
+        while True:
+            try:
+                token = self.store.take_live_turn(session_id, turn_id, ttl)
+            except LeaseHeld as held:
+                if self.now() + pause > deadline:
+                    raise SessionBusy(
+                        f"session {session_id} is busy with {held.holder or 'another writer'}; "
+                        f"waited {wait:.0f} s (live_turn_wait_s). Try again when it has ended.",
+                        session_id=session_id,
+                        holder=held.holder,
+                    ) from held
+                self.sleep(pause)
+                pause = min(1.0, pause * 2)
+                continue
+            return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=self.now() + ttl)
+
+    def renew_live_turn(self, turn: LiveTurn, *, ttl_s: float = DEFAULT_TURN_TTL_S) -> LiveTurn:
+        """Hold the session ``ttl_s`` longer from now; LiveTurnLost if the turn no longer holds it."""
+        until = self.store.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
+        return LiveTurn(session_id=turn.session_id, turn_id=turn.turn_id, token=turn.token, expires_at=until)
+
+    def end_live_turn(self, turn: LiveTurn) -> str | None:
+        """Release the session and hand it to the run that waited longest; returns that run's id
+        (None: nobody waits). Ending a turn that no longer holds the session changes nothing."""
+        return hand_off(self.store, self.result_queue, turn.session_id, turn.token, now=self.now)
+
+    @contextmanager
+    def live_turn(
+        self, session_id: str, *, ttl_s: float = DEFAULT_TURN_TTL_S, wait_s: float | None = None
+    ) -> Iterator[LiveTurn]:
+        """``begin_live_turn`` … ``end_live_turn``, ended whatever happens inside."""
+        turn = self.begin_live_turn(session_id, ttl_s=ttl_s, wait_s=wait_s)
+        try:
+            yield turn
+        finally:
+            self.end_live_turn(turn)
+
+    # -- the conversation -------------------------------------------------------------------------
+
+    def append(self, turn: LiveTurn, messages: Sequence[tuple[str, str]], *, idempotency_key: str) -> Appended:
+        """Append the live turn's messages (role ``user`` or ``assistant``, content) to the session's
+        history, in order, once per ``idempotency_key`` (a retried append writes nothing and returns
+        what the first wrote). LiveTurnLost if the turn no longer holds the session."""
+        if not idempotency_key or len(idempotency_key) > 256:
+            raise ValueError("idempotency_key: 1 to 256 characters")
+        if not messages or len(messages) > MAX_APPEND_MESSAGES:
+            raise ValueError(f"messages: 1 to {MAX_APPEND_MESSAGES} per append")
+        for role, content in messages:
+            if role not in ("user", "assistant"):
+                raise ValueError(f"role {role!r}: a live turn appends user or assistant messages")
+            if not isinstance(content, str):
+                raise ValueError("content: text")
+        return self.store.append_live(turn.session_id, turn.token, list(messages), idempotency_key)
+
+    def read_conversation(self, session_id: str, *, cursor: str | None = None, limit: int = 50) -> ConversationPage:
+        """The conversation newest first: live turns, deliveries, run markers and notes, with their
+        kinds and run ids; ``cursor`` from the previous page. ValueError for a cursor that is not one."""
+        from agentwake.store.keys import history_cursor_sk
+
+        before = history_cursor_sk(cursor) if cursor is not None else None
+        entries, next_cursor = self.store.conversation_page(
+            session_id, limit=max(1, min(MAX_PAGE, int(limit))), before=before
+        )
+        return ConversationPage(entries=entries, cursor=next_cursor)
+
+
+def _ttl(ttl_s: float) -> float:
+    ttl = float(ttl_s)
+    if not 0 < ttl <= MAX_TURN_TTL_S:
+        raise ConfigError(f"a live turn's ttl_s must be in (0, {MAX_TURN_TTL_S:.0f}] seconds, not {ttl_s}")
+    return ttl
