@@ -81,8 +81,31 @@ def test_every_field_of_the_contract_is_documented() -> None:
 def test_make_schemas_writes_what_the_check_accepts(tmp_path: Path) -> None:
     # GIVEN an empty folder WHEN `make schemas` (contract.main) writes into it THEN the check passes
     assert contract.main([str(tmp_path)], echo=lambda _: None) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(contract.render())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(contract.render_all())
     assert contract.drift(tmp_path) == []
+
+
+def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the checked-in OpenAPI document: every route of the product API, with its bodies
+    doc = json.loads((SCHEMAS / contract.OPENAPI_FILE).read_text())
+    routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert routes == {
+        ("POST", "/sessions/{session_id}/live-turns"),
+        ("POST", "/sessions/{session_id}/live-turns/{turn_id}/renew"),
+        ("DELETE", "/sessions/{session_id}/live-turns/{turn_id}"),
+        ("POST", "/sessions/{session_id}/messages"),
+        ("GET", "/sessions/{session_id}/conversation"),
+        ("POST", "/tasks"),
+        ("GET", "/tasks/{task_id}"),
+        ("POST", "/tasks/{task_id}/completion"),
+    }
+    assert "task_token" in doc["components"]["schemas"]["CompletionBody"]["required"]
+    # WHEN a route's body model changes without `make schemas` THEN the drift check names the file
+    from agentwake import product_api
+
+    changed = product_api.openapi_json().replace('"maxItems": 25', '"maxItems": 26')
+    monkeypatch.setattr(product_api, "openapi_json", lambda: changed)
+    assert contract.drift(SCHEMAS) == [contract.OPENAPI_FILE]
 
 
 # ------------------------------------------------------------------ events/
