@@ -9,44 +9,25 @@ existing task id never overwritten.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentwake.store.dynamo import DynamoStore
-from agentwake_local.http_api import http_api_event
-from tests.support.aws import FakeLambdaContext, Resources, drain
+from tests.support.aws import Resources, drain
 from tests.support.builders import seed_session
+from tests.support.product_api import call, fresh_services
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "background-result.schema.json"
 
 
 @pytest.fixture(autouse=True)
-def fresh_services(resources: Resources) -> Any:
-    from agentwake import product_api
-
-    product_api.services.cache_clear()
+def fresh(resources: Resources) -> Iterator[None]:
+    fresh_services()
     yield
-    product_api.services.cache_clear()
-
-
-def call(
-    method: str,
-    path: str,
-    body: Any = None,
-    *,
-    headers: dict[str, str] | None = None,
-    query: dict[str, str] | None = None,
-) -> tuple[int, dict[str, Any]]:
-    from agentwake.handlers.product_api import handler
-
-    raw = None if body is None else (body if isinstance(body, str) else json.dumps(body))
-    event = http_api_event(
-        method, path, body=raw, headers={"content-type": "application/json", **(headers or {})}, query=query
-    )
-    out = handler(event, FakeLambdaContext())
-    return out["statusCode"], json.loads(out["body"]) if out.get("body") else {}
+    fresh_services()
 
 
 def begin(session_id: str = "alice", **body: Any) -> dict[str, Any]:

@@ -1,0 +1,35 @@
+"""The product API's handler called with HTTP API (payload 2.0) events, in-process (on moto)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentwake_local.http_api import http_api_event
+from tests.support.aws import FakeLambdaContext
+
+
+def call(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    headers: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of one request through ProductApiFunction's handler."""
+    from agentwake.handlers.product_api import handler
+
+    raw = None if body is None else (body if isinstance(body, str) else json.dumps(body))
+    event = http_api_event(
+        method, path, body=raw, headers={"content-type": "application/json", **(headers or {})}, query=query
+    )
+    out = handler(event, FakeLambdaContext())
+    return out["statusCode"], json.loads(out["body"]) if out.get("body") else {}
+
+
+def fresh_services() -> None:
+    """Forget the API's cached services (a new moto account per test)."""
+    from agentwake import product_api
+
+    product_api.services.cache_clear()
