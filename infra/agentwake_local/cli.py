@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_local import timing
+from agentwake_local.http_api import AUTHORIZATION_NOTE
 from agentwake_local.moto_patches import MotoPatchError
 from agentwake_local.stack import LocalStackRuntime, read_state, state_path
 from agentwake_local.template import TemplateError
@@ -156,6 +157,8 @@ def up(
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     typer.echo(f"local stack {runtime.stack_name} on {runtime.endpoint_url}  (template {template})")
+    if runtime.api_url:
+        typer.echo(f"product API on {runtime.api_url}  ({AUTHORIZATION_NOTE})")
     typer.echo(chosen.describe())
     if deployed_outbound:
         typer.echo("outbound: the deployed policy (https only, no loopback)")
