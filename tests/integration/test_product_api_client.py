@@ -15,30 +15,16 @@ import pytest
 from agentwake.client import ApiError, ProductApiClient
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local.http_api import LocalHttpApi, Route
-from tests.support.aws import FakeLambdaContext, Resources, drain
+from tests.support.aws import Resources, drain
 from tests.support.builders import seed_session
-from tests.support.product_api import fresh_services
+from tests.support.product_api import served
 
 
 @pytest.fixture
 def api(resources: Resources) -> Iterator[tuple[ProductApiClient, list[dict[str, Any]]]]:
-    from agentwake.handlers.product_api import handler
-
-    fresh_services()
-    function = resources.stack.functions["ProductApiFunction"]
-    routes = [Route(r.method, r.path, function.logical_id) for r in function.http_routes]
     seen: list[dict[str, Any]] = []
-
-    def invoke(_function_id: str, event: dict[str, Any]) -> Any:
-        seen.append(event)
-        return SimpleNamespace(response=handler(event, FakeLambdaContext()), error=None)
-
-    server = LocalHttpApi(routes, invoke).start()
-    try:
-        yield ProductApiClient(server.url, region="us-east-1"), seen
-    finally:
-        server.stop()
-        fresh_services()
+    with served(resources, seen) as url:
+        yield ProductApiClient(url, region="us-east-1"), seen
 
 
 def test_every_route_through_the_client(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 from agentwake_local.http_api import http_api_event
@@ -33,3 +36,28 @@ def fresh_services() -> None:
     from agentwake import product_api
 
     product_api.services.cache_clear()
+
+
+@contextmanager
+def served(resources: Any, seen: list[dict[str, Any]] | None = None) -> Iterator[str]:
+    """The product API on 127.0.0.1 (the template's HttpApi routes, http_api.LocalHttpApi), each
+    request run through ProductApiFunction's handler in this process; yields its URL. ``seen``
+    collects the events."""
+    from agentwake.handlers.product_api import handler
+    from agentwake_local.http_api import LocalHttpApi, Route
+
+    fresh_services()
+    function = resources.stack.functions["ProductApiFunction"]
+    routes = [Route(r.method, r.path, function.logical_id) for r in function.http_routes]
+
+    def invoke(_function_id: str, event: dict[str, Any]) -> Any:
+        if seen is not None:
+            seen.append(event)
+        return SimpleNamespace(response=handler(event, FakeLambdaContext()), error=None)
+
+    server = LocalHttpApi(routes, invoke).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        fresh_services()
