@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas
+.PHONY: test demo chat lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite
 
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
 	$(PY) -m agentwake_local.demo
+
+chat: $(VENV)/.demo-installed  ## the reference chat app (examples/chat-app/) on its own local stack: http://127.0.0.1:8765/
+	$(PY) examples/chat-app/app.py --port $(or $(CHAT_PORT),8765)
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
