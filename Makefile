@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo chat lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas
+.PHONY: test demo chat lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,20 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 	$(PY) -m pip install -q -e '.[ops,local]'
 	touch $@
 
-test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite
+test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite (installs the browser tests' chromium first if missing)
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+
+# The console's browser tests drive Debian's headless Chromium through its chromedriver
+# (tests/support/browser.py). Installed from the distribution's packages with apt-get (as root,
+# waiting for another apt run's lock); nothing downloads a browser from the internet.
+chromium:  ## Debian's chromium and chromium-driver (apt-get), when /usr/bin/chromium or /usr/bin/chromedriver is missing
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "chromium and chromedriver are installed"; else \
+	    if [ "$$(id -u)" != 0 ]; then echo "make chromium: run as root (apt-get install chromium chromium-driver)"; exit 1; fi; \
+	    apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium chromium-driver; \
+	fi
 
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
 	$(PY) -m agentwake_local.demo
