@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import threading
 import time
 import uuid
@@ -284,14 +285,13 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--task-seconds", type=float, default=3.0, help="how long the research task takes")
     args = parser.parse_args()
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     with running(args.port, task_seconds=args.task_seconds) as (url, _app, runtime):
-        print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})")
-        print("the product API's authorization is not enforced locally; Ctrl-C to stop")
-        try:
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True)
+        print("the product API's authorization is not enforced locally; Ctrl-C to stop", flush=True)
+        stop.wait()
     return 0
 
 
