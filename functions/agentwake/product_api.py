@@ -300,7 +300,13 @@ def _known(exc: AgentwakeError) -> Response[Any]:
 
 @app.exception_handler(ValueError)
 def _bad_value(exc: ValueError) -> Response[Any]:
-    return _json(400, {"error": str(exc)[:500], "type": "BadRequest"})
+    from pydantic import ValidationError
+
+    from agentwake.errors import describe_validation_error
+
+    # a model's refusal (too large arguments, ...) says where and what, never the input
+    said = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)[:500]
+    return _json(400, {"error": said, "type": "BadRequest"})
 
 
 @app.exception_handler(RequestValidationError)

@@ -193,3 +193,9 @@ def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkey
     monkeypatch.setattr(product_api.services().store, "get_task", broken)
     status, err = call("GET", "/tasks/t-9")
     assert status == 500 and "awt_secret" not in json.dumps(err) and err["type"] == "InternalError"
+
+
+def test_arguments_too_large_to_keep_are_refused_without_echoing_them(store: DynamoStore) -> None:
+    big = {"blob": "x" * (70 * 1024)}
+    status, err = call("POST", "/tasks", {"session_id": "alice", "tool_name": "research", "args": big})
+    assert status == 400 and "at most 65536 are kept" in err["error"] and "xxxxxxxxxx" not in err["error"]
