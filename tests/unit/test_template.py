@@ -635,6 +635,17 @@ def test_the_product_api_requires_sigv4_on_every_route(template: dict[str, Any])
     assert api_routes(template) == {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     assert function(template, "ProductApiFunction")["Handler"] == "agentwake.handlers.product_api.handler"
     assert function(template, "ProductApiFunction")["Timeout"] < 30  # the HTTP API's integration limit
+    # built and run like the other functions, with its own log group
+    assert resources(template)["ProductApiFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    assert (
+        function(template, "ProductApiFunction")["Runtime"],
+        function(template, "ProductApiFunction")["CodeUri"],
+    ) == (
+        "python3.13",
+        "functions/",
+    )
+    group = props(template, "ProductApiFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${ProductApiFunction}"} and group["RetentionInDays"] == 30
 
 
 def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dict[str, Any]) -> None:
