@@ -18,7 +18,6 @@ Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error o
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -151,21 +150,33 @@ class Enqueued(BaseModel):
 class Services:
     """The runtime's APIs over the stack's table and result queue, built on the first request."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Any) -> None:
         from agentwake.sessions import SessionsService
-        from agentwake.settings import get_settings
         from agentwake.store.dynamo import DynamoStore
         from agentwake.tasks import TasksService
 
-        settings = get_settings()
+        self.settings = settings
         self.store = DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days)
         self.sessions = SessionsService(self.store, settings.result_queue_url)
         self.tasks = TasksService(self.store, settings.result_queue_url)
 
 
-@lru_cache(maxsize=1)
+_built: list[Services] = []
+
+
 def services() -> Services:
-    return Services()
+    """The services of this process, built again when the settings were reset (the local runtime
+    resets them with each new environment: clients of an earlier stack must not be reused)."""
+    from agentwake.settings import get_settings
+
+    settings = get_settings()
+    if not _built or _built[0].settings is not settings:
+        _built[:] = [Services(settings)]
+    return _built[0]
+
+
+def reset_services() -> None:
+    _built.clear()
 
 
 def _json(status: int, body: Any) -> Response[Any]:

@@ -199,3 +199,17 @@ def test_arguments_too_large_to_keep_are_refused_without_echoing_them(store: Dyn
     big = {"blob": "x" * (70 * 1024)}
     status, err = call("POST", "/tasks", {"session_id": "alice", "tool_name": "research", "args": big})
     assert status == 400 and "at most 65536 are kept" in err["error"] and "xxxxxxxxxx" not in err["error"]
+
+
+def test_a_new_environment_gets_new_services(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the API answering on this stack's table
+    seed_session(store, "alice")
+    assert call("POST", "/sessions/alice/live-turns", {})[0] == 201
+    # WHEN the environment changes as the local runtime changes it (another stack: its settings
+    # and clients reset) THEN the API works on the new table, not with the clients of the old one
+    from agentwake.bootstrap import reset_caches
+
+    monkeypatch.setenv("AGENTWAKE_TABLE", "another-stacks-table")
+    reset_caches()
+    status, err = call("POST", "/sessions/alice/live-turns", {})
+    assert status == 500 and err["type"] == "InternalError"  # that table does not exist

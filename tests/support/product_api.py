@@ -35,7 +35,7 @@ def fresh_services() -> None:
     """Forget the API's cached services (a new moto account per test)."""
     from agentwake import product_api
 
-    product_api.services.cache_clear()
+    product_api.reset_services()
 
 
 @contextmanager
