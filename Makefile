@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo chat lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas chromium
+.PHONY: test demo lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,7 @@ chromium:  ## Debian's chromium and chromium-driver (apt-get), when /usr/bin/chr
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
 	$(PY) -m agentwake_local.demo
 
+.PHONY: chat
 chat: $(VENV)/.demo-installed  ## the reference chat app (examples/chat-app/) on its own local stack: http://127.0.0.1:8765/
 	$(PY) examples/chat-app/app.py --port $(or $(CHAT_PORT),8765)
 
