@@ -190,7 +190,8 @@ def _turn(session_id: str, turn_id: str, token: str) -> Any:
 
 
 @app.post("/sessions/<session_id>/live-turns", responses={409: {"description": "the session is busy"}})
-def begin_turn(session_id: SessionId, body: BeginTurn) -> Response[Turn]:
+def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response[Turn]:
+    body = body or BeginTurn()  # no body: the defaults
     turn = services().sessions.begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
     return _json(201, Turn(turn_id=turn.turn_id, token=turn.token, expires_at=turn.expires_at).model_dump())
 

@@ -9,6 +9,7 @@ existing task id never overwritten.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,10 @@ def test_bad_input_gets_a_clear_error_without_the_token(store: DynamoStore) -> N
     # not JSON at all
     status, err = call("POST", "/sessions/alice/messages", "{not json")
     assert status == 422 and err["error"].startswith("invalid request")
+    # a begin without a body takes the defaults
+    seed_session(store, "bob")
+    status, turn = call("POST", "/sessions/bob/live-turns", body=None)
+    assert status == 201 and 30 < turn["expires_at"] - time.time() <= 60  # the default TTL, 60 s
     # a session with no config, an invalid session id, a TTL out of range
     assert call("POST", "/sessions/nobody/live-turns", {})[0] == 404
     assert call("POST", "/sessions/bad%20id/live-turns", {})[0] == 422
