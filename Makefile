@@ -35,6 +35,10 @@ chromium:  ## Debian's chromium and chromium-driver (apt-get), when /usr/bin/chr
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
 	$(PY) -m agentwake_local.demo
 
+.PHONY: chat
+chat: $(VENV)/.demo-installed  ## the reference chat app (examples/chat-app/) on its own local stack: http://127.0.0.1:8765/
+	$(PY) examples/chat-app/app.py --port $(or $(CHAT_PORT),8765)
+
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -78,6 +82,7 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 	@if make -s -f functions/Makefile check-python 2>/dev/null; then \
 	    $(PY) bench/cold_init.py --modes source,shipped --python "$$(make -s -f functions/Makefile print-BUILD_PYTHON)"; \
 	else echo "cold init compiled by python3.13: not measured (no python3.13 here)"; fi
+	$(PY) bench/cold_init.py --pair api
 	$(PY) bench/bench_local.py --n 500
 	$(PY) bench/bench_cli.py
 	$(PY) bench/walk_background.py

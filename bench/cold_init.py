@@ -53,6 +53,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FLOOR = Path(__file__).resolve().parent / "floor_powertools_sqs.py"
+#: ``--pair api``: ProductApiFunction against a bare Powertools HTTP API handler
+HTTP_FLOOR = Path(__file__).resolve().parent / "floor_powertools_http.py"
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -135,6 +137,32 @@ def _wake() -> None:
     )
 
 
+def _api() -> None:
+    """What ProductApiFunction's first request builds: the handler module, the services (settings,
+    store, DynamoDB and SQS clients) and one request resolved through validation (a 422, no network)."""
+    import importlib
+
+    handler = importlib.import_module("agentwake.handlers.product_api").handler
+    from agentwake import product_api
+
+    class Context:  # what Logger.inject_lambda_context reads
+        function_name, memory_limit_in_mb, aws_request_id = "agentwake-api", 512, "req-1"
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-api"
+
+    product_api.services()
+    event = {
+        "version": "2.0",
+        "routeKey": "POST /tasks",
+        "rawPath": "/tasks",
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json"},
+        "requestContext": {"http": {"method": "POST", "path": "/tasks", "sourceIp": "127.0.0.1"}, "stage": "$default"},
+        "body": "{}",
+        "isBase64Encoded": False,
+    }
+    assert handler(event, Context())["statusCode"] == 422
+
+
 MODES = {
     "cached": "bytecode cached (this tree, caches written)",
     "source": "bundle without bytecode (as sam build's python workflow ships it)",
@@ -151,7 +179,9 @@ def child(kind: str, floor: Path, bundle: str | None, runtime: str | None) -> No
     else:
         sys.path.insert(0, str(ROOT / "functions"))
     t0 = time.process_time()
-    if kind == "floor" and bundle:
+    if kind == "api":
+        _api()
+    elif kind == "floor" and bundle:
         import importlib
 
         importlib.import_module(FLOOR_MODULE)
@@ -204,6 +234,7 @@ class Bundles:
 
 
 def sample(kind: str, floor: Path, mode: str = "cached", bundles: Bundles | None = None) -> float:
+    """One fresh interpreter measuring ``kind`` (floor, wake or api); the api pair runs cached only."""
     cmd = [sys.executable, __file__, "--child", kind, "--floor", str(floor)]
     env = _child_env()
     if mode != "cached":
@@ -226,7 +257,7 @@ def _child_env() -> dict[str, str]:
 
 
 def measure(
-    runs: int, floor: Path, modes: tuple[str, ...] = ("cached",), python: str | None = None
+    runs: int, floor: Path, modes: tuple[str, ...] = ("cached",), python: str | None = None, side: str = "wake"
 ) -> dict[str, dict[str, Any]]:
     """Per mode: medians of floor and wake (CPU ms), the median per-pair ratio and its spread.
 
@@ -235,7 +266,7 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="agentwake-cold-") as tmp:
         bundles = Bundles(floor, Path(tmp), python) if set(modes) - {"cached"} else None
         for mode in modes:
-            sample("floor", floor, mode, bundles), sample("wake", floor, mode, bundles)  # warm caches
+            sample("floor", floor, mode, bundles), sample(side, floor, mode, bundles)  # warm caches
         floors: dict[str, list[float]] = {m: [] for m in modes}
         wakes: dict[str, list[float]] = {m: [] for m in modes}
         ratios: dict[str, list[float]] = {m: [] for m in modes}
@@ -243,9 +274,9 @@ def measure(
             for mode in modes:  # the modes take turns, so drift hits each
                 # alternate which side goes first, so neither always runs on a warmer machine
                 if i % 2 == 0:
-                    f, w = sample("floor", floor, mode, bundles), sample("wake", floor, mode, bundles)
+                    f, w = sample("floor", floor, mode, bundles), sample(side, floor, mode, bundles)
                 else:
-                    w, f = sample("wake", floor, mode, bundles), sample("floor", floor, mode, bundles)
+                    w, f = sample(side, floor, mode, bundles), sample("floor", floor, mode, bundles)
                 floors[mode].append(f)
                 wakes[mode].append(w)
                 ratios[mode].append(w / f)
@@ -302,7 +333,13 @@ def main() -> int:
     parser.add_argument("--floor", type=Path, default=DEFAULT_FLOOR)
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--python", help="interpreter that builds and runs the bundles (default: this one)")
-    parser.add_argument("--child", choices=["floor", "wake"])
+    parser.add_argument("--child", choices=["floor", "wake", "api"])
+    parser.add_argument(
+        "--pair",
+        choices=["wake", "api"],
+        default="wake",
+        help="api: ProductApiFunction's first request against floor_powertools_http.py (cached mode)",
+    )
     parser.add_argument("--bundle", help=argparse.SUPPRESS)
     parser.add_argument("--runtime", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -313,8 +350,23 @@ def main() -> int:
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}")
+    if args.pair == "api":
+        print("\n".join(report_api(args.runs)))
+        return 0
     print("\n".join(report(args.runs, args.floor, modes, args.python)))
     return 0
+
+
+def report_api(runs: int) -> list[str]:
+    """ProductApiFunction's cold init against a bare Powertools HTTP API handler (``make bench``)."""
+    r = measure(runs, HTTP_FLOOR, ("cached",), side="api")["cached"]
+    return [
+        f"product API cold init (CPU, fresh interpreters, median of {runs} alternating pairs, bytecode cached; "
+        f"load average {r['load_before']:.2f} before, {r['load_after']:.2f} after):",
+        f"  floor (Powertools HTTP API resolver with validation) {r['floor_ms']:4.0f} ms, "
+        f"ProductApiFunction {r['wake_ms']:4.0f} ms, ratio {r['ratio']:.2f} "
+        f"(quartiles {r['q1']:.2f}-{r['q3']:.2f}, range {r['min']:.2f}-{r['max']:.2f})",
+    ]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The producer contract as JSON Schema, generated from the pydantic models that parse it.
 
 ``schemas/*.schema.json`` are this module's output, checked in so a producer in any language can
-validate what it sends. ``make schemas`` rewrites them; a test fails when a model changed and the
+validate what it sends, and so is ``schemas/product-api.openapi.json``, the product API's OpenAPI
+document (from ``agentwake.product_api``'s resolver). ``make schemas`` rewrites them; a test fails when a model changed and the
 files were not regenerated (docs/producers.md describes every field).
 
     python -m agentwake.contract [--check] [DIR]
@@ -98,10 +99,21 @@ def render() -> dict[str, str]:
     return out
 
 
+#: the product API's OpenAPI document, generated from its resolver's routes and pydantic models
+OPENAPI_FILE = "product-api.openapi.json"
+
+
+def render_all() -> dict[str, str]:
+    """Every file of schemas/: the JSON Schemas and the product API's OpenAPI document."""
+    from agentwake.product_api import openapi_json
+
+    return {**render(), OPENAPI_FILE: openapi_json()}
+
+
 def write(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in render().items():
+    for name, text in render_all().items():
         path = directory / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
@@ -111,7 +123,7 @@ def write(directory: Path) -> list[Path]:
 def drift(directory: Path) -> list[str]:
     """The schema files in ``directory`` that differ from the models (missing files included)."""
     stale = []
-    for name, text in render().items():
+    for name, text in render_all().items():
         path = directory / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(name)

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_local import activity, timing
+from agentwake_local.http_api import AUTHORIZATION_NOTE
 from agentwake_local.moto_patches import MotoPatchError
 from agentwake_local.stack import (
     DEFAULT_LOCAL_NAME,
@@ -240,6 +241,8 @@ def up(
         signal.signal(signum, lambda *_: stop.set())
     say(f"local stack {local_name!r} ({runtime.stack_name}) on {runtime.endpoint_url}  (template {template})")
     say("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
+    if runtime.api_url:
+        say(f"product API on {runtime.api_url}  ({AUTHORIZATION_NOTE})")
     say(chosen.describe())
     if deployed_outbound:
         say("outbound: the deployed policy (https only, no loopback)")

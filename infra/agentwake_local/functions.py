@@ -3,7 +3,8 @@
 Functions are not created in moto: they run in-process (``lambda_runtime``). Their names and ARNs
 are computed (and SAM's implicit resources declared: ``FooRole``, ``Foo.Alias``, ``Foo.Version``),
 their SQS events and EventInvokeConfig are read from SAM ``Events``/``EventInvokeConfig`` (with
-``Globals``) or from plain ``AWS::Lambda::EventSourceMapping``/``EventInvokeConfig`` resources.
+``Globals``) or from plain ``AWS::Lambda::EventSourceMapping``/``EventInvokeConfig`` resources, and
+their SAM ``Type: HttpApi`` events into ``http_routes`` (served by ``http_api.LocalHttpApi``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ class SqsEventSource:
         return "ReportBatchItemFailures" in self.function_response_types
 
 
+@dataclass(frozen=True)
+class HttpApiRoute:
+    """One SAM ``Type: HttpApi`` event: ``METHOD /path/{param}`` on the API ``api_id`` (a logical id)."""
+
+    name: str
+    method: str
+    path: str
+    api_id: str | None = None
+
+
 @dataclass
 class Destination:
     """An async invocation destination: ``type`` is SQS, SNS, Lambda, EventBridge or S3."""
@@ -89,6 +100,7 @@ class FunctionSpec:
     memory_size: int = 128
     environment: dict[str, str] = field(default_factory=dict)
     sqs_events: list[SqsEventSource] = field(default_factory=list)
+    http_routes: list[HttpApiRoute] = field(default_factory=list)
     event_invoke_config: EventInvokeConfig | None = None
     alias: str | None = None
     region: str = DEFAULT_REGION
@@ -223,6 +235,9 @@ def function_spec(
     )
     if spec["Type"] == SAM_FUNCTION:
         for event_name, event in (props.get("Events") or {}).items():
+            if (event or {}).get("Type") == "HttpApi":
+                function.http_routes.append(_http_route(event_name, event.get("Properties") or {}))
+                continue
             if (event or {}).get("Type") != "SQS":
                 continue
             event_props = resolver.resolve(event.get("Properties") or {})
@@ -231,6 +246,15 @@ def function_spec(
         if config:
             function.event_invoke_config = _event_invoke_config(resolver.resolve(config), resources)
     return function
+
+
+def _http_route(name: str, raw: Mapping[str, Any]) -> HttpApiRoute:
+    api = raw.get("ApiId")
+    api_id = api.get("Ref") if isinstance(api, dict) else None  # the logical id (None: the implicit API)
+    method, path = str(raw.get("Method") or "ANY").upper(), raw.get("Path") or "/{proxy+}"
+    if method == "X-AMAZON-APIGATEWAY-ANY-METHOD":
+        method = "ANY"
+    return HttpApiRoute(name=name, method=method, path=str(path), api_id=api_id)
 
 
 def _sqs_event(

@@ -35,6 +35,7 @@ from agentwake_local import lambda_runtime
 from agentwake_local import timing as timing_defaults
 from agentwake_local.async_invoke import AsyncInvocation, AsyncInvoker, AsyncOutcome
 from agentwake_local.functions import Destination, FunctionSpec
+from agentwake_local.http_api import LocalHttpApi, Route
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.poller import PollResult, SqsPoller
 from agentwake_local.provision import LocalStack, provision
@@ -186,8 +187,12 @@ class LocalStackRuntime:
         server_host: str = "127.0.0.1",
         server_port: int = 0,
         deployed_outbound: bool = False,
+        api_port: int = 0,
     ) -> None:
         self.stack_name = stack_name
+        #: the template's HTTP APIs, served on ``server_host:api_port`` in the "up" mode (http_api.py)
+        self.api_port = api_port
+        self.http_api: LocalHttpApi | None = None
         #: the functions keep the template's outbound policy (no local allowances)
         self.deployed_outbound = deployed_outbound
         #: per function logical id: variables given for it (``--env-vars``), applied last
@@ -260,10 +265,10 @@ class LocalStackRuntime:
         self._endpoint_url = endpoint_url
         try:
             self._provision(template_path, parameter_overrides, visibility_timeout_override)
-            if self.write_state:
-                self._write_state()
             if background:
                 self.start_background()
+            if self.write_state:
+                self._write_state()
         except BaseException:
             self.stop()
             raise
@@ -388,7 +393,9 @@ class LocalStackRuntime:
         self.stop()
 
     def start_background(self) -> None:
-        """The "up" mode: every poller and the async invocation queue on background threads."""
+        """The "up" mode: every poller, the async invocation queue, the scheduler and the HTTP APIs
+        on background threads."""
+        self.start_http_api()
         for poller in self.pollers:
             poller.start()
         if self.async_invoker is not None:
@@ -396,7 +403,24 @@ class LocalStackRuntime:
         if self.scheduler is not None:
             self.scheduler.start()
 
+    def start_http_api(self) -> str | None:
+        """Serve the functions' HttpApi routes on 127.0.0.1 (no authorization); their URL, or None."""
+        routes = [Route(r.method, r.path, f.logical_id) for f in self.functions.values() for r in f.http_routes]
+        if routes and self.http_api is None:
+            self.http_api = LocalHttpApi(routes, self.invoke, host=self.server_host, port=self.api_port).start()
+            if "ProductApiUrl" in self.stack.outputs:  # the deployed URL means nothing here
+                self.stack.outputs["ProductApiUrl"] = self.http_api.url
+        return self.api_url
+
+    @property
+    def api_url(self) -> str | None:
+        """The local HTTP API's URL while it is served."""
+        return self.http_api.url if self.http_api is not None else None
+
     def stop_background(self) -> None:
+        if self.http_api is not None:
+            self.http_api.stop()
+            self.http_api = None
         if self.scheduler is not None:
             self.scheduler.stop()
         for poller in self.pollers:
@@ -512,6 +536,7 @@ class LocalStackRuntime:
                 "env_file": str(env_file),
                 "resources": {lid: r.ref for lid, r in self.stack.resources.items()},
                 "outputs": self.stack.outputs,
+                "api_url": self.api_url,
                 "functions": {lid: f.arn for lid, f in self.stack.functions.items()},
             },
         )

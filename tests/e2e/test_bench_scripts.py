@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("bench_local.py", ["--n", "10", "--sessions", "5"], "accounted for: "),
         ("bench_cli.py", ["--runs", "1", "--messages", "5"], "agentwake dlq list --json"),
         ("cold_init.py", ["--runs", "1"], "bundle with its bytecode (functions/Makefile, unchecked-hash)"),
+        ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
         ("walk_background.py", [], "re-entries into a file the walk had left"),
     ],
 )

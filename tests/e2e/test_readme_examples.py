@@ -115,6 +115,10 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     reader.start()
     try:
         running.wait_for_output("Ctrl-C to stop")
+        # the product API is served, and the banner says its authorization is not enforced here
+        assert any(
+            "product API on http://127.0.0.1:" in line and "not enforced locally" in line for line in running.output
+        )
         # a job every minute, created first: it fires while the README's commands run
         ok(run(running, '.venv/bin/agentwake sessions put minutely --provider \'{"type": "scripted"}\''))
         created = ok(

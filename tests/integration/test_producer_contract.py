@@ -1,6 +1,6 @@
 """The producer contract is published and checked: schemas/ match the models, every payload in events/
 and what the producer API sends validate against them, docs/producers.md's example sends a valid
-body, and ProducerPolicy grants exactly the calls the producer API makes."""
+body, and ProducerPolicy holds no table grant: the product API's routes and the queue only."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import boto3
 import pytest
 from cfnlint.decode.cfn_yaml import loads
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from agentwake import contract
 from agentwake.errors import ForgedCompletion, InvalidMessage
@@ -25,6 +25,7 @@ from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session
+from tests.support.product_api import served
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas"
@@ -81,8 +82,31 @@ def test_every_field_of_the_contract_is_documented() -> None:
 def test_make_schemas_writes_what_the_check_accepts(tmp_path: Path) -> None:
     # GIVEN an empty folder WHEN `make schemas` (contract.main) writes into it THEN the check passes
     assert contract.main([str(tmp_path)], echo=lambda _: None) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(contract.render())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(contract.render_all())
     assert contract.drift(tmp_path) == []
+
+
+def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the checked-in OpenAPI document: every route of the product API, with its bodies
+    doc = json.loads((SCHEMAS / contract.OPENAPI_FILE).read_text())
+    routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert routes == {
+        ("POST", "/sessions/{session_id}/live-turns"),
+        ("POST", "/sessions/{session_id}/live-turns/{turn_id}/renew"),
+        ("DELETE", "/sessions/{session_id}/live-turns/{turn_id}"),
+        ("POST", "/sessions/{session_id}/messages"),
+        ("GET", "/sessions/{session_id}/conversation"),
+        ("POST", "/tasks"),
+        ("GET", "/tasks/{task_id}"),
+        ("POST", "/tasks/{task_id}/completion"),
+    }
+    assert "task_token" in doc["components"]["schemas"]["CompletionBody"]["required"]
+    # WHEN a route's body model changes without `make schemas` THEN the drift check names the file
+    from agentwake import product_api
+
+    changed = product_api.openapi_json().replace('"maxItems": 25', '"maxItems": 26')
+    monkeypatch.setattr(product_api, "openapi_json", lambda: changed)
+    assert contract.drift(SCHEMAS) == [contract.OPENAPI_FILE]
 
 
 # ------------------------------------------------------------------ events/
@@ -232,10 +256,9 @@ def producer_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     return list(template["Resources"]["ProducerPolicy"]["Properties"]["PolicyDocument"]["Statement"])
 
 
-def test_producer_policy_grants_only_task_items_and_the_result_queue(template: dict[str, Any]) -> None:
-    table, queue = producer_statements(template)
-    assert table["Resource"] == {"Fn::GetAtt": ["AgentTable", "Arn"]}  # no index, no other table
-    assert table["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}}
+def test_producer_policy_invokes_the_api_and_sends_completions_and_nothing_else(template: dict[str, Any]) -> None:
+    api, queue = producer_statements(template)
+    assert (api["Sid"], api["Action"]) == ("ProductApiRoutes", "execute-api:Invoke")
     assert queue == {
         "Sid": "SendCompletions",
         "Effect": "Allow",
@@ -244,60 +267,35 @@ def test_producer_policy_grants_only_task_items_and_the_result_queue(template: d
     }
 
 
-class _Call(BaseModel):
-    service: str
-    operation: str
-    keys: list[str] = []
+def test_the_completions_only_policy_of_the_docs_is_narrower(template: dict[str, Any]) -> None:
+    match = re.search(r"<!-- completions-only-policy -->\s*```json\n(.*?)```", DOCS.read_text(), re.DOTALL)
+    assert match, "docs/producers.md lost its completions-only policy"
+    statements = json.loads(match.group(1))["Statement"]
+    assert {s["Action"] for s in statements} == {"execute-api:Invoke", "sqs:SendMessage"}
+    (invoke,) = [s for s in statements if s["Action"] == "execute-api:Invoke"]
+    assert invoke["Resource"].endswith("/*/POST/tasks/*/completion")
 
 
-def test_producer_policy_covers_exactly_what_the_producer_api_calls(
-    template: dict[str, Any], resources: Resources, store: DynamoStore
-) -> None:
-    # GIVEN the producer API on its own clients, with every AWS call it makes recorded
-    seed_session(store, "s-iam")
-    calls: list[_Call] = []
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-
-    def record(service: str):  # type: ignore[no-untyped-def]
-        def hook(params: dict[str, Any], model: Any, **_: Any) -> None:
-            key = params.get("Key") or params.get("Item") or {}
-            pk = key.get("pk", {}).get("S")
-            calls.append(_Call(service=service, operation=model.name, keys=[pk] if pk else []))
-
-        return hook
-
-    ddb.meta.events.register("provide-client-params.dynamodb.*", record("dynamodb"))
-    sqs.meta.events.register("provide-client-params.sqs.*", record("sqs"))
-    producer = TasksService(DynamoStore(resources.table, client=ddb), resources.queue_url, sqs=sqs)
-    # WHEN it registers a task and finishes it
-    registered = producer.register_task("s-iam", "web_research", {"q": "x"})
-    producer.finish_task(registered.task_id, "succeeded", "done", task_token=registered.task_token)
-    # THEN each call is an action ProducerPolicy allows, on a key it allows, and every allowed
-    # action is used (nothing granted "just in case")
-    allowed = {
-        a
-        for s in producer_statements(template)
-        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
-    }
-    made = {f"{c.service}:{c.operation}" for c in calls}
-    assert made == allowed, (made, allowed)
-    for c in calls:
-        assert all(k.startswith("TASK#") for k in c.keys), c
-
-
-def test_the_plain_boto3_example_registers_and_completes_a_task_that_wakes_the_agent(
+def test_the_boto3_example_registers_through_the_api_and_completes_a_task_that_wakes_the_agent(
     resources: Resources, store: DynamoStore
 ) -> None:
-    # GIVEN the plain-boto3 producer code of docs/producers.md, run as written (on moto)
+    # GIVEN the producer code of docs/producers.md, run as written (the API on 127.0.0.1, moto)
     match = re.search(r"<!-- example-boto3 -->\s*```python\n(.*?)```", DOCS.read_text(), re.DOTALL)
     assert match, "docs/producers.md lost its boto3 example"
+    assert "dynamodb" not in match.group(1)
     namespace: dict[str, Any] = {}
     exec(compile(match.group(1), "docs/producers.md", "exec"), namespace)  # noqa: S102 -- our own docs
+    calls: list[str] = []
+    namespace["sqs"].meta.events.register(
+        "provide-client-params.sqs.*", lambda model, **_: calls.append(f"sqs:{model.name}")
+    )
     seed_session(store, "s-boto3")
     # WHEN it registers a task and sends its completion
-    task_id, token = namespace["register_task"](resources.table, "s-boto3", "web_research", {"query": "aurora"})
+    with served(resources) as api_url:
+        task_id, token = namespace["register_task"](api_url, "s-boto3", "web_research", {"query": "aurora"})
     namespace["finish_task"](resources.queue_url, task_id, token, "s-boto3", "succeeded", "3 offers", "Aurora")
+    # THEN its one AWS call is what ProducerPolicy (or the completions-only policy) allows
+    assert calls == ["sqs:SendMessage"]
     # THEN the body validates, the runtime accepts it, and the wake it triggers succeeds
     [body] = sent_bodies(boto3.client("sqs", region_name=REGION), resources.queue_url)
     assert errors(validator("background-result.schema.json"), json.loads(body)) == []

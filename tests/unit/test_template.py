@@ -4,6 +4,7 @@ the environment carries the names of docs/architecture.md."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -577,6 +578,8 @@ def test_outputs(template: dict[str, Any]) -> None:
         "AlarmTopicArn",
         "DashboardName",
         "ProducerPolicyArn",
+        "ProductApiUrl",
+        "ProductApiFunctionArn",
     }
     assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
 
@@ -625,3 +628,87 @@ def test_dashboard_body_is_json_with_the_metrics_operators_need(template: dict[s
     [busy] = [w for w in body["widgets"] if w["properties"]["title"] == "Busy sessions"]
     shown = {m[1] for m in busy["properties"]["metrics"]}
     assert shown == {"SessionBusy", "SessionWaitExceeded", "SessionWait"}
+
+
+# ------------------------------------------------------------------ the product API and producers
+
+
+def api_routes(template: dict[str, Any]) -> set[tuple[str, str]]:
+    """(METHOD, path) of every HttpApi event of ProductApiFunction."""
+    events = props(template, "ProductApiFunction")["Events"]
+    assert all(e["Type"] == "HttpApi" and e["Properties"]["ApiId"] == {"Ref": "ProductApi"} for e in events.values())
+    return {(e["Properties"]["Method"], e["Properties"]["Path"]) for e in events.values()}
+
+
+def test_the_product_api_requires_sigv4_on_every_route(template: dict[str, Any]) -> None:
+    # GIVEN the HTTP API: IAM authorization by default, and no route opting out of it
+    api = resources(template)["ProductApi"]
+    assert api["Type"] == "AWS::Serverless::HttpApi"
+    assert api["Properties"]["Auth"] == {"EnableIamAuthorizer": True, "DefaultAuthorizer": "AWS_IAM"}
+    events = props(template, "ProductApiFunction")["Events"]
+    assert not [name for name, e in events.items() if "Auth" in e["Properties"]]
+    # THEN its routes are the OpenAPI document's (schemas/product-api.openapi.json)
+    doc = json.loads((ROOT / "schemas" / "product-api.openapi.json").read_text())
+    assert api_routes(template) == {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert function(template, "ProductApiFunction")["Handler"] == "agentwake.handlers.product_api.handler"
+    assert function(template, "ProductApiFunction")["Timeout"] < 30  # the HTTP API's integration limit
+    # built and run like the other functions, with its own log group
+    assert resources(template)["ProductApiFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    assert (
+        function(template, "ProductApiFunction")["Runtime"],
+        function(template, "ProductApiFunction")["CodeUri"],
+    ) == (
+        "python3.13",
+        "functions/",
+    )
+    group = props(template, "ProductApiFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${ProductApiFunction}"} and group["RetentionInDays"] == 30
+
+
+def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dict[str, Any]) -> None:
+    assert table_grants(template, "ProductApiFunction") == {
+        "AgentTable": {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:ConditionCheckItem",
+        }
+    }
+    sends = [s for s in statements(policies(template, "ProductApiFunction")) if s["Action"] == "sqs:SendMessage"]
+    assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}]
+    others = {
+        a
+        for s in statements(policies(template, "ProductApiFunction"))
+        for a in as_list(s["Action"])
+        if not a.startswith("dynamodb:")
+    }
+    assert others == {"sqs:SendMessage"}
+
+
+def producer_policy(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(props(template, "ProducerPolicy")["PolicyDocument"]["Statement"])
+
+
+def test_producer_policy_has_no_dynamodb_action(template: dict[str, Any]) -> None:
+    # GIVEN the policy a chat app's or producer's role attaches
+    actions = {a for s in producer_policy(template) for a in as_list(s["Action"])}
+    # THEN it cannot touch the table at all: no task token, session or status can be rewritten
+    assert not [a for a in actions if a.lower().startswith("dynamodb:")]
+    assert actions == {"execute-api:Invoke", "sqs:SendMessage"}
+    assert all(s["Effect"] == "Allow" and "NotAction" not in s for s in producer_policy(template))
+
+
+def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]) -> None:
+    (invoke,) = [s for s in producer_policy(template) if s["Action"] == "execute-api:Invoke"]
+    prefix = "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${ProductApi}/*/"
+    granted = set()
+    for resource in as_list(invoke["Resource"]):
+        text = resource["Fn::Sub"]
+        assert text.startswith(prefix), text
+        method, _, path = text.removeprefix(prefix).partition("/")
+        granted.add((method, "/" + path))
+    assert granted == {(m, re.sub(r"\{[a-z_]+\}", "*", p)) for m, p in api_routes(template)}
+    (send,) = [s for s in producer_policy(template) if s["Action"] == "sqs:SendMessage"]
+    assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}

@@ -1,0 +1,299 @@
+"""A reference chat app on agentwake (issue 23): a person chats in a browser, the agent can start a
+background task, and the woken agent's message appears in the open page.
+
+    python examples/chat-app/app.py [--port 8765] [--task-seconds 3]      (or: make chat)
+
+What it shows, each through agentwake's public interfaces only:
+
+- **live turns** go through the product API (``agentwake.client.ProductApiClient``) under the
+  session lease: begin a live turn, compute the reply (the scripted provider), append the user's
+  message and the reply with the page's message id as idempotency key, end the turn. A turn typed
+  while a wake holds the session waits up to the session's ``live_turn_wait_s`` and is then refused
+  ("busy", with the run that holds it): the page says so and the message is not written;
+- **a background task**: a message starting with ``research`` makes the agent call its
+  ``start_research`` tool: the task is registered through the API, and a worker completes it some
+  seconds later through the API, as a producer would;
+- **the wake's delivery** arrives on ``POST /webhook`` (agentwake's webhook channel): the signature
+  is checked (``agentwake.delivery.webhook.verify_signature``), duplicates are dropped by
+  ``X-Agentwake-Delivery-Id``, and the open page shows it without a reload (it polls
+  ``/api/events``);
+- **a reload** renders the whole conversation from the API (``GET .../conversation``, every page,
+  oldest first): live turns, deliveries and notes, in the order the session was held.
+
+By default it starts its own local stack (the embedded local AWS with template.yaml, as
+``agentwake local up`` does) and serves the page on 127.0.0.1. Nothing here is needed by agentwake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SESSION_ID = "chat-web"
+#: the SSM parameter holding the webhook's signing secret (under the stack's SsmPathPrefix)
+SECRET_PARAMETER = "/agentwake/chat-app/webhook-secret"
+MAX_MESSAGE_CHARS = 4000
+
+#: the woken agent (scripted): tell the user the research is ready, then end
+WAKE_SCRIPT = [
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is ready: {result}"}}]},
+    {"text": "I told the user their research is ready."},
+]
+
+
+def live_script(text: str) -> list[dict[str, Any]]:
+    """The live agent's reply for one message (the scripted provider): ``research X`` starts a
+    background task through the ``start_research`` tool, anything else is answered at once."""
+    if text.lower().startswith("research "):
+        topic = text[len("research ") :].strip()[:200]
+        return [
+            {"tool_calls": [{"name": "start_research", "arguments": {"topic": topic}}]},
+            {"text": f"I started researching {topic}. I will message you here when it is done."},
+        ]
+    return [{"text": f"You said: {text}"}]
+
+
+@dataclass
+class ChatApp:
+    """The app's state: the product API client, the events the open pages poll, deliveries seen."""
+
+    api: Any
+    webhook_secret: str
+    task_seconds: float = 3.0
+    webhook_delay_s: float = 0.0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    delivery_ids: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- a message from the page ------------------------------------------------------------------
+
+    def send(self, text: str, message_id: str) -> tuple[int, dict[str, Any]]:
+        from agentwake.client import ApiError
+
+        if not text.strip() or len(text) > MAX_MESSAGE_CHARS:
+            return 400, {"error": f"a message is 1 to {MAX_MESSAGE_CHARS} characters"}
+        try:
+            with self.api.live_turn(SESSION_ID) as turn:
+                reply = self._reply(text)
+                self.api.append(turn, [("user", text), ("assistant", reply)], idempotency_key=message_id)
+        except ApiError as exc:
+            if exc.type == "SessionBusy":
+                return 409, {"error": f"The agent is busy ({exc.holder}); your message was not sent. Try again."}
+            return 502, {"error": str(exc)}
+        return 200, {"reply": reply}
+
+    def _reply(self, text: str) -> str:
+        from agentwake.agent.providers.scripted import ScriptedProvider
+        from agentwake.agent.types import ChatRequest
+        from agentwake.conversation import Message
+
+        provider = ScriptedProvider("live", live_script(text))
+        messages: tuple[Message, ...] = (Message(role="user", content=text),)
+        for step in range(4):
+            reply = provider.complete(ChatRequest(messages=messages, step=step))
+            if not reply.tool_calls:
+                return reply.text
+            for call in reply.tool_calls:
+                if call.name == "start_research":
+                    self.start_research(json.loads(call.arguments)["topic"])
+        return "(no reply)"
+
+    # -- the background task: registered now, completed later as a producer would ------------------
+
+    def start_research(self, topic: str) -> str:
+        task = self.api.register_task(SESSION_ID, "research", {"topic": topic})
+
+        def finish() -> None:
+            time.sleep(self.task_seconds)
+            self.api.complete_task(
+                task.task_id,
+                task.task_token,
+                "succeeded",
+                f"3 sources about {topic}.",
+                summary_name=f"Research: {topic}",
+                note=f"The user asked to research {topic}.",
+            )
+
+        threading.Thread(target=finish, name=f"task-{task.task_id}", daemon=True).start()
+        return str(task.task_id)
+
+    # -- agentwake's webhook ----------------------------------------------------------------------
+
+    def webhook(self, body: bytes, headers: Any) -> tuple[int, dict[str, Any]]:
+        from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, verify_signature
+
+        if not verify_signature(body, headers.get(SIGNATURE_HEADER), self.webhook_secret):
+            return 401, {"error": "bad signature"}
+        delivery_id = headers.get(DELIVERY_ID_HEADER) or ""
+        payload = json.loads(body)
+        with self.lock:
+            duplicate = delivery_id in self.delivery_ids
+            self.delivery_ids.add(delivery_id)
+        if not duplicate:
+            self._event("delivery", "assistant", str(payload.get("text", "")), delivery_id=delivery_id)
+        if self.webhook_delay_s:  # a slow receiver keeps the wake (and the session) busy this long
+            time.sleep(self.webhook_delay_s)
+        return 200, {"duplicate": duplicate}
+
+    # -- what the page reads ----------------------------------------------------------------------
+
+    def _event(self, kind: str, role: str, content: str, **extra: Any) -> None:
+        with self.lock:
+            self.events.append({"n": len(self.events) + 1, "kind": kind, "role": role, "content": content, **extra})
+
+    def events_after(self, after: int) -> dict[str, Any]:
+        with self.lock:
+            return {"events": self.events[after:], "next": len(self.events)}
+
+    def conversation(self) -> dict[str, Any]:
+        """The whole conversation oldest first (every page of the API's newest-first reading)."""
+        entries: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self.api.read_conversation(SESSION_ID, cursor=cursor, limit=200)
+            entries += page["entries"]
+            cursor = page["cursor"]
+            if cursor is None:
+                break
+        with self.lock:
+            seen = len(self.events)
+        return {"entries": list(reversed(entries)), "next": seen}
+
+
+def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
+    page = (HERE / "static" / "index.html").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self, status: int, body: Any, content_type: str = "application/json") -> None:
+            raw = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(raw)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            split = urlsplit(self.path)
+            if split.path == "/":
+                self._answer(200, page, "text/html; charset=utf-8")
+            elif split.path == "/api/events":
+                after = int((parse_qs(split.query).get("after") or ["0"])[0] or 0)
+                self._answer(200, app.events_after(max(0, after)))
+            elif split.path == "/api/conversation":
+                self._answer(200, app.conversation())
+            else:
+                self._answer(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            length = min(int(self.headers.get("Content-Length") or 0), 1024 * 1024)
+            body = self.rfile.read(length)
+            if self.path == "/api/send":
+                try:
+                    data = json.loads(body)
+                    text, message_id = str(data["text"]), str(data.get("message_id") or uuid.uuid4().hex)
+                except (ValueError, KeyError, TypeError):
+                    self._answer(400, {"error": 'send {"text": "...", "message_id": "..."}'})
+                    return
+                self._answer(*app.send(text, message_id[:128]))
+            elif self.path == "/webhook":
+                self._answer(*app.webhook(body, self.headers))
+            else:
+                self._answer(404, {"error": "not found"})
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    return Handler
+
+
+def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: float) -> None:
+    """The chat session's config (an operator's step): the woken agent is scripted and delivers to
+    this app's webhook, signed with a secret kept in SSM."""
+    from agentwake.session_checks import ConfigRules
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.store.models import SessionConfig
+    from agentwake_local.stack import LOCAL_OUTBOUND_ENV
+
+    runtime.client("ssm").put_parameter(Name=SECRET_PARAMETER, Value=secret, Type="SecureString", Overwrite=True)
+    store = DynamoStore(runtime.outputs["AgentTableName"], client=runtime.client("dynamodb"))
+    script = json.loads(json.dumps(WAKE_SCRIPT).replace("{result}", "see the research note in this chat."))
+    store.put_session(
+        SessionConfig(
+            session_id=SESSION_ID,
+            persona="You are the assistant of a chat app.",
+            providers=[{"type": "scripted", "id": "scripted", "script": script}],
+            delivery={"type": "webhook", "url": webhook_url, "secret_ref": f"ssm:{SECRET_PARAMETER}", "timeout": 60},
+            live_turn_wait_s=live_turn_wait_s,
+            retry_base_delay_ms=0,
+        ),
+        ConfigRules.from_env(LOCAL_OUTBOUND_ENV),
+    )
+
+
+@contextmanager
+def running(
+    port: int = 0, *, task_seconds: float = 3.0, webhook_delay_s: float = 0.0, live_turn_wait_s: float = 10.0
+) -> Iterator[tuple[str, ChatApp, Any]]:
+    """The local stack, the chat session and the app's server: yields (page URL, app, runtime)."""
+    from agentwake.client import ProductApiClient
+    from agentwake_local.stack import LocalStackRuntime
+
+    runtime = LocalStackRuntime(async_retry_delays=0, write_state=False)
+    runtime.start(ROOT / "template.yaml", {}, background=True)
+    try:
+        assert runtime.api_url, "the template serves no product API"
+        app = ChatApp(
+            api=ProductApiClient(runtime.api_url, region=runtime.region),
+            webhook_secret=secrets.token_urlsafe(32),
+            task_seconds=task_seconds,
+            webhook_delay_s=webhook_delay_s,
+        )
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler_class(app))
+        server.daemon_threads = True
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        put_session(runtime, f"{url}/webhook", app.webhook_secret, live_turn_wait_s)
+        thread = threading.Thread(target=server.serve_forever, name="chat-app", daemon=True)
+        thread.start()
+        try:
+            yield url, app, runtime
+        finally:
+            server.shutdown()
+            server.server_close()
+    finally:
+        runtime.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--task-seconds", type=float, default=3.0, help="how long the research task takes")
+    args = parser.parse_args()
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with running(args.port, task_seconds=args.task_seconds) as (url, _app, runtime):
+        print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True)
+        print("the product API's authorization is not enforced locally; Ctrl-C to stop", flush=True)
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

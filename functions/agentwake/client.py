@@ -1,0 +1,195 @@
+"""A client of the product API for products and producers (docs/product-api.md): every route, each
+request signed with SigV4 (service ``execute-api``) through botocore, sent with urllib. No
+dependency beyond botocore, which boto3 brings.
+
+    api = ProductApiClient("https://abc123.execute-api.us-east-1.amazonaws.com")
+    with api.live_turn("alice") as turn:
+        api.append(turn, [("user", "hi"), ("assistant", "hello!")], idempotency_key="msg-41")
+    task = api.register_task("alice", "web_research", {"query": "aurora"})
+    api.complete_task(task.task_id, task.task_token, "succeeded", "3 offers")
+
+Against the local stack (``agentwake local up``, where authorization is not enforced) requests to a
+loopback URL are sent unsigned when no AWS credentials are configured.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote, urlencode, urlsplit
+
+from agentwake.errors import AgentwakeError
+from agentwake.sessions import LiveTurn
+from agentwake.tasks import RegisteredTask
+
+__all__ = ["ApiError", "LiveTurn", "ProductApiClient", "RegisteredTask"]
+
+TURN_TOKEN_HEADER = "X-Agentwake-Turn-Token"
+TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
+#: the most of an error response kept (a misbehaving proxy could answer with anything)
+MAX_ERROR_BYTES = 64 * 1024
+
+
+class ApiError(AgentwakeError):
+    """The API answered with an error: ``status``, its ``type`` (SessionBusy, LiveTurnLost, TaskExists,
+    ForgedCompletion, ValidationError, ...), ``message``, and for a busy session the ``holder``."""
+
+    def __init__(self, status: int, body: Mapping[str, Any]) -> None:
+        self.status = status
+        self.type = str(body.get("type") or f"HTTP{status}")
+        self.holder = body.get("holder")
+        self.body = dict(body)
+        super().__init__(f"{status} {self.type}: {body.get('error') or body.get('message') or 'no message'}")
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return self.status >= 500 or self.type == "SessionBusy"
+
+
+@dataclass
+class ProductApiClient:
+    """``url``: the stack's ``ProductApiUrl`` output (or ``agentwake local status``'s api_url).
+    ``region``: the API's region (default: from the URL, else the botocore session's);
+    ``credentials``: botocore credentials (default: the botocore session's)."""
+
+    url: str
+    region: str | None = None
+    credentials: Any = None
+    timeout_s: float = 35.0
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
+        host = urlsplit(self.url).hostname or ""
+        self._loopback = host in ("127.0.0.1", "localhost", "::1")
+        if self.credentials is None or self.region is None:
+            import botocore.session
+
+            session = botocore.session.get_session()
+            self.credentials = self.credentials or session.get_credentials()
+            parts = host.split(".")
+            from_url = parts[2] if len(parts) > 3 and parts[1] == "execute-api" else None
+            self.region = self.region or from_url or session.get_config_variable("region") or "us-east-1"
+        if self.credentials is None and not self._loopback:
+            raise AgentwakeError("no AWS credentials to sign product API requests with (SigV4)")
+
+    # -- live turns -------------------------------------------------------------------------------
+
+    def begin_live_turn(self, session_id: str, *, ttl_s: float = 60.0, wait_s: float | None = None) -> LiveTurn:
+        body: dict[str, Any] = {"ttl_s": ttl_s}
+        if wait_s is not None:
+            body["wait_s"] = wait_s
+        out = self._call("POST", f"/sessions/{_seg(session_id)}/live-turns", body)
+        return LiveTurn(session_id=session_id, turn_id=out["turn_id"], token=out["token"], expires_at=out["expires_at"])
+
+    def renew_live_turn(self, turn: LiveTurn, *, ttl_s: float = 60.0) -> LiveTurn:
+        path = f"/sessions/{_seg(turn.session_id)}/live-turns/{_seg(turn.turn_id)}/renew"
+        out = self._call("POST", path, {"token": turn.token, "ttl_s": ttl_s})
+        return LiveTurn(turn.session_id, turn.turn_id, turn.token, float(out["expires_at"]))
+
+    def end_live_turn(self, turn: LiveTurn) -> str | None:
+        path = f"/sessions/{_seg(turn.session_id)}/live-turns/{_seg(turn.turn_id)}"
+        return self._call("DELETE", path, headers={TURN_TOKEN_HEADER: turn.token}).get("handed_to")
+
+    @contextmanager
+    def live_turn(self, session_id: str, *, ttl_s: float = 60.0, wait_s: float | None = None) -> Iterator[LiveTurn]:
+        turn = self.begin_live_turn(session_id, ttl_s=ttl_s, wait_s=wait_s)
+        try:
+            yield turn
+        finally:
+            self.end_live_turn(turn)
+
+    def append(self, turn: LiveTurn, messages: Sequence[tuple[str, str]], *, idempotency_key: str) -> dict[str, Any]:
+        """``{"written": bool, "entries": n}``: written False for a retry of an append already made."""
+        body = {
+            "turn_id": turn.turn_id,
+            "token": turn.token,
+            "messages": [{"role": r, "content": c} for r, c in messages],
+            "idempotency_key": idempotency_key,
+        }
+        return self._call("POST", f"/sessions/{_seg(turn.session_id)}/messages", body)
+
+    def read_conversation(self, session_id: str, *, cursor: str | None = None, limit: int = 50) -> dict[str, Any]:
+        """``{"entries": [...newest first], "cursor": next page or None}``."""
+        query = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        return self._call("GET", f"/sessions/{_seg(session_id)}/conversation", query=query)
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def register_task(
+        self, session_id: str, tool_name: str, args: Mapping[str, Any] | None = None, *, task_id: str | None = None
+    ) -> RegisteredTask:
+        body: dict[str, Any] = {"session_id": session_id, "tool_name": tool_name, "args": dict(args or {})}
+        if task_id is not None:
+            body["task_id"] = task_id
+        out = self._call("POST", "/tasks", body)
+        return RegisteredTask(task_id=out["task_id"], task_token=out["task_token"])
+
+    def task_status(self, task_id: str, task_token: str | None = None) -> dict[str, Any]:
+        headers = {TASK_TOKEN_HEADER: task_token} if task_token else None
+        return self._call("GET", f"/tasks/{_seg(task_id)}", headers=headers)
+
+    def complete_task(
+        self,
+        task_id: str,
+        task_token: str,
+        status: Literal["succeeded", "failed"],
+        result_text: str,
+        *,
+        note: str = "",
+        summary_name: str | None = None,
+        subagent_name: str | None = None,
+    ) -> str:
+        """Send the completion (enqueued to the result queue); returns the SQS message id."""
+        body: dict[str, Any] = {"task_token": task_token, "status": status, "result_text": result_text, "note": note}
+        if summary_name is not None:
+            body["summary_name"] = summary_name
+        if subagent_name is not None:
+            body["subagent_name"] = subagent_name
+        return str(self._call("POST", f"/tasks/{_seg(task_id)}/completion", body)["message_id"])
+
+    # -- HTTP -------------------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        url = self.url + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        sent = {"Content-Type": "application/json", "Accept": "application/json", **(headers or {})}
+        sent = self._signed(method, url, data, sent)
+        request = urllib.request.Request(url, data=data, headers=sent, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:  # noqa: S310 - the API's URL
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read(MAX_ERROR_BYTES)
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = {"message": raw[:200].decode("utf-8", "replace")}
+            raise ApiError(exc.code, parsed if isinstance(parsed, dict) else {}) from None
+        return dict(json.loads(raw)) if raw else {}
+
+    def _signed(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
+        if self.credentials is None:  # loopback only: the local stack does not check
+            return headers
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method=method, url=url, data=data, headers=headers)
+        SigV4Auth(self.credentials, "execute-api", str(self.region)).add_auth(request)
+        return dict(request.headers.items())
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")

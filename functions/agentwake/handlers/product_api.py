@@ -1,0 +1,17 @@
+"""ProductApiFunction: the HTTP API (IAM auth, payload format 2.0) over the runtime's sessions and
+tasks API. The routes, their validation and their errors are in ``agentwake.product_api``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from agentwake.observability import logger, metrics
+from agentwake.product_api import app
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

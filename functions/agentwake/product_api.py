@@ -1,0 +1,348 @@
+"""The product API: the runtime's sessions and tasks API over HTTP (an HTTP API with IAM auth in
+front of ProductApiFunction; docs/product-api.md). Validation comes from the pydantic models below,
+and the OpenAPI document ``schemas/product-api.openapi.json`` is generated from them.
+
+Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error or a log line):
+
+- ``POST /sessions/{session_id}/live-turns`` begin a live turn → 201 turn_id, token, expires_at;
+  409 with ``holder`` when the session stays busy past the wait (sessions.py)
+- ``POST /sessions/{session_id}/live-turns/{turn_id}/renew`` → 200 expires_at; 409 when lost
+- ``DELETE /sessions/{session_id}/live-turns/{turn_id}`` (header ``X-Agentwake-Turn-Token``) → 200
+- ``POST /sessions/{session_id}/messages`` append under the turn, once per idempotency key → 201
+- ``GET /sessions/{session_id}/conversation?cursor=&limit=`` newest first
+- ``POST /tasks`` register (never overwrites an existing task id: 409) → 201 with the token, once
+- ``GET /tasks/{task_id}`` status only; with the task's token in ``X-Agentwake-Task-Token`` also its
+  session and registered arguments (a caller never reads another task's arguments)
+- ``POST /tasks/{task_id}/completion`` the completion (the published schema), enqueued → 202
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentwake.errors import (
+    AgentwakeError,
+    ConfigError,
+    ForgedCompletion,
+    InvalidMessage,
+    SessionBusy,
+    TaskExists,
+    UnknownTask,
+)
+from agentwake.observability import logger
+from agentwake.store.live_turns import MAX_APPEND_MESSAGES, LiveTurnLost
+from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
+
+TITLE = "agentwake product API"
+VERSION = "1"
+TURN_TOKEN_HEADER = "X-Agentwake-Turn-Token"
+TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
+
+app = APIGatewayHttpResolver(enable_validation=True)
+
+SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
+TurnId = Annotated[str, Path(min_length=1, max_length=64)]
+TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BeginTurn(_Body):
+    ttl_s: float = Field(default=60.0, gt=0, le=900, description="how long the turn holds the session")
+    wait_s: float | None = Field(default=None, ge=0, le=25, description="default: the session's live_turn_wait_s")
+
+
+class Turn(BaseModel):
+    turn_id: str
+    token: str = Field(description="the turn's proof of holding the session: keep it, never show it")
+    expires_at: float = Field(description="epoch seconds")
+
+
+class RenewTurn(_Body):
+    token: str = Field(min_length=1, max_length=256)
+    ttl_s: float = Field(default=60.0, gt=0, le=900)
+
+
+class Renewed(BaseModel):
+    turn_id: str
+    expires_at: float
+
+
+class Ended(BaseModel):
+    turn_id: str
+    handed_to: str | None = Field(description="the waiting run the session was handed to, if any")
+
+
+class LiveMessage(_Body):
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=60_000)
+
+
+class AppendBody(_Body):
+    turn_id: str = Field(min_length=1, max_length=64)
+    token: str = Field(min_length=1, max_length=256)
+    messages: list[LiveMessage] = Field(min_length=1, max_length=MAX_APPEND_MESSAGES)
+    idempotency_key: str = Field(min_length=1, max_length=256)
+
+
+class AppendResult(BaseModel):
+    written: bool = Field(description="False: a retry of an append already written (nothing written now)")
+    entries: int
+
+
+class Entry(BaseModel):
+    kind: str
+    role: str
+    content: str
+    run_id: str | None = None
+    delivery_id: str | None = None
+    created_at: str
+
+
+class Conversation(BaseModel):
+    entries: list[Entry] = Field(description="newest first")
+    cursor: str | None = Field(description="the next (older) page; null at the first entry")
+
+
+class RegisterBody(_Body):
+    session_id: str = Field(pattern=ID_PATTERN)
+    tool_name: str = Field(min_length=1, max_length=128)
+    args: dict[str, Any] = {}
+    task_id: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class Registered(BaseModel):
+    task_id: str
+    task_token: str = Field(description="shown once: send it with the completion")
+
+
+class TaskStatusOut(BaseModel):
+    task_id: str
+    tool_name: str
+    status: str
+    created_at: str
+    finished_at: str | None = None
+    session_id: str | None = Field(default=None, description="only to the holder of the task's token")
+    args: dict[str, Any] | None = Field(default=None, description="only to the holder of the task's token")
+
+
+class CompletionBody(_Body):
+    task_token: str = Field(min_length=1, max_length=256)
+    status: Literal["succeeded", "failed"]
+    result_text: str = Field(max_length=MAX_RESULT_CHARS)
+    note: str = Field(default="", max_length=4000)
+    summary_name: str | None = Field(default=None, min_length=1, max_length=256)
+    subagent_name: str | None = Field(default=None, max_length=128)
+
+
+class Enqueued(BaseModel):
+    task_id: str
+    message_id: str
+
+
+class Services:
+    """The runtime's APIs over the stack's table and result queue, built on the first request."""
+
+    def __init__(self, settings: Any) -> None:
+        from agentwake.sessions import SessionsService
+        from agentwake.store.dynamo import DynamoStore
+        from agentwake.tasks import TasksService
+
+        self.settings = settings
+        self.store = DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days)
+        self.sessions = SessionsService(self.store, settings.result_queue_url)
+        self.tasks = TasksService(self.store, settings.result_queue_url)
+
+
+_built: list[Services] = []
+
+
+def services() -> Services:
+    """The services of this process, built again when the settings were reset (the local runtime
+    resets them with each new environment: clients of an earlier stack must not be reused)."""
+    from agentwake.settings import get_settings
+
+    settings = get_settings()
+    if not _built or _built[0].settings is not settings:
+        _built[:] = [Services(settings)]
+    return _built[0]
+
+
+def reset_services() -> None:
+    _built.clear()
+
+
+def _json(status: int, body: Any) -> Response[Any]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+def _turn(session_id: str, turn_id: str, token: str) -> Any:
+    from agentwake.sessions import LiveTurn
+
+    return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=0.0)
+
+
+@app.post("/sessions/<session_id>/live-turns", responses={409: {"description": "the session is busy"}})
+def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response[Turn]:
+    body = body or BeginTurn()  # no body: the defaults
+    turn = services().sessions.begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
+    return _json(201, Turn(turn_id=turn.turn_id, token=turn.token, expires_at=turn.expires_at).model_dump())
+
+
+@app.post("/sessions/<session_id>/live-turns/<turn_id>/renew")
+def renew_turn(session_id: SessionId, turn_id: TurnId, body: RenewTurn) -> Renewed:
+    turn = services().sessions.renew_live_turn(_turn(session_id, turn_id, body.token), ttl_s=body.ttl_s)
+    return Renewed(turn_id=turn_id, expires_at=turn.expires_at)
+
+
+@app.delete("/sessions/<session_id>/live-turns/<turn_id>")
+def end_turn(
+    session_id: SessionId,
+    turn_id: TurnId,
+    token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=256)],
+) -> Ended:
+    handed = services().sessions.end_live_turn(_turn(session_id, turn_id, token))
+    return Ended(turn_id=turn_id, handed_to=handed)
+
+
+@app.post("/sessions/<session_id>/messages")
+def append_messages(session_id: SessionId, body: AppendBody) -> Response[AppendResult]:
+    done = services().sessions.append(
+        _turn(session_id, body.turn_id, body.token),
+        [(m.role, m.content) for m in body.messages],
+        idempotency_key=body.idempotency_key,
+    )
+    return _json(
+        201 if done.written else 200, AppendResult(written=done.written, entries=len(done.sort_keys)).model_dump()
+    )
+
+
+@app.get("/sessions/<session_id>/conversation")
+def conversation(
+    session_id: SessionId,
+    cursor: Annotated[str | None, Query(max_length=256)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> Conversation:
+    page = services().sessions.read_conversation(session_id, cursor=cursor, limit=limit)
+    return Conversation(
+        entries=[
+            Entry(
+                kind=e.kind,
+                role=e.role,
+                content=e.content,
+                run_id=e.run_id,
+                delivery_id=e.delivery_id,
+                created_at=e.created_at,
+            )
+            for e in page.entries
+        ],
+        cursor=page.cursor,
+    )
+
+
+@app.post("/tasks", responses={409: {"description": "the task id is registered already"}})
+def register_task(body: RegisterBody) -> Response[Registered]:
+    task = services().tasks.register_task(body.session_id, body.tool_name, body.args, task_id=body.task_id)
+    return _json(201, Registered(task_id=task.task_id, task_token=task.task_token).model_dump())
+
+
+@app.get("/tasks/<task_id>")
+def task_status(
+    task_id: TaskId, token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER.lower(), max_length=256)] = None
+) -> TaskStatusOut:
+    task = services().store.get_task(task_id)
+    if task is None:
+        raise UnknownTask(f"no task is registered with id {task_id!r}")
+    out = TaskStatusOut(
+        task_id=task.task_id,
+        tool_name=task.tool_name,
+        status=task.status,
+        created_at=task.created_at,
+        finished_at=task.finished_at,
+    )
+    if token is not None and task.token_matches(token):
+        out.session_id, out.args = task.session_id, task.tool_args
+    return out
+
+
+@app.post("/tasks/<task_id>/completion")
+def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
+    message_id = services().tasks.finish_task(
+        task_id,
+        body.status,
+        body.result_text,
+        task_token=body.task_token,
+        summary_name=body.summary_name,
+        note=body.note,
+        subagent_name=body.subagent_name,
+    )
+    return _json(202, Enqueued(task_id=task_id, message_id=message_id).model_dump())
+
+
+# -- errors: JSON with a clear message, never a token ----------------------------------------------
+
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (SessionBusy, 409),
+    (LiveTurnLost, 409),
+    (TaskExists, 409),
+    (UnknownTask, 404),
+    (ForgedCompletion, 403),
+    (ConfigError, 404),  # begin_live_turn: the session has no config (the TTL is validated above)
+    (InvalidMessage, 400),
+)
+
+
+@app.exception_handler(
+    [SessionBusy, LiveTurnLost, TaskExists, UnknownTask, ForgedCompletion, ConfigError, InvalidMessage]
+)
+def _known(exc: AgentwakeError) -> Response[Any]:
+    status = next(code for cls, code in _STATUS if isinstance(exc, cls))
+    body: dict[str, Any] = {"error": str(exc), "type": exc.error_type}
+    if isinstance(exc, SessionBusy):
+        body["holder"] = getattr(exc, "holder", None)
+    return _json(status, body)
+
+
+@app.exception_handler(ValueError)
+def _bad_value(exc: ValueError) -> Response[Any]:
+    from pydantic import ValidationError
+
+    from agentwake.errors import describe_validation_error
+
+    # a model's refusal (too large arguments, ...) says where and what, never the input
+    said = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)[:500]
+    return _json(400, {"error": said, "type": "BadRequest"})
+
+
+@app.exception_handler(RequestValidationError)
+def _invalid(exc: RequestValidationError) -> Response[Any]:
+    # where and what, never the input itself (it may hold a token)
+    problems = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors()[:10]]
+    said = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
+    return _json(422, {"error": f"invalid request: {said}", "type": "ValidationError", "detail": problems})
+
+
+@app.not_found
+def _no_route(exc: Exception) -> Response[Any]:
+    return _json(404, {"error": "no such route (see schemas/product-api.openapi.json)", "type": "NotFound"})
+
+
+@app.exception_handler(Exception)
+def _unexpected(exc: Exception) -> Response[Any]:
+    logger.error("product API request failed", extra={"error_type": type(exc).__name__})
+    return _json(500, {"error": "internal error; see the function's log", "type": "InternalError"})
+
+
+def openapi_json() -> str:
+    """The OpenAPI document (schemas/product-api.openapi.json), stable text."""
+    import json
+
+    doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION))
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,220 @@
+"""The product API (ProductApiFunction, issue 23): every route through the real handler with HTTP API
+(payload 2.0) events, on moto's table and queues provisioned from template.yaml.
+
+What a product sees: status codes, JSON bodies with a clear ``error``, a token shown only where it is
+issued, the completion enqueued as the published schema says, a retried append written once, an
+existing task id never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentwake.store.dynamo import DynamoStore
+from tests.support.aws import Resources, drain
+from tests.support.builders import seed_session
+from tests.support.product_api import call, fresh_services
+
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "background-result.schema.json"
+
+
+@pytest.fixture(autouse=True)
+def fresh(resources: Resources) -> Iterator[None]:
+    fresh_services()
+    yield
+    fresh_services()
+
+
+def begin(session_id: str = "alice", **body: Any) -> dict[str, Any]:
+    status, turn = call("POST", f"/sessions/{session_id}/live-turns", body)
+    assert status == 201, turn
+    return turn
+
+
+def test_a_live_turn_begins_appends_renews_and_ends(store: DynamoStore, capsys: pytest.CaptureFixture[str]) -> None:
+    seed_session(store, "alice")
+    # WHEN a live turn begins
+    turn = begin(ttl_s=30)
+    assert set(turn) == {"turn_id", "token", "expires_at"}
+    # THEN the session is held: a second begin (no wait) is refused with the holder named
+    status, busy = call("POST", "/sessions/alice/live-turns", {"wait_s": 0})
+    assert status == 409 and busy["holder"] == f"live:{turn['turn_id']}"
+    assert "busy" in busy["error"] and turn["token"] not in json.dumps(busy)
+    # WHEN the turn appends two messages, and the same append is retried
+    append = {
+        "turn_id": turn["turn_id"],
+        "token": turn["token"],
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"}],
+        "idempotency_key": "msg-1",
+    }
+    assert call("POST", "/sessions/alice/messages", append) == (201, {"written": True, "entries": 2})
+    assert call("POST", "/sessions/alice/messages", append) == (200, {"written": False, "entries": 2})
+    # renewed, then ended
+    status, renewed = call(
+        "POST", f"/sessions/alice/live-turns/{turn['turn_id']}/renew", {"token": turn["token"], "ttl_s": 120}
+    )
+    assert status == 200 and renewed["expires_at"] > turn["expires_at"]
+    status, ended = call(
+        "DELETE", f"/sessions/alice/live-turns/{turn['turn_id']}", headers={"x-agentwake-turn-token": turn["token"]}
+    )
+    assert (status, ended) == (200, {"turn_id": turn["turn_id"], "handed_to": None})
+    # THEN the history holds the two messages once, in order, read back newest first
+    status, page = call("GET", "/sessions/alice/conversation")
+    assert status == 200 and page["cursor"] is None
+    assert [(e["kind"], e["role"], e["content"]) for e in page["entries"]] == [
+        ("live", "assistant", "hello!"),
+        ("live", "user", "hi"),
+    ]
+    # the ended turn holds nothing: appending with its token is refused, nothing written
+    status, lost = call("POST", "/sessions/alice/messages", {**append, "idempotency_key": "msg-2"})
+    assert status == 409 and lost["type"] == "LiveTurnLost"
+    assert turn["token"] not in capsys.readouterr().out  # not in any log line either
+
+
+def test_the_conversation_pages_with_a_cursor(store: DynamoStore) -> None:
+    seed_session(store, "alice")
+    turn = begin()
+    for i in range(5):
+        body = {
+            "turn_id": turn["turn_id"],
+            "token": turn["token"],
+            "messages": [{"role": "user", "content": f"m{i}"}],
+            "idempotency_key": f"k{i}",
+        }
+        assert call("POST", "/sessions/alice/messages", body)[0] == 201
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        status, page = call("GET", "/sessions/alice/conversation", query=query)
+        assert status == 200 and len(page["entries"]) <= 2
+        seen += [e["content"] for e in page["entries"]]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    assert seen == ["m4", "m3", "m2", "m1", "m0"]
+    status, bad = call("GET", "/sessions/alice/conversation", query={"cursor": "not-a-cursor"})
+    assert status == 400 and bad["error"]
+    assert call("GET", "/sessions/alice/conversation", query={"limit": "0"})[0] == 422
+
+
+def test_bad_input_gets_a_clear_error_without_the_token(store: DynamoStore) -> None:
+    seed_session(store, "alice")
+    turn = begin()
+    # a role a live turn may not append: 422 saying where, never echoing the body (it holds the token)
+    body = {
+        "turn_id": turn["turn_id"],
+        "token": turn["token"],
+        "messages": [{"role": "system", "content": "x"}],
+        "idempotency_key": "k",
+    }
+    status, err = call("POST", "/sessions/alice/messages", body)
+    assert status == 422 and "messages.0.role" in err["error"] and turn["token"] not in json.dumps(err)
+    # not JSON at all
+    status, err = call("POST", "/sessions/alice/messages", "{not json")
+    assert status == 422 and err["error"].startswith("invalid request")
+    # a begin without a body takes the defaults
+    seed_session(store, "bob")
+    status, turn = call("POST", "/sessions/bob/live-turns", body=None)
+    assert status == 201 and 30 < turn["expires_at"] - time.time() <= 60  # the default TTL, 60 s
+    # a session with no config, an invalid session id, a TTL out of range
+    assert call("POST", "/sessions/nobody/live-turns", {})[0] == 404
+    assert call("POST", "/sessions/bad%20id/live-turns", {})[0] == 422
+    assert call("POST", "/sessions/alice/live-turns", {"ttl_s": 5000})[0] == 422
+    # an unknown route
+    assert call("GET", "/nothing-here")[0] == 404
+
+
+def test_a_task_registers_once_and_its_status_hides_what_the_caller_did_not_register(
+    store: DynamoStore,
+) -> None:
+    seed_session(store, "alice")
+    status, reg = call(
+        "POST",
+        "/tasks",
+        {"session_id": "alice", "tool_name": "research", "args": {"q": "secret plans"}, "task_id": "t-1"},
+    )
+    assert status == 201 and reg["task_id"] == "t-1" and reg["task_token"].startswith("awt_")
+    # registering the same id again is refused and changes nothing (the token still completes it)
+    status, again = call("POST", "/tasks", {"session_id": "mallory", "tool_name": "x", "task_id": "t-1"})
+    assert status == 409 and again["type"] == "TaskExists" and "task_token" not in again
+    task = store.get_task("t-1")
+    assert task is not None and task.session_id == "alice" and task.token_matches(reg["task_token"])
+    # status without the token: no session, no arguments, never the token hash
+    status, seen = call("GET", "/tasks/t-1")
+    assert status == 200 and seen["status"] == "running" and seen["args"] is None and seen["session_id"] is None
+    assert task.token_sha256 not in json.dumps(seen) and "secret plans" not in json.dumps(seen)
+    # with another task's token: the same
+    _, other = call("POST", "/tasks", {"session_id": "alice", "tool_name": "x"})
+    _, seen = call("GET", "/tasks/t-1", headers={"x-agentwake-task-token": other["task_token"]})
+    assert seen["args"] is None
+    # with its own token: what was registered
+    _, seen = call("GET", "/tasks/t-1", headers={"x-agentwake-task-token": reg["task_token"]})
+    assert (seen["session_id"], seen["args"]) == ("alice", {"q": "secret plans"})
+    assert call("GET", "/tasks/nope")[0] == 404
+
+
+def test_a_completion_is_enqueued_as_the_published_schema_says(store: DynamoStore, resources: Resources) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    seed_session(store, "alice")
+    _, reg = call("POST", "/tasks", {"session_id": "alice", "tool_name": "research", "task_id": "t-2"})
+    # a forged completion (another token) is refused and nothing is sent
+    status, err = call(
+        "POST", "/tasks/t-2/completion", {"task_token": "awt_forged", "status": "succeeded", "result_text": "ATTACKER"}
+    )
+    assert status == 403 and err["type"] == "ForgedCompletion"
+    # a body outside the schema (an unknown status, an extra field) is refused
+    assert (
+        call("POST", "/tasks/t-2/completion", {"task_token": reg["task_token"], "status": "ok", "result_text": ""})[0]
+        == 422
+    )
+    body = {"task_token": reg["task_token"], "status": "succeeded", "result_text": "42", "extra": 1}
+    assert call("POST", "/tasks/t-2/completion", body)[0] == 422
+    assert drain(resources.queue_url) == []
+    # the genuine one is enqueued: valid against schemas/background-result.schema.json
+    status, sent = call(
+        "POST", "/tasks/t-2/completion", {"task_token": reg["task_token"], "status": "succeeded", "result_text": "42"}
+    )
+    assert status == 202 and sent["task_id"] == "t-2" and sent["message_id"]
+    (message,) = drain(resources.queue_url)
+    enqueued = json.loads(message["Body"])
+    jsonschema.validate(enqueued, json.loads(SCHEMA.read_text()))
+    assert (enqueued["task_id"], enqueued["session_id"], enqueued["result_text"]) == ("t-2", "alice", "42")
+    assert call("POST", "/tasks/none/completion", {"task_token": "x", "status": "failed", "result_text": ""})[0] == 404
+
+
+def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentwake import product_api
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("boom with awt_secret")
+
+    monkeypatch.setattr(product_api.services().store, "get_task", broken)
+    status, err = call("GET", "/tasks/t-9")
+    assert status == 500 and "awt_secret" not in json.dumps(err) and err["type"] == "InternalError"
+
+
+def test_arguments_too_large_to_keep_are_refused_without_echoing_them(store: DynamoStore) -> None:
+    big = {"blob": "x" * (70 * 1024)}
+    status, err = call("POST", "/tasks", {"session_id": "alice", "tool_name": "research", "args": big})
+    assert status == 400 and "at most 65536 are kept" in err["error"] and "xxxxxxxxxx" not in err["error"]
+
+
+def test_a_new_environment_gets_new_services(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the API answering on this stack's table
+    seed_session(store, "alice")
+    assert call("POST", "/sessions/alice/live-turns", {})[0] == 201
+    # WHEN the environment changes as the local runtime changes it (another stack: its settings
+    # and clients reset) THEN the API works on the new table, not with the clients of the old one
+    from agentwake.bootstrap import reset_caches
+
+    monkeypatch.setenv("AGENTWAKE_TABLE", "another-stacks-table")
+    reset_caches()
+    status, err = call("POST", "/sessions/alice/live-turns", {})
+    assert status == 500 and err["type"] == "InternalError"  # that table does not exist

@@ -1,0 +1,83 @@
+"""agentwake.client.ProductApiClient over real HTTP on 127.0.0.1: the local HTTP API built from
+template.yaml's HttpApi events (infra/agentwake_local/http_api.py), each request turned into a
+payload 2.0 event for ProductApiFunction's handler (on moto). Every request is SigV4-signed for
+execute-api, and the API's errors arrive as ApiError with their type."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from agentwake.client import ApiError, ProductApiClient
+from agentwake.store.dynamo import DynamoStore
+from agentwake_local.http_api import LocalHttpApi, Route
+from tests.support.aws import Resources, drain
+from tests.support.builders import seed_session
+from tests.support.product_api import served
+
+
+@pytest.fixture
+def api(resources: Resources) -> Iterator[tuple[ProductApiClient, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+    with served(resources, seen) as url:
+        yield ProductApiClient(url, region="us-east-1"), seen
+
+
+def test_every_route_through_the_client(
+    api: tuple[ProductApiClient, list[dict]], store: DynamoStore, resources: Resources
+) -> None:
+    client, seen = api
+    seed_session(store, "alice")
+    # live turns: begin, a busy second begin, append twice with one key, renew, end
+    turn = client.begin_live_turn("alice", ttl_s=30)
+    with pytest.raises(ApiError) as busy:
+        client.begin_live_turn("alice", wait_s=0)
+    assert (busy.value.status, busy.value.type, busy.value.holder) == (409, "SessionBusy", f"live:{turn.turn_id}")
+    assert turn.token not in str(busy.value)
+    first = client.append(turn, [("user", "hi"), ("assistant", "hello")], idempotency_key="k1")
+    again = client.append(turn, [("user", "hi"), ("assistant", "hello")], idempotency_key="k1")
+    assert (first["written"], again["written"]) == (True, False)
+    assert client.renew_live_turn(turn, ttl_s=90).expires_at > turn.expires_at
+    assert client.end_live_turn(turn) is None
+    page = client.read_conversation("alice", limit=1)
+    assert [e["content"] for e in page["entries"]] == ["hello"] and page["cursor"]
+    assert [e["content"] for e in client.read_conversation("alice", cursor=page["cursor"])["entries"]] == ["hi"]
+    # tasks: register, a refused re-registration, status with and without the token, the completion
+    task = client.register_task("alice", "research", {"q": "x"}, task_id="t-c1")
+    with pytest.raises(ApiError) as exists:
+        client.register_task("mallory", "research", task_id="t-c1")
+    assert (exists.value.status, exists.value.type) == (409, "TaskExists")
+    assert client.task_status("t-c1")["args"] is None
+    assert client.task_status("t-c1", task.task_token)["args"] == {"q": "x"}
+    assert client.complete_task("t-c1", task.task_token, "succeeded", "done", summary_name="Research")
+    assert len(drain(resources.queue_url)) == 1
+    # THEN every request was signed with SigV4 for execute-api in the API's region
+    assert seen and all(
+        re.match(
+            r"AWS4-HMAC-SHA256 Credential=\S+/\d{8}/us-east-1/execute-api/aws4_request", e["headers"]["authorization"]
+        )
+        for e in seen
+    )
+    # and the live turn's token travels in the body or a header, never in a URL
+    assert not [e for e in seen if turn.token in e["rawPath"] + e.get("rawQueryString", "")]
+
+
+def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resources: Resources) -> None:
+    def failing(_function_id: str, _event: dict[str, Any]) -> Any:
+        return SimpleNamespace(response=None, error={"errorType": "RuntimeError", "errorMessage": "x"})
+
+    server = LocalHttpApi([Route("GET", "/tasks/{task_id}", "F")], failing).start()
+    try:
+        client = ProductApiClient(server.url, region="us-east-1")
+        with pytest.raises(ApiError) as failed:
+            client.task_status("t-1")
+        assert failed.value.status == 500
+        with pytest.raises(ApiError) as missing:
+            client.read_conversation("alice")
+        assert missing.value.status == 404
+    finally:
+        server.stop()
