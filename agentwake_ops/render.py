@@ -415,27 +415,43 @@ def fires(job: Any) -> str:
     return ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times)
 
 
+#: the columns of ``jobs list`` (the console's jobs page adds each job's pause and fire counters)
+JOB_COLUMNS = (
+    "job id",
+    "name",
+    "session",
+    "schedule",
+    "next fire times",
+    "status",
+    "enabled",
+    "last run",
+    "last error",
+)
+
+
+def job_row(job: Any) -> tuple[str, ...]:
+    """A job as :data:`JOB_COLUMNS` (plain text; its status says ``paused: <why>`` while paused)."""
+    return (
+        job.job_id,
+        job.name,
+        job.session_id,
+        f"{job.schedule_expression} {job.timezone}",
+        fires(job),
+        job_status(job),
+        "yes" if job.enabled else "no",
+        when(job.last_run_at),
+        (job.last_error or "-").splitlines()[0] if job.last_error else "-",
+    )
+
+
 def jobs_table(jobs: list[Any]) -> None:
     out = console()
     if not jobs:
         out.print("No jobs.")
         return
-    table = _table(
-        f"{len(jobs)} job(s)",
-        ("job id", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error"),
-    )
+    table = _table(f"{len(jobs)} job(s)", JOB_COLUMNS)
     for j in jobs:
-        table.add_row(
-            escape(j.job_id),
-            escape(j.name),
-            escape(j.session_id),
-            escape(f"{j.schedule_expression} {j.timezone}"),
-            escape(fires(j)),
-            escape(job_status(j)),
-            "yes" if j.enabled else "no",
-            when(j.last_run_at),
-            escape((j.last_error or "-").splitlines()[0] if j.last_error else "-"),
-        )
+        table.add_row(*(escape(cell) for cell in job_row(j)))
     print_table(table, drop=("enabled", "last run", "next fire times", "last error"))
 
 
@@ -444,12 +460,17 @@ def job_status(job: Any) -> str:
     return f"paused: {job.pause_reason}" if job.paused_at else job.status
 
 
-def job_view(view: Any) -> None:
-    """``jobs show``: the job's config and policies, next fires, last runs, skipped and missed fires."""
+#: the columns of a job's runs and of its skipped / missed fires (`jobs show`, the console's job page)
+JOB_RUN_COLUMNS = ("run id", "status", "started", "duration", "cost", "reason")
+JOB_FIRE_COLUMNS = ("scheduled time", "run id", "reason", "outcome")
+
+
+def job_facts(view: Any) -> list[tuple[str, Any]]:
+    """``jobs show``'s facts of a job (plain text, not escaped): config, policies, why and since
+    when it is paused and by which run, failures in a row, skipped/missed counts, next fires."""
     from agentwake.jobs import next_fire_times
 
     job = view.job
-    out = console()
     rows: list[tuple[str, Any]] = [
         ("job", job.job_id),
         ("name", job.name),
@@ -469,31 +490,55 @@ def job_view(view: Any) -> None:
         rows += [("paused at", when(job.paused_at)), ("paused by run", job.pause_run_id)]
     times = next_fire_times(job, len(view.next_fires) or 3)
     rows.append(("next fires", ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times) or "-"))
-    out.print(facts_panel(rows, f"job {job.job_id}"))
-    if view.missing_now:
-        more = f" (the newest {len(view.missing_now)})" if view.missing_total > len(view.missing_now) else ""
-        out.print(
-            f"Missing while paused: {'at least ' if view.missing_truncated else ''}{view.missing_total} "
-            f"fire time(s){more}; on resume, catch-up "
-            f"{job.catch_up} decides which run: {escape(', '.join(view.missing_now[-10:]))}"
-        )
-    table = _table(f"last {len(view.runs)} run(s)", ("run id", "status", "started", "duration", "cost", "reason"))
+    return rows
+
+
+def job_missing(view: Any) -> str | None:
+    """The fire times a paused job has missed so far (plain text), or None."""
+    if not view.missing_now:
+        return None
+    more = f" (the newest {len(view.missing_now)})" if view.missing_total > len(view.missing_now) else ""
+    return (
+        f"Missing while paused: {'at least ' if view.missing_truncated else ''}{view.missing_total} "
+        f"fire time(s){more}; on resume, catch-up "
+        f"{view.job.catch_up} decides which run: {', '.join(view.missing_now[-10:])}"
+    )
+
+
+def job_run_row(run: Any) -> tuple[str, ...]:
+    """One of a job's runs as :data:`JOB_RUN_COLUMNS` (plain text)."""
+    return (
+        run.run_id,
+        run.status,
+        when(run.started_at),
+        _duration(run.started_at, run.ended_at),
+        _cost((run.usage or {}).get("estimated_cost_usd")),
+        (run.last_error or "-").splitlines()[0][:200] if run.last_error else "-",
+    )
+
+
+def job_fire_row(fire: Any) -> tuple[str, ...]:
+    """A skipped or missed fire as :data:`JOB_FIRE_COLUMNS` (plain text)."""
+    return (fire.scheduled_time, fire.run_id, fire.reason, fire.outcome)
+
+
+def job_view(view: Any) -> None:
+    """``jobs show``: the job's config and policies, next fires, last runs, skipped and missed fires."""
+    out = console()
+    out.print(facts_panel(job_facts(view), f"job {view.job.job_id}"))
+    missing = job_missing(view)
+    if missing:
+        out.print(escape(missing))
+    table = _table(f"last {len(view.runs)} run(s)", JOB_RUN_COLUMNS)
     for run in view.runs:
-        table.add_row(
-            escape(run.run_id),
-            escape(run.status),
-            when(run.started_at),
-            _duration(run.started_at, run.ended_at),
-            _cost((run.usage or {}).get("estimated_cost_usd")),
-            escape((run.last_error or "-").splitlines()[0][:200] if run.last_error else "-"),
-        )
+        table.add_row(*(escape(cell) for cell in job_run_row(run)))
     out.print(table)
     for title, fires_ in (("skipped fires", view.skipped), ("missed fires", view.missed)):
         if not fires_:
             continue
-        table = _table(f"{title} (newest first)", ("scheduled time", "run id", "reason", "outcome"))
+        table = _table(f"{title} (newest first)", JOB_FIRE_COLUMNS)
         for fire in fires_:
-            table.add_row(escape(fire.scheduled_time), escape(fire.run_id), escape(fire.reason), escape(fire.outcome))
+            table.add_row(*(escape(cell) for cell in job_fire_row(fire)))
         out.print(table)
 
 
@@ -509,13 +554,18 @@ def dead_lettered_fires(messages: list[Any], note: str | None) -> None:
         ("scheduled time", "run id", "error", "redrive with"),
     )
     for msg in messages:
-        table.add_row(
-            escape((msg.payload or {}).get("scheduled_time", "-")),
-            escape(dash(msg.run_id)),
-            escape(f"{dash(msg.error_type)}: {dash(msg.error_detail)}"[:200]),
-            escape(f"agentwake dlq redrive --id {msg.short_id}"),
-        )
+        table.add_row(*(escape(cell) for cell in dead_lettered_fire_row(msg)))
     out.print(table)
+
+
+def dead_lettered_fire_row(msg: Any) -> tuple[str, str, str, str]:
+    """A job's fire in SchedulerDLQ (plain text): scheduled time, run id, error, how to redrive it."""
+    return (
+        str((msg.payload or {}).get("scheduled_time", "-")),
+        dash(msg.run_id),
+        f"{dash(msg.error_type)}: {dash(msg.error_detail)}"[:200],
+        f"agentwake dlq redrive --id {msg.short_id}",
+    )
 
 
 def job_view_dict(view: Any) -> dict[str, Any]:
@@ -573,21 +623,31 @@ def session_panel(config: SessionConfig) -> None:
     console().print(facts_panel(rows, "session"))
 
 
+#: the columns of ``sessions list`` (and the console's sessions page)
+SESSION_COLUMNS = ("session", "providers", "tools", "delivery", "role", "updated")
+
+
+def session_row(config: SessionConfig) -> tuple[str, ...]:
+    """A session config as :data:`SESSION_COLUMNS` (plain text: provider ids or types, tool names,
+    the delivery type; never a provider's credentials)."""
+    return (
+        config.session_id,
+        ", ".join(str(p.get("id") or p.get("type")) for p in config.providers) or "-",
+        ", ".join(str(t.get("name")) for t in config.tools) or "-",
+        str(config.delivery.get("type", "-")),
+        config.role,
+        when(config.updated_at),
+    )
+
+
 def sessions_table(configs: list[SessionConfig]) -> None:
     out = console()
     if not configs:
         out.print("No sessions. Create one: agentwake sessions put SESSION --provider JSON")
         return
-    table = _table(f"{len(configs)} session(s)", ("session", "providers", "tools", "delivery", "role", "updated"))
+    table = _table(f"{len(configs)} session(s)", SESSION_COLUMNS)
     for c in configs:
-        table.add_row(
-            escape(c.session_id),
-            escape(", ".join(str(p.get("id") or p.get("type")) for p in c.providers) or "-"),
-            escape(", ".join(str(t.get("name")) for t in c.tools) or "-"),
-            escape(str(c.delivery.get("type", "-"))),
-            escape(c.role),
-            when(c.updated_at),
-        )
+        table.add_row(*(escape(cell) for cell in session_row(c)))
     print_table(table, drop=("updated", "role", "tools"))
     out.print("Show one: agentwake sessions show SESSION", style="dim")
 

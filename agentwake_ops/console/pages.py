@@ -1,7 +1,8 @@
 """The console's GET pages. Each reads through the CLI's own read models: the DLQ pipeline
 (``agentwake_ops.dlq.select.list_messages`` / ``find_message``: complete scans, joined with runs),
-``agentwake_ops.runs`` (run summaries, transcripts, runs by time), the store's session reads and the
-jobs service. Nothing here queries DynamoDB or SQS itself.
+``agentwake_ops.runs`` (run summaries, transcripts, runs by time) and the store's session reads
+(the sessions and jobs pages: :mod:`agentwake_ops.console.sessions_jobs`). Nothing here queries
+DynamoDB or SQS itself.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# runs, sessions, jobs
+# runs (sessions and jobs: sessions_jobs.py)
 
 
 def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
@@ -376,65 +377,3 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             + "</p>"
         )
     return Markup("".join(str(p) for p in parts))
-
-
-def sessions(ctx: OpsContext, query: Query, csrf: str) -> Markup:
-    """A session's config (``sessions show``, secrets masked) and its recent history."""
-    session_id = one(query, "id")
-    parts = [
-        "<form class='filters' method='get' action='/sessions'>"
-        f"<label>session id<input name='id' value='{h(session_id)}'></label><button>Show</button></form>"
-    ]
-    if not session_id:
-        from agentwake_ops.runs import list_runs
-
-        recent = list_runs(ctx.store, limit=50)
-        seen = list(dict.fromkeys(r.session_id for r in recent.runs))
-        parts.append("<h2>sessions of the latest runs</h2><ul>")
-        parts += [f"<li>{link('/sessions', s, id=s)}</li>" for s in seen]
-        parts.append("</ul>")
-        return Markup("".join(str(p) for p in parts))
-    config = ctx.store.get_session(session_id)
-    if config is None:
-        parts.append(f"<p class='note'>No config for session {h(session_id)}.</p>")
-    else:
-        parts.append("<h2>config (secrets masked)</h2>" + pretty(config.model_dump(mode="json")))
-    entries = ctx.store.history_window(session_id, 30)
-    parts.append("<h2>history (latest 30)</h2>")
-    parts.append(
-        table(
-            ("time", "role", "kind", "run", "content"),
-            [(when(e.created_at), e.role, e.kind, e.run_id, e.content) for e in entries],
-            cls="history",
-        )
-    )
-    parts.append("<p>" + link("/runs", "runs of this session", session=session_id) + "</p>")
-    return Markup("".join(str(p) for p in parts))
-
-
-def jobs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
-    """``jobs list``: each job, its next fire times, status, last run and error."""
-    from agentwake_ops.render import job_dict
-
-    rows = []
-    for job in ctx.jobs.list():
-        data = job_dict(job)
-        rows.append(
-            (
-                data.get("job_id"),
-                data.get("name"),
-                link("/sessions", data.get("session_id"), id=data.get("session_id")),
-                data.get("schedule_expression"),
-                ", ".join(data.get("next_fire_times") or []) or "-",
-                data.get("status"),
-                data.get("enabled"),
-                when(data.get("last_run_at")),
-                data.get("last_error"),
-                link("/runs", "runs", session=data.get("session_id")),
-            )
-        )
-    return table(
-        ("job", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error", ""),
-        rows,
-        cls="jobs",
-    )

@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from agentwake_ops.console import actions, assets, charts, pages
+from agentwake_ops.console import actions, assets, charts, pages, sessions_jobs
 from agentwake_ops.console.html import Markup, h, layout
 from agentwake_ops.context import OpsContext
 
@@ -53,8 +53,8 @@ GET_PAGES: dict[str, tuple[str, Page]] = {
     "/dlq/message": ("DLQ message", pages.message),
     "/run": ("Run", pages.run),
     "/runs": ("Runs", pages.runs),
-    "/sessions": ("Sessions", pages.sessions),
-    "/jobs": ("Jobs", pages.jobs),
+    "/sessions": ("Sessions", sessions_jobs.sessions),
+    "/jobs": ("Jobs", sessions_jobs.jobs),
     "/charts": ("Charts", charts.charts),
 }
 POST_ACTIONS: dict[str, tuple[str, Page]] = {

@@ -15,7 +15,7 @@ import pytest
 from agentwake_ops.context import OpsContext, resolve_context
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED, make_failed_background_run
-from tests.support.builders import seed_job
+from tests.support.builders import SCRIPTED_ARGS, seed_job
 from tests.support.console import ConsoleClient, csrf_of, serving, text_of
 
 
@@ -218,6 +218,106 @@ def test_runs_sessions_jobs_and_charts_pages(cli: Cli, stack: Stack, console: Co
     # AND a bad filter is one clear error on the page
     bad = console.get("/runs?status=nope")
     assert bad.status == 400 and "error: status must be one of" in text_of(bad.text)
+
+
+ALIAS_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live"
+ROLE_ARN = "arn:aws:iam::123456789012:role/agentwake-SchedulerRole"
+HOSTILE = "<script>alert('job')</script>"
+
+
+def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_missed_fires(
+    cli: Cli, stack: Stack, ctx: OpsContext, console: ConsoleClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from agentwake.store.models import FailureRecord, JobFire
+    from agentwake.wake.job_policies import count_failed_run
+    from agentwake.wake.messages import CronWakeInput
+
+    # GIVEN a job (a real schedule on moto) whose three runs in a row failed with a hostile error,
+    # counted as the cron wake counts them, so it paused itself
+    monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", ALIAS_ARN)
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", ROLE_ARN)
+    cli("sessions", "put", "s-web-j", *SCRIPTED_ARGS)
+    job_id = str(
+        cli_json(cli, "jobs", "create", "--session", "s-web-j", "--name", "Digest", "--cron", "0 6 * * ? *")["job_id"]
+    )
+    deps = SimpleNamespace(store=stack.store, schedules=ctx.jobs.schedules)
+    failed = []
+    for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
+        wake = CronWakeInput(job_id=job_id, scheduled_time=f"{day}T06:00:00Z", session_id="s-web-j")
+        failure = FailureRecord(
+            run_id=wake.run_id, session_id="s-web-j", attempt=1, error_type="AllProvidersFailed", detail=HOSTILE
+        )
+        stack.store.record_failure(failure, job_id=job_id, kind="cron")
+        count_failed_run(ctx.jobs.get(job_id), wake, deps, RuntimeError(HOSTILE))  # type: ignore[arg-type]
+        failed.append(wake.run_id)
+    # AND two fires it missed while paused
+    missed_times = ["2026-11-30T06:00:00Z", "2026-12-01T06:00:00Z"]
+    for at in missed_times:
+        stack.store.record_job_fire(
+            JobFire(
+                job_id=job_id,
+                scheduled_time=at,
+                run_id=f"cron:{job_id}:{at}",
+                kind="missed",
+                reason="the job was paused",
+            )
+        )
+    paused = ctx.jobs.get(job_id)
+    assert paused.paused and paused.pause_run_id == failed[-1] and paused.paused_at
+    shown = cli_json(cli, "jobs", "show", job_id)
+
+    # WHEN the jobs page and the job's page are opened
+    listing = console.page("/jobs")
+    page = console.page(f"/jobs?id={job_id}")
+
+    # THEN the list says it is paused and why, since when, by which run, 3 failures in a row, 2 missed fires
+    [row] = [r for r in _rows(listing, "jobs") if r[0] == job_id]
+    columns = dict(zip(re.findall(r"<th>(.*?)</th>", listing), row, strict=False))
+    assert columns["status"] == f"paused: {paused.pause_reason}" and HOSTILE in columns["status"]
+    assert columns["paused by run"] == failed[-1] and columns["paused since"] == paused.paused_at.replace("T", " ")[:19]
+    assert (columns["failures in a row"], columns["missed fires"], columns["skipped fires"]) == ("3", "2", "0")
+    # AND the job's page is `jobs show`: the facts, its last runs with their reason, its missed fires
+    facts_html = re.search(r"<table class='facts'>(.*?)</table>", page, re.S)
+    assert facts_html
+    facts_text = " ".join(text_of(facts_html.group(1)).split())
+    assert f"paused by run {failed[-1]}" in facts_text and "failures in a row 3 (last: " + failed[-1] in facts_text
+    assert [r[0] for r in _rows(page, "job-runs")] == [r["run_id"] for r in shown["runs"]] == failed[::-1]
+    assert all(r[1] == "failed" and r[5] == HOSTILE for r in _rows(page, "job-runs"))
+    assert [(r[0], r[2]) for r in _rows(page, "missed-fires")] == [
+        (t, "the job was paused") for t in missed_times[::-1]
+    ]
+    assert _rows(page, "skipped-fires") == []
+    # AND every hostile value is text, never markup
+    for html_page in (listing, page):
+        assert "<script>alert" not in html_page and "&lt;script&gt;alert(&#x27;job&#x27;)&lt;/script&gt;" in html_page
+
+
+def test_the_sessions_page_lists_every_session_config_even_one_with_no_runs(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a session with a run, and two sessions that never ran, one with a hostile persona and a key
+    run_session = "s-web-ran"
+    _dead_lettered_run(cli, stack, run_session)
+    cli("sessions", "put", "s-web-idle", *SCRIPTED_ARGS)
+    secret = "sk-live-abcdefghijklmnopqrstuvwx"
+    provider = {"type": "scripted", "id": f"<b>{secret}</b>", "script": [{"text": "hi"}]}
+    cli("sessions", "put", "s-web-hostile", "--provider", json.dumps(provider), "--persona", HOSTILE)
+    listed = cli_json(cli, "sessions", "list")
+
+    # WHEN the sessions page is opened
+    page = console.page("/sessions")
+
+    # THEN it lists every config `sessions list` lists, with its providers, those that never ran included
+    rows = _rows(page, "sessions")
+    assert [r[0] for r in rows] == [c["session_id"] for c in listed]
+    assert {"s-web-idle", "s-web-hostile", run_session} <= {r[0] for r in rows}
+    assert f"{len(listed)} session(s)" in page
+    # AND nothing in it is markup or a secret: the hostile provider id is text, its key masked
+    [hostile] = [r for r in rows if r[0] == "s-web-hostile"]
+    assert hostile[1].startswith("<b>") and secret not in hostile[1]
+    assert "<b>" not in page and "&lt;b&gt;" in page and secret not in page
 
 
 def test_hostile_html_and_escape_sequences_in_a_body_render_as_text(
