@@ -14,8 +14,9 @@ the runtime's TasksService before the poller starts, so that every completion is
 (a) ``--n`` completions for one session; (b) ``--sessions`` sessions x ``--per-session``
 completions. Reported per case: every run succeeded once, each delivery received once, no two runs
 of a session overlapping (their journaled steps and deliveries), nothing left on a wait list or in
-the DLQ; the session's busy fraction (sum of its run times / first start to last end) and its
-longest idle gap between two runs; for (b) each session's figures and the overall utilisation:
+the DLQ; the session's busy fraction (sum of its run times / first start to last end), its
+longest idle gap between two runs, how many of its runs a release handed the session to, and the
+longest idle time between such a release and the handed run's start (``idle_before_s``); for (b) each session's figures and the overall utilisation:
 the sum of all run times / (min(sessions, concurrency) x the span from the first start to the last
 end), since only ``concurrency`` runs can run at once; and the load average before and after.
 """
@@ -68,6 +69,8 @@ class Case:
         self.run_ids: dict[str, list[str]] = {}
         self.problems: list[str] = []
         self.drains: dict[str, Drain] = {}
+        #: per session: runs handed the session by a release, and their longest idle_before_s
+        self.handed: dict[str, tuple[int, float]] = {}
         self.overall: Drain | None = None
         self.elapsed_s = 0.0
         self.load_before = self.load_after = ""
@@ -113,12 +116,14 @@ class Case:
             for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
                 if first <= last:
                     self.problems.append(f"{before} (until {last}) overlaps {after} (from {first})")
-            notes = [e.run_id for e in store.history(session) if e.kind == "note"]
+            notes = [e.run_id for e in store.history(session) if e.kind == "note" and e.run_id]
             if sorted(notes) != sorted(run_ids):
                 self.problems.append(f"{session}: {len(notes)} notes for {len(run_ids)} runs")
             if store.waiters(session):
                 self.problems.append(f"{session}: {len(store.waiters(session))} left waiting on the wait list")
             self.drains[session] = session_drain(store, run_ids)
+            idle = [i for r in run_ids if (i := store.get_run(r).idle_before_s) is not None]  # type: ignore[union-attr]
+            self.handed[session] = (len(idle), max(idle, default=0.0))
         self.overall = session_drain(store, ids)
         dead = sum(queue_counts(runtime.client("sqs"), runtime.outputs["BackgroundResultDLQUrl"]))
         if dead:
@@ -132,11 +137,15 @@ class Case:
         )
         ok = "yes" if not self.problems else "NO"
         print(f"  all succeeded once, deliveries once each, no overlap, nothing waiting or dead-lettered: {ok}")
-        print(f"  {'session':<32} {'runs':>5} {'busy s':>8} {'span s':>8} {'busy':>6} {'longest gap s':>14}")
+        print(
+            f"  {'session':<32} {'runs':>5} {'busy s':>8} {'span s':>8} {'busy':>6} {'longest gap s':>14} "
+            f"{'handed':>7} {'longest handed idle s':>22}"
+        )
         for session, d in self.drains.items():
+            handed, idle = self.handed[session]
             print(
                 f"  {session:<32} {d.runs:>5} {d.busy_s:>8.1f} {d.span_s:>8.1f} "
-                f"{100 * d.busy_fraction:>5.0f}% {d.longest_gap_s:>14.2f}"
+                f"{100 * d.busy_fraction:>5.0f}% {d.longest_gap_s:>14.2f} {handed:>7} {idle:>22.2f}"
             )
         if self.sessions > 1 and self.overall is not None:
             slots = min(self.sessions, concurrency)
