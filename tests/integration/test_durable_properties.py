@@ -482,12 +482,15 @@ class DurableRuns(RuleBasedStateMachine):
             self._settle(task, None, wake, copy)
         finally:
             self._collect()
-        if dying.dead:
-            event(f"a holder died after {after}")
+        held = lease_holder(self.store, session)
+        if dying.dead and held is not None:
+            # what it left (its lease, or the reservation its commit made for the next waiter)
+            # lapses within the Lambda's remaining time + 30 s, or the reservation's 30 s
+            event(f"a holder died after {after}, holding the session")
             lapse = DYING_LEASE_S if after == "begin_run" else RESERVATION_S
-            held = lease_holder(self.store, session)
-            reserved = held[0] if held is not None and after == "commit_success" else None
-            self.dead_until[session] = (f"bg:{task}", self.now + lapse, reserved)
+            assert abs(held[1] - (self.now + lapse)) < 1, (held, self.now, lapse)
+            reserved = held[0] if after == "commit_success" else None
+            self.dead_until[session] = (f"bg:{task}", held[1], reserved)
 
     @rule(seconds=st.sampled_from([5.0, 31.0, 91.0]))
     def time_passes(self, seconds: float) -> None:
