@@ -257,7 +257,7 @@ class DurableRuns(RuleBasedStateMachine):
             raise AssertionError(f"{holder} took {session_id} during the live turn {turn.turn_id}")
         if session_id in self.running:
             raise AssertionError(f"{holder} took {session_id} while {self.running[session_id]} runs")
-        dead = self.dead_until.get(session_id)
+        dead = self.dead_until.pop(session_id, None)  # whoever took it, what the dead holder left is gone
         if dead is not None and self.now <= dead[1] and holder != dead[2]:
             raise AssertionError(f"{holder} took {session_id} before {dead[0]}'s lease or reservation lapsed")
 
