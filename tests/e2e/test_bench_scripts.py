@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("cold_init.py", ["--runs", "1"], "bundle with its bytecode (functions/Makefile, unchecked-hash)"),
         ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
         ("walk_background.py", [], "re-entries into a file the walk had left"),
+        ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
     ],
 )
 def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[str], expected: str) -> None:

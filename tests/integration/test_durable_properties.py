@@ -8,32 +8,47 @@ committed. A wake that finds its session busy goes through the real waiting logi
 (``wake.session_wait``, with in-memory queues): it writes nothing and spends no receive, and past
 the wait limit it is dead-lettered with a SessionBusy failure. At the end: no message lost — once
 providers are fixed and the DLQ redriven, every run succeeds.
+
+Live turns and the hand-off (issue 22): the product begins live turns on a session (refused while
+a run holds it), appends their messages with an idempotency key (and retries the same key), and
+ends them (the release hands the session to the oldest waiter). A run's or a live turn's holder may
+die before its hand-off (its lease or reservation left to expire on the model's clock); a handed
+copy may be delivered twice. Every copy of a record sent to the result queue (a waiting copy, a
+handed copy) stays in the model's queue until a receive consumes it. Checked after every step as
+well: no live turn begins while a run holds the session, and no run begins while a live turn does;
+every live append is in history once per key; every run succeeded at most once; no waiter is left
+waiting for a run that succeeded; the history's writers come in the order the session was held.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 import boto3
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
 from agentwake.errors import RunFailed, SessionBusy
+from agentwake.sessions import LiveTurn, LiveTurnLost, SessionsService
 from agentwake.settings import Settings, get_settings
+from agentwake.store.live_turns import LIVE_HOLDER_PREFIX
 from agentwake.store.models import SessionConfig, Task
+from agentwake.store.queues import ATTR_HANDED_AT
+from agentwake.store.wake_begin import RESERVATION_S
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.session_wait import ParkedRecord, WaitState
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, create_resources
-from tests.support.faults import BOUNDARIES, FaultyStore
+from tests.support.faults import BOUNDARIES, Crash, FaultyStore
 from tests.support.receiver import CountingReceiver
-from tests.support.store_writes import acquire_lease
+from tests.support.store_writes import acquire_lease, lease_holder
 from tests.support.tasks import token_for, token_hash_for
 
 TASKS = ("t0", "t1", "t2", "t3")
@@ -41,10 +56,17 @@ SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0"}
 MAX_RECEIVES = 3
 #: the stack's SessionWaitLimit in this model (seconds of the model's own clock)
 WAIT_LIMIT_S = 60
+SESSIONS = ("s0", "s1")
+#: what a run whose Lambda dies mid-run has left of its invocation: its lease is this + 30 s
+DYING_REMAINING_MS = 60_000
+DYING_LEASE_S = DYING_REMAINING_MS / 1000 + 30
 
 
 class Parked:
-    """The result queue and the DLQ as the waiting logic sees them: what it sent, in memory."""
+    """The result queue and the DLQ as the waiting logic and the hand-off see them: what they sent,
+    in memory."""
+
+    url = "memory://results"
 
     def __init__(self) -> None:
         self.resent: list[dict[str, Any]] = []
@@ -78,6 +100,69 @@ class HeldStore:
         return lease
 
 
+class ModelStore(FaultyStore):
+    """The store, noting every hold of a session in order (a run's lease, a live turn's) and asking
+    the model whether the holder may begin now (``on_hold``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.holds: dict[str, list[str]] = defaultdict(list)
+        self.on_hold: Any = lambda session_id, holder: None
+        self._lock = threading.Lock()
+
+    def _held(self, session_id: str, holder: str) -> None:
+        with self._lock:
+            self.holds[session_id].append(holder)
+        self.on_hold(session_id, holder)
+
+    def begin_run(self, **kw: Any) -> Any:
+        lease = super().begin_run(**kw)
+        self._held(kw["session_id"], kw["run_id"])
+        return lease
+
+    def take_live_turn(self, session_id: str, turn_id: str, seconds: float) -> str:
+        token = super().take_live_turn(session_id, turn_id, seconds)
+        self._held(session_id, LIVE_HOLDER_PREFIX + turn_id)
+        return token
+
+
+class DyingStore:
+    """The store as one Lambda sees it that dies right after the call ``after`` returns
+    (``begin_run``: mid-run, its lease held; ``commit_success``: committed, the session reserved for
+    the next waiter but not handed over): none of its later calls happens."""
+
+    def __init__(self, inner: Any, after: str) -> None:
+        self._inner, self._after, self.dead = inner, after, False
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kw: Any) -> Any:
+            if self.dead:
+                raise Crash(f"the Lambda died after {self._after}")
+            out = value(*args, **kw)
+            if name == self._after:
+                self.dead = True
+            return out
+
+        return call
+
+
+class DyingQueue:
+    """The result queue as that Lambda sees it: nothing is sent once it has died."""
+
+    def __init__(self, inner: Parked, store: DyingStore) -> None:
+        self._inner, self._store = inner, store
+        self.url = inner.url
+
+    def send_later(self, **kw: Any) -> str:
+        if self._store.dead:
+            raise Crash("the Lambda died before its hand-off")
+        return self._inner.send_later(**kw)
+
+
 def script(broken: bool) -> list[dict]:
     send = {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "progress"}}]}
     return [send, {"error": "auth"}] if broken else [send, {"text": "done"}]
@@ -101,17 +186,20 @@ class DurableRuns(RuleBasedStateMachine):
         os.environ["AGENTWAKE_TABLE"] = res.table
         get_settings.cache_clear()
         ddb = boto3.client("dynamodb", region_name=REGION)
-        self.store = FaultyStore(res.table, client=ddb)
+        self.now = 1_800_000_000.0  # the model's wall clock (leases, TTLs, waits), moved by the rules
+        self.store = ModelStore(res.table, client=ddb, now=lambda: self.now)
+        self.store.on_hold = self._may_hold
         self.receiver = CountingReceiver().__enter__()
+        self.parked = Parked()
         self.deps = WakeDeps(
             store=self.store,
             settings=Settings(table_name=res.table, session_wait_limit_s=WAIT_LIMIT_S, session_wait_max_delay_s=30),
+            result_queue=self.parked,
         )
-        self.now = 1_800_000_000.0  # the model's wall clock, moved by the rules
-        self.parked = Parked()
-        self.waiting = dict.fromkeys(TASKS, WaitState())
-        self.commit_order: dict[str, list[str]] = {"s0": [], "s1": []}
-        self.broken = {"s0": False, "s1": False}
+        self.sessions = SessionsService(self.store, now=lambda: self.now, sleep=self._sleep)
+        self.sessions.result_queue = self.parked  # ending a live turn hands off through the same queue
+        self.commit_order: dict[str, list[str]] = {s: [] for s in SESSIONS}
+        self.broken = dict.fromkeys(SESSIONS, False)
         for s in self.broken:
             self._put_session(s)
         for t in TASKS:
@@ -121,6 +209,22 @@ class DurableRuns(RuleBasedStateMachine):
         self.where = dict.fromkeys(TASKS, "queue")  # queue | dlq | done
         self.receives = Counter[str]()
         self.resent_allowance = Counter[str]()
+        self.successes = Counter[str]()
+        #: the copies of each task's record in the result queue (a waiting copy, a handed copy);
+        #: besides them, SQS may always deliver the producer's plain record (again)
+        self.copies: dict[str, list[WaitState]] = {t: [] for t in TASKS}
+        self._sent = 0  # how many of self.parked.resent are in self.copies already
+        self.handed: list[tuple[str, WaitState]] = []
+        #: the open live turn of each session, and who holds a session while its Lambda is dead
+        self.live: dict[str, LiveTurn | None] = dict.fromkeys(SESSIONS)
+        #: (the dead run, when its lease or reservation lapses, the run it is reserved for)
+        self.dead_until: dict[str, tuple[str, float, str | None]] = {}
+        self.running: dict[str, str] = {}  # a run the burst holds inside the session, by session
+        self.appended: dict[str, tuple[str, tuple[str, ...]]] = {}  # key -> (session, its entries)
+        self.live_writer: dict[str, str] = {}  # a live entry's sort key -> live:{turn}
+
+    def _sleep(self, seconds: float) -> None:
+        self.now += seconds
 
     def _put_session(self, session_id: str) -> None:
         self.store.put_session(
@@ -144,30 +248,86 @@ class DurableRuns(RuleBasedStateMachine):
             finished_at="2026-11-30T05:00:00Z",
         )
 
-    def _attempt(self, task_id: str, crash: str | None, deps: WakeDeps | None = None) -> None:
+    # -- who may hold a session ----------------------------------------------------------------------
+
+    def _may_hold(self, session_id: str, holder: str) -> None:
+        """A run or a live turn just took the session: nobody the model knows to be inside it may be."""
+        turn = self.live[session_id]
+        if turn is not None and self.now <= turn.expires_at:
+            raise AssertionError(f"{holder} took {session_id} during the live turn {turn.turn_id}")
+        if session_id in self.running:
+            raise AssertionError(f"{holder} took {session_id} while {self.running[session_id]} runs")
+        dead = self.dead_until.pop(session_id, None)  # whoever took it, what the dead holder left is gone
+        if dead is not None and self.now <= dead[1] and holder != dead[2]:
+            raise AssertionError(f"{holder} took {session_id} before {dead[0]}'s lease or reservation lapsed")
+
+    # -- the result queue ---------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Every record sent to the result queue since the last look is a copy in the queue."""
+        for sent in self.parked.resent[self._sent :]:
+            task = json.loads(sent["body"])["task_id"]
+            state = WaitState.from_attributes(sent["wait"])
+            self.copies[task].append(state)
+            if ATTR_HANDED_AT in sent["wait"]:
+                event("a release handed the session over")
+                self.handed.append((task, state))
+        self._sent = len(self.parked.resent)
+
+    def _pick(self, task: str, pick: int) -> WaitState | None:
+        """One of the task's copies in the queue, or (None) its plain record."""
+        copies = self.copies[task]
+        return copies[pick] if pick < len(copies) else None
+
+    def _consume(self, task: str, copy: WaitState | None) -> None:
+        if copy is not None and copy in self.copies[task]:
+            self.copies[task].remove(copy)
+
+    def _attempt(
+        self,
+        task_id: str,
+        crash: str | None,
+        copy: WaitState | None = None,
+        deps: WakeDeps | None = None,
+        **kw: Any,
+    ) -> None:
         self.store.arm(crash)
+        waiting = copy if copy is not None and copy.count else None
         try:
-            self._settle(task_id, crash, lambda: wake_for_background_result(self._message(task_id), deps or self.deps))
+            self._settle(
+                task_id,
+                crash,
+                lambda: wake_for_background_result(self._message(task_id), deps or self.deps, waiting=waiting, **kw),
+                copy,
+            )
         finally:
             self.store.arm(None)
+            self._collect()
 
-    def _settle(self, task_id: str, crash: str | None, wake: Any) -> None:
-        """Run one receive of the task's message and move it as SQS and the handler would."""
+    def _settle(self, task_id: str, crash: str | None, wake: Any, copy: WaitState | None = None) -> None:
+        """Run one receive of the task's record (``copy``: which of its copies) and move it as SQS
+        and the handler would."""
         try:
             outcome = wake()
         except SessionBusy as busy:
-            self._wait(task_id, busy)
+            self._consume(task_id, copy)  # the handler re-sends it (or dead-letters it)
+            self._wait(task_id, busy, copy or WaitState())
         except (RunFailed, Exception):
             if crash == "after_send_before_journal" and self.store.armed is None:
                 self.resent_allowance[f"bg:{task_id}#0#0"] += 1
             if self.where[task_id] != "done":  # a crash after the commit landed is still a success
                 self.receives[task_id] += 1
                 if self.receives[task_id] >= MAX_RECEIVES:
+                    self._consume(task_id, copy)
                     self.where[task_id] = "dlq"
         else:
-            if self.where[task_id] == "done":
-                assert outcome.status == "already_succeeded"
-            self.where[task_id] = "done"
+            self._consume(task_id, copy)
+            event(f"a receive: {outcome.status}")
+            if outcome.status == "succeeded":
+                self.successes[task_id] += 1
+            elif self.where[task_id] == "done":
+                assert outcome.status in ("already_succeeded", "superseded"), outcome
+            self.where[task_id] = "done" if outcome.status != "superseded" else self.where[task_id]
         self._note_commit(task_id)
 
     def _note_commit(self, task_id: str) -> None:
@@ -178,7 +338,7 @@ class DurableRuns(RuleBasedStateMachine):
             if f"bg:{task_id}" not in order:
                 order.append(f"bg:{task_id}")
 
-    def _wait(self, task_id: str, busy: SessionBusy) -> None:
+    def _wait(self, task_id: str, busy: SessionBusy, state: WaitState) -> None:
         """The handler's answer to a busy session: re-send later, or dead-letter past the limit."""
         run_before = self.store.get_run(f"bg:{task_id}")
         record = ParkedRecord(
@@ -187,7 +347,7 @@ class DurableRuns(RuleBasedStateMachine):
             source="arn:aws:sqs:us-east-1:123456789012:results",
             receive_count=str(self.receives[task_id] + 1),
             attributes={},
-            state=self.waiting[task_id],
+            state=state,
         )
         result = wait_for_session(
             busy, record, store=self.store, settings=self.deps.settings, task_id=task_id, now=lambda: self.now
@@ -197,7 +357,6 @@ class DurableRuns(RuleBasedStateMachine):
         run = self.store.get_run(f"bg:{task_id}")
         if status == "waiting":
             # waiting spends no receive and writes nothing for the run
-            self.waiting[task_id] = WaitState.from_attributes(self.parked.resent[-1]["wait"])
             assert (run is None) == (run_before is None)
             assert run is None or (run.attempts, run.status) == (run_before.attempts, run_before.status)  # type: ignore[union-attr]
         else:
@@ -206,12 +365,16 @@ class DurableRuns(RuleBasedStateMachine):
             assert self.store.failures(f"bg:{task_id}")[-1].error_type == "SessionBusy"
             self.where[task_id] = "dlq"
 
-    @rule(task=st.sampled_from(TASKS), crash=st.none() | st.sampled_from(BOUNDARIES))
-    def receive(self, task: str, crash: str | None) -> None:
-        """SQS delivers the message (a first delivery, a retry, or a duplicate copy)."""
-        if self.where[task] == "dlq":
+    # -- runs -----------------------------------------------------------------------------------------
+
+    @rule(task=st.sampled_from(TASKS), crash=st.none() | st.sampled_from(BOUNDARIES), pick=st.integers(0, 2))
+    def receive(self, task: str, crash: str | None, pick: int) -> None:
+        """SQS delivers one of the task's copies, or its plain record (a first delivery, a retry, a
+        duplicate)."""
+        copy = self._pick(task, pick)
+        if copy is None and self.where[task] == "dlq":
             return
-        self._attempt(task, crash)
+        self._attempt(task, crash, copy)
 
     @rule(task=st.sampled_from(TASKS), pause=st.sampled_from([1.0, 30.0, 90.0]))
     def busy(self, task: str, pause: float) -> None:
@@ -221,24 +384,27 @@ class DurableRuns(RuleBasedStateMachine):
         self.now += pause
         session = SESSION_OF[task]
         token = acquire_lease(self.store, session, "bg:intruder", 600)
-        assert token is not None
+        if token is None:  # a live turn or a dead holder has it: the next rules find it busy anyway
+            return
         try:
             self._attempt(task, None)
         finally:
             self.store.release_lease(session, token)
 
-    @rule(session=st.sampled_from(["s0", "s1"]))
+    @rule(session=st.sampled_from(SESSIONS))
     def burst(self, session: str) -> None:
         """Every queued task of a session finishes at once: the first holds the session while it
-        runs, and each other one finds it busy and waits (no receive spent, no overlap)."""
+        runs, and each other one finds it busy and waits (no receive spent, no overlap). A live turn
+        beginning meanwhile is refused, naming the run."""
         queued = [t for t in TASKS if SESSION_OF[t] == session and self.where[t] == "queue"]
-        if not queued:
+        if not queued or not self._free(session):
             return
         first, rest = queued[0], queued[1:]
         entered, release = threading.Event(), threading.Event()
         gated = WakeDeps(
             store=HeldStore(self.store, entered, release),  # type: ignore[arg-type]
             settings=self.deps.settings,
+            result_queue=self.parked,
         )
         first_result: list[tuple[bool, Any]] = []
 
@@ -252,6 +418,12 @@ class DurableRuns(RuleBasedStateMachine):
         thread.start()
         try:
             assert entered.wait(30), "the first run of the burst never took the session"
+            self.running[session] = f"bg:{first}"
+            try:
+                self.sessions.begin_live_turn(session, wait_s=0)
+                raise AssertionError(f"a live turn began on {session} while bg:{first} ran")
+            except SessionBusy as busy:
+                assert busy.holder == f"bg:{first}", busy.holder
             for task in rest:
                 before = self.receives[task]
                 holders: list[str | None] = []
@@ -268,8 +440,10 @@ class DurableRuns(RuleBasedStateMachine):
                 assert holders == [f"bg:{first}"], holders
                 assert self.receives[task] == before
         finally:
+            self.running.pop(session, None)
             release.set()
             thread.join(30)
+            self._collect()
 
         def first_outcome() -> Any:
             ok, value = first_result[0]
@@ -279,7 +453,50 @@ class DurableRuns(RuleBasedStateMachine):
 
         self._settle(first, None, first_outcome)
 
-    @rule(session=st.sampled_from(["s0", "s1"]), broken=st.booleans())
+    @rule(task=st.sampled_from(TASKS), after=st.sampled_from(["begin_run", "commit_success"]), pick=st.integers(0, 2))
+    def holder_dies(self, task: str, after: str, pick: int) -> None:
+        """The task's Lambda dies before its hand-off: mid-run (its lease left to expire) or right
+        after its commit (the session reserved for the next waiter, who is never re-sent: the
+        reservation lapses). Its record stays in the queue; then the model's clock passes the lapse."""
+        copy = self._pick(task, pick)
+        session = SESSION_OF[task]
+        if (copy is None and self.where[task] == "dlq") or not self._free(session):
+            return
+        dying = DyingStore(self.store, after)
+        deps = WakeDeps(
+            store=dying,  # type: ignore[arg-type]
+            settings=self.deps.settings,
+            result_queue=DyingQueue(self.parked, dying),
+        )
+
+        def wake() -> Any:
+            waiting = copy if copy is not None and copy.count else None
+            out = wake_for_background_result(
+                self._message(task), deps, waiting=waiting, remaining_ms=DYING_REMAINING_MS
+            )
+            if dying.dead:
+                raise Crash("the Lambda died before it answered")  # the record is not deleted
+            return out
+
+        try:
+            self._settle(task, None, wake, copy)
+        finally:
+            self._collect()
+        held = lease_holder(self.store, session)
+        if dying.dead and held is not None:
+            # what it left (its lease, or the reservation its commit made for the next waiter)
+            # lapses within the Lambda's remaining time + 30 s, or the reservation's 30 s
+            event(f"a holder died after {after}, holding the session")
+            lapse = DYING_LEASE_S if after == "begin_run" else RESERVATION_S
+            assert abs(held[1] - (self.now + lapse)) < 1, (held, self.now, lapse)
+            reserved = held[0] if after == "commit_success" else None
+            self.dead_until[session] = (f"bg:{task}", held[1], reserved)
+
+    @rule(seconds=st.sampled_from([5.0, 31.0, 91.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule(session=st.sampled_from(SESSIONS), broken=st.booleans())
     def set_provider(self, session: str, broken: bool) -> None:
         self.broken[session] = broken
         self._put_session(session)
@@ -288,13 +505,120 @@ class DurableRuns(RuleBasedStateMachine):
     @rule(data=st.data())
     def redrive(self, data: st.DataObject) -> None:
         task = data.draw(st.sampled_from([t for t, w in self.where.items() if w == "dlq"]))
-        self.where[task] = "queue"
+        self.where[task] = "queue"  # its plain record again: a redrive drops agentwake's attributes
         self.receives[task] = 0
-        self.waiting[task] = WaitState()  # a redrive drops agentwake's attributes: the wait restarts
+
+    @precondition(lambda self: bool(self.handed))
+    @rule(data=st.data())
+    def duplicate_handoff(self, data: st.DataObject) -> None:
+        """SQS delivers a handed copy twice (at-least-once): the second is one more copy."""
+        task, state = data.draw(st.sampled_from(self.handed))
+        self.copies[task].append(state)
+
+    # -- live turns -----------------------------------------------------------------------------------
+
+    def _free(self, session: str) -> bool:
+        """Nobody holds the session (its lease is gone or lapsed on the model's clock)."""
+        held = lease_holder(self.store, session)
+        return held is None or held[1] < self.now
+
+    def _open_turn(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from([s for s in SESSIONS if self.live[s] is not None]), label="session")
+
+    @rule(
+        session=st.sampled_from(SESSIONS),
+        ttl=st.sampled_from([10.0, 60.0]),
+        appends=st.integers(0, 2),
+        retry=st.booleans(),
+        end=st.booleans(),
+    )
+    def live_turn(self, session: str, ttl: float, appends: int, retry: bool, end: bool) -> None:
+        """The product begins a live turn (it holds the session, or is refused naming its holder),
+        appends a few exchanges (the second maybe a retry of the first's key), and ends it or
+        leaves it open for the next rules."""
+        if self.live[session] is None:
+            self._begin_live(session, ttl)
+        for i in range(appends):
+            self._append_live(session, retry=retry and i == 1)
+        if end:
+            self._end_live(session)
+
+    @precondition(lambda self: any(self.live.values()))
+    @rule(data=st.data(), retry=st.booleans())
+    def append_live(self, data: st.DataObject, retry: bool) -> None:
+        """An open live turn appends an exchange, or retries the append of a key."""
+        self._append_live(self._open_turn(data), retry=retry)
+
+    @precondition(lambda self: any(self.live.values()))
+    @rule(data=st.data())
+    def end_live(self, data: st.DataObject) -> None:
+        """The product ends its live turn: the session goes to the oldest waiter at once."""
+        self._end_live(self._open_turn(data))
+
+    @precondition(lambda self: any(self.live.values()))
+    @rule(data=st.data())
+    def live_holder_dies(self, data: st.DataObject) -> None:
+        """The chat app dies in its live turn: nobody ends it; its lease lapses on the TTL."""
+        session = self._open_turn(data)
+        turn = self.live[session]
+        assert turn is not None
+        self.live[session] = None
+        self.now = max(self.now, turn.expires_at + 1)
+        event("a live turn's holder died")
+
+    def _begin_live(self, session: str, ttl: float) -> None:
+        held = lease_holder(self.store, session)
+        try:
+            turn = self.sessions.begin_live_turn(session, ttl_s=ttl, wait_s=0)
+        except SessionBusy as busy:
+            event("a live turn refused")
+            assert held is not None and held[1] >= self.now, f"refused on a free session: {busy}"
+            assert busy.holder == held[0], (busy.holder, held)
+            return
+        assert held is None or held[1] < self.now, f"a live turn took {session} from {held}"
+        event("a live turn began")
+        self.live[session] = turn
+
+    def _append_live(self, session: str, *, retry: bool) -> None:
+        turn = self.live[session]
+        if turn is None:
+            return
+        mine = [k for k, (s, _) in self.appended.items() if s == session]
+        key = mine[-1] if retry and mine else f"{session}-k{len(self.appended)}"
+        try:
+            got = self.sessions.append(turn, [("user", f"{key}?"), ("assistant", f"{key}!")], idempotency_key=key)
+        except LiveTurnLost:
+            event("an append of a lost live turn")
+            assert self.now > turn.expires_at, "an append under a live lease was refused"
+            return
+        if key in self.appended:
+            event("a retried append")
+            assert not got.written and got.sort_keys == self.appended[key][1], (got, self.appended[key])
+            return
+        assert got.written and self.now <= turn.expires_at
+        self.appended[key] = (session, got.sort_keys)
+        for sk in got.sort_keys:
+            self.live_writer[sk] = LIVE_HOLDER_PREFIX + turn.turn_id
+
+    def _end_live(self, session: str) -> None:
+        turn = self.live[session]
+        if turn is None:
+            return
+        oldest = self.store.waiters(session)
+        held = lease_holder(self.store, session)
+        ours = held is not None and held[0] == LIVE_HOLDER_PREFIX + turn.turn_id
+        handed = self.sessions.end_live_turn(turn)
+        self.live[session] = None
+        self._collect()
+        if handed is not None:
+            event("a live turn's end handed the session over")
+        assert handed == (oldest[0].run_id if ours and oldest else None), (handed, oldest, held)
+
+    # -- invariants -----------------------------------------------------------------------------------
 
     @invariant()
     def at_most_one_note_and_only_for_done_runs(self) -> None:
-        for session in ("s0", "s1"):
+        for session in SESSIONS:
             history = self.store.history(session)
             notes = Counter(e.run_id for e in history if e.kind == "note")
             assert all(n == 1 for n in notes.values()), notes
@@ -306,6 +630,7 @@ class DurableRuns(RuleBasedStateMachine):
             run = self.store.get_run(f"bg:{task}")
             has_note = any(e.run_id == f"bg:{task}" and e.kind == "note" for e in self.store.history(SESSION_OF[task]))
             assert has_note == (run is not None and run.status == "succeeded")
+            assert self.successes[task] <= 1, (task, self.successes[task])
 
     @invariant()
     def history_order_follows_run_order(self) -> None:
@@ -314,24 +639,68 @@ class DurableRuns(RuleBasedStateMachine):
             assert notes == order, (session, notes, order)
 
     @invariant()
+    def history_writers_come_in_the_order_the_session_was_held(self) -> None:
+        """Who wrote each history entry (a run, a live turn), consecutive repeats collapsed, is an
+        ordered part of who held the session: no writer wrote between two entries of another, nor
+        outside its hold."""
+        for session in SESSIONS:
+            writers = [e.run_id or self.live_writer.get(e.sk) for e in self.store.history(session)]
+            assert None not in writers, writers
+            holds = iter(_collapsed(self.store.holds[session]))
+            missing = [w for w in _collapsed(writers) if not any(h == w for h in holds)]
+            assert not missing, (session, _collapsed(writers), self.store.holds[session])
+
+    @invariant()
+    def every_live_append_is_in_history_once(self) -> None:
+        for session in SESSIONS:
+            live = Counter(e.sk for e in self.store.history(session) if e.kind == "live")
+            expected = Counter(sk for s, sks in self.appended.values() if s == session for sk in sks)
+            assert live == expected, (session, live, expected)
+
+    @invariant()
+    def no_waiter_left_waiting_for_a_run_that_succeeded(self) -> None:
+        for session in SESSIONS:
+            for waiter in self.store.waiters(session):
+                run = self.store.get_run(waiter.run_id)
+                assert run is None or run.status != "succeeded", f"{waiter.run_id} succeeded and still waits"
+
+    @invariant()
     def no_delivery_sent_twice(self) -> None:
         for delivery_id, n in self.receiver.by_delivery_id().items():
             assert n <= 1 + self.resent_allowance[delivery_id], (delivery_id, n)
 
     def teardown(self) -> None:
         try:
-            # no message lost: fix every provider, redrive the DLQ, and every run succeeds
+            # no message lost: end the live turns, let every lapse pass, fix every provider, deliver
+            # every copy still in the queue, redrive the DLQ, and every run succeeds
+            for session in SESSIONS:
+                self._end_live(session)
+            self.now += max(DYING_LEASE_S, RESERVATION_S) + 1
+            self.dead_until.clear()
             for s in self.broken:
                 self.broken[s] = False
                 self._put_session(s)
+            for _ in range(50):
+                pending = [(t, c[0]) for t, c in self.copies.items() if c]
+                if not pending:
+                    break
+                for task, copy in pending:
+                    self._attempt(task, None, copy)
+            assert not any(self.copies.values()), self.copies
             for task in TASKS:
                 if self.where[task] != "done":
                     self.where[task] = "queue"
-                    self.waiting[task] = WaitState()
                     self._attempt(task, None)
+                    for _ in range(5):  # its own re-sent copies, if it found its session reserved
+                        if self.where[task] == "done" or not self.copies[task]:
+                            break
+                        self._attempt(task, None, self.copies[task][0])
                 assert self.where[task] == "done", task
-                self.history_order_follows_run_order()
-                self.at_most_one_note_and_only_for_done_runs()
+            self.history_order_follows_run_order()
+            self.at_most_one_note_and_only_for_done_runs()
+            self.history_writers_come_in_the_order_the_session_was_held()
+            self.every_live_append_is_in_history_once()
+            self.no_waiter_left_waiting_for_a_run_that_succeeded()
         finally:
             self.receiver.__exit__(None, None, None)
             self.mock.stop()
@@ -341,6 +710,11 @@ class DurableRuns(RuleBasedStateMachine):
                 else:
                     os.environ[k] = v
             get_settings.cache_clear()
+
+
+def _collapsed(names: list[Any]) -> list[Any]:
+    """``names`` with consecutive repeats collapsed."""
+    return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
 
 
 DurableRuns.TestCase.settings = settings(

@@ -72,6 +72,9 @@ class Lease:
     hand_to: Waiter | None = None
     #: the release landed with that reservation: the waiter is to be re-sent now
     handed: bool = False
+    #: the run holding the lease is on the wait list itself (it ran from a record that did not carry
+    #: its wait, e.g. an SQS duplicate of the producer's): its commit takes it off
+    listed: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 __all__ = ["RESERVATION_S", "complete", "decline", "hand_off", "prepare"]
 
 
-def prepare(store: Any, result_queue: Any, lease: Lease) -> None:
+def prepare(store: Any, result_queue: Any, lease: Lease, run_id: str | None = None) -> None:
     """Name the session's oldest waiter on ``lease`` (one Query), so that its release reserves the
-    session for it. Nobody when there is no queue to re-send through."""
+    session for it. Nobody when there is no queue to re-send through. ``run_id``: the run releasing
+    the lease, never its own next holder; when it is on the list itself (``lease.listed``) its
+    commit takes it off."""
     if lease.hand_to is not None or not _can_send(result_queue):
         return
     try:
@@ -39,7 +41,8 @@ def prepare(store: Any, result_queue: Any, lease: Lease) -> None:
     except Exception:  # the waiters' delayed copies remain
         logger.exception("could not read the session's wait list", extra={"session_id": lease.session_id})
         return
-    lease.hand_to = waiting[0] if waiting else None
+    lease.listed = run_id is not None and any(w.run_id == run_id for w in waiting)
+    lease.hand_to = next((w for w in waiting if w.run_id != run_id), None)
 
 
 def complete(store: Any, result_queue: Any, lease: Lease, *, now: Callable[[], float] = time.time) -> str | None:

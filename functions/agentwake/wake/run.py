@@ -97,7 +97,7 @@ def execute_run(
         return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
     finally:
         if not lease.released:
-            handoff.prepare(store, deps.result_queue, lease)
+            handoff.prepare(store, deps.result_queue, lease, spec.run_id)
             try:
                 hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
                 lease.handed = store.release_lease(spec.session_id, lease.token, hand_to=hand_to) and bool(hand_to)
@@ -162,7 +162,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
     """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
     runner = attempt.runner
     usage = run_usage(runner, attempt.session, deps.settings)
-    handoff.prepare(deps.store, deps.result_queue, lease)  # the commit reserves the session for it
+    handoff.prepare(deps.store, deps.result_queue, lease, spec.run_id)  # the commit reserves the session for it
     try:
         deps.store.commit_success(
             run_id=spec.run_id,
@@ -175,7 +175,8 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
             unwritten=attempt.journal.unwritten(for_commit=True),
             lease=lease,
             usage=usage,
-            waited=spec.waited is not None,
+            # off the wait list: a run that waited, or one on it that ran from a copy without its wait
+            waited=spec.waited is not None or lease.listed,
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
@@ -226,7 +227,7 @@ def _record_failure(
     )
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
-    handoff.prepare(deps.store, deps.result_queue, lease)  # the failure record reserves the session for it
+    handoff.prepare(deps.store, deps.result_queue, lease, spec.run_id)  # the failure record reserves it for the next
     try:
         deps.store.record_failure(
             failure,
