@@ -20,7 +20,7 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite (installs the browser tests' chromium first if missing)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25  # the 25 slowest, to keep the suite near 10 minutes
 
 # The console's browser tests drive Debian's headless Chromium through its chromedriver
 # (tests/support/browser.py). Installed from the distribution's packages with apt-get (as root,
