@@ -229,5 +229,5 @@ def test_a_holder_killed_before_its_hand_off_delays_the_waiter_by_its_ttl_plus_o
         assert clock[0] - started < 30 + 60, "never ran"
     # THEN it ran once the lease had lapsed, within the lease's 30 s plus one fallback pause
     assert outcome.status == "succeeded"
-    assert clock[0] - started <= 30 + step
+    assert clock[0] - started <= 30 + step + 1e-6  # the clock is a float sum: not exact to the last bit
     assert json.loads(store.get_run("bg:t1").model_dump_json())["status"] == "succeeded"  # type: ignore[union-attr]
