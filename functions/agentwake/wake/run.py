@@ -172,7 +172,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
-            unwritten=attempt.journal.unwritten(for_commit=True),
+            journal=attempt.journal,  # its last step, and what it has not written, land with the commit
             lease=lease,
             usage=usage,
             # off the wait list: a run that waited, or one on it that ran from a copy without its wait
@@ -186,7 +186,6 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
         detail = f"the commit failed: {type(exc).__name__}: {exc}"
         _record_failure(spec, deps, lease, attempt, type(exc).__name__, detail, best_effort=True)
         raise
-    attempt.journal.mark_written()
     metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": runner.steps_done, "replayed_steps": runner.replayed_steps})
     return WakeOutcome(
@@ -238,7 +237,7 @@ def _record_failure(
             # the retry replays it and sends nothing again. Not a delivery no step reports yet (a
             # crash between the send and its step): that step is redone and resends it under the
             # same delivery id (docs/durability.md, the at-least-once edge)
-            unwritten=attempt.journal.unwritten() if attempt is not None else None,
+            journal=attempt.journal if attempt is not None else None,
             lease=lease,
             usage=run_usage(runner, attempt.session, deps.settings) if attempt is not None else None,
         )
@@ -246,6 +245,3 @@ def _record_failure(
         if not best_effort:
             raise
         logger.exception("could not record the failure")
-    else:
-        if attempt is not None:
-            attempt.journal.mark_written()
