@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.ledger import Limits, ModelCall, RunLedger
@@ -68,7 +68,7 @@ class WokenAgent:
 
     run_id: str
     session_id: str
-    role: Any
+    role: Literal["user", "admin"]
     prompt: Prompt
     #: provider specs, in chain order, built by ``provider_factory``
     providers: list[dict[str, Any]]
