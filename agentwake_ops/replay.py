@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.agent.chain import RetryPolicy
-from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider, parse_spec
 from agentwake.agent.runner import AgentState, RunEvent
 from agentwake.agent.tools import DRY_RUN_RESULT
+from agentwake.clock import Clock, SystemClock
 from agentwake.delivery import Delivery
 from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
@@ -188,7 +188,7 @@ def replay(
     """Re-run ``run_id`` from its journal with the given changes; write and deliver nothing.
 
     The attempt is the wake's own (``agentwake.wake.attempt.build_attempt``: history window,
-    ledger, prompt, runner), with a read-only store, an in-memory journal and a dry channel injected.
+    ledger, prompt, agent), with a read-only store, an in-memory journal and a dry channel injected.
     """
     from agentwake.settings import Settings
     from agentwake.wake.attempt import build_attempt
@@ -241,24 +241,24 @@ def replay(
     spec = RunSpec(run_id=run_id, kind=kind, session_id=session.session_id, wake=wake)  # type: ignore[arg-type]
     journal = ReplayJournal(ro.journal_entries(run_id))
     channel = DryChannel(ro)
-    runner = None
+    attempt = None
     try:
         attempt = build_attempt(spec, session, deps, journal=journal, channel=channel, dry_run=True)
-        runner = attempt.runner
-        runner.run()
+        attempt.agent.run()
     except WriteRefused:
         raise  # a bug: the replay must never get here quietly
     except Exception as exc:  # what would crash or fail the real run ends this replay in ERROR
         outcome.error_type = type(exc).__name__
         outcome.final_text = f"{type(exc).__name__}: {exc}"
-    if runner is not None:
-        outcome.steps = runner.steps_done
-        outcome.replayed_steps = runner.replayed_steps
-        outcome.provider_errors = dict(runner.provider_errors)
-        if runner.finished:
-            outcome.state = runner.state.value
-            outcome.final_text = runner.completion_text
-            outcome.error_type = runner.error_type
+    result = attempt.agent.result() if attempt is not None else None
+    if result is not None:
+        outcome.steps = result.steps_done
+        outcome.replayed_steps = result.replayed_steps
+        outcome.provider_errors = dict(result.provider_errors)
+        if result.finished:
+            outcome.state = result.state.value
+            outcome.final_text = result.completion_text
+            outcome.error_type = result.error_type
     outcome.would_deliver = list(channel.would_send)
     outcome.already_delivered = list(channel.already_delivered)
     return outcome

@@ -93,10 +93,10 @@ def _wake() -> None:
 
     from agentwake import bootstrap
     from agentwake.store.models import HistoryEntry, SessionConfig, Task
-    from agentwake.wake.agent_factory import build_runner
-    from agentwake.wake.attempt import RecordingChannel, channels_for, session_ledger
+    from agentwake.wake.agent_factory import session_agent
+    from agentwake.wake.attempt import RecordingChannel, channels_for
     from agentwake.wake.messages import BackgroundResultMessage
-    from agentwake.wake.prompt import build_wake_messages
+    from agentwake.wake.prompt import WakePrompt
 
     deps = bootstrap.wake_deps()
     store = deps.store
@@ -119,22 +119,19 @@ def _wake() -> None:
     session = store._load(SessionConfig, session_item)
     store._load(Task, task_item)
     history = [store._load(HistoryEntry, i).to_message() for i in history_items]
-    messages = build_wake_messages(
-        persona=session.persona, kind="background", wake={"task_id": msg.task_id}, history=history
-    )
+    prompt = WakePrompt(persona=session.persona, kind="background", wake={"task_id": msg.task_id}, history=history)
     journal = store.journal(msg.run_id, fresh=True)
-    build_runner(
+    session_agent(
         session=session,
         run_id=msg.run_id,
-        messages=messages,
+        prompt=prompt,
         journal=journal,
         channel=RecordingChannel(channels_for(session, deps), journal),
-        ledger=session_ledger(session),
         clock=deps.clock,
         deadline=None,
         settings=deps.settings,
         provider_factory=deps.provider_factory,
-    )
+    ).build()  # the ledger, the prompt's messages, the chain, the tools and the runner: not the run
 
 
 def _api() -> None:

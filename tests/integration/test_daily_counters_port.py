@@ -48,8 +48,7 @@ def test_the_counting_journal_is_the_journal_and_its_last_step_counts_with_the_c
     unwritten = journal.unwritten(for_commit=True)
     assert list(unwritten.steps) == ["000.reply"] and len(unwritten.also) == 1
     # AND the run commits
-    store.commit_success(run_id="bg:t3", session_id="s1", note="ok", steps=1, unwritten=unwritten)
-    journal.mark_written()
+    store.commit_success(run_id="bg:t3", session_id="s1", note="ok", steps=1, journal=journal)
     # THEN the reply and its tokens landed with the commit
     assert counters.read() == (42, 0)
     assert "000.reply" in store.journal_entries("bg:t3") and not journal.unwritten()

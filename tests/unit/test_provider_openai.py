@@ -11,10 +11,10 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
-from agentwake.agent.clock import FakeClock
 from agentwake.agent.providers import OpenAISpec, build_provider
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, ToolSpec
+from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
 

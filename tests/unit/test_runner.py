@@ -8,12 +8,12 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
-from agentwake.agent.clock import FakeClock
 from agentwake.agent.journal import InMemoryJournal, reply_key, tool_key
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE, AgentState, Runner
 from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply
+from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 
 RUN_ID = "bg:task-1"

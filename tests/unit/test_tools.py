@@ -7,11 +7,11 @@ import json
 import pytest
 
 from agentwake.agent.chain import ProviderChain
-from agentwake.agent.clock import FakeClock
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import MAX_MESSAGE_CHARS, SendMessageToUser
+from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
 from agentwake.errors import DeliveryError

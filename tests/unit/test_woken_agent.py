@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
-from agentwake.agent.clock import FakeClock
 from agentwake.agent.guards import RepeatGuard, call_signature
 from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal
 from agentwake.agent.ledger import Limits, RunLedger, usage_totals
@@ -20,13 +19,14 @@ from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
+from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
 from agentwake.errors import BudgetExceeded, ConfigError, DeliveryError, RunFailed, run_failed
 from agentwake.settings import Settings
 from agentwake.store.models import SessionConfig
+from agentwake.wake.agent_factory import run_prices
 from agentwake.wake.prompt import build_wake_messages
-from agentwake.wake.usage import run_usage
 
 WAKE = [Message(role="system", content="sys"), Message(role="user", content="act")]
 
@@ -133,8 +133,10 @@ def test_session_prices_override_the_stacks() -> None:
     session = SessionConfig(session_id="s", prices={"p": {"input_per_mtok": 10, "output_per_mtok": 0}})
     run = runner([{"text": "x", "input_tokens": 100, "output_tokens": 100}], ListChannel())
     run.run()
-    assert run_usage(run, session, settings)["estimated_cost_usd"] == pytest.approx(100 * 10 / 1e6)
-    assert run_usage(run, SessionConfig(session_id="s"), settings)["estimated_cost_usd"] == pytest.approx(200 / 1e6)
+    assert run.ledger.totals(run_prices(session, settings))["estimated_cost_usd"] == pytest.approx(100 * 10 / 1e6)
+    assert run.ledger.totals(run_prices(SessionConfig(session_id="s"), settings))[
+        "estimated_cost_usd"
+    ] == pytest.approx(200 / 1e6)
 
 
 @pytest.mark.parametrize(

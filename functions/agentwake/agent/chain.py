@@ -6,9 +6,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers.base import Provider
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
+from agentwake.clock import Clock, SystemClock
 from agentwake.errors import (
     AllProvidersFailed,
     DeadlineExceeded,

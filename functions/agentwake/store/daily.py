@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentwake.store.codec import key
+from agentwake.store.history import HistoryStore
 from agentwake.store.keys import usage_day, usage_key
 
 if TYPE_CHECKING:
@@ -56,3 +57,10 @@ class DailyCounters:
                 },
             }
         }
+
+
+class DailyStore(HistoryStore):
+    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
+        """The session's counters of ``day`` (today when None): builds them, reads nothing (here,
+        beside them, not in the journal: a wake asks for them, then for its journal)."""
+        return DailyCounters(self, session_id, day=day)

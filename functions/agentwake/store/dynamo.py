@@ -9,8 +9,10 @@ Built in layers, one job per module, each on the one before it:
 - ``table``: the client, item access, the one pagination helper, transactions (``codec`` below it);
 - ``records``: session configs, tasks, jobs, run records;
 - ``history``: the conversation's entries and the deliveries recorded into them;
-- ``journal``: the run's steps (``DynamoJournal``) and the session's daily counters;
-- ``wake_begin``: the wake's batch read and the write that takes the lease and counts the attempt;
+- ``daily``: the session's counters of one day;
+- ``journal``: the run's steps (``DynamoJournal``);
+- ``wake_read``: the wake's one batch read (run, task or job, session config, today's counters);
+- ``wake_begin``: the write that takes the lease and counts the attempt;
 - ``wake_end``: the commit or the failure record, in one transaction, releasing the lease;
 - ``waitlist``: the runs waiting for a busy session, and the hand-off to the oldest on release;
 - ``live_turns``: the product's live turns holding the session, their messages, the conversation read back.

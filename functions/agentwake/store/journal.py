@@ -9,8 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentwake.store.daily import DailyCounters
-from agentwake.store.history import HistoryStore
+from agentwake.store.daily import DailyStore
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
 from agentwake.store.models import utcnow_iso
@@ -19,7 +18,7 @@ from agentwake.store.port import Counters, Unwritten
 from agentwake.store.table import pages
 
 
-class JournalStore(HistoryStore):
+class JournalStore(DailyStore):
     def journal_entries(self, run_id: str) -> dict[str, dict[str, Any]]:
         return {
             after(STEP_PREFIX, item["sk"]["S"]): json.loads(item["value"]["S"])
@@ -97,10 +96,6 @@ class JournalStore(HistoryStore):
         deliveries and counters that rode on it."""
         item = self.read_item(run_pk(run_id), step_sk(key))
         return item is not None and item.get("value", {}).get("S") == json.dumps(value, ensure_ascii=False)
-
-    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
-        """The session's counters of ``day`` (today when None): builds them, reads nothing."""
-        return DailyCounters(self, session_id, day=day)
 
     def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> DynamoJournal:
         """The run's journal. ``fresh``: the run had no record before this attempt, so there is

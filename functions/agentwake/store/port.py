@@ -216,13 +216,13 @@ class RunStore(Protocol):
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
-        unwritten: Unwritten | None = None,
+        journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
     ) -> None:
-        """DONE: marker, note, run, task/job, last step and lease release in one transaction
-        (raises RunAlreadySucceeded, CommitConflict)."""
+        """DONE: marker, note, run, task/job, what ``journal`` has not written yet (its last step)
+        and lease release in one transaction (raises RunAlreadySucceeded, CommitConflict)."""
         ...
 
     def record_failure(
@@ -231,12 +231,13 @@ class RunStore(Protocol):
         *,
         task_id: str | None = None,
         job_id: str | None = None,
-        unwritten: Unwritten | None = None,
+        journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
     ) -> None:
-        """ERROR: the failure record, run, task/job, steps kept back and lease release in one transaction."""
+        """ERROR: the failure record, run, task/job, the steps ``journal`` kept back and lease release in
+        one transaction."""
         ...
 
     def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool: ...

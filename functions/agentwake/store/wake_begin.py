@@ -1,48 +1,34 @@
-"""How a wake starts and holds its session: one batch read, then one conditional write that takes
-the session's lease and counts the attempt (and keeps what woke the run, on a first attempt).
+"""How a wake starts and holds its session: after its batch read (``wake_read``), one conditional
+write that takes the session's lease and counts the attempt (and keeps what woke the run, on a first
+attempt).
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 from agentwake.errors import LeaseHeld, RunAlreadySucceeded
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
-from agentwake.store.journal import JournalStore
 from agentwake.store.keys import (
-    config_key,
     job_key,
     lease_key,
     run_key,
     runs_by_day_set,
     runs_gsi_pk,
     runs_gsi_sk,
-    task_key,
-    usage_day,
     usage_key,
     wait_key,
     wake_key,
 )
-from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
+from agentwake.store.models import RunRecord, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import DailyUsage, Lease, Waited, WakeRead
+from agentwake.store.port import DailyUsage, Lease, Waited
+from agentwake.store.wake_read import WakeReads, usage_from_item
 
 #: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
 RESERVATION_S = 30.0
-
-
-def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
-    """The day's counters as stored (``USAGE#{day}``); 0 for an item not there yet."""
-    item = item or {}
-    return DailyUsage(
-        session_id=session_id,
-        day=day,
-        tokens=int(item.get("tokens", {}).get("N", "0")),
-        deliveries=int(item.get("deliveries", {}).get("N", "0")),
-    )
 
 
 class _NotLanded(Exception):
@@ -61,62 +47,7 @@ class _UsageMoved(Exception):
         self.usage = usage
 
 
-class WakeBegin(JournalStore):
-    def read_wake(
-        self,
-        *,
-        run_id: str,
-        session_id: str | None = None,
-        task_id: str | None = None,
-        job_id: str | None = None,
-        waiter: bool = False,
-    ) -> WakeRead:
-        """The run record, the task or job, the session config and the session's counters of today
-        (``USAGE#{day}``) in one (consistent) BatchGetItem; with ``waiter``, the run's entry on the
-        session's wait list too."""
-        keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
-        if task_id is not None:
-            keys[task_key(task_id)] = "task"
-        if job_id is not None:
-            keys[job_key(job_id)] = "job"
-        day = usage_day(self.now())
-        if session_id is not None:
-            keys[config_key(session_id)] = "session"
-            # one more key, not one more round trip: whether the session has daily limits is in
-            # its config, which this same read fetches
-            keys[usage_key(session_id, day)] = "usage"
-            if waiter:
-                keys[wait_key(session_id, run_id)] = "waiter"
-        found = self._batch_get([self._key(pk, sk) for pk, sk in keys])
-        read = WakeRead()
-        if session_id is not None:
-            read.usage = DailyUsage(session_id=session_id, day=day)
-        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
-        for item in found:
-            name = keys.get((item["pk"]["S"], item["sk"]["S"]))
-            if name == "usage" and session_id is not None:
-                read.usage = usage_from_item(session_id, day, item)
-            elif name == "waiter":
-                read.waiter_gen = int(item.get("gen", {}).get("N", "0"))
-                read.waiter_state = item.get("state", {}).get("S")
-            elif name is not None:
-                setattr(read, name, self._load(models[name], item))
-        return read
-
-    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The items of ``keys`` that exist, in one consistent BatchGetItem (again for keys left
-        unprocessed)."""
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        found: list[dict[str, Any]] = []
-        for attempt in range(8):
-            resp = self.db.batch_get_item(RequestItems=request)
-            found += resp.get("Responses", {}).get(self.table, [])
-            request = resp.get("UnprocessedKeys") or {}
-            if not request:
-                return found
-            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
-        raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")
-
+class WakeBegin(WakeReads):
     def begin_run(
         self,
         *,

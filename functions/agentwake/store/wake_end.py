@@ -25,7 +25,7 @@ from agentwake.store.keys import (
 )
 from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import Lease, Unwritten
+from agentwake.store.port import Journal, Lease
 from agentwake.store.wake_begin import WakeBegin
 
 
@@ -81,21 +81,22 @@ class WakeEnd(WakeBegin):
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
-        unwritten: Unwritten | None = None,
+        journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
     ) -> None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed,
-        the steps and deliveries not yet written (the run's last step), and the lease released
-        (``waited``: and the run's entry on the session's wait list removed).
+        the steps and deliveries ``journal`` has not written yet (the run's last step, and the
+        deliveries no step reported), and the lease released (``waited``: and the run's entry on the
+        session's wait list removed). Once it landed, the journal has nothing left to write.
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
         A lease that is no longer ours (expired and taken) is left alone and the rest committed.
         """
         now = utcnow_iso()
         # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
-        earlier = self._unwritten_items(run_id, unwritten)
+        earlier = self._unwritten_items(run_id, journal.unwritten(for_commit=True) if journal is not None else None)
         marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
         note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
         items: list[tuple[str, Any]] = [
@@ -165,6 +166,8 @@ class WakeEnd(WakeBegin):
             # attempt (its token), and then this is a success, not a failure to record and retry
             if not (outcome_unknown(exc) and self._committed(run_id, lease)):
                 raise
+        if journal is not None:
+            journal.mark_written()
         if lease is not None:
             lease.released = True  # deleted, or found not ours any more
             lease.handed = lease.hand_to is not None and "lease" not in dropped
@@ -185,13 +188,14 @@ class WakeEnd(WakeBegin):
         *,
         task_id: str | None = None,
         job_id: str | None = None,
-        unwritten: Unwritten | None = None,
+        journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
     ) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
-        the steps and deliveries not yet written, and the lease released. A task/job deleted mid-run
+        the steps and deliveries ``journal`` kept back (not the deliveries no step reported: that
+        step is redone, docs/durability.md), and the lease released. A task/job deleted mid-run
         or a lease no longer ours is left out, and the failure itself is still recorded.
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
@@ -259,7 +263,7 @@ class WakeEnd(WakeBegin):
                     self._target_update(job_key(job_id), "failed", last_error=failure.detail),
                 )
             )
-        items += self._unwritten_items(failure.run_id, unwritten)
+        items += self._unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
         dropped: set[str] = set()
@@ -269,6 +273,8 @@ class WakeEnd(WakeBegin):
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):
                 raise
+        if journal is not None:
+            journal.mark_written()
         if lease is not None:
             lease.released = True
             lease.handed = lease.hand_to is not None and "lease" not in dropped

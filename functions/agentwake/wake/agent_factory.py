@@ -1,20 +1,19 @@
-"""Build the woken agent's runner from a session's config: provider chain (with the stack's defaults), tools."""
+"""The session's agent, as parts: provider specs with the stack's defaults, the session's caps,
+prices and tools (``agent.woken.WokenAgent``, which builds and runs them in one call)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from agentwake.agent.chain import ProviderChain, RetryPolicy
-from agentwake.agent.clock import Clock
+from agentwake.agent.chain import RetryPolicy
 from agentwake.agent.journal import StepJournal
-from agentwake.agent.ledger import RunLedger
+from agentwake.agent.ledger import Limits
 from agentwake.agent.providers import build_provider
 from agentwake.agent.providers.base import Provider
-from agentwake.agent.runner import DeliverFinal, RunEvent, Runner
-from agentwake.agent.tools import ToolContext, ToolRegistry
-from agentwake.agent.tools.send_message import SendMessageToUser
-from agentwake.conversation import Message
+from agentwake.agent.runner import DeliverFinal, RunEvent
+from agentwake.agent.woken import Prompt, WokenAgent
+from agentwake.clock import Clock
 from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 
@@ -33,11 +32,29 @@ def with_stack_defaults(spec: dict[str, Any], settings: Any) -> dict[str, Any]:
     return spec
 
 
-def build_runner(
+def run_prices(session: Any, settings: Any) -> dict[str, Any]:
+    """The price table the run's usage is estimated with: the session's prices over the stack's."""
+    prices: dict[str, Any] = dict(getattr(settings, "prices", None) or {})
+    for key, price in (getattr(session, "prices", None) or {}).items():
+        prices[key] = price.model_dump() if hasattr(price, "model_dump") else dict(price)
+    return prices
+
+
+def session_limits(session: Any) -> Limits:
+    """A run's caps and budgets, as the session sets them."""
+    return Limits(
+        max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
+        max_tokens_per_run=getattr(session, "max_tokens_per_run", None),
+        max_tokens_per_day=getattr(session, "max_tokens_per_day", None),
+        max_deliveries_per_day=getattr(session, "max_deliveries_per_day", None),
+    )
+
+
+def session_agent(
     *,
     session: Any,
     run_id: str,
-    messages: list[Message],
+    prompt: Prompt,
     journal: StepJournal,
     channel: DeliveryChannel,
     clock: Clock,
@@ -46,45 +63,41 @@ def build_runner(
     provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,
-    ledger: RunLedger,
+    tokens_today: int = 0,
+    deliveries_today: int = 0,
+    delivered: list[str] | None = None,
     dry_run: bool = False,
-) -> Runner:
-    """The session's runner. ``ledger`` carries its caps and budgets (``wake.attempt.session_ledger``)."""
+) -> WokenAgent:
+    """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
+    ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
+    attempts made."""
     if not session.providers:  # stored by an older version (put_session refuses it now): never run scripted
         from agentwake.session_checks import no_providers_message
 
         raise ConfigError(no_providers_message(session.session_id))
-    specs = [with_stack_defaults(spec, settings) if settings is not None else spec for spec in session.providers]
-    providers = [provider_factory(spec) for spec in specs]
-    try:
-        policy = retry or RetryPolicy(
-            max_attempts=session.retry_max_attempts, base_delay=session.retry_base_delay_ms / 1000
-        )
-        chain = ProviderChain(providers, retry=policy, clock=clock, deadline=deadline)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
     policy_final: DeliverFinal = getattr(session, "deliver_final", "never")
-    return Runner(
-        model=chain,
-        tools=ToolRegistry(
-            [SendMessageToUser(channel, final_answer_delivered=policy_final), *_declared_tools(session)]
-        ),
-        messages=messages,
-        context=ToolContext(run_id=run_id, session_id=session.session_id, role=session.role, dry_run=dry_run),
+    return WokenAgent(
+        run_id=run_id,
+        session_id=session.session_id,
+        role=session.role,
+        prompt=prompt,
+        providers=[with_stack_defaults(spec, settings) if settings is not None else spec for spec in session.providers],
+        provider_factory=provider_factory,
+        retry=retry
+        or RetryPolicy(max_attempts=session.retry_max_attempts, base_delay=session.retry_base_delay_ms / 1000),
+        clock=clock,
+        deadline=deadline,
         journal=journal,
+        channel=channel,
+        limits=session_limits(session),
         max_steps=session.max_steps,
-        on_event=on_event,
-        ledger=ledger,
-        max_repeated_tool_calls=getattr(session, "max_repeated_tool_calls", None),
         deliver_final=policy_final,
+        max_repeated_tool_calls=getattr(session, "max_repeated_tool_calls", None),
+        tools=list(getattr(session, "tools", None) or []),
+        tokens_today=tokens_today,
+        deliveries_today=deliveries_today,
+        delivered=list(delivered or ()),
+        prices=run_prices(session, settings),
+        on_event=on_event,
+        dry_run=dry_run,
     )
-
-
-def _declared_tools(session: Any) -> list[Any]:
-    """HTTP and Python tools the session declares (their modules load only when it declares some)."""
-    specs = getattr(session, "tools", None) or []
-    if not specs:
-        return []
-    from agentwake.agent.tools.config import build_tools
-
-    return build_tools(list(specs), session_id=session.session_id)

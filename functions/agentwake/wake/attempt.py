@@ -1,10 +1,11 @@
-"""One attempt of a run, built in one place: history window → journal and ledger → wake prompt →
-delivery channel → runner (``agent_factory.build_runner``).
+"""One attempt of a run, built in one place: history window → journal and today's counters →
+delivery channel → the agent's parts (``agent_factory.session_agent``), with the wake prompt.
 
 The wake (``wake/run.py``) builds it with the real store, the session's delivery channels and the
 run's DynamoDB journal; ``agentwake runs replay`` builds it with the same function, injecting a
 dry channel, an in-memory journal and a read-only store. So the prompt a replay asks with is the
-prompt the wake asked with, by construction.
+prompt the wake asked with, by construction. Either then runs ``attempt.agent.run()``: the agent
+builds its ledger, asks the prompt for its messages, builds its chain and tools, and runs.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.errors import DeliveryError, StepInterrupted
-from agentwake.wake.agent_factory import build_runner
-from agentwake.wake.prompt import build_wake_messages
+from agentwake.wake.agent_factory import session_agent
+from agentwake.wake.prompt import WakePrompt
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
-    from agentwake.agent.runner import Runner
+    from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.store.models import SessionConfig
     from agentwake.store.port import Counters as DailyCounters
@@ -30,13 +30,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class Attempt:
-    """The runner of one attempt and what the commit or the failure record reads from it."""
+    """The agent of one attempt and what the commit or the failure record reads beside it."""
 
-    runner: Runner
+    agent: WokenAgent
     #: the run's journal (the store's, counting tokens on the daily counter if the session has a
     #: daily token budget; a replay's in-memory one)
     journal: Any
-    ledger: RunLedger
     #: where send_message_to_user delivers (RecordingChannel; a replay's DryChannel)
     channel: Any
     session: SessionConfig
@@ -56,7 +55,7 @@ def build_attempt(
     channel: DeliveryChannel | None = None,
     dry_run: bool = False,
 ) -> Attempt:
-    """Build the attempt's runner.
+    """Build the attempt's agent (it is built and run by ``attempt.agent.run()``).
 
     ``fresh``: a first attempt, whose journal is empty and is not read. ``usage``: the session's
     counters of today as the lease's transaction checked them (None: read here, one GetItem).
@@ -83,27 +82,17 @@ def build_attempt(
         tokens_today, deliveries_today = checked.tokens, checked.deliveries
     elif counters is not None:
         tokens_today, deliveries_today = counters.read()
-    ledger = session_ledger(session, tokens_today=tokens_today, deliveries_today=deliveries_today)
-    for delivery_id in journaled_deliveries(journal):
-        ledger.record_delivery(delivery_id, fresh=False)
-    messages = build_wake_messages(
-        persona=session.persona,
-        kind=spec.kind,
-        wake=spec.wake,
-        history=history,
-        deliver_final=session.deliver_final,
-        deliveries_left=ledger.remaining_deliveries(),
-        deliveries_made=len(ledger.deliveries),
-    )
     if channel is None:
         # the journal records the deliveries: each lands with the step that reports it
         channel = RecordingChannel(channels_for(session, deps), journal, counters)
-    runner = build_runner(
+    prompt = WakePrompt(
+        persona=session.persona, kind=spec.kind, wake=spec.wake, history=history, deliver_final=session.deliver_final
+    )
+    agent = session_agent(
         session=session,
         run_id=spec.run_id,
-        messages=messages,
+        prompt=prompt,
         journal=journal,
-        ledger=ledger,
         channel=channel,
         clock=deps.clock,
         deadline=deadline,
@@ -111,23 +100,12 @@ def build_attempt(
         provider_factory=deps.provider_factory,
         retry=deps.retry,
         on_event=deps.on_event,
-        dry_run=dry_run,
-    )
-    return Attempt(runner=runner, journal=journal, ledger=ledger, channel=channel, session=session, counters=counters)
-
-
-def session_ledger(session: Any, *, tokens_today: int = 0, deliveries_today: int = 0) -> RunLedger:
-    """A run's ledger with the session's caps and budgets (and today's counters, if it has daily ones)."""
-    return RunLedger(
-        Limits(
-            max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
-            max_tokens_per_run=getattr(session, "max_tokens_per_run", None),
-            max_tokens_per_day=getattr(session, "max_tokens_per_day", None),
-            max_deliveries_per_day=getattr(session, "max_deliveries_per_day", None),
-        ),
         tokens_today=tokens_today,
         deliveries_today=deliveries_today,
+        delivered=journaled_deliveries(journal),
+        dry_run=dry_run,
     )
+    return Attempt(agent=agent, journal=journal, channel=channel, session=session, counters=counters)
 
 
 def journaled_deliveries(journal: Any) -> list[str]:

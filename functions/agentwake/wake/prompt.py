@@ -3,12 +3,17 @@
 It stays honest about what the user sees: whether the final answer reaches them (the session's
 ``deliver_final``) and how many messages the run may still send under its caps. Deliveries this
 run already made (an earlier attempt's) come back as the replayed steps that made them.
+
+``WakePrompt`` is the agent's prompt port (``agent.woken.Prompt``): the wake gives it what woke the
+run and the history; the agent, which keeps the run's caps, asks it for the messages with what the
+run may still send.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentwake.conversation import Message
@@ -88,3 +93,25 @@ def build_wake_messages(
         if part
     )
     return [Message(role="system", content=system), *history, Message(role="user", content=USER_TURN[kind])]
+
+
+@dataclass(frozen=True)
+class WakePrompt:
+    """The wake prompt of one run, waiting for what the run may still send (``agent.woken.Prompt``)."""
+
+    persona: str
+    kind: WakeKind
+    wake: dict[str, Any]
+    history: Sequence[Message]
+    deliver_final: str = "never"
+
+    def messages(self, *, deliveries_left: int | None, deliveries_made: int) -> list[Message]:
+        return build_wake_messages(
+            persona=self.persona,
+            kind=self.kind,
+            wake=self.wake,
+            history=self.history,
+            deliver_final=self.deliver_final,
+            deliveries_left=deliveries_left,
+            deliveries_made=deliveries_made,
+        )

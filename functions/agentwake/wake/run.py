@@ -3,12 +3,13 @@
 
 Both wake paths (cron and background result) go through ``execute_run``, so the ERROR guard
 exists exactly once: the reference bug was two twin paths of which only one checked the state.
-The attempt is built by ``wake/attempt.py``; its note, what it cost and its metrics by ``wake/usage.py``.
+The attempt is built by ``wake/attempt.py`` and its agent runs once, returning a plain
+``RunResult`` (with its usage, priced); its metrics and note come from ``wake/usage.py``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
 from agentwake.deadline import deadline_after, run_deadline
@@ -26,9 +27,10 @@ from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
-from agentwake.wake.usage import emit_metrics, history_note, run_usage
+from agentwake.wake.usage import settle
 
 if TYPE_CHECKING:
+    from agentwake.agent.woken import RunResult
     from agentwake.store.port import DailyUsage, Lease, WakeRead
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
@@ -138,7 +140,7 @@ def _run_leased(
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
         attempt = build_attempt(spec, session, deps, fresh=first_attempt, usage=lease.usage, deadline=deadline)
         with run_deadline(http_deadline):
-            attempt.runner.run()
+            result = attempt.agent.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
         _record_failure(spec, deps, lease, attempt, exc.error_type, str(exc))
         raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
@@ -149,32 +151,29 @@ def _run_leased(
         )
         raise
 
-    runner = attempt.runner
-    emit_metrics(runner)
-    if runner.state is not AgentState.DONE:
-        error_type = runner.error_type or "RunFailed"
-        _record_failure(spec, deps, lease, attempt, error_type, runner.completion_text)
-        raise run_failed(spec.run_id, runner.completion_text, error_type)
-    return _commit(spec, deps, lease, attempt)
+    note = settle(spec, result)  # the metrics, and a DONE run's note
+    if result.state is not AgentState.DONE or note is None:
+        error_type = result.error_type or "RunFailed"
+        _record_failure(spec, deps, lease, attempt, error_type, result.completion_text, result=result)
+        raise run_failed(spec.run_id, result.completion_text, error_type)
+    return _commit(spec, deps, lease, attempt, result, note)
 
 
-def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> WakeOutcome:
+def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt, result: RunResult, note: str) -> WakeOutcome:
     """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
-    runner = attempt.runner
-    usage = run_usage(runner, attempt.session, deps.settings)
     handoff.prepare(deps.store, deps.result_queue, lease, spec.run_id)  # the commit reserves the session for it
     try:
         deps.store.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
-            note=history_note(spec, runner),
-            steps=runner.steps_done,
+            note=note,
+            steps=result.steps_done,
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
-            unwritten=attempt.journal.unwritten(for_commit=True),
+            journal=attempt.journal,  # its last step, and what it has not written, land with the commit
             lease=lease,
-            usage=usage,
+            usage=result.usage,
             # off the wait list: a run that waited, or one on it that ran from a copy without its wait
             waited=spec.waited is not None or lease.listed,
         )
@@ -184,21 +183,20 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt) -> Wa
     except Exception as exc:
         # throttled, conflicting or cancelled commit: the run is not a success; say why, then retry
         detail = f"the commit failed: {type(exc).__name__}: {exc}"
-        _record_failure(spec, deps, lease, attempt, type(exc).__name__, detail, best_effort=True)
+        _record_failure(spec, deps, lease, attempt, type(exc).__name__, detail, best_effort=True, result=result)
         raise
-    attempt.journal.mark_written()
     metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
-    logger.info("run succeeded", extra={"steps": runner.steps_done, "replayed_steps": runner.replayed_steps})
+    logger.info("run succeeded", extra={"steps": result.steps_done, "replayed_steps": result.replayed_steps})
     return WakeOutcome(
         run_id=spec.run_id,
         status="succeeded",
         attempt=lease.attempt,
-        steps=runner.steps_done,
+        steps=result.steps_done,
         # bounded: the outcome is returned to the handler and may be logged
-        final_text=truncate(runner.completion_text, 2000),
+        final_text=truncate(result.completion_text, 2000),
         deliveries=len(attempt.channel.sent),
-        final_delivered=runner.final_delivery_id is not None,
-        usage=usage or {},
+        final_delivered=result.final_delivery_id is not None,
+        usage=result.usage or {},
     )
 
 
@@ -211,19 +209,22 @@ def _record_failure(
     detail: str,
     *,
     best_effort: bool = False,
+    result: RunResult | None = None,
 ) -> None:
     """Record a failed attempt: the failure, the run/task/job status, the steps kept back (so a
     retry does not call the model again for them) and the lease release, in one transaction.
-    ``attempt`` is None when the attempt could not be built (no session config, a bad provider)."""
-    runner: Any = attempt.runner if attempt is not None else None
+    ``attempt`` is None when the attempt could not be built (no session config); ``result`` is how
+    the run ended, None after a crash (then read from the agent: None if it never started)."""
+    if result is None and attempt is not None:
+        result = attempt.agent.result()
     failure = FailureRecord(
         run_id=spec.run_id,
         session_id=spec.session_id,
         attempt=lease.attempt,
         error_type=error_type,
         detail=detail,
-        provider_errors=dict(getattr(runner, "provider_errors", {}) or {}),
-        steps_done=getattr(runner, "steps_done", 0),
+        provider_errors=dict(result.provider_errors) if result is not None else {},
+        steps_done=result.steps_done if result is not None else 0,
     )
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
@@ -238,14 +239,11 @@ def _record_failure(
             # the retry replays it and sends nothing again. Not a delivery no step reports yet (a
             # crash between the send and its step): that step is redone and resends it under the
             # same delivery id (docs/durability.md, the at-least-once edge)
-            unwritten=attempt.journal.unwritten() if attempt is not None else None,
+            journal=attempt.journal if attempt is not None else None,
             lease=lease,
-            usage=run_usage(runner, attempt.session, deps.settings) if attempt is not None else None,
+            usage=result.usage if result is not None else None,
         )
     except Exception:
         if not best_effort:
             raise
         logger.exception("could not record the failure")
-    else:
-        if attempt is not None:
-            attempt.journal.mark_written()

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.agent.clock import Clock, SystemClock
 from agentwake.agent.providers import build_provider
+from agentwake.clock import Clock, SystemClock
 from agentwake.settings import Settings
 
 if TYPE_CHECKING:

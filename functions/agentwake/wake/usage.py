@@ -1,69 +1,66 @@
-"""What a run cost and what it tells the user's history about its final answer.
+"""What a run tells once it ended: its metrics, and for a DONE run the note the history keeps.
 
-- ``run_usage``: the run's usage totals (tokens, latency, estimated cost per provider) for the run
-  record, computed once per outcome;
-- ``history_note``: the note of a DONE run, ending with whether the final answer reached the user;
+``settle`` is the one call after the run (``agent.woken.RunResult``, a plain value: its usage is
+priced by the agent's ledger):
+
 - ``emit_metrics``: EMF metrics ``Steps``, ``ProviderFailover``, and ``InputTokens`` /
   ``OutputTokens`` with a ``provider`` dimension, one single-metric blob per provider so the
-  dimension never leaks onto the handler's other metrics. Metrics never decide an outcome.
+  dimension never leaks onto the handler's other metrics. Metrics never decide an outcome;
+- ``history_note``: the note of a DONE run, ending with whether the final answer reached the user.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.chain import ProviderChain
+from agentwake.agent.runner import AgentState
 from agentwake.observability import logger, metrics
 from agentwake.redact import redact
 
 if TYPE_CHECKING:
+    from agentwake.agent.woken import RunResult
     from agentwake.wake.spec import RunSpec
 
 
-def history_note(spec: RunSpec, runner: Any) -> str:
+def settle(spec: RunSpec, result: RunResult) -> str | None:
+    """The run's metrics emitted; the history note of a DONE run (None for ERROR)."""
+    emit_metrics(result)
+    return history_note(spec, result) if result.state is AgentState.DONE else None
+
+
+def history_note(spec: RunSpec, result: Any) -> str:
     """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
-    final = runner.completion_text
+    final = result.completion_text
     note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
     # the head quotes what woke the run (a producer's result text): it passes the redactor too
-    return note_with_final(redact(note), runner)
+    return note_with_final(redact(note), result)
 
 
-def note_with_final(note: str, runner: Any) -> str:
+def note_with_final(note: str, result: Any) -> str:
     """The history note, saying whether the final answer was delivered to the user."""
-    if runner.final_delivery_id:
-        return f"{note}\n\n[final answer delivered to the user: delivery_id={runner.final_delivery_id}]"
-    reason = runner.final_not_delivered or "not sent"
+    if result.final_delivery_id:
+        return f"{note}\n\n[final answer delivered to the user: delivery_id={result.final_delivery_id}]"
+    reason = result.final_not_delivered or "not sent"
     return f"{note}\n\n[final answer not delivered to the user: {reason}]"
 
 
-def run_usage(runner: Any, session: Any, settings: Any) -> dict[str, Any] | None:
-    """Usage totals of the run with the estimated cost (session prices over the stack's)."""
-    if runner is None:
-        return None
-    prices: dict[str, Any] = dict(getattr(settings, "prices", None) or {})
-    for key, price in (getattr(session, "prices", None) or {}).items():
-        prices[key] = price.model_dump() if hasattr(price, "model_dump") else dict(price)
-    return runner.ledger.totals(prices)  # type: ignore[no-any-return]
-
-
-def emit_metrics(runner: Any) -> None:
+def emit_metrics(result: RunResult) -> None:
     """The run's metrics. They never decide an outcome: this runs between a final answer's send and
     the commit that records it, so a metrics error is logged, not raised."""
     try:
-        emit_run_metrics(runner)
-        emit_usage_metrics(runner)
+        emit_run_metrics(result)
+        emit_usage_metrics(result)
     except Exception:
         logger.exception("could not emit the run's metrics; the run's outcome is unaffected")
 
 
-def emit_run_metrics(runner: Any) -> None:
-    metrics.add_metric(name="Steps", unit="Count", value=runner.steps_done)
-    chain = runner.model
-    if isinstance(chain, ProviderChain) and chain.failovers:
-        metrics.add_metric(name="ProviderFailover", unit="Count", value=chain.failovers)
+def emit_run_metrics(result: RunResult) -> None:
+    metrics.add_metric(name="Steps", unit="Count", value=result.steps_done)
+    if result.failovers:
+        metrics.add_metric(name="ProviderFailover", unit="Count", value=result.failovers)
 
 
-def emit_usage_metrics(runner: Any) -> None:
+def emit_usage_metrics(result: RunResult) -> None:
     """InputTokens / OutputTokens of this attempt's model calls, by provider (replayed calls were
     counted by the attempt that made them)."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -72,7 +69,7 @@ def emit_usage_metrics(runner: Any) -> None:
     if is_metrics_disabled():  # single_metric prints even then; Metrics.flush_metrics does not
         return
     fresh: dict[str, list[int]] = {}
-    for call in runner.ledger.calls:
+    for call in result.calls:
         if call.replayed:
             continue
         row = fresh.setdefault(call.provider_id or "?", [0, 0])

@@ -1,4 +1,5 @@
-"""Time as a port, so backoff and deadlines are testable without sleeping."""
+"""Time as a port, so backoff and deadlines are testable without sleeping: the wake takes its run's
+deadline on it (``WakeDeps.clock``), the agent's provider chain backs off and stops by it."""
 
 from __future__ import annotations
 
