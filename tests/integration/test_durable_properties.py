@@ -13,7 +13,8 @@ Live turns and the hand-off (issue 22): the product begins live turns on a sessi
 a run holds it), appends their messages with an idempotency key (and retries the same key), and
 ends them (the release hands the session to the oldest waiter). A run's or a live turn's holder may
 die before its hand-off (its lease or reservation left to expire on the model's clock); a handed
-copy may be delivered twice. Every copy of a record sent to the result queue (a waiting copy, a
+copy may be delivered twice; an invocation with time left runs the waiters its release hands the
+session to itself, one after another. Every copy of a record sent to the result queue (a waiting copy, a
 handed copy) stays in the model's queue until a receive consumes it. Checked after every step as
 well: no live turn begins while a run holds the session, and no run begins while a live turn does;
 every live append is in history once per key; every run succeeded at most once; no waiter is left
@@ -41,7 +42,7 @@ from agentwake.store.live_turns import LIVE_HOLDER_PREFIX
 from agentwake.store.models import SessionConfig, Task
 from agentwake.store.queues import ATTR_HANDED_AT
 from agentwake.store.wake_begin import RESERVATION_S
-from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
+from agentwake.wake.background import Resend, run_waiters_here, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.session_wait import ParkedRecord, WaitState
 from agentwake.wake.spec import WakeDeps
@@ -375,6 +376,39 @@ class DurableRuns(RuleBasedStateMachine):
         if copy is None and self.where[task] == "dlq":
             return
         self._attempt(task, crash, copy)
+
+    @rule(task=st.sampled_from(TASKS), crash=st.none() | st.sampled_from(BOUNDARIES), pick=st.integers(0, 2))
+    def receive_and_run_waiters_here(self, task: str, crash: str | None, pick: int) -> None:
+        """As ``receive``, in an invocation with its time left: a release that hands the session to a
+        waiter runs that waiter here, and the next (``run_waiters_here``); their delayed copies stay
+        queued, and come back later as any copy does."""
+        copy = self._pick(task, pick)
+        if copy is None and self.where[task] == "dlq":
+            return
+        waiting = copy if copy is not None and copy.count else None
+        ran: list[int] = []
+
+        def wake() -> Any:
+            out = wake_for_background_result(self._message(task), self.deps, waiting=waiting, run_next=lambda: True)
+            self.store.arm(None)  # the crash is the received run's; the waiters run here unharmed
+            if out.next_waiter is not None:
+                ran.append(run_waiters_here(out.next_waiter, self.deps, lambda: 10**9))
+            return out
+
+        self.store.arm(crash)
+        try:
+            self._settle(task, crash, wake, copy)
+        finally:
+            self.store.arm(None)
+            self._collect()
+        if ran:
+            event(f"waiters run here: {ran[0]}")
+        for other in TASKS:
+            if other != task and self.where[other] != "dlq":
+                before = self.where[other]
+                self._note_commit(other)
+                if self.where[other] == "done" and before != "done":
+                    self.successes[other] += 1
 
     @rule(task=st.sampled_from(TASKS), pause=st.sampled_from([1.0, 30.0, 90.0]))
     def busy(self, task: str, pause: float) -> None:

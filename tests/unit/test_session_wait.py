@@ -97,8 +97,8 @@ class FakeStore:
     def drop_waiter(self, session_id: str, run_id: str) -> None:
         self.dropped.append((session_id, run_id))
 
-    def session_free(self, session_id: str) -> bool:
-        return False
+    def mark_parked(self, session_id: str) -> bool:
+        return True  # the session is held: its holder will hand it over
 
     def get_run(self, run_id: str) -> None:
         return None

@@ -4,6 +4,7 @@ Each record goes to one use case (``wake.background.on_background_record``); thi
 done → handled; resend (session busy) → re-sent with a delay, handled; dead-letter (a permanent
 input error, a run that failed for good, a wait past SessionWaitLimit) → to the DLQ with its
 reason, handled. A run that ended in ERROR raises: that record alone is a batch item failure.
+A run that hands its session to a waiter may run that waiter next, in this invocation.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ _RECORD_KEYS = ["run_id", "task_id", "session_id", "attempt", "message_id"]
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
     logger.remove_keys(_RECORD_KEYS)
     logger.append_keys(message_id=record.message_id)
-    remaining = lambda_context.get_remaining_time_in_millis() if lambda_context is not None else None
-    result = on_background_record(record, bootstrap.wake_deps(), remaining_ms=remaining)
+    time_left = lambda_context.get_remaining_time_in_millis if lambda_context is not None else None
+    result = on_background_record(record, bootstrap.wake_deps(), time_left=time_left)
     if isinstance(result, Resend):
         result.send(bootstrap.result_queue())  # handled only once the re-send succeeded
         return "waiting"

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentwake.store.keys import WAIT_PREFIX, lease_key, session_pk, wait_key
 from agentwake.store.port import Waiter
+from agentwake.store.wake_begin import PARKED
 from agentwake.store.wake_end import WakeEnd
 
 #: a waiter's item outlives the longest wait by this much, then DynamoDB's TTL removes it
@@ -95,10 +96,21 @@ class WaitList(WakeEnd):
     def drop_waiter(self, session_id: str, run_id: str) -> None:
         self.db.delete_item(TableName=self.table, Key=self._key(*wait_key(session_id, run_id)))
 
-    def session_free(self, session_id: str) -> bool:
-        """No lease on the session, or an expired one (one consistent GetItem)."""
-        item = self.read_item(*lease_key(session_id))
-        return item is None or float(item.get("lease_until", {}).get("N", "0")) < self.now()
+    def mark_parked(self, session_id: str) -> bool:
+        """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's
+        release to nobody fails and it reads the wait list again, finding this run. False when the
+        session has no lease, or an expired one: nobody will hand it over (one UpdateItem)."""
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(*lease_key(session_id)),
+                UpdateExpression=f"SET {PARKED} = :yes",
+                ConditionExpression="attribute_exists(pk) AND lease_until >= :now",
+                ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.now():.3f}"}},
+            )
+        except self.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool:
         """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
@@ -131,13 +143,14 @@ class WaitList(WakeEnd):
 
     def mark_handed(self, session_id: str, run_id: str, gen: int) -> None:
         """The waiter was handed the session with its copy ``gen``: no longer a candidate; its
-        older copies retire when they come back."""
+        older copies retire when they come back (``gen`` unchanged: the invocation that released
+        the session runs it, and its delayed copy stays current)."""
         try:
             self.db.update_item(
                 TableName=self.table,
                 Key=self._key(*wait_key(session_id, run_id)),
                 UpdateExpression="SET #st = :handed, gen = :gen",
-                ConditionExpression="attribute_exists(pk) AND gen < :gen",
+                ConditionExpression="attribute_exists(pk) AND gen <= :gen",
                 ExpressionAttributeNames={"#st": "state"},
                 ExpressionAttributeValues={":handed": {"S": "handed"}, ":gen": {"N": str(gen)}},
             )

@@ -29,6 +29,9 @@ from agentwake.store.wake_read import WakeReads, usage_from_item
 
 #: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
 RESERVATION_S = 30.0
+#: set on the lease item by a run that joins the session's wait list while the lease is held: a
+#: release to nobody fails on it, so a holder that read the list before that run joined reads it again
+PARKED = "waiter_parked"
 
 
 class _NotLanded(Exception):
@@ -324,12 +327,18 @@ class WakeBegin(WakeReads):
             "lease_until": {"N": f"{self.now() + seconds:.3f}"},
         }
 
-    def _release(self, session_id: str, token: str, hand_to: str | None) -> dict[str, Any]:
+    def _release(self, session_id: str, token: str, hand_to: str | None, *, unless_parked: bool) -> dict[str, Any]:
         """The write that releases the lease held with ``token``: deleted, or (``hand_to``) turned
-        into the reservation for that waiting run, in the same conditional write."""
+        into the reservation for that waiting run, in the same conditional write. ``unless_parked``
+        (a release to nobody): not if a run marked the lease (``PARKED``) as it joined the wait
+        list, after the holder read the list: the holder reads it again."""
+        condition = "#t = :me"
+        names = {"#t": "token"}
+        if hand_to is None and unless_parked:
+            condition += f" AND attribute_not_exists({PARKED})"
         mine = {
-            "ConditionExpression": "#t = :me",
-            "ExpressionAttributeNames": {"#t": "token"},
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {":me": {"S": token}},
         }
         if hand_to is not None:
@@ -338,12 +347,15 @@ class WakeBegin(WakeReads):
 
     def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
         hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
-        return ("lease", self._release(lease.session_id, lease.token, hand_to))
+        return ("lease", self._release(lease.session_id, lease.token, hand_to, unless_parked=True))
 
-    def release_lease(self, session_id: str, token: str, *, hand_to: str | None = None) -> bool:
+    def release_lease(
+        self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False
+    ) -> bool:
         """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
-        False when it was not held with it any more (expired and taken over: not ours to touch)."""
-        write = self._release(session_id, token, hand_to)
+        False when it was not held with it any more (expired and taken over: not ours to touch),
+        or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
+        write = self._release(session_id, token, hand_to, unless_parked=unless_parked)
         kind, request = next(iter(write.items()))
         try:
             if kind == "Put":

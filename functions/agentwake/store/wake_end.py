@@ -169,7 +169,9 @@ class WakeEnd(WakeBegin):
         if journal is not None:
             journal.mark_written()
         if lease is not None:
-            lease.released = True  # deleted, or found not ours any more
+            # deleted (or handed); else found not ours any more, or a run joined the wait list
+            # after it was read: the release is tried again (handoff.release), reading the list
+            lease.released = "lease" not in dropped
             lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _committed(self, run_id: str, lease: Lease | None) -> bool:
@@ -276,7 +278,9 @@ class WakeEnd(WakeBegin):
         if journal is not None:
             journal.mark_written()
         if lease is not None:
-            lease.released = True
+            # deleted (or handed); else found not ours any more, or a run joined the wait list
+            # after it was read: the release is tried again (handoff.release), reading the list
+            lease.released = "lease" not in dropped
             lease.handed = lease.hand_to is not None and "lease" not in dropped
 
     def _failure_landed(self, failure: FailureRecord) -> bool:

@@ -9,31 +9,36 @@ ERROR raises (retryable), so the record alone is a batch item failure and is ret
 
 from __future__ import annotations
 
+import base64
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
 from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.store.models import Task, background_run_id, truncate
 from agentwake.store.port import Waited
-from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT
+from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT, ATTR_WAIT_GEN
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
     from agentwake.settings import Settings
+    from agentwake.store.port import Waiter
     from agentwake.wake.session_wait import ParkedRecord, WaitState
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
 #: the shortest pause of a result on its session's wait list (within SessionWaitMaxDelay)
 ON_THE_LIST_DELAY_S = 10.0
+#: a waiter runs in the invocation that handed it the session while this many runs' budgets
+#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch
+CHAIN_RESERVE_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class Done:
     """The record ran (``succeeded``) or its run had already succeeded (``already_succeeded``)."""
 
     status: str
+    #: how many of the session's waiters this invocation ran after it (``run_waiters_here``)
+    ran_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,27 +102,74 @@ class DeadLetter:
 
 
 def on_background_record(
-    record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None = None
+    record: SQSRecord,
+    deps: WakeDeps,
+    *,
+    remaining_ms: int | None = None,
+    time_left: Callable[[], int] | None = None,
 ) -> Done | Resend | DeadLetter:
     """What becomes of one record of the result queue. Raises a retryable AgentwakeError (RunFailed,
-    RunDeferred) or a crash: the record is then a batch item failure and SQS retries it."""
+    RunDeferred) or a crash: the record is then a batch item failure and SQS retries it.
+
+    ``time_left`` (the invocation's remaining milliseconds, asked when needed): when the run hands
+    its session to a waiter and enough time is left, this invocation runs that waiter next, and so
+    on (``run_waiters_here``)."""
+    if time_left is not None:
+        remaining_ms = time_left()
+    result, waiter = _on_record(record, deps, remaining_ms=remaining_ms, time_left=time_left)
+    if waiter is not None and time_left is not None and isinstance(result, Done):
+        return replace(result, ran_after=run_waiters_here(waiter, deps, time_left))
+    return result
+
+
+def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]) -> int:
+    """Run the session's waiters one after another in this invocation, from the one a release just
+    reserved the session for, while time is left: no queue round trip between two runs of a
+    session. Each waiter goes through the same use case as a received record. Its delayed copy
+    stays in the queue as it is, so anything that stops a run here (a crash, a failure, another
+    copy that took the session first, the time running out) leaves the run to that copy, as the
+    wait list's fallback does. Returns how many ran."""
+    ran = 0
+    waiter: Waiter | None = first
+    while waiter is not None:
+        try:
+            result, waiter = _on_record(
+                SQSRecord(_handed_record(waiter, time.time())), deps, remaining_ms=time_left(), time_left=time_left
+            )
+        except Exception:
+            logger.exception("a waiter run in this invocation did not succeed; its delayed copy carries it")
+            return ran
+        if not isinstance(result, Done):  # it waits again, or cannot run: its delayed copy carries it
+            return ran
+        ran += result.status == "succeeded"
+    return ran
+
+
+def _on_record(
+    record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None, time_left: Callable[[], int] | None
+) -> tuple[Done | Resend | DeadLetter, Waiter | None]:
     # a copy that waited for its session carries its wait state (the machinery loads only then)
     parked = _parked(record) if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}) else None
     try:
         msg = BackgroundResultMessage.parse_body(record.body)
         try:
             outcome = wake_for_background_result(
-                msg, deps, remaining_ms=remaining_ms, waiting=parked.state if parked else None
+                msg,
+                deps,
+                remaining_ms=remaining_ms,
+                waiting=parked.state if parked else None,
+                run_next=None if time_left is None else lambda: _time_for_another(deps, time_left),
             )
         except SessionBusy as busy:
-            return wait_for_session(
+            wait = wait_for_session(
                 busy, parked or _parked(record), store=deps.store, settings=deps.settings, task_id=msg.task_id
             )
+            return wait, None
     except AgentwakeError as exc:
         if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
             raise
         # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
-        return DeadLetter(
+        dead = DeadLetter(
             body=record.body,
             message_id=record.message_id,
             source=record.event_source_arn,
@@ -124,11 +178,41 @@ def on_background_record(
             reason=str(exc),
             error=exc,
         )
+        return dead, None
     if parked is not None and outcome.status != "superseded":
         from agentwake.wake.session_wait import ran_after_waiting
 
         ran_after_waiting(parked.state, time.time())
-    return Done(outcome.status)
+    return Done(outcome.status), outcome.next_waiter
+
+
+def _time_for_another(deps: WakeDeps, time_left: Callable[[], int]) -> bool:
+    """Enough of the invocation is left to run a waiter here and still leave the rest of the batch
+    the time a run needs (``min_run_budget_ms``, for each)."""
+    return time_left() >= CHAIN_RESERVE_RUNS * deps.settings.min_run_budget_ms
+
+
+def _handed_record(waiter: Waiter, handed_at: float) -> dict[str, Any]:
+    """The waiter's record, as the result queue would deliver its handed copy (same copy number:
+    it is the delayed copy's twin, not newer than it)."""
+    from agentwake.store.waitlist import sqs_attributes
+
+    attributes = {
+        name: {"dataType": value["DataType"], "stringValue": value["StringValue"]}
+        if "StringValue" in value
+        else {"dataType": value["DataType"], "binaryValue": base64.b64encode(value["BinaryValue"]).decode()}
+        for name, value in sqs_attributes(waiter.attributes).items()
+    }
+    wait = {**(waiter.wait or {}), ATTR_WAIT_GEN: str(waiter.gen), ATTR_HANDED_AT: str(int(handed_at * 1000))}
+    attributes.update({name: {"dataType": "Number", "stringValue": value} for name, value in wait.items()})
+    return {
+        "messageId": f"handed:{waiter.run_id}",
+        "body": waiter.body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": attributes,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "",
+    }
 
 
 def handed_first(event: dict[str, Any]) -> dict[str, Any]:
@@ -187,9 +271,10 @@ def wait_for_session(
                 wait=decision.state.to_attributes(),
                 ttl_s=settings.session_wait_limit_s,
             )
-            if store.session_free(busy.session_id):
+            if not store.mark_parked(busy.session_id):
                 # released between the busy finding and the registration, by a holder that saw
-                # nobody waiting: come straight back instead of at the fallback's pace
+                # nobody waiting: come straight back instead of at the fallback's pace (a holder
+                # still there finds the mark, and reads the wait list again before it releases)
                 delay = 0.0
         return Resend(record, delay, decision.state, holder=busy.holder)
     store.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
@@ -217,6 +302,7 @@ def wake_for_background_result(
     *,
     remaining_ms: int | None = None,
     waiting: WaitState | None = None,
+    run_next: Callable[[], bool] | None = None,
 ) -> WakeOutcome:
     """Raises UnknownTask / ForgedCompletion / SessionMismatch (permanent), SessionBusy, RunFailed (retry).
 
@@ -269,7 +355,7 @@ def wake_for_background_result(
         task_id=msg.task_id,
         waited=_waited(waiting, time.time()),
     )
-    return execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
+    return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
 
 
 def _waited(waiting: WaitState | None, now: float) -> Waited | None:

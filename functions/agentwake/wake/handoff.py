@@ -6,7 +6,9 @@ waiting). The release itself — the commit, the failure record, or a plain rele
 lease into a reservation for that run in the same conditional write: only that run's lease may
 replace it, anyone's after ``RESERVATION_S``. After the release (``complete``) the waiter's record
 is re-sent with no delay as a newer copy (``agentwake-wait-gen``) and the waiter marked handed; its
-older copy, delayed in the queue, retires when it comes back.
+older copy, delayed in the queue, retires when it comes back. Or, when the releasing invocation has
+the time, it runs the waiter itself (``take``): no queue round trip stands between two runs of the
+session, and the waiter's delayed copy, left as it is (same copy number), stays the fallback.
 
 Nothing here fails the holder's own outcome: a hand-off that does not happen (the wait list could
 not be read, the re-send failed) leaves the waiter to its delayed copy, as before the hand-off
@@ -26,7 +28,7 @@ from agentwake.store.wake_begin import RESERVATION_S
 if TYPE_CHECKING:
     from agentwake.store.port import Lease, Waiter
 
-__all__ = ["RESERVATION_S", "complete", "decline", "hand_off", "prepare"]
+__all__ = ["RESERVATION_S", "complete", "decline", "hand_off", "prepare", "release", "take"]
 
 
 def prepare(store: Any, result_queue: Any, lease: Lease, run_id: str | None = None) -> None:
@@ -50,6 +52,31 @@ def complete(store: Any, result_queue: Any, lease: Lease, *, now: Callable[[], f
     waiter = lease.hand_to
     if waiter is None or not lease.handed:
         return None
+    return send(store, result_queue, waiter, now=now)
+
+
+def take(store: Any, lease: Lease) -> Waiter | None:
+    """After the release: the waiter the session was reserved for, for this invocation to run
+    itself; None if the release reserved it for nobody. The waiter is marked handed with its copy
+    number unchanged, so the delayed copy it keeps in the queue still runs it if this process dies."""
+    waiter = lease.hand_to
+    if waiter is None or not lease.handed:
+        return None
+    try:
+        store.mark_handed(waiter.session_id, waiter.run_id, waiter.gen)
+    except Exception:  # it stays a candidate; the reservation is its own either way
+        logger.exception("could not mark the next waiter handed", extra={"session_id": waiter.session_id})
+    metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
+    logger.info(
+        "session handed to the next waiter, run here",
+        extra={"session_id": waiter.session_id, "next_run_id": waiter.run_id},
+    )
+    return waiter
+
+
+def send(store: Any, result_queue: Any, waiter: Waiter, *, now: Callable[[], float] = time.time) -> str | None:
+    """Re-send ``waiter``'s record with no delay, the session reserved for it; its run id, or None
+    (the re-send failed: the reservation is given back and its delayed copy remains)."""
     try:
         _send(store, result_queue, waiter, now())
     except Exception:
@@ -57,6 +84,26 @@ def complete(store: Any, result_queue: Any, lease: Lease, *, now: Callable[[], f
         _give_back(store, waiter)
         return None
     return waiter.run_id
+
+
+def release(store: Any, result_queue: Any, lease: Lease, run_id: str | None = None) -> None:
+    """Release ``lease`` (when the commit or the failure record did not), reserving the session for
+    its oldest waiter. A release to nobody fails if a run joined the wait list after it was read
+    (it marks the lease: ``WaitList.mark_parked``); the list is then read again, once, and the
+    second release is unconditional. Raises if the table does not answer."""
+    if lease.released:
+        return
+    for last in (False, True):
+        prepare(store, result_queue, lease, run_id)
+        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+        checked = not last and hand_to is None and _can_send(result_queue)
+        if store.release_lease(lease.session_id, lease.token, hand_to=hand_to, unless_parked=checked):
+            lease.handed = hand_to is not None
+            break
+        if not checked:
+            break  # not ours any more (expired and taken over): nothing to hand on
+        lease.hand_to = None  # somebody joined the list: read it again
+    lease.released = True
 
 
 def hand_off(
@@ -67,10 +114,7 @@ def hand_off(
     from agentwake.store.port import Lease
 
     lease = Lease(session_id=session_id, token=token, attempt=0)
-    prepare(store, result_queue, lease)
-    hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
-    lease.handed = bool(store.release_lease(session_id, token, hand_to=hand_to)) and hand_to is not None
-    lease.released = True
+    release(store, result_queue, lease)
     return complete(store, result_queue, lease, now=now)
 
 

@@ -9,6 +9,8 @@ The attempt is built by ``wake/attempt.py`` and its agent runs once, returning a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
@@ -40,13 +42,20 @@ DEFAULT_LEASE_S = 900.0
 
 
 def execute_run(
-    spec: RunSpec, deps: WakeDeps, *, remaining_ms: int | None = None, read: WakeRead | None = None
+    spec: RunSpec,
+    deps: WakeDeps,
+    *,
+    remaining_ms: int | None = None,
+    read: WakeRead | None = None,
+    run_next: Callable[[], bool] | None = None,
 ) -> WakeOutcome:
     """Run once per run id. Exactly one outcome comes from the run record (a succeeded run is not
     run again), the session lease (taken with the attempt count in one conditional write: two
     copies never run at once) and the conditional commit (a second note cannot land).
 
     ``read`` is what the wake use case read in its one batch read (run, task/job, session config).
+    ``run_next``: asked after a success whose commit handed the session to a waiter; True means
+    the caller runs that waiter itself (``WakeOutcome.next_waiter``) instead of re-sending it.
     """
     store = deps.store
     if read is None:
@@ -96,18 +105,26 @@ def execute_run(
     if spec.waited is not None and spec.waited.idle_s is not None:
         metrics.add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
     try:
-        return _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
-    finally:
-        if not lease.released:
-            handoff.prepare(store, deps.result_queue, lease, spec.run_id)
-            try:
-                hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
-                lease.handed = store.release_lease(spec.session_id, lease.token, hand_to=hand_to) and bool(hand_to)
-                lease.released = True
-            except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
-                logger.exception("could not release the session's lease")
-        # released: the run that waited longest for the session gets it now, not at its next try
+        outcome = _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
+    except BaseException:
+        _release(spec, deps, lease)
         handoff.complete(store, deps.result_queue, lease)
+        raise
+    _release(spec, deps, lease)
+    # released: the run that waited longest for the session gets it now, not at its next try —
+    # here, when the caller has the time for it; else through the queue
+    if lease.handed and run_next is not None and run_next():
+        return replace(outcome, next_waiter=handoff.take(store, lease))
+    handoff.complete(store, deps.result_queue, lease)
+    return outcome
+
+
+def _release(spec: RunSpec, deps: WakeDeps, lease: Lease) -> None:
+    """Release the lease if the commit or the failure record did not (handing the session on)."""
+    try:
+        handoff.release(deps.store, deps.result_queue, lease, spec.run_id)
+    except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
+        logger.exception("could not release the session's lease")
 
 
 def _decline_if_handed(spec: RunSpec, deps: WakeDeps) -> None:

@@ -14,7 +14,7 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
-    from agentwake.store.port import RunStore, Waited
+    from agentwake.store.port import RunStore, Waited, Waiter
     from agentwake.wake.prompt import WakeKind
 
 
@@ -72,3 +72,6 @@ class WakeOutcome:
     final_delivered: bool = False
     #: tokens, latency and estimated cost of the run (agentwake.agent.ledger.usage_totals)
     usage: dict[str, Any] = field(default_factory=dict)
+    #: the waiter this run's commit handed the session to, for the caller to run itself
+    #: (``execute_run(run_next=...)``); its delayed copy stays in the queue as the fallback
+    next_waiter: Waiter | None = field(default=None, compare=False, repr=False)

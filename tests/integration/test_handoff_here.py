@@ -1,0 +1,235 @@
+"""A release that hands the session to a waiter runs that waiter in the same invocation when time
+is left (``wake.background.run_waiters_here``): no queue round trip between two runs of a session.
+The waiter's delayed copy stays in the queue untouched, so a run here that does not happen or does
+not finish leaves the run to that copy (docs/durability.md, "The hand-off").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import wait_key
+from agentwake.store.models import SessionConfig, Task
+from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_GEN
+from agentwake.wake.background import CHAIN_RESERVE_RUNS, Done, on_background_record
+from agentwake.wake.spec import WakeDeps
+from tests.integration.test_handoff_waiters import Queue, message, message_of, park
+from tests.support.aws import Resources
+from tests.support.builders import OK_SCRIPT
+from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease, lease_holder
+from tests.support.tasks import token_hash_for
+
+PLENTY_MS = 600_000
+
+
+def record_of(sent: dict[str, Any], message_id: str) -> SQSRecord:
+    """A message the wake sent to the result queue, as SQS would deliver it."""
+    attributes = {
+        name: {"dataType": value.get("DataType", "String"), "stringValue": value["StringValue"]}
+        for name, value in sent["attributes"].items()
+    }
+    attributes.update({name: {"dataType": "Number", "stringValue": value} for name, value in sent["wait"].items()})
+    return SQSRecord(
+        {
+            "messageId": message_id,
+            "body": sent["body"],
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "messageAttributes": attributes,
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:results",
+        }
+    )
+
+
+def plain_record(task_id: str) -> SQSRecord:
+    return SQSRecord(
+        {
+            "messageId": f"msg-{task_id}",
+            "body": message(task_id).model_dump_json(),
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:results",
+        }
+    )
+
+
+class Setup:
+    """Session ``s`` with tasks a, x, y; x and y wait for the session (on its wait list, each with
+    its delayed copy in the queue), which is free again after a release that handed nothing over."""
+
+    def __init__(self, resources: Resources, store: Any, receiver: CountingReceiver) -> None:
+        store.put_session(
+            SessionConfig(
+                session_id="s",
+                providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+                delivery={"type": "webhook", "url": receiver.url},
+                retry_base_delay_ms=0,
+            )
+        )
+        for task_id in ("a", "x", "y"):
+            store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
+        self.queue = Queue()
+        self.settings = Settings(table_name=resources.table)
+        self.deps = WakeDeps(store=store, settings=self.settings, result_queue=self.queue)
+        token = acquire_lease(store, "s", "bg:intruder", 600)
+        assert token is not None
+        park(self.deps, "x")
+        park(self.deps, "y")
+        store.release_lease("s", token)
+        self.fallbacks = list(self.queue.sent)  # the delayed copies of x and y
+        assert [message_of(kw) for kw in self.fallbacks] == ["x", "y"]
+        self.queue.sent.clear()
+
+
+def run_status(store: DynamoStore, run_id: str) -> str | None:
+    run = store.get_run(run_id)
+    return run.status if run is not None else None
+
+
+def test_a_release_with_time_left_runs_its_waiters_here_in_the_order_they_came(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        setup = Setup(resources, store, receiver)
+        # WHEN a's record runs with the whole invocation left
+        result = on_background_record(plain_record("a"), setup.deps, time_left=lambda: PLENTY_MS)
+        # THEN a, then x, then y ran in this invocation, each once
+        assert result == Done("succeeded", ran_after=2)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x", "bg:y")] == ["succeeded"] * 3
+        runs = [store.get_run(r) for r in ("bg:a", "bg:x", "bg:y")]
+        starts = [r.started_at for r in runs if r is not None]
+        assert starts == sorted(starts), starts
+        # AND nothing was re-sent: no copy stands between two runs of the session
+        assert setup.queue.sent == []
+        # AND the wait list is empty and the session free
+        assert store.waiters("s") == []
+        assert store.read_item(*wait_key("s", "bg:x")) is None
+        assert lease_holder(store, "s") is None
+        # AND x and y say they were handed the session
+        x = store.get_run("bg:x")
+        assert x is not None and x.idle_before_s is not None and x.waited_s is not None
+        sent_before = dict(receiver.by_delivery_id())
+        # WHEN the delayed copies come back later
+        for n, kw in enumerate(setup.fallbacks):
+            again = on_background_record(record_of(kw, f"fallback-{n}"), setup.deps, time_left=lambda: PLENTY_MS)
+            # THEN they find their runs done: nothing runs or is sent again
+            assert again == Done("already_succeeded")
+        assert dict(receiver.by_delivery_id()) == sent_before
+        assert all(count == 1 for count in receiver.by_delivery_id().values()), receiver.by_delivery_id()
+
+
+def test_with_too_little_time_left_the_waiter_is_handed_through_the_queue(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        setup = Setup(resources, store, receiver)
+        short = CHAIN_RESERVE_RUNS * setup.settings.min_run_budget_ms - 1
+        # WHEN a runs with less left than a run here would need (its own budget and the batch's)
+        result = on_background_record(plain_record("a"), setup.deps, time_left=lambda: short)
+        # THEN only a ran; x got the session through a newer copy re-sent at once, y still waits
+        assert result == Done("succeeded")
+        assert [run_status(store, r) for r in ("bg:a", "bg:x", "bg:y")] == ["succeeded", None, None]
+        handed = [kw for kw in setup.queue.sent if ATTR_HANDED_AT in kw["wait"]]
+        assert [message_of(kw) for kw in handed] == ["x"]
+        assert handed[0]["wait"][ATTR_WAIT_GEN] == "1" and handed[0]["delay_s"] == 0
+        held = lease_holder(store, "s")
+        assert held is not None and held[0] == "bg:x"
+        assert [w.run_id for w in store.waiters("s")] == ["bg:y"]
+
+
+class FailingBegin:
+    """The store, with one run's lease write failing once (an outage at the worst moment)."""
+
+    def __init__(self, store: DynamoStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+        self.failed = 0
+
+    def begin_run(self, **kw: Any) -> Any:
+        if kw["run_id"] == self._run_id and not self.failed:
+            self.failed += 1
+            raise RuntimeError("the table did not answer")
+        return self._store.begin_run(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_waiter_that_cannot_run_here_is_left_to_its_delayed_copy_and_nothing_is_lost(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        setup = Setup(resources, store, receiver)
+        faulty = FailingBegin(store, "bg:x")
+        deps = WakeDeps(store=faulty, settings=setup.settings, result_queue=setup.queue)  # type: ignore[arg-type]
+        # WHEN a runs, and x's start fails in this invocation
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN a's own record is done; x and y did not run here, and nothing was re-sent
+        assert result == Done("succeeded")
+        assert faulty.failed == 1
+        assert [run_status(store, r) for r in ("bg:x", "bg:y")] == [None, None]
+        assert setup.queue.sent == []
+        # AND x's delayed copy, when it comes back, takes the session reserved for it and runs x,
+        # then y here
+        x_copy, y_copy = setup.fallbacks
+        again = on_background_record(record_of(x_copy, "fallback-x"), deps, time_left=lambda: PLENTY_MS)
+        assert again == Done("succeeded", ran_after=1)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x", "bg:y")] == ["succeeded"] * 3
+        assert on_background_record(record_of(y_copy, "fallback-y"), deps) == Done("already_succeeded")
+        assert all(count == 1 for count in receiver.by_delivery_id().values()), receiver.by_delivery_id()
+        assert len(receiver.by_delivery_id()) == 3, receiver.counts
+
+
+class ParksDuringCommit:
+    """The store, with another result of the session joining the wait list just as the holder
+    commits: after the holder read the list (empty), before its release."""
+
+    def __init__(self, store: DynamoStore, join: Any) -> None:
+        self._store = store
+        self._join = join
+        self.joined = False
+
+    def commit_success(self, **kw: Any) -> Any:
+        if not self.joined:
+            self.joined = True
+            self._join()
+        return self._store.commit_success(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_the_session(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        store.put_session(
+            SessionConfig(
+                session_id="s",
+                providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+                delivery={"type": "webhook", "url": receiver.url},
+                retry_base_delay_ms=0,
+            )
+        )
+        for task_id in ("a", "x"):
+            store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
+        queue = Queue()
+        settings = Settings(table_name=resources.table)
+        plain = WakeDeps(store=store, settings=settings, result_queue=queue)
+        racing = ParksDuringCommit(store, lambda: park(plain, "x"))
+        deps = WakeDeps(store=racing, settings=settings, result_queue=queue)  # type: ignore[arg-type]
+        # WHEN a runs alone, and x finds the session busy and joins its wait list between a's
+        # reading of the list (nobody) and a's commit
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN a's release did not leave x to its delayed copy: x ran next, here
+        assert racing.joined
+        assert result == Done("succeeded", ran_after=1)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
+        assert [message_of(kw) for kw in queue.sent] == ["x"]  # its delayed copy, sent as it parked
+        assert store.waiters("s") == [] and lease_holder(store, "s") is None
