@@ -8,7 +8,8 @@ left out of both sides:
 
 - **floor**: the bare handler any Powertools SQS function pays for: Logger, Metrics, BatchProcessor
   imported and one DynamoDB client created (the file given with ``--floor``, by default the one in
-  this folder, ``floor_powertools_sqs.py``);
+  this folder, ``floor_powertools_sqs.py``; ``--floor bench/floor_powertools_sqs_pydantic.py`` adds one
+  pydantic model validating a body, so the wake against it is agentwake's share beyond pydantic's);
 - **wake**: what agentwake's first invocation builds before the model call: import the handler
   module, build the adapters (settings, store, DynamoDB client), parse an SQS record's body, load
   the session config, task and a 10-entry history window from DynamoDB-JSON items as the store does,
@@ -28,7 +29,8 @@ Both sides are measured three ways (``--modes``):
   unchecked-hash), as the deployed functions now run.
 
 The floor is bundled the same way: its file as the handler module beside ``aws-lambda-powertools``
-installed by the same Makefile (the version our bundle gets), with and without bytecode. Here the
+and ``pydantic`` installed by the same Makefile (the versions our bundle gets; pydantic is loaded only
+by a floor that imports it), with and without bytecode. Here the
 bundles are built and compiled by this interpreter for this machine (the deployed bundle is compiled
 by python3.13 for arm64), and the output says so.
 
@@ -207,9 +209,14 @@ class Bundles:
         self.runtime = lambda_bundle.runtime_provided(workdir / "runtime", python=python, version=version)
         self.dirs: dict[tuple[str, str], Path] = {}
         wake = lambda_bundle.build(workdir / "wake-source", python=python, version=version, bytecode=False)
-        powertools = next(wake.glob("aws_lambda_powertools-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
+        powertools, pydantic = (
+            next(wake.glob(f"{name}-*.dist-info")).name.removesuffix(".dist-info").split("-")[1]
+            for name in ("aws_lambda_powertools", "pydantic")
+        )
         floor_req = workdir / "floor-requirements.txt"
-        floor_req.write_text(f"aws-lambda-powertools=={powertools}\n")
+        # pydantic is installed, not imported (Powertools' batch module checks sys.modules): only a
+        # floor that imports it (floor_powertools_sqs_pydantic.py) loads it
+        floor_req.write_text(f"aws-lambda-powertools=={powertools}\npydantic=={pydantic}\n")
         floor_src = lambda_bundle.build(
             workdir / "floor-source",
             python=python,
