@@ -70,7 +70,7 @@ validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), t
 soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine with 200 examples, and the full fault matrix (minutes)
 	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 AGENTWAKE_FAULT_MATRIX=full $(PY) -m pytest -q tests/integration/test_durable_properties.py tests/integration/test_fault_matrix.py
 
-load: $(VENV)/.dev-installed  ## the busy-session tests: 50 completions for one session, 10 sessions x 20, busy >= 90 % (minutes)
+load: $(VENV)/.dev-installed  ## the busy-session tests: 50 completions for one session, 10 sessions x 20, each session busy >= 90 % (minutes)
 	AGENTWAKE_BURST=50 AGENTWAKE_BURST_MANY=10x20 $(PY) -m pytest -q -s tests/e2e/test_busy_sessions.py tests/e2e/test_session_handoff.py
 
 fuzz: $(VENV)/.dev-installed  ## 10,000 poison bodies through the result handler, then dlq list/show/export (minutes)
