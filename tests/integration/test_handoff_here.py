@@ -10,19 +10,15 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.store.models import SessionConfig, Task
 from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.wake.background import CHAIN_RESERVE_RUNS, Done, on_background_record
 from agentwake.wake.spec import WakeDeps
-from tests.integration.test_handoff_waiters import Queue, message, message_of, park
+from tests.integration.test_handoff_waiters import message, message_of, park, seed
 from tests.support.aws import Resources
-from tests.support.builders import OK_SCRIPT
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
-from tests.support.tasks import token_hash_for
 
 PLENTY_MS = 600_000
 
@@ -64,19 +60,8 @@ class Setup:
     its delayed copy in the queue), which is free again after a release that handed nothing over."""
 
     def __init__(self, resources: Resources, store: Any, receiver: CountingReceiver) -> None:
-        store.put_session(
-            SessionConfig(
-                session_id="s",
-                providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
-                delivery={"type": "webhook", "url": receiver.url},
-                retry_base_delay_ms=0,
-            )
-        )
-        for task_id in ("a", "x", "y"):
-            store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
-        self.queue = Queue()
-        self.settings = Settings(table_name=resources.table)
-        self.deps = WakeDeps(store=store, settings=self.settings, result_queue=self.queue)
+        self.deps = seed(resources, store, receiver, ("a", "x", "y"))
+        self.queue, self.settings = self.deps.result_queue, self.deps.settings
         token = acquire_lease(store, "s", "bg:intruder", 600)
         assert token is not None
         park(self.deps, "x")
@@ -209,19 +194,8 @@ def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_t
     resources: Resources, store: DynamoStore
 ) -> None:
     with CountingReceiver() as receiver:
-        store.put_session(
-            SessionConfig(
-                session_id="s",
-                providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
-                delivery={"type": "webhook", "url": receiver.url},
-                retry_base_delay_ms=0,
-            )
-        )
-        for task_id in ("a", "x"):
-            store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
-        queue = Queue()
-        settings = Settings(table_name=resources.table)
-        plain = WakeDeps(store=store, settings=settings, result_queue=queue)
+        plain = seed(resources, store, receiver, ("a", "x"))
+        queue, settings = plain.result_queue, plain.settings
         racing = ParksDuringCommit(store, lambda: park(plain, "x"))
         deps = WakeDeps(store=racing, settings=settings, result_queue=queue)  # type: ignore[arg-type]
         # WHEN a runs alone, and x finds the session busy and joins its wait list between a's

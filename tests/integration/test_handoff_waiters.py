@@ -53,6 +53,22 @@ def message(task_id: str) -> BackgroundResultMessage:
     )
 
 
+def seed(resources: Resources, store: DynamoStore, receiver: CountingReceiver, task_ids: tuple[str, ...]) -> WakeDeps:
+    """Session ``s`` (a scripted model, the receiver's webhook) with the tasks ``task_ids``; the
+    wake's ports with an in-memory result queue."""
+    store.put_session(
+        SessionConfig(
+            session_id="s",
+            providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+            delivery={"type": "webhook", "url": receiver.url},
+            retry_base_delay_ms=0,
+        )
+    )
+    for task_id in task_ids:
+        store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
+    return WakeDeps(store=store, settings=Settings(table_name=resources.table), result_queue=Queue())
+
+
 def park(deps: WakeDeps, task_id: str) -> None:
     """The task's record finds the session busy and waits (on the wait list, a delayed copy sent)."""
     try:
@@ -78,18 +94,8 @@ def test_a_waiting_run_that_runs_from_a_plain_duplicate_leaves_the_list_and_hand
 ) -> None:
     with CountingReceiver() as receiver:
         # GIVEN a session held by another writer, and two results (x, then y) waiting for it
-        store.put_session(
-            SessionConfig(
-                session_id="s",
-                providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
-                delivery={"type": "webhook", "url": receiver.url},
-                retry_base_delay_ms=0,
-            )
-        )
-        for task_id in ("x", "y"):
-            store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
-        queue = Queue()
-        deps = WakeDeps(store=store, settings=Settings(table_name=resources.table), result_queue=queue)
+        deps = seed(resources, store, receiver, ("x", "y"))
+        queue = deps.result_queue
         token = acquire_lease(store, "s", "bg:intruder", 600)
         assert token is not None
         park(deps, "x")
