@@ -123,7 +123,7 @@ class LiveTurns(WaitList):
             if marker.get("Code") == "ConditionalCheckFailed" and marker.get("Item"):
                 # appended before with this key: what it wrote then, nothing now
                 return Appended(tuple(json.loads(marker["Item"]["sort_keys"]["S"])), written=False)
-            if "lease" in failed:
+            if (failed.get("lease") or {}).get("Code") == "ConditionalCheckFailed":  # not a conflict: lost
                 raise LiveTurnLost(
                     f"the live turn does not hold session {session_id} any more; nothing was appended"
                 ) from exc

@@ -4,6 +4,7 @@ pagination helper and the one transaction helper (tagged items, droppable condit
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -12,6 +13,9 @@ from agentwake.store.codec import dump_item, key, load_item
 from agentwake.store.models import _Stored
 
 M = TypeVar("M", bound=_Stored)
+
+#: a transaction cancelled by a conflicting write of the same items is made again this often
+CONFLICT_RETRIES = 3
 
 
 def pages(
@@ -101,14 +105,22 @@ class Table:
     # --- transactions -----------------------------------------------------------------------
 
     def _transact(
-        self, items: list[tuple[str, dict[str, Any]]], *, droppable: frozenset[str] = frozenset()
+        self,
+        items: list[tuple[str, dict[str, Any]]],
+        *,
+        droppable: frozenset[str] = frozenset(),
+        dropped: set[str] | None = None,
     ) -> set[str]:
         """One TransactWriteItems of ``(tag, item)`` pairs. When every item whose condition failed
         has a droppable tag (the part before ``:``), those items are dropped and the rest is written
         in one more call (a lease that is no longer ours, a task/job deleted mid-run, a delivery
-        recorded already). Returns the dropped tags. Otherwise re-raises TransactionCanceledException
+        recorded already). Returns the dropped tags (also added to ``dropped`` as they are dropped,
+        so that a caller whose later call's answer is lost still knows them). A transaction
+        cancelled only by a conflict with another write of the same items (nothing applied) is made
+        again, at most ``CONFLICT_RETRIES`` times. Otherwise re-raises TransactionCanceledException
         with ``failed_tags`` ({tag: cancellation reason}) set on it."""
-        dropped: set[str] = set()
+        dropped = set() if dropped is None else dropped
+        conflicts = 0
         while items:
             try:
                 self.db.transact_write_items(TransactItems=[item for _, item in items])
@@ -119,6 +131,11 @@ class Table:
                     tag: r for (tag, _), r in zip(items, reasons, strict=False) if r.get("Code") not in (None, "None")
                 }
                 exc.failed_tags = failed  # type: ignore[attr-defined]
+                conflict = bool(failed) and all(r.get("Code") == "TransactionConflict" for r in failed.values())
+                if conflict and conflicts < CONFLICT_RETRIES:
+                    conflicts += 1
+                    time.sleep(random.uniform(0.01, 0.05) * conflicts)  # the other write is in flight
+                    continue
                 if not failed or not all(
                     r.get("Code") == "ConditionalCheckFailed" and tag.split(":")[0] in droppable
                     for tag, r in failed.items()

@@ -110,6 +110,10 @@ class WaitList(WakeEnd):
             )
         except self.db.exceptions.ConditionalCheckFailedException:
             return False
+        except self.db.exceptions.TransactionConflictException:
+            # a transaction is writing the lease right now (a commit, another start): no mark,
+            # so the waiter keeps its fallback pause, as a hand-off that is lost would
+            return True
         return True
 
     def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool:
@@ -125,6 +129,10 @@ class WaitList(WakeEnd):
             )
         except self.db.exceptions.ConditionalCheckFailedException:
             return False
+        except self.db.exceptions.TransactionConflictException:
+            # a transaction is writing the lease right now (a commit, another start): no mark,
+            # so the waiter keeps its fallback pause, as a hand-off that is lost would
+            return True
         return True
 
     def release_reservation(self, session_id: str, run_id: str) -> bool:
@@ -139,6 +147,10 @@ class WaitList(WakeEnd):
             )
         except self.db.exceptions.ConditionalCheckFailedException:
             return False
+        except self.db.exceptions.TransactionConflictException:
+            # a transaction is writing the lease right now (a commit, another start): no mark,
+            # so the waiter keeps its fallback pause, as a hand-off that is lost would
+            return True
         return True
 
     def mark_handed(self, session_id: str, run_id: str, gen: int) -> None:

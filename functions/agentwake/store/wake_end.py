@@ -145,9 +145,9 @@ class WakeEnd(WakeBegin):
             )
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
-        dropped: set[str] = set()
+        dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            dropped = self._transact(items, droppable=frozenset({"lease", "delivery"}))
+            self._transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
         except self.db.exceptions.TransactionCanceledException as exc:
             run_reason = getattr(exc, "failed_tags", {}).get("run")
             if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
@@ -268,9 +268,9 @@ class WakeEnd(WakeBegin):
         items += self._unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
         if lease is not None and not lease.released:
             items.append(self._lease_delete(lease))
-        dropped: set[str] = set()
+        dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            dropped = self._transact(items, droppable=frozenset({"target", "lease", "delivery"}))
+            self._transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
         except Exception as exc:
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):

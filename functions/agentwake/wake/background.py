@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
-from agentwake.observability import logger, permanent_failure_handed_over
+from agentwake.observability import LOG_REASON_CHARS, logger, permanent_failure_handed_over
 from agentwake.store.models import Task, background_run_id, truncate
 from agentwake.store.port import Waited
 from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT, ATTR_WAIT_GEN
@@ -132,12 +132,20 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
     ran = 0
     waiter: Waiter | None = first
     while waiter is not None:
+        logger.append_keys(message_id=f"handed:{waiter.run_id}")
         try:
             result, waiter = _on_record(
-                SQSRecord(_handed_record(waiter, time.time())), deps, remaining_ms=time_left(), time_left=time_left
+                SQSRecord(_handed_record(waiter, time.time())),
+                deps,
+                # the rest of the batch keeps a run's budget: this run's deadline comes before it
+                remaining_ms=time_left() - deps.settings.min_run_budget_ms,
+                time_left=time_left,
             )
-        except Exception:
-            logger.exception("a waiter run in this invocation did not succeed; its delayed copy carries it")
+        except Exception as exc:  # its own failure is recorded; one bounded line here
+            logger.warning(
+                "a waiter run in this invocation did not succeed; its delayed copy carries it",
+                extra={"error_type": type(exc).__name__, "detail": truncate(str(exc), LOG_REASON_CHARS)},
+            )
             return ran
         if not isinstance(result, Done):  # it waits again, or cannot run: its delayed copy carries it
             return ran
@@ -187,8 +195,9 @@ def _on_record(
 
 
 def _time_for_another(deps: WakeDeps, time_left: Callable[[], int]) -> bool:
-    """Enough of the invocation is left to run a waiter here and still leave the rest of the batch
-    the time a run needs (``min_run_budget_ms``, for each)."""
+    """Enough of the invocation is left to run a waiter here (``min_run_budget_ms``) and still
+    leave the rest of the batch the time a run needs (as much again, kept out of the run's
+    deadline)."""
     return time_left() >= CHAIN_RESERVE_RUNS * deps.settings.min_run_budget_ms
 
 

@@ -1,0 +1,163 @@
+"""Writes that meet on the session's lease item (DynamoDB rejects a write to an item a transaction
+is writing, and cancels the transaction): a waiting result marks the holder's lease
+(``waiter_parked``) while the holder commits, or a live turn appends. moto never conflicts, so the
+client below answers the way DynamoDB does, once, and then lets the call through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ReadTimeoutError
+
+from agentwake.sessions import SessionsService
+from agentwake.store.dynamo import DynamoStore
+from agentwake.store.keys import lease_key
+from agentwake.wake.background import on_background_record
+from tests.integration.test_handoff_here import plain_record, run_status
+from tests.integration.test_handoff_waiters import park, seed
+from tests.support.aws import Resources
+from tests.support.receiver import CountingReceiver
+from tests.support.store_writes import acquire_lease, lease_holder
+
+PLENTY_MS = 600_000
+
+
+class Conflicting:
+    """The DynamoDB client, with the next calls named in ``faults`` answered as DynamoDB answers a
+    write that meets another one on the same item."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.exceptions = client.exceptions
+        self.faults: list[str] = []
+        self.met: list[str] = []
+
+    def transact_write_items(self, **kw: Any) -> Any:
+        if "transaction" in self.faults:
+            self.faults.remove("transaction")
+            self.met.append("transaction")
+            reasons = [
+                {"Code": "TransactionConflict"} if _is_lease(i) else {"Code": "None"} for i in kw["TransactItems"]
+            ]
+            raise self._client.exceptions.TransactionCanceledException(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
+                    "CancellationReasons": reasons,
+                },
+                "TransactWriteItems",
+            )
+        answer = self._client.transact_write_items(**kw)
+        if "answer lost" in self.faults:
+            self.faults.remove("answer lost")
+            self.met.append("answer lost")
+            raise ReadTimeoutError(endpoint_url="http://127.0.0.1")  # applied, the answer never came
+        return answer
+
+    def update_item(self, **kw: Any) -> Any:
+        if "update" in self.faults and kw["Key"]["sk"]["S"] == lease_key("s")[1]:
+            self.faults.remove("update")
+            self.met.append("update")
+            raise self._client.exceptions.TransactionConflictException(
+                {"Error": {"Code": "TransactionConflictException", "Message": "conflict"}}, "UpdateItem"
+            )
+        return self._client.update_item(**kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _is_lease(item: dict[str, Any]) -> bool:
+    body = next(iter(item.values()))
+    key = body.get("Key") or body.get("Item") or {}
+    return key.get("sk", {}).get("S") == lease_key("s")[1]
+
+
+def conflicting_store(store: DynamoStore) -> tuple[DynamoStore, Conflicting]:
+    client = Conflicting(store.db)
+    return DynamoStore(store.table, client=client), client  # type: ignore[arg-type]
+
+
+def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeeds(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("a",))
+        racing, client = conflicting_store(store)
+        deps.store = racing
+        # the start transaction goes through; the commit meets a write of the lease once
+        original = racing.commit_success
+
+        def commit(**kw: Any) -> Any:
+            client.faults.append("transaction")
+            return original(**kw)
+
+        racing.commit_success = commit  # type: ignore[method-assign]
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN the run succeeded on its first attempt: no failure recorded, no retry spent
+        assert client.met == ["transaction"]
+        assert result.status == "succeeded"  # type: ignore[union-attr]
+        run = store.get_run("bg:a")
+        assert run is not None and run.status == "succeeded" and run.attempts == 1
+        assert store.failures("bg:a") == []
+        assert lease_holder(store, "s") is None
+
+
+def test_a_waiter_whose_mark_meets_the_holders_commit_keeps_its_fallback_and_spends_no_receive(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        racing, client = conflicting_store(store)
+        deps.store = racing
+        token = acquire_lease(store, "s", "bg:holder", 600)
+        assert token is not None
+        client.faults.append("update")
+        # WHEN x finds the session busy and its mark of the lease meets a transaction on it
+        park(deps, "x")  # raises if x did not come back as a Resend
+        # THEN x is on the wait list, its delayed copy sent with the fallback pause
+        assert client.met == ["update"]
+        assert [w.run_id for w in store.waiters("s")] == ["bg:x"]
+        assert [kw["delay_s"] for kw in deps.result_queue.sent] == [10.0]  # type: ignore[attr-defined]
+
+
+def test_an_append_that_meets_a_write_of_the_lease_is_appended_and_the_turn_not_lost(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        seed(resources, store, receiver, ())
+        racing, client = conflicting_store(store)
+        sessions = SessionsService(racing)
+        turn = sessions.begin_live_turn("s", wait_s=0)
+        client.faults.append("transaction")
+        appended = sessions.append(turn, [("user", "hello")], idempotency_key="k1")
+        assert client.met == ["transaction"]
+        assert appended.written
+        assert [e.content for e in sessions.read_conversation("s").entries if e.kind == "live"] == ["hello"]
+        sessions.end_live_turn(turn)
+
+
+def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_session_over(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        plain = seed(resources, store, receiver, ("a", "x"))
+        racing, client = conflicting_store(store)
+        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
+        original = racing.commit_success
+
+        def commit(**kw: Any) -> Any:
+            # a's commit only: x joins the list after a read it (nobody), so the commit's lease
+            # write fails on x's mark and is dropped; the answer to the commit made again is lost
+            if kw["run_id"] == "bg:a":
+                park(plain, "x")
+                client.faults.append("answer lost")
+            return original(**kw)
+
+        racing.commit_success = commit  # type: ignore[method-assign]
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN the commit is read back as landed, and the lease its write left is released to x
+        assert client.met == ["answer lost"]
+        assert result.status == "succeeded"  # type: ignore[union-attr]
+        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
+        assert lease_holder(store, "s") is None and store.waiters("s") == []
