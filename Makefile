@@ -17,10 +17,15 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 	$(PY) -m pip install -q -e '.[ops,local]'
 	touch $@
 
-test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite (installs the browser tests' chromium first if missing)
+# The suite runs on both cores (pytest-xdist, TEST_WORKERS of them), a test file per worker: a
+# module's local stack (tests/e2e) starts once, in one worker. Every test keeps its state in its own
+# temporary directories and servers on free ports, so workers never share a file or a port.
+TEST_WORKERS ?= 2
+
+test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q --durations=25  # the 25 slowest, to keep the suite near 10 minutes
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25  # the 25 slowest, to keep the suite near 10 minutes
 
 # The console's browser tests drive Debian's headless Chromium through its chromedriver
 # (tests/support/browser.py). Installed from the distribution's packages with apt-get (as root,

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.aws import REGION
+from tests.support.botocore_data import share_botocore_data
 from tests.support.model_calls import count_model_calls
 from tests.support.outbound import (
     DEPLOYED_OUTBOUND_ENV,
@@ -13,6 +14,11 @@ from tests.support.outbound import (
     use_outbound_env,
     use_stackless_settings,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """botocore's JSON data parsed once per test process (tests/support/botocore_data.py)."""
+    share_botocore_data()
 
 
 @pytest.fixture

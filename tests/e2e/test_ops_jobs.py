@@ -4,10 +4,11 @@ print, the fires the Scheduler dead-lettered, and one `error:` line for bad inpu
 from __future__ import annotations
 
 import json
-import time
+from typing import Any
 
 import pytest
 
+from agentwake_ops.cli_common import CliState
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.builders import SCRIPTED_ARGS
 
@@ -98,29 +99,36 @@ def test_show_lists_what_a_paused_job_misses_and_resume_catches_up_the_latest(
 ) -> None:
     from datetime import UTC, datetime, timedelta
 
-    # GIVEN a job every minute, paused just after the minute five minutes ago
+    # GIVEN a job every minute, paused just after the minute five minutes ago, and the CLI's clock
+    # stopped in the middle of a minute: the fire times it counts cannot change while the test runs
+    # (on a busy machine the commands below once took long enough to cross a minute boundary)
     cli("jobs", "update", job_id, "--cron", "* * * * ? *")
     cli("jobs", "pause", job_id)
-    if datetime.now(UTC).second >= 55:  # not across a minute boundary while the test runs
-        time.sleep(60 - datetime.now(UTC).second)
-    then = datetime.now(UTC).replace(second=1, microsecond=0) - timedelta(minutes=5)
+    now = datetime.now(UTC).replace(second=30, microsecond=0) - timedelta(minutes=1)
+    then = now.replace(second=1) - timedelta(minutes=5)
     stack.store.update_job(job_id, paused_at=then.isoformat().replace("+00:00", "Z"))
+    state = CliState(invoke_async=stack.invoke_async)
+    state.ops().jobs.clock = lambda: now
+
+    def run(*args: str) -> Any:
+        return cli(*args, obj=state)
+
     # WHEN it is shown  THEN it lists the 5 fire times it has missed so far
-    shown = cli_json(cli, "jobs", "show", job_id)
+    shown = json.loads(run("jobs", "show", job_id, "--json").stdout)
     assert len(shown["missing_while_paused"]) == 5
-    assert "Missing while paused: 5 fire time(s)" in cli("jobs", "show", job_id).stdout
+    assert "Missing while paused: 5 fire time(s)" in run("jobs", "show", job_id).stdout
     # WHEN it is resumed (catch-up latest, the default)
-    resumed = cli_json(cli, "jobs", "resume", job_id)
+    resumed = json.loads(run("jobs", "resume", job_id, "--json").stdout)
     # THEN the latest missed time runs, with its own fire's run id; every missed time is listed
     latest = shown["missing_while_paused"][-1]
     assert resumed["caught_up"] == [f"cron:{job_id}:{latest}"]
     assert stack.invocations == [
         ("CronWakeFunction", {"job_id": job_id, "scheduled_time": latest, "session_id": "s-ops"})
     ]
-    text = cli("jobs", "show", job_id).stdout
+    text = run("jobs", "show", job_id).stdout
     assert "missed fires (newest first)" in text and "caught up" in text
     assert text.count("not caught up (catch-up latest runs only the latest)") == 4
-    assert cli_json(cli, "jobs", "show", job_id)["job"]["missed_fires"] == 5
+    assert json.loads(run("jobs", "show", job_id, "--json").stdout)["job"]["missed_fires"] == 5
 
 
 def test_resume_catches_up_the_fires_the_scheduler_could_not_deliver(cli: Cli, stack: Stack, job_id: str) -> None:
