@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("bench_cli.py", ["--runs", "1", "--messages", "5"], "agentwake dlq list --json"),
         ("cold_init.py", ["--runs", "1"], "bundle with its bytecode (functions/Makefile, unchecked-hash)"),
         ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
-        ("walk_background.py", [], "re-entries into a file the walk had left"),
+        # the maintainer's walk goes one way: a record to its commit, never back into a file it left
+        ("walk_background.py", [], "; 0 re-entries into a file the walk had left"),
         ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
     ],
 )
