@@ -17,7 +17,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,11 +32,10 @@ from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import OpsOptions, build_context, discover
 from agentwake_ops.runs import run_summary
 from tests.support.builders import OK_SCRIPT, local_stack_rules
+from tests.support.local_stack import local_stack, stack_store
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "template.yaml"
 PARAMETERS = {"QueueVisibilityTimeout": 30, "SessionWaitMaxDelay": 4}
 #: completions in the burst test: 20 in `make test`, 50 under `make load` (a minute of webhook time alone).
 #: More than one batch (BatchSize 10) on purpose: a second consumer then receives while the first
@@ -49,19 +47,13 @@ SCHEDULED_TIME = "2026-11-30T06:00:00Z"
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackRuntime]:
     home = tmp_path_factory.mktemp("agentwake-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AGENTWAKE_HOME", str(home))  # never a developer's own ~/.agentwake
-        runtime = LocalStackRuntime(async_retry_delays=0, home=home, poll_interval=0.5)
-        runtime.start(TEMPLATE, PARAMETERS, background=True)
-        try:
-            yield runtime
-        finally:
-            runtime.stop()
+    with local_stack(home, PARAMETERS, background=True, async_retry_delays=0, poll_interval=0.5) as runtime:
+        yield runtime
 
 
 @pytest.fixture(scope="module")
 def store(local: LocalStackRuntime) -> DynamoStore:
-    return DynamoStore(local.outputs["AgentTableName"], client=local.client("dynamodb"))
+    return stack_store(local)
 
 
 @pytest.fixture

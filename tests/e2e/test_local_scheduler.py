@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,28 +21,19 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
 from tests.support.builders import seed_session
-
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "template.yaml"
+from tests.support.local_stack import local_stack, stack_store
 
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackRuntime]:
-    home = tmp_path_factory.mktemp("agentwake-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AGENTWAKE_HOME", str(home))  # `agentwake jobs create` finds this stack, never a developer's
-        for name in ("AGENTWAKE_TABLE", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
-            mp.delenv(name, raising=False)
-        runtime = LocalStackRuntime(home=home).start(TEMPLATE)
-        try:
-            yield runtime
-        finally:
-            runtime.stop()
+    # `agentwake jobs create` finds this stack, never a developer's
+    with local_stack(tmp_path_factory.mktemp("agentwake-home")) as runtime:
+        yield runtime
 
 
 @pytest.fixture(scope="module")
 def store(local: LocalStackRuntime) -> DynamoStore:
-    return DynamoStore(local.outputs["AgentTableName"], client=local.client("dynamodb"))
+    return stack_store(local)
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,11 +34,10 @@ from agentwake_ops.cli import app
 from agentwake_ops.runs import session_drain
 from tests.e2e.test_busy_sessions import cli_state, messages_of, run_spans, wait_until
 from tests.support.builders import OK_SCRIPT, local_stack_rules
+from tests.support.local_stack import local_stack, stack_store
 from tests.support.model_calls import record_model_requests
 from tests.support.receiver import CountingReceiver
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "template.yaml"
 #: completions for one session: 20 in `make test`, 50 under `make load`
 BURST = int(os.environ.get("AGENTWAKE_BURST", "20"))
 #: sessions x completions of the many-sessions burst (10 x 20 under `make load`)
@@ -51,20 +49,14 @@ LOAD = "AGENTWAKE_BURST" in os.environ
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStackRuntime]:
-    home = tmp_path_factory.mktemp("agentwake-home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AGENTWAKE_HOME", str(home))
-        runtime = LocalStackRuntime(async_retry_delays=0, home=home)
-        runtime.start(TEMPLATE, {}, background=True)  # the template's defaults
-        try:
-            yield runtime
-        finally:
-            runtime.stop()
+    # the template's defaults
+    with local_stack(tmp_path_factory.mktemp("agentwake-home"), background=True, async_retry_delays=0) as runtime:
+        yield runtime
 
 
 @pytest.fixture(scope="module")
 def store(local: LocalStackRuntime) -> DynamoStore:
-    return DynamoStore(local.outputs["AgentTableName"], client=local.client("dynamodb"))
+    return stack_store(local)
 
 
 @pytest.fixture
