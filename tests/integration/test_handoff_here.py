@@ -6,6 +6,7 @@ not finish leaves the run to that copy (docs/durability.md, "The hand-off").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -171,23 +172,16 @@ def test_a_waiter_that_cannot_run_here_is_left_to_its_delayed_copy_and_nothing_i
         assert len(receiver.by_delivery_id()) == 3, receiver.counts
 
 
-class ParksDuringCommit:
-    """The store, with another result of the session joining the wait list just as the holder
-    commits: after the holder read the list (empty), before its release."""
+def before_commit(store: DynamoStore, run_id: str, action: Callable[[], None]) -> None:
+    """Do ``action`` as ``run_id``'s commit begins (after its read of the wait list)."""
+    original = store.commit_success
 
-    def __init__(self, store: DynamoStore, join: Any) -> None:
-        self._store = store
-        self._join = join
-        self.joined = False
+    def commit(**kw: Any) -> Any:
+        if kw["run_id"] == run_id:
+            action()
+        return original(**kw)
 
-    def commit_success(self, **kw: Any) -> Any:
-        if not self.joined:
-            self.joined = True
-            self._join()
-        return self._store.commit_success(**kw)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    store.commit_success = commit  # type: ignore[method-assign]
 
 
 def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_the_session(
@@ -196,13 +190,15 @@ def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_t
     with CountingReceiver() as receiver:
         plain = seed(resources, store, receiver, ("a", "x"))
         queue, settings = plain.result_queue, plain.settings
-        racing = ParksDuringCommit(store, lambda: park(plain, "x"))
-        deps = WakeDeps(store=racing, settings=settings, result_queue=queue)  # type: ignore[arg-type]
+        joined: list[bool] = []
+        racing = DynamoStore(store.table, client=store.db)
+        before_commit(racing, "bg:a", lambda: joined.append(park(plain, "x") is None))
+        deps = WakeDeps(store=racing, settings=settings, result_queue=queue)
         # WHEN a runs alone, and x finds the session busy and joins its wait list between a's
         # reading of the list (nobody) and a's commit
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN a's release did not leave x to its delayed copy: x ran next, here
-        assert racing.joined
+        assert joined == [True]
         assert result == Done("succeeded", ran_after=1)
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert [message_of(kw) for kw in queue.sent] == ["x"]  # its delayed copy, sent as it parked

@@ -14,7 +14,7 @@ from agentwake.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
 from agentwake.wake.background import on_background_record
-from tests.integration.test_handoff_here import plain_record, run_status
+from tests.integration.test_handoff_here import before_commit, plain_record, run_status
 from tests.integration.test_handoff_waiters import park, seed
 from tests.support.aws import Resources
 from tests.support.receiver import CountingReceiver
@@ -86,13 +86,7 @@ def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeed
         racing, client = conflicting_store(store)
         deps.store = racing
         # the start transaction goes through; the commit meets a write of the lease once
-        original = racing.commit_success
-
-        def commit(**kw: Any) -> Any:
-            client.faults.append("transaction")
-            return original(**kw)
-
-        racing.commit_success = commit  # type: ignore[method-assign]
+        before_commit(racing, "bg:a", lambda: client.faults.append("transaction"))
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN the run succeeded on its first attempt: no failure recorded, no retry spent
         assert client.met == ["transaction"]
@@ -144,17 +138,14 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
         plain = seed(resources, store, receiver, ("a", "x"))
         racing, client = conflicting_store(store)
         deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
-        original = racing.commit_success
 
-        def commit(**kw: Any) -> Any:
-            # a's commit only: x joins the list after a read it (nobody), so the commit's lease
-            # write fails on x's mark and is dropped; the answer to the commit made again is lost
-            if kw["run_id"] == "bg:a":
-                park(plain, "x")
-                client.faults.append("answer lost")
-            return original(**kw)
+        def join_and_lose_the_answer() -> None:
+            # x joins the list after a read it (nobody), so the commit's lease write fails on
+            # x's mark and is dropped; the answer to the commit made again is lost
+            park(plain, "x")
+            client.faults.append("answer lost")
 
-        racing.commit_success = commit  # type: ignore[method-assign]
+        before_commit(racing, "bg:a", join_and_lose_the_answer)
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN the commit is read back as landed, and the lease its write left is released to x
         assert client.met == ["answer lost"]
