@@ -66,7 +66,7 @@ class ReadOnlyClient:
 
 def read_only(store: DynamoStore) -> DynamoStore:
     """The same table, through a client that refuses writes."""
-    return DynamoStore(store.table, client=ReadOnlyClient(store.db))
+    return DynamoStore(store.table.name, client=ReadOnlyClient(store.table.db))
 
 
 class ReplayJournal:
@@ -97,7 +97,7 @@ class DryChannel:
         self.already_delivered: list[Delivery] = []
 
     def send(self, delivery: Delivery) -> None:
-        if self.store.has_delivery(delivery.run_id, delivery.delivery_id):
+        if self.store.history.has_delivery(delivery.run_id, delivery.delivery_id):
             self.already_delivered.append(delivery)
         else:
             self.would_send.append(delivery)
@@ -195,17 +195,17 @@ def replay(
     from agentwake.wake.spec import RunSpec, WakeDeps
 
     ro = read_only(store)
-    run = ro.get_run(run_id)
+    run = ro.records.get_run(run_id)
     if run is None:
         raise ReplayError(f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:TIME)")
-    recorded = ro.get_wake(run_id)
+    recorded = ro.runs.get_wake(run_id)
     if recorded is None:
         raise ReplayError(
             f"run {run_id} has no recorded wake input (it never reached its first step); "
             "there is nothing to replay: redrive it"
         )
     kind, wake = recorded
-    stored = ro.get_session(run.session_id)
+    stored = ro.records.get_session(run.session_id)
     if stored is None:
         raise ReplayError(
             f"session {run.session_id} has no config (agentwake sessions put {run.session_id}); the run would fail too"
@@ -232,14 +232,14 @@ def replay(
     deps = WakeDeps(
         store=ro,
         # no stack defaults: the replay runs the session's own provider specs (and the what-if ones)
-        settings=Settings(table_name=ro.table),
+        settings=Settings(table_name=ro.table.name),
         clock=clock or SystemClock(),
         provider_factory=provider_factory,
         retry=retry,
         on_event=collect,
     )
     spec = RunSpec(run_id=run_id, kind=kind, session_id=session.session_id, wake=wake)  # type: ignore[arg-type]
-    journal = ReplayJournal(ro.journal_entries(run_id))
+    journal = ReplayJournal(ro.journals.journal_entries(run_id))
     channel = DryChannel(ro)
     attempt = None
     try:

@@ -94,7 +94,7 @@ def session_drain(store: DynamoStore, run_ids: list[str]) -> Drain:
 
     spans = []
     for run_id in run_ids:
-        run = store.get_run(run_id)
+        run = store.records.get_run(run_id)
         if run is None or not run.started_at or not run.ended_at:
             raise ValueError(f"{run_id} has not ended")
         spans.append(

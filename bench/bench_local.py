@@ -196,7 +196,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
         with CountingReceiver() as receiver:
             for i in range(sessions):
                 session_id = f"bench-s{i}"
-                store.put_session(
+                store.records.put_session(
                     SessionConfig(
                         session_id=session_id,
                         providers=FAILING
@@ -211,7 +211,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
             tasks: dict[str, str] = {}
             for i in range(n):
                 task_id, session_id = f"bench-t{i}", f"bench-s{i % sessions}"
-                store.put_task(
+                store.records.put_task(
                     Task(
                         task_id=task_id,
                         session_id=session_id,
@@ -259,7 +259,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
             # every message accounted for: a note, or the DLQ; each delivery once
             notes: Counter[str] = Counter()
             for session_id in {f"bench-s{i}" for i in range(sessions)}:
-                for entry in store.history(session_id):
+                for entry in store.history.history(session_id):
                     if entry.kind == "note" and entry.run_id:
                         notes[entry.run_id.removeprefix("bg:")] += 1
             dead = sum(queue_counts(sqs, dlq))

@@ -84,11 +84,11 @@ SCRIPT = [
 
 def time_wakes(store: DynamoStore, deps: WakeDeps, session: str, runs: int) -> tuple[list[float], float]:
     out = []
-    calls = DynamoCalls(store.db)
+    calls = DynamoCalls(store.table.db)
     made = 0
     for i in range(runs):
         task_id = f"{session}-t{i}"
-        store.put_task(
+        store.records.put_task(
             Task(task_id=task_id, session_id=session, tool_name="bench", token_sha256=task_token_hash(task_id))
         )
         t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def _message(task_id: str, session: str) -> BackgroundResultMessage:
 
 def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, int]]:
     """(kind, calls, budget) for each wake kind of docs/table-design.md#round-trips."""
-    calls = DynamoCalls(store.db)
+    calls = DynamoCalls(store.table.db)
     one_step = [{"type": "scripted", "id": "p", "script": [{"text": "nothing to tell"}]}]
     two_step = [{"type": "scripted", "id": "p", "script": SCRIPT}]
     broken = [{"type": "scripted", "id": "p", "script": [SCRIPT[0], {"error": "auth"}]}]
@@ -143,10 +143,10 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
     ):
         # k6, k7: a session with daily limits (a daily token budget and a daily delivery cap)
         limits = {"max_tokens_per_day": 1_000_000, "max_deliveries_per_day": 50} if session in ("k6", "k7") else {}
-        store.put_session(
+        store.records.put_session(
             SessionConfig(session_id=session, providers=providers, retry_base_delay_ms=0, deliver_final=final, **limits)
         )
-        store.put_task(
+        store.records.put_task(
             Task(
                 task_id=f"{session}-t",
                 session_id=session,
@@ -172,7 +172,7 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
         raise AssertionError("the broken provider did not fail the run")
 
     out.append(("failing attempt (error at step 2, after a delivery)", len(calls.during(fail)), 4 + 1 + 1))
-    store.put_session(SessionConfig(session_id="k3", providers=fixed, retry_base_delay_ms=0))
+    store.records.put_session(SessionConfig(session_id="k3", providers=fixed, retry_base_delay_ms=0))
     out.append(
         (
             "retry after the failure at step 2",
@@ -180,7 +180,7 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
             4 + 1,
         )
     )
-    store.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
+    store.records.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="k4")
     out.append(("cron (one step)", len(calls.during(lambda: wake_for_cron_job(wake, deps))), 4))
     return out
@@ -259,7 +259,7 @@ def main() -> int:
         deps = WakeDeps(store=store, settings=Settings(table_name=res.table))
         kinds = calls_by_kind(store, deps)
         for session, n in (("short", 10), ("long", args.long)):
-            store.put_session(
+            store.records.put_session(
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
             )
             seed_history(store, session, n, padding=200)

@@ -80,7 +80,7 @@ class Case:
         run_id = uuid.uuid4().hex[:6]
         for s in range(self.sessions):
             session = f"burst-{self.name}-{run_id}-s{s}"
-            store.put_session(
+            store.records.put_session(
                 SessionConfig(
                     session_id=session,
                     providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
@@ -98,11 +98,11 @@ class Case:
         return [r for ids in self.run_ids.values() for r in ids]
 
     def done(self, store: DynamoStore) -> bool:
-        return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in self.all_ids())
+        return all((run := store.records.get_run(r)) is not None and run.status == "succeeded" for r in self.all_ids())
 
     def check(self, runtime: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver) -> None:
         ids = self.all_ids()
-        attempts = {r: store.get_run(r).attempts for r in ids}  # type: ignore[union-attr]
+        attempts = {r: store.records.get_run(r).attempts for r in ids}  # type: ignore[union-attr]
         if any(n != 1 for n in attempts.values()):
             self.problems.append(f"runs with more than one attempt: {[r for r, n in attempts.items() if n != 1]}")
         received = receiver.by_delivery_id()
@@ -116,13 +116,13 @@ class Case:
             for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
                 if first <= last:
                     self.problems.append(f"{before} (until {last}) overlaps {after} (from {first})")
-            notes = [e.run_id for e in store.history(session) if e.kind == "note" and e.run_id]
+            notes = [e.run_id for e in store.history.history(session) if e.kind == "note" and e.run_id]
             if sorted(notes) != sorted(run_ids):
                 self.problems.append(f"{session}: {len(notes)} notes for {len(run_ids)} runs")
-            if store.waiters(session):
-                self.problems.append(f"{session}: {len(store.waiters(session))} left waiting on the wait list")
+            if store.leases.waiters(session):
+                self.problems.append(f"{session}: {len(store.leases.waiters(session))} left waiting on the wait list")
             self.drains[session] = session_drain(store, run_ids)
-            idle = [i for r in run_ids if (i := store.get_run(r).idle_before_s) is not None]  # type: ignore[union-attr]
+            idle = [i for r in run_ids if (i := store.records.get_run(r).idle_before_s) is not None]  # type: ignore[union-attr]
             self.handed[session] = (len(idle), max(idle, default=0.0))
         self.overall = session_drain(store, ids)
         dead = sum(queue_counts(runtime.client("sqs"), runtime.outputs["BackgroundResultDLQUrl"]))

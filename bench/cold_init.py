@@ -105,7 +105,7 @@ def _wake() -> None:
     msg = BackgroundResultMessage.parse_body(BODY)
 
     def ddb(model: object, pk: str, sk: str) -> dict:
-        return store._item(model, pk, sk)  # type: ignore[arg-type]
+        return store.table.item(model, pk, sk)  # type: ignore[arg-type]
 
     script = [{"text": "done"}]
     session_item = ddb(
@@ -118,11 +118,11 @@ def _wake() -> None:
         ddb(HistoryEntry(session_id="s-1", role="user", content=f"m{i}"), "SESSION#s-1", f"MSG#{i:020d}")
         for i in range(10)
     ]
-    session = store._load(SessionConfig, session_item)
-    store._load(Task, task_item)
-    history = [store._load(HistoryEntry, i).to_message() for i in history_items]
+    session = store.table.load(SessionConfig, session_item)
+    store.table.load(Task, task_item)
+    history = [store.table.load(HistoryEntry, i).to_message() for i in history_items]
     prompt = WakePrompt(persona=session.persona, kind="background", wake={"task_id": msg.task_id}, history=history)
-    journal = store.journal(msg.run_id, fresh=True)
+    journal = store.journals.journal(msg.run_id, fresh=True)
     session_agent(
         session=session,
         run_id=msg.run_id,

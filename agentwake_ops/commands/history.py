@@ -36,7 +36,7 @@ def history_show(
     except ValueError:
         fail(f"--before {before!r} is not a cursor this command printed")
     entries = list(reversed(page.entries))
-    if not entries and store.get_session(session) is None:
+    if not entries and store.records.get_session(session) is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     if as_json:
         # each entry's ``sk`` is its cursor: ``--before`` the first one's reads the page before

@@ -103,7 +103,7 @@ def sessions_put(
 
     check_id(session, "session id")
     store = ops(ctx).store
-    existing = store.get_session(session)
+    existing = store.records.get_session(session)
     data: dict[str, Any] = existing.model_dump() if existing else {"session_id": session}
     providers = _providers(provider, providers_file)
     if providers is not None:
@@ -157,7 +157,7 @@ def sessions_put(
 
     # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
     # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
-    store.put_session(config, config_rules(ops(ctx).settings, source=ops(ctx).source))
+    store.records.put_session(config, config_rules(ops(ctx).settings, source=ops(ctx).source))
     python_tools = [str(t.get("name")) for t in config.tools if t.get("type") == "python"]
     if python_tools and ops(ctx).source != "local":
         # the bundle's packages are not visible from here: say so rather than let it pass for checked
@@ -181,7 +181,7 @@ def sessions_show(
 ) -> None:
     """Show a session's config: persona, provider chain, limits, delivery, role."""
     check_id(session, "session id")
-    config = ops(ctx).store.get_session(session)
+    config = ops(ctx).store.records.get_session(session)
     if config is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     if as_json:
@@ -217,7 +217,7 @@ def sessions_delete(
     check_id(session, "session id")
     context = ops(ctx)
     store = OperatorStore(context.store)
-    if context.store.get_session(session) is None and not context.store.history_window(session, 1):
+    if context.store.records.get_session(session) is None and not context.store.history.history_window(session, 1):
         fail(
             f"no session {session!r} (list the jobs and runs that name one with: agentwake jobs list / agentwake runs list)"
         )

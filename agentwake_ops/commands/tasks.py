@@ -39,7 +39,7 @@ def tasks_register(
     tool_args = parse_json_option(args, "--args") if args else {}
     if not isinstance(tool_args, dict):
         raise user_error("--args must be a JSON object")
-    if context.store.get_session(session) is None:
+    if context.store.records.get_session(session) is None:
         fail(f"no session {session!r} (create it with: agentwake sessions put {session})")
     registered = context.tasks.register_task(session, tool, tool_args)
     task_id = registered.task_id
@@ -91,11 +91,11 @@ def tasks_finish(
         raise user_error(f"--status must be succeeded or failed, got {status!r}")
     final: Literal["succeeded", "failed"] = "succeeded" if status == "succeeded" else "failed"
     context = ops(ctx)
-    task = context.store.get_task(task_id)
+    task = context.store.records.get_task(task_id)
     if task is None:
         fail(f"no task {task_id!r} (register one with: agentwake tasks register --session SESSION --tool TOOL)")
     run_id = background_run_id(task_id)
-    run = context.store.get_run(run_id)
+    run = context.store.records.get_run(run_id)
     message_id = context.tasks.finish_task(task_id, final, result, task_token=token, summary_name=summary)
     what = _what_happens(run_id, run.status if run is not None else None, task.status)
     if as_json:
@@ -154,10 +154,10 @@ def tasks_show(
     """Show a task (never its token) and the status of the run its completion wakes."""
     check_id(task_id, "task id")
     context = ops(ctx)
-    task = context.store.get_task(task_id)
+    task = context.store.records.get_task(task_id)
     if task is None:
         fail(f"no task {task_id!r} (list them with: agentwake tasks list)")
-    run = context.store.get_run(task.run_id)
+    run = context.store.records.get_run(task.run_id)
     if as_json:
         render.print_json({**render.task_dict(task), "run_status": run.status if run is not None else None})
         return

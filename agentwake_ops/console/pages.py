@@ -310,7 +310,7 @@ def _cost(value: Any) -> str:
 
 
 def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
-    session = ctx.store.get_session(record.session_id)
+    session = ctx.store.records.get_session(record.session_id)
     providers = json.dumps(session.providers, indent=2) if session is not None else "[]"
     return (
         "<h2>replay with a fix (nothing is written, nothing delivered, no side-effecting tool called)</h2>"

@@ -43,12 +43,12 @@ def sessions(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         parts.append(f"<h2>{len(configs)} session(s)</h2>")
         parts.append(table(SESSION_COLUMNS, rows, cls="sessions"))
         return Markup("".join(str(p) for p in parts))
-    config = ctx.store.get_session(session_id)
+    config = ctx.store.records.get_session(session_id)
     if config is None:
         parts.append(f"<p class='note'>No config for session {h(session_id)}.</p>")
     else:
         parts.append("<h2>config (secrets masked)</h2>" + pretty(config.model_dump(mode="json")))
-    entries = ctx.store.history_window(session_id, 30)
+    entries = ctx.store.history.history_window(session_id, 30)
     parts.append("<h2>history (latest 30)</h2>")
     parts.append(
         table(

@@ -430,7 +430,7 @@ def _join_background(msg: DlqMessage, store: DynamoStore) -> None:
                     "the run's last failed attempt (SQS moved it on the next receive; SQS records no move time)"
                 )
     if msg.session_id is None and msg.task_id:
-        task = store.get_task(msg.task_id)
+        task = store.records.get_task(msg.task_id)
         if task is not None:
             msg.session_id = task.session_id
 
@@ -459,7 +459,7 @@ def _read_cron_input(msg: DlqMessage, payload: dict[str, Any] | None) -> None:
 def _join_cron_input(msg: DlqMessage, store: DynamoStore) -> None:
     _join_run(msg, store)
     if msg.session_id is None and msg.job_id is not None:
-        job = store.get_job(msg.job_id)
+        job = store.records.get_job(msg.job_id)
         if job is not None:
             msg.session_id = job.session_id
 

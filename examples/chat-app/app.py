@@ -234,7 +234,7 @@ def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: f
     runtime.client("ssm").put_parameter(Name=SECRET_PARAMETER, Value=secret, Type="SecureString", Overwrite=True)
     store = DynamoStore(runtime.outputs["AgentTableName"], client=runtime.client("dynamodb"))
     script = json.loads(json.dumps(WAKE_SCRIPT).replace("{result}", "see the research note in this chat."))
-    store.put_session(
+    store.records.put_session(
         SessionConfig(
             session_id=SESSION_ID,
             persona="You are the assistant of a chat app.",

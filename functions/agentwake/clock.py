@@ -11,12 +11,18 @@ class Clock(Protocol):
     def now(self) -> float:
         """Monotonic seconds."""
 
+    def wall(self) -> float:
+        """Epoch seconds (when a wait began, when a session was handed over)."""
+
     def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -31,6 +37,9 @@ class FakeClock:
         self.sleeps: list[float] = []
 
     def now(self) -> float:
+        return self._now
+
+    def wall(self) -> float:
         return self._now
 
     def sleep(self, seconds: float) -> None:

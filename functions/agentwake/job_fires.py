@@ -100,9 +100,9 @@ def pause_job(
     """Pause ``job``: its item marked paused and disabled (a fire that still arrives finds it so and
     does nothing), then its EventBridge Scheduler schedule disabled (no more fires). None if it
     was paused already. The schedule's change raises if the Scheduler refuses it; the job stays paused."""
-    paused = store.update_job(
+    paused = store.jobs.update_job(
         job.job_id,
-        condition="attribute_not_exists(paused_at)",
+        unless_paused=True,
         enabled=False,
         paused_at=now.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         pause_reason=reason[:1000],

@@ -203,10 +203,10 @@ class JobsService:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise JobError(f"unknown timezone {timezone!r}") from exc
         _refuse_past(expression, timezone)
-        if self.store.get_session(session_id) is None:
+        if self.store.records.get_session(session_id) is None:
             raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
         job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
-        if self.store.get_job(job_id) is not None:
+        if self.store.records.get_job(job_id) is not None:
             raise JobError(f"job {job_id!r} already exists")
         targets = self._targets()
         job = Job(
@@ -223,7 +223,7 @@ class JobsService:
             catch_up_window_s=catch_up_window_s,
             pause_after_failures=pause_after_failures,
         )
-        self.store.put_job(job)
+        self.store.records.put_job(job)
         try:
             self.schedules.create(
                 name=job.schedule_name or job_id,
@@ -238,15 +238,15 @@ class JobsService:
                 session_id=session_id,
             )
         except Exception:
-            self.store.delete_job(job_id)  # no job without its schedule
+            self.store.records.delete_job(job_id)  # no job without its schedule
             raise
         return job
 
     def list(self) -> list[Job]:
-        return sorted(self.store.list_jobs(), key=lambda j: j.created_at)
+        return sorted(self.store.records.list_jobs(), key=lambda j: j.created_at)
 
     def get(self, job_id: str) -> Job:
-        job = self.store.get_job(job_id)
+        job = self.store.records.get_job(job_id)
         if job is None:
             raise JobError(f"no job {job_id!r} (list the jobs with: agentwake jobs list)")
         return job
@@ -255,8 +255,8 @@ class JobsService:
         job = self.get(job_id)
         if job.schedule_name:
             self.schedules.delete(job.schedule_name)
-        self.store.delete_job(job_id)
-        self.store.delete_job_fires(job_id)
+        self.store.records.delete_job(job_id)
+        self.store.jobs.delete_job_fires(job_id)
         return job
 
     def run_now(self, job_id: str, *, now: datetime | None = None) -> str:
@@ -286,8 +286,8 @@ class JobsService:
             job=job,
             next_fires=next_fire_times(job, fires, now=now),
             runs=recent.runs,
-            skipped=self.store.job_fires(job_id, "skipped", limit=50),
-            missed=self.store.job_fires(job_id, "missed", limit=50),
+            skipped=self.store.jobs.job_fires(job_id, "skipped", limit=50),
+            missed=self.store.jobs.job_fires(job_id, "missed", limit=50),
         )
         if job.paused_at:
             missing = fire_times_between(job, self._missed_since(job, now), now)
@@ -327,7 +327,7 @@ class JobsService:
                 raise JobError(f"unknown timezone {timezone!r}") from exc
             changes["timezone"] = timezone
         if session_id is not None and session_id != job.session_id:
-            if self.store.get_session(session_id) is None:
+            if self.store.records.get_session(session_id) is None:
                 raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
             changes["session_id"] = session_id
         for key, value in (
@@ -354,7 +354,7 @@ class JobsService:
                 raise JobError(f"job {job_id!r} has no schedule {job.schedule_name!r} any more") from exc
         if expression or timezone:
             changes["schedule_updated_at"] = utcnow_iso()
-        updated = self.store.update_job(job_id, **changes)
+        updated = self.store.jobs.update_job(job_id, **changes)
         if updated is None:
             raise JobError(f"no job {job_id!r} (deleted meanwhile)")
         return updated
@@ -394,7 +394,7 @@ class JobsService:
         chosen = set(catch_up_choice(job.catch_up, job.catch_up_window_s, missed, now))
         resumed = job
         if job.paused:
-            updated = self.store.update_job(
+            updated = self.store.jobs.update_job(
                 job_id,
                 enabled=True,
                 paused_at=None,
@@ -424,10 +424,10 @@ class JobsService:
             fire = JobFire(
                 job_id=job_id, scheduled_time=text, run_id=run_id, kind="missed", reason=why[moment], outcome=outcome
             )
-            if self.store.record_job_fire(fire):
+            if self.store.jobs.record_job_fire(fire):
                 newly += 1
             else:  # recorded already, by a fire that reached the paused job
-                self.store.set_fire_outcome(fire, outcome)
+                self.store.jobs.set_fire_outcome(fire, outcome)
         for moment in sorted(chosen):
             caught_up.append(self._invoke(resumed, scheduled_time_text(moment)))
         if newly:
@@ -461,7 +461,7 @@ class JobsService:
                 f"of {cap}: narrow the range or raise the cap (at most {MAX_BACKFILL_CAP})"
             )
         times = [scheduled_time_text(t) for t in found.times]
-        existing = [t for t in times if self.store.get_run(cron_run_id(job_id, t)) is not None]
+        existing = [t for t in times if self.store.records.get_run(cron_run_id(job_id, t)) is not None]
         plan = BackfillPlan(
             job_id=job_id,
             times=times,

@@ -35,7 +35,7 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
-from agentwake.store.live_turns import MAX_APPEND_MESSAGES, LiveTurnLost
+from agentwake.store.session_lease import MAX_APPEND_MESSAGES, LiveTurnLost
 from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
 
 TITLE = "agentwake product API"
@@ -257,7 +257,7 @@ def register_task(body: RegisterBody) -> Response[Registered]:
 def task_status(
     task_id: TaskId, token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER.lower(), max_length=256)] = None
 ) -> TaskStatusOut:
-    task = services().store.get_task(task_id)
+    task = services().store.records.get_task(task_id)
     if task is None:
         raise UnknownTask(f"no task is registered with id {task_id!r}")
     out = TaskStatusOut(

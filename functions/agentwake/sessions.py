@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
-from agentwake.store.live_turns import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
+from agentwake.session.handoff import hand_off
 from agentwake.store.models import HistoryEntry
 from agentwake.store.queues import ResultQueue
-from agentwake.wake.handoff import hand_off
+from agentwake.store.session_lease import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
 
 __all__ = ["Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
 
@@ -87,7 +87,7 @@ class SessionsService:
         session's ``live_turn_wait_s`` when None) for the run to end, then raise SessionBusy naming
         the run. ConfigError for a session with no config, or a TTL out of (0, 900] s."""
         ttl = _ttl(ttl_s)
-        config = self.store.get_session(session_id)
+        config = self.store.records.get_session(session_id)
         if config is None:
             raise ConfigError(f"session {session_id} has no config (agentwake sessions put {session_id})")
         wait = config.live_turn_wait_s if wait_s is None else max(0.0, float(wait_s))
@@ -96,7 +96,7 @@ class SessionsService:
         pause = 0.1
         while True:
             try:
-                token = self.store.take_live_turn(session_id, turn_id, ttl)
+                token = self.store.leases.take_live_turn(session_id, turn_id, ttl)
             except LeaseHeld as held:
                 if self.now() + pause > deadline:
                     raise SessionBusy(
@@ -112,13 +112,13 @@ class SessionsService:
 
     def renew_live_turn(self, turn: LiveTurn, *, ttl_s: float = DEFAULT_TURN_TTL_S) -> LiveTurn:
         """Hold the session ``ttl_s`` longer from now; LiveTurnLost if the turn no longer holds it."""
-        until = self.store.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
+        until = self.store.leases.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
         return LiveTurn(session_id=turn.session_id, turn_id=turn.turn_id, token=turn.token, expires_at=until)
 
     def end_live_turn(self, turn: LiveTurn) -> str | None:
         """Release the session and hand it to the run that waited longest; returns that run's id
         (None: nobody waits). Ending a turn that no longer holds the session changes nothing."""
-        return hand_off(self.store, self.result_queue, turn.session_id, turn.token, now=self.now)
+        return hand_off(self.store.leases, self.result_queue, turn.session_id, turn.token, now=self.now)
 
     @contextmanager
     def live_turn(
@@ -146,7 +146,7 @@ class SessionsService:
                 raise ValueError(f"role {role!r}: a live turn appends user or assistant messages")
             if not isinstance(content, str):
                 raise ValueError("content: text")
-        return self.store.append_live(turn.session_id, turn.token, list(messages), idempotency_key)
+        return self.store.leases.append_live(turn.session_id, turn.token, list(messages), idempotency_key)
 
     def read_conversation(self, session_id: str, *, cursor: str | None = None, limit: int = 50) -> ConversationPage:
         """The conversation newest first: live turns, deliveries, run markers and notes, with their
@@ -154,7 +154,7 @@ class SessionsService:
         from agentwake.store.keys import history_cursor_sk
 
         before = history_cursor_sk(cursor) if cursor is not None else None
-        entries, next_cursor = self.store.conversation_page(
+        entries, next_cursor = self.store.history.conversation_page(
             session_id, limit=max(1, min(MAX_PAGE, int(limit))), before=before
         )
         return ConversationPage(entries=entries, cursor=next_cursor)

@@ -74,7 +74,7 @@ class TasksService:
             tool_args=args or {},
             token_sha256=task_token_hash(token),
         )
-        self.store.put_task(task)
+        self.store.records.put_task(task)
         return RegisteredTask(task_id=task.task_id, task_token=token)
 
     def finish_task(
@@ -91,7 +91,7 @@ class TasksService:
         """Send the completion message carrying ``task_token``; returns the SQS message id."""
         if not self.queue_url:
             raise ValueError("the background-result queue URL is unknown (AGENTWAKE_RESULT_QUEUE_URL)")
-        task = self.store.get_task(task_id)
+        task = self.store.records.get_task(task_id)
         if task is None:
             raise UnknownTask(f"no task is registered with id {task_id!r}")
         if not task.token_matches(task_token):
@@ -110,5 +110,5 @@ class TasksService:
         )
         resp = self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=msg.model_dump_json())
         # after the send: the wake may already have moved the task on, which this must not undo
-        self.store.mark_task_finished(task_id, finished_at)
+        self.store.records.mark_task_finished(task_id, finished_at)
         return str(resp["MessageId"])

@@ -102,7 +102,7 @@ class WakeLines:
         store = self._table()
         if store is None:
             return "done"
-        run = store.get_run(run_id)
+        run = store.records.get_run(run_id)
         return "not started" if run is None else run.status
 
     def _table(self) -> Any:

@@ -116,7 +116,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
 
         p.section("A session with the scripted model")
         p.cmd('agentwake sessions put alice --provider \'{"type": "scripted", ...}\'')
-        store.put_session(
+        store.records.put_session(
             SessionConfig(
                 session_id="alice",
                 persona="You are Alice's assistant.",
@@ -139,9 +139,9 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             "CronWakeFunction", {"job_id": job.job_id, "scheduled_time": "2026-11-30T08:00:00Z"}
         )
         p.line(f"invocation: {outcome.condition} after {len(outcome.attempts)} attempt(s)")
-        job_after = store.get_job(job.job_id)
+        job_after = store.records.get_job(job.job_id)
         result.job_status = job_after.status if job_after else None
-        notes = [e for e in store.history("alice") if e.kind == "note"]
+        notes = [e for e in store.history.history("alice") if e.kind == "note"]
         result.cron_note = notes[-1].content if notes else None
         p.line(f"job status: {result.job_status}")
         p.line(f"history note: {_one_line(result.cron_note)}")
@@ -160,7 +160,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.cmd(f"agentwake tasks finish {task_id} --token <its task token> --status succeeded --result '...'")
         p.line("the local SQS poller hands the message to BackgroundResultFunction:")
         runtime.drain()
-        history = store.history("alice")
+        history = store.history.history("alice")
         result.delivered = [e.content for e in history if e.kind == "delivery"]
         task_notes = [e for e in history if e.kind == "note" and e.run_id == f"bg:{task_id}"]
         result.task_note = task_notes[0].content if task_notes else None
@@ -168,7 +168,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line(f"history note: {_one_line(result.task_note)}")
 
         p.section("A background task whose wake fails: every provider fails after a first message")
-        store.put_session(SessionConfig(session_id="bob", providers=BROKEN_PROVIDERS, retry_base_delay_ms=20))
+        store.records.put_session(SessionConfig(session_id="bob", providers=BROKEN_PROVIDERS, retry_base_delay_ms=20))
         p.cmd("agentwake sessions put bob --provider <primary: 5xx> --provider <fallback: auth error>")
         failing_task = ctx.tasks.register_task("bob", "report", {"quarter": "Q3"})
         failing = failing_task.task_id
@@ -191,9 +191,9 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         os.environ["AGENTWAKE_TRANSCRIPT"] = ""
         runtime.drain()
         os.environ["AGENTWAKE_TRANSCRIPT"] = quiet["AGENTWAKE_TRANSCRIPT"]
-        run = store.get_run(f"bg:{failing}")
+        run = store.records.get_run(f"bg:{failing}")
         result.failing_receives = run.attempts if run else 0
-        failures = store.failures(f"bg:{failing}")
+        failures = store.ends.failures(f"bg:{failing}")
         kinds = sorted({f.error_type for f in failures})
         p.line(
             f"received {result.failing_receives} times; each attempt ended in ERROR ({', '.join(kinds)}); "
@@ -214,7 +214,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
 
         p.section("The history shows no success note for it")
         p.cmd("agentwake history show bob")
-        bob = store.history("bob")
+        bob = store.history.history("bob")
         result.failing_notes = sum(1 for e in bob if e.kind == "note")
         for e in bob:
             p.line(f"{e.kind:<9} {e.content}")
@@ -222,16 +222,16 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line("the message the user already received is in history all the same")
 
         p.section("The operator fixes the provider and redrives")
-        store.put_session(SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}]))
+        store.records.put_session(SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}]))
         p.cmd('agentwake sessions put bob --provider \'{"type": "scripted", ...}\'')
         p.cmd("agentwake dlq redrive --session bob")
         report = act.redrive(ctx, select.Selection(session_id="bob"), queue="results")
         result.redrive_moved = len(report.moved)
         runtime.drain()
-        bob = store.history("bob")
+        bob = store.history.history("bob")
         result.after_redrive_notes = sum(1 for e in bob if e.kind == "note")
         result.after_redrive_deliveries = sum(1 for e in bob if e.kind == "delivery")
-        run = store.get_run(f"bg:{failing}")
+        run = store.records.get_run(f"bg:{failing}")
         p.line(
             f"moved {result.redrive_moved}; run {run.run_id if run else '?'} is now {run.status if run else '?'}"
             f" after {run.attempts if run else '?'} attempts (step 0 replayed from the journal)"

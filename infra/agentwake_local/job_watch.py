@@ -23,7 +23,7 @@ class JobWatch:
 
     def summary(self) -> list[str]:
         """The paused jobs and the jobs with missed or skipped fires, now (and remembered)."""
-        jobs = self.store.list_jobs()
+        jobs = self.store.records.list_jobs()
         self._seen = {j.job_id: _state(j) for j in jobs}
         paused = [j for j in jobs if j.paused_at]
         lines = [f"jobs: {len(jobs)}, paused: {len(paused)}"]
@@ -33,7 +33,7 @@ class JobWatch:
     def changes(self) -> list[str]:
         """A line per job whose pause, missed or skipped fires changed since the last look."""
         lines = []
-        for job in self.store.list_jobs():
+        for job in self.store.records.list_jobs():
             before = self._seen.get(job.job_id)
             now = _state(job)
             self._seen[job.job_id] = now

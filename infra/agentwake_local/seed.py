@@ -53,12 +53,12 @@ def seed(store: DynamoStore) -> list[str]:
     """Create what is missing; returns what was created (``session:ID``, ``task:ID``, ``job:ID``)."""
     created: list[str] = []
     for session_id, providers in SESSIONS.items():
-        if store.get_session(session_id) is None:
-            store.put_session(SessionConfig(session_id=session_id, providers=providers, retry_base_delay_ms=0))
+        if store.records.get_session(session_id) is None:
+            store.records.put_session(SessionConfig(session_id=session_id, providers=providers, retry_base_delay_ms=0))
             created.append(f"session:{session_id}")
     for task_id, session_id in TASKS.items():
         try:
-            store.put_task(
+            store.records.put_task(
                 Task(
                     task_id=task_id,
                     session_id=session_id,
@@ -71,7 +71,7 @@ def seed(store: DynamoStore) -> list[str]:
         except TaskExists:
             pass
     for job_id, job in JOBS.items():
-        if store.get_job(job_id) is None:
-            store.put_job(job)
+        if store.records.get_job(job_id) is None:
+            store.records.put_job(job)
             created.append(f"job:{job_id}")
     return created

@@ -67,7 +67,7 @@ def uid(prefix: str) -> str:
 
 
 def seed_session(store: DynamoStore, session_id: str, receiver: CountingReceiver) -> None:
-    store.put_session(
+    store.records.put_session(
         SessionConfig(
             session_id=session_id,
             providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
@@ -169,11 +169,11 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
     assert holder in attributes[ATTR_REASON] and attributes["agentwake-holder-run-id"] == holder
     # AND the run never started, but its failure is recorded; nothing was delivered or noted
     run_id = f"bg:{task_id}"
-    run = store.get_run(run_id)
+    run = store.records.get_run(run_id)
     assert run is not None and (run.status, run.attempts, run.last_error_type) == ("failed", 0, "SessionBusy")
-    [failure] = store.failures(run_id)
+    [failure] = store.ends.failures(run_id)
     assert failure.error_type == "SessionBusy" and failure.detail.startswith("never ran:") and holder in failure.detail
-    assert store.history(session) == [] and receiver.received == []
+    assert store.history.history(session) == [] and receiver.received == []
 
     # AND `agentwake dlq list` / `dlq show` say it never ran because the session was busy
     runner = CliRunner()
@@ -187,15 +187,15 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
     assert "SessionBusy" in shown.stdout and "never ran" in shown.stdout and holder in shown.stdout
 
     # WHEN the holder finishes and the operator redrives the message
-    store.release_lease(session, token)
+    store.leases.release(session, token)
     redrive = runner.invoke(
         app, ["dlq", "redrive", "--id", dead["MessageId"], "--queue", "results"], obj=cli_state(local)
     )
     assert redrive.exit_code == 0, redrive.stdout + redrive.stderr
 
     # THEN the run succeeds with its note and its delivery, and the DLQ holds nothing of it
-    wait_until(lambda: (r := store.get_run(run_id)) is not None and r.status == "succeeded", 120, "redriven run")
-    assert [e.run_id for e in store.history(session) if e.kind == "note"] == [run_id]
+    wait_until(lambda: (r := store.records.get_run(run_id)) is not None and r.status == "succeeded", 120, "redriven run")
+    assert [e.run_id for e in store.history.history(session) if e.kind == "note"] == [run_id]
     assert receiver.by_delivery_id() == {f"{run_id}#0#0": 1}
     assert messages_of(local, "BackgroundResultDLQ", session) == []
 
@@ -209,7 +209,7 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     # GIVEN a job and a background task of one session; the task's run is in its delivery (held)
     session, job_id = uid("session-cron"), uid("job")
     seed_session(store, session, receiver)
-    store.put_job(
+    store.records.put_job(
         Job(
             job_id=job_id,
             session_id=session,
@@ -236,7 +236,7 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     assert first.ok and len(first.attempts) == 1
     cron_run = f"cron:{job_id}:{SCHEDULED_TIME}"
     assert first.attempts[0].response == {"run_id": cron_run, "status": "waiting"}
-    assert store.get_run(cron_run) is None
+    assert store.records.get_run(cron_run) is None
     scheduled = local.client("scheduler").list_schedules(GroupName=local.outputs["ScheduleGroupName"])["Schedules"]
     assert [s["Name"] for s in scheduled if re.match(r"wait-[0-9a-f]{32}-1$", s["Name"])]
 
@@ -244,16 +244,16 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     hold.set()
 
     # THEN the cron wake runs after it, once, and succeeds; nothing is on CronFailureQueue
-    wait_until(lambda: (r := store.get_run(cron_run)) is not None and r.status == "succeeded", 120, "cron run")
-    run = store.get_run(cron_run)
-    assert run is not None and run.attempts == 1 and store.failures(cron_run) == []
+    wait_until(lambda: (r := store.records.get_run(cron_run)) is not None and r.status == "succeeded", 120, "cron run")
+    run = store.records.get_run(cron_run)
+    assert run is not None and run.attempts == 1 and store.ends.failures(cron_run) == []
     assert queue_empty(local, "CronFailureQueue")
-    job = store.get_job(job_id)
+    job = store.records.get_job(job_id)
     assert job is not None and job.status == "completed"
     # AND its journal starts after the background run's ends; history follows that order
     (bg_first, bg_last, first_run), (cron_first, _, second_run) = run_spans(store, [bg_run, cron_run])
     assert (first_run, second_run) == (bg_run, cron_run) and bg_last < cron_first
-    assert [e.run_id for e in store.history(session) if e.kind == "note"] == [bg_run, cron_run]
+    assert [e.run_id for e in store.history.history(session) if e.kind == "note"] == [bg_run, cron_run]
     # AND the one-time schedule deleted itself after firing
     left = local.client("scheduler").list_schedules(GroupName=local.outputs["ScheduleGroupName"])["Schedules"]
     assert not [s for s in left if s["Name"].startswith("wait-")]
@@ -288,12 +288,12 @@ def test_a_burst_of_completions_for_one_session_all_run_one_at_a_time(
 
     # THEN every run succeeds, and no copy is left on the queue (waiting copies included)
     def done() -> bool:
-        return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
+        return all((run := store.records.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
 
     wait_until(done, 600, f"all {BURST} runs succeeded", interval=2.0)
     wait_until(lambda: queue_empty(local, "BackgroundResultQueue"), 120, "the result queue is empty")
     # AND exactly one note per run, none for anyone else
-    notes = [e for e in store.history(session) if e.kind == "note"]
+    notes = [e for e in store.history.history(session) if e.kind == "note"]
     assert sorted(e.run_id for e in notes) == sorted(run_ids)
     # AND each run's delivery reached the webhook exactly once
     assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in run_ids}
@@ -302,8 +302,8 @@ def test_a_burst_of_completions_for_one_session_all_run_one_at_a_time(
     for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
         assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
     # AND none of them failed or was dead-lettered; each ran exactly once
-    assert all(store.failures(r) == [] for r in run_ids)
-    assert all(store.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
+    assert all(store.ends.failures(r) == [] for r in run_ids)
+    assert all(store.records.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
     assert messages_of(local, "BackgroundResultDLQ", session) == []
     # AND they did wait for each other: busy findings and waiting times were emitted as metrics
     out = capsys.readouterr().out

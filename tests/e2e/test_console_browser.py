@@ -134,7 +134,7 @@ def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, t
     )  # fmt: skip
     run_id = f"bg:{task['task_id']}"
     wait_for(lambda: dlq_depth() == 1, "the run to be dead-lettered")
-    wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "failed", "the run to be failed")
+    wait_for(lambda: (r := store.records.get_run(run_id)) is not None and r.status == "failed", "the run to be failed")
     [listed] = agentwake("dlq", "list")
 
     with Browser.start() as browser:
@@ -207,7 +207,7 @@ def _loop(
     # THEN exactly that message left the DLQ, and the run succeeds
     result = browser.wait_for(lambda: browser.find("#redrive-result"), what="the redrive result")
     assert browser.text(result) == "Redrove 1 message(s)."
-    wait_for(lambda: (r := store.get_run(run_id)) is not None and r.status == "succeeded", "the run to succeed")
+    wait_for(lambda: (r := store.records.get_run(run_id)) is not None and r.status == "succeeded", "the run to succeed")
     assert dlq_depth() == 0
 
 
@@ -246,4 +246,4 @@ def _keep_screenshot(browser: Browser, name: str) -> None:
 
 
 def _items(store: DynamoStore) -> int:
-    return int(store.db.scan(TableName=store.table, Select="COUNT")["Count"])
+    return int(store.table.db.scan(TableName=store.table.name, Select="COUNT")["Count"])

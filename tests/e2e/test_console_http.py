@@ -37,7 +37,7 @@ def _dead_lettered_run(cli: Cli, stack: Stack, session: str) -> str:
 
 
 def _table_items(stack: Stack) -> int:
-    return int(stack.store.db.scan(TableName=stack.res.table, Select="COUNT")["Count"])
+    return int(stack.store.table.db.scan(TableName=stack.res.table, Select="COUNT")["Count"])
 
 
 def _rows(page: str, table_class: str) -> list[list[str]]:
@@ -249,13 +249,13 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
         failure = FailureRecord(
             run_id=wake.run_id, session_id="s-web-j", attempt=1, error_type="AllProvidersFailed", detail=HOSTILE
         )
-        stack.store.record_failure(failure, job_id=job_id, kind="cron")
+        stack.store.ends.record_failure(failure, job_id=job_id, kind="cron")
         count_failed_run(ctx.jobs.get(job_id), wake, deps, RuntimeError(HOSTILE))  # type: ignore[arg-type]
         failed.append(wake.run_id)
     # AND two fires it missed while paused
     missed_times = ["2026-11-30T06:00:00Z", "2026-12-01T06:00:00Z"]
     for at in missed_times:
-        stack.store.record_job_fire(
+        stack.store.jobs.record_job_fire(
             JobFire(
                 job_id=job_id,
                 scheduled_time=at,
@@ -372,7 +372,7 @@ def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx:
 
     from agentwake_ops.sqs_scan import queue_name
 
-    cloudwatch = boto3.client("cloudwatch", region_name=stack.store.db.meta.region_name)
+    cloudwatch = boto3.client("cloudwatch", region_name=stack.store.table.db.meta.region_name)
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     points = [(now - timedelta(days=1), 3.0), (now - timedelta(days=1, hours=1), 1.0), (now, 5.0), (now, 2.0)]
     for moment, value in points:

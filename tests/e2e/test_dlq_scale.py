@@ -229,7 +229,7 @@ def test_a_redrive_by_id_reads_the_run_of_the_selected_message_only(local: Resou
     ids = fill_dlq_with_runs(local, RUNS_SCALE)
     target = ids[len(ids) // 2]
     context = resolve_context()
-    calls = DynamoCalls(context.store.db)
+    calls = DynamoCalls(context.store.table.db)
 
     # WHEN one of them is redriven by id, as a dry run
     planned = run(

@@ -78,7 +78,7 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
         receiver.hold = gate = threading.Event()  # each delivery waits until the test opens the gate
         # GIVEN a job whose session delivers to a webhook that holds the first copy mid-run
         session, job_id = f"session-{uuid.uuid4().hex[:8]}", f"job-{uuid.uuid4().hex[:8]}"
-        store.put_session(
+        store.records.put_session(
             SessionConfig(
                 session_id=session,
                 providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
@@ -87,7 +87,7 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
             ),
             local_stack_rules(),  # written from this process, checked by the local stack's rules
         )
-        store.put_job(Job(job_id=job_id, session_id=session, name="Nightly", schedule_expression="rate(1 day)"))
+        store.records.put_job(Job(job_id=job_id, session_id=session, name="Nightly", schedule_expression="rate(1 day)"))
         event = {"job_id": job_id, "scheduled_time": "2026-11-30T06:00:00Z"}
         event_file = tmp_path / "cron-wake.json"
         event_file.write_text(json.dumps(event))
@@ -150,7 +150,7 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
         # or it found the session busy and deferred itself without spending a retry
         assert first_attempt.response["status"] == "waiting", first_attempt.response
     # AND there is one note, one delivery, and nothing on CronFailureQueue
-    notes = [e for e in store.history(session) if e.kind == "note"]
+    notes = [e for e in store.history.history(session) if e.kind == "note"]
     assert [n.run_id for n in notes] == [f"cron:{job_id}:2026-11-30T06:00:00Z"]
     assert len(receiver.received) == 1
     attributes = local.client("sqs").get_queue_attributes(

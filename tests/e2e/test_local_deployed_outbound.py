@@ -146,7 +146,7 @@ def test_an_env_file_with_the_deployed_policy_refuses_the_webhook_before_anythin
     assert code == 1, response
     assert "refused" in response["errorMessage"] and reason in response["errorMessage"], response
     assert receiver.connections == 0
-    job = store.get_job(job_id)
+    job = store.records.get_job(job_id)
     assert job is not None and job.status == "failed" and "refused" in (job.last_error or "")
 
 

@@ -189,7 +189,7 @@ def receives(results: list[PollResult], message_id: str) -> list[PollResult]:
 
 
 def notes(store: DynamoStore, session_id: str, run_id: str | None = None) -> list[Any]:
-    return [e for e in store.history(session_id) if e.kind == "note" and run_id in (None, e.run_id)]
+    return [e for e in store.history.history(session_id) if e.kind == "note" and run_id in (None, e.run_id)]
 
 
 # --- 1. an ERROR run: MaxReceiveCount receives, then the DLQ --------------------------------------
@@ -211,7 +211,7 @@ def test_error_run_is_received_max_receive_count_times_then_sits_in_the_dlq(
     given = receives(results, message_id)
     assert len(given) == limits.max_receive_count
     assert all(r.failed == [message_id] and r.deleted == [] for r in given)
-    run = store.get_run(f"bg:{task_id}")
+    run = store.records.get_run(f"bg:{task_id}")
     assert run is not None and run.status == "failed" and run.attempts == limits.max_receive_count
     # AND then the queue's redrive policy moved it, unchanged, to BackgroundResultDLQ
     assert counts(local, RESULT_QUEUE) == (0, 0)
@@ -219,15 +219,15 @@ def test_error_run_is_received_max_receive_count_times_then_sits_in_the_dlq(
     assert dead["MessageId"] == message_id
     assert json.loads(dead["Body"])["task_id"] == task_id
     # AND the conversation got no note, no marker, nothing at all (the reference bug wrote "finished")
-    assert store.history(session) == []
+    assert store.history.history(session) == []
     # AND one failure record per attempt, each with the runner's error text naming both providers
-    failures = store.failures(f"bg:{task_id}")
+    failures = store.ends.failures(f"bg:{task_id}")
     assert [f.attempt for f in failures] == list(range(1, limits.max_receive_count + 1))
     for failure in failures:
         assert failure.error_type == "AllProvidersFailed"
         assert failure.detail.startswith(ALL_FAIL)
         assert set(failure.provider_errors) == {"primary", "fallback"}
-    task = store.get_task(task_id)
+    task = store.records.get_task(task_id)
     assert task is not None and task.status == "failed" and (task.last_error or "").startswith(ALL_FAIL)
 
 
@@ -249,7 +249,7 @@ def test_successful_record_is_deleted_and_has_exactly_one_note(local: LocalStack
     assert result.response == {"batchItemFailures": []}
     assert counts(local, RESULT_QUEUE) == (0, 0) and counts(local, RESULT_DLQ) == (0, 0)
     # AND history holds the delivery, then the marker and exactly one note
-    history = store.history(session)
+    history = store.history.history(session)
     assert [e.kind for e in history] == ["delivery", "marker", "note"]
     assert history[1].content == MARKER_TEXT
     [note] = notes(store, session)
@@ -257,7 +257,7 @@ def test_successful_record_is_deleted_and_has_exactly_one_note(local: LocalStack
     assert note.content.startswith(
         f"[BackgroundTask] Research {task_id} (task_id={task_id}) finished. Result: Aurora costs $0.12 per ACU-hour."
     )
-    run, task = store.get_run(f"bg:{task_id}"), store.get_task(task_id)
+    run, task = store.records.get_run(f"bg:{task_id}"), store.records.get_task(task_id)
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
     assert task is not None and task.status == "woken"
 
@@ -268,7 +268,7 @@ def test_successful_record_is_deleted_and_has_exactly_one_note(local: LocalStack
     # THEN the copy is handled and deleted, and there is still exactly one note and one attempt
     assert [(r.received, r.deleted) for r in again] == [([duplicate], [duplicate])]
     assert len(notes(store, session)) == 1
-    assert store.get_run(f"bg:{task_id}").attempts == 1  # type: ignore[union-attr]
+    assert store.records.get_run(f"bg:{task_id}").attempts == 1  # type: ignore[union-attr]
 
 
 # --- 3. a handler crash returns the whole batch ----------------------------------------------------
@@ -304,9 +304,9 @@ def test_handler_crash_returns_the_whole_batch(local: LocalStackRuntime, store: 
     assert counts(local, RESULT_DLQ) == (0, 0)
     # AND nothing was written for any of them
     for session in sessions:
-        assert store.history(session) == []
+        assert store.history.history(session) == []
     for task_id in filter(None, sent.values()):
-        assert store.get_run(f"bg:{task_id}") is None
+        assert store.records.get_run(f"bg:{task_id}") is None
 
     # WHEN the configuration is back and the poller runs again
     local.drain()
@@ -383,7 +383,7 @@ def test_mixed_batch_deletes_only_its_successes(local: LocalStackRuntime, store:
     assert attr(dead, ATTR_ORIGINAL_ID) == bad_id
     # AND the ERROR record is back on the queue, its failure recorded, no note
     assert counts(local, RESULT_QUEUE) == (1, 0)
-    assert len(store.failures(f"bg:{err_task}")) == 1 and notes(store, failing_session) == []
+    assert len(store.ends.failures(f"bg:{err_task}")) == 1 and notes(store, failing_session) == []
 
     # WHEN the poller keeps going until the queue is empty
     rest = local.drain()
@@ -397,8 +397,8 @@ def test_mixed_batch_deletes_only_its_successes(local: LocalStackRuntime, store:
     assert attr(dlq[err_id], ATTR_ERROR_TYPE) is None
     assert counts(local, RESULT_QUEUE) == (0, 0)
     # AND still exactly one note for the success, none for the ERROR run, one failure per receive
-    assert len(notes(store, ok_session)) == 1 and store.history(failing_session) == []
-    assert len(store.failures(f"bg:{err_task}")) == limits.max_receive_count
+    assert len(notes(store, ok_session)) == 1 and store.history.history(failing_session) == []
+    assert len(store.ends.failures(f"bg:{err_task}")) == limits.max_receive_count
 
 
 # --- 5. a cron ERROR: retries, then one on-failure record ------------------------------------------
@@ -423,9 +423,9 @@ def test_cron_error_ends_as_one_on_failure_record_after_the_retries(
     assert len(outcome.attempts) == expected_invokes
     assert all(a.error is not None and a.error["errorType"] == "RunFailed" for a in outcome.attempts)
     run_id = f"cron:{job_id}:{SCHEDULED_TIME}"
-    run = store.get_run(run_id)
+    run = store.records.get_run(run_id)
     assert run is not None and (run.status, run.attempts) == ("failed", expected_invokes)
-    assert len(store.failures(run_id)) == expected_invokes
+    assert len(store.ends.failures(run_id)) == expected_invokes
     # AND exactly one record is on CronFailureQueue, carrying the event and the error
     [message] = peek(local, CRON_FAILURES)
     record = json.loads(message["Body"])
@@ -437,9 +437,9 @@ def test_cron_error_ends_as_one_on_failure_record_after_the_retries(
     assert record["responsePayload"]["errorType"] == "RunFailed"
     assert ALL_FAIL in record["responsePayload"]["errorMessage"]
     # AND the job is failed with the error, and the conversation got nothing
-    job = store.get_job(job_id)
+    job = store.records.get_job(job_id)
     assert job is not None and job.status == "failed" and (job.last_error or "").startswith(ALL_FAIL)
-    assert store.history(session) == []
+    assert store.history.history(session) == []
 
 
 def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
@@ -476,8 +476,8 @@ def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
     assert "budget is 250" in record["responsePayload"]["errorMessage"]
     # AND the failure is recorded once, and the conversation got nothing
     run_id = f"cron:{job_id}:{SCHEDULED_TIME}"
-    assert [f.error_type for f in store.failures(run_id)] == ["BudgetExceeded"]
-    assert store.history(session) == []
+    assert [f.error_type for f in store.ends.failures(run_id)] == ["BudgetExceeded"]
+    assert store.history.history(session) == []
 
     # WHEN the operator redrives it without raising the budget (the CLI re-invokes asynchronously)
     clear(local, CRON_FAILURES)
@@ -510,7 +510,7 @@ def seeded(local: LocalStackRuntime, store: DynamoStore) -> DynamoStore:
         ("task-ok-2", "session-demo"),
         ("task-fail-1", "session-failing"),
     ):
-        store.put_task(
+        store.records.put_task(
             Task(
                 task_id=task_id,
                 session_id=session,
@@ -566,7 +566,7 @@ def test_invoke_background_result_success(local: LocalStackRuntime, seeded: Dyna
     # AND the run is DONE: one note, the task woken
     [note] = notes(seeded, "session-demo", "bg:task-ok-1")
     assert note.content.startswith("[BackgroundTask] Aurora pricing research (task_id=task-ok-1) finished. Result: ")
-    assert seeded.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
+    assert seeded.records.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
 
 
 def test_invoke_background_result_mixed_batch(local: LocalStackRuntime, seeded: DynamoStore) -> None:
@@ -586,10 +586,10 @@ def test_invoke_background_result_mixed_batch(local: LocalStackRuntime, seeded: 
     assert "error: dead-lettered to BackgroundResultDLQ: " in out.stderr
     # AND task-ok-2 got its note; task-fail-1 a failure record and no note
     assert len(notes(seeded, "session-demo", "bg:task-ok-2")) == 1
-    assert seeded.get_task("task-ok-2").status == "woken"  # type: ignore[union-attr]
-    assert [f.attempt for f in seeded.failures("bg:task-fail-1")] == [1]
+    assert seeded.records.get_task("task-ok-2").status == "woken"  # type: ignore[union-attr]
+    assert [f.attempt for f in seeded.ends.failures("bg:task-fail-1")] == [1]
     assert notes(seeded, "session-failing") == []
-    assert seeded.get_task("task-fail-1").status == "failed"  # type: ignore[union-attr]
+    assert seeded.records.get_task("task-fail-1").status == "failed"  # type: ignore[union-attr]
     # AND the malformed record is in the stack's DLQ with its reason, not reported as a failure
     [dead] = peek(local, RESULT_DLQ)
     assert dead["Body"] == MALFORMED_BODY
@@ -611,7 +611,7 @@ def test_invoke_cron_wake(seeded: DynamoStore) -> None:
     assert note.content.startswith(
         f"[CronJob] Nightly report: summarise yesterday's sign-ups triggered at {SCHEDULED_TIME}"
     )
-    job = seeded.get_job("job-nightly")
+    job = seeded.records.get_job("job-nightly")
     assert job is not None and job.status == "completed" and job.last_run_at
 
 
@@ -623,8 +623,8 @@ def test_invoke_cron_wake_missing_job(seeded: DynamoStore) -> None:
     # THEN it is skipped with exit 0, no run was started and nothing written
     assert out.exit_code == 0, out
     assert out.response == {"run_id": f"cron:job-does-not-exist:{SCHEDULED_TIME}", "status": "skipped"}
-    assert seeded.get_run(f"cron:job-does-not-exist:{SCHEDULED_TIME}") is None
-    assert seeded.get_job("job-does-not-exist") is None
+    assert seeded.records.get_run(f"cron:job-does-not-exist:{SCHEDULED_TIME}") is None
+    assert seeded.records.get_job("job-does-not-exist") is None
     assert notes(seeded, "session-demo", f"cron:job-does-not-exist:{SCHEDULED_TIME}") == []
 
 
@@ -643,7 +643,7 @@ def test_invoke_cron_error_exits_non_zero(
     # THEN it exits non-zero and prints Lambda's error payload
     assert out.exit_code == 1
     assert out.response["errorType"] == "RunFailed" and ALL_FAIL in out.response["errorMessage"]
-    job = seeded.get_job("job-nightly-failing")
+    job = seeded.records.get_job("job-nightly-failing")
     assert job is not None and job.status == "failed" and (job.last_error or "").startswith(ALL_FAIL)
     assert counts(local, CRON_FAILURES) == (0, 0)  # a synchronous invocation has no destination
 
@@ -657,7 +657,7 @@ def test_invoke_cron_error_exits_non_zero(
     assert out.response["destination"] == local.stack.get_att(CRON_FAILURES, "Arn")
     [message] = peek(local, CRON_FAILURES)
     assert json.loads(message["Body"])["requestPayload"] == event
-    run = seeded.get_run(run_id)
+    run = seeded.records.get_run(run_id)
     assert run is not None and run.attempts == 1 + limits.cron_retries + 1  # the sync attempt, then the async ones
     assert notes(seeded, "session-failing") == []
 

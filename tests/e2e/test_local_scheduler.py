@@ -50,7 +50,7 @@ def agentwake(*args: str) -> Any:
 
 
 def notes(store: DynamoStore, session_id: str) -> list[Any]:
-    return [e for e in store.history(session_id) if e.kind == "note"]
+    return [e for e in store.history.history(session_id) if e.kind == "note"]
 
 
 def created_at(local: LocalStackRuntime, schedule_name: str) -> dt.datetime:

@@ -27,15 +27,15 @@ def test_seed_creates_what_events_name_and_leaves_what_exists(tmp_path: Path, mo
         assert first.exit_code == 0, first.output
         named = json.dumps([json.loads(p.read_text()) for p in EVENTS.glob("*.json")])
         for session in ("session-demo", "session-failing"):
-            assert session in named and store.get_session(session) is not None
+            assert session in named and store.records.get_session(session) is not None
         for task_id, session in (
             ("task-ok-1", "session-demo"),
             ("task-ok-2", "session-demo"),
             ("task-fail-1", "session-failing"),
         ):
-            task = store.get_task(task_id)
+            task = store.records.get_task(task_id)
             assert task_id in named and task is not None and task.session_id == session
-        job = store.get_job("job-nightly")
+        job = store.records.get_job("job-nightly")
         assert job is not None and job.session_id == "session-demo"
 
         # WHEN an example already ran and seeding runs again
@@ -43,4 +43,4 @@ def test_seed_creates_what_events_name_and_leaves_what_exists(tmp_path: Path, mo
         again = CliRunner().invoke(app, ["seed"])
         # THEN nothing is recreated: the job keeps what its run wrote
         assert again.exit_code == 0 and "nothing to create" in again.output
-        assert store.get_job("job-nightly").status == "completed"  # type: ignore[union-attr]
+        assert store.records.get_job("job-nightly").status == "completed"  # type: ignore[union-attr]

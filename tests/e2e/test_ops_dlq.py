@@ -126,13 +126,13 @@ def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(
     ok, failed = stack.poll()
     # THEN the run succeeds: one note, and the user's message is not sent a second time
     assert len(ok) == 1 and failed == []
-    history = stack.store.history("s-research")
+    history = stack.store.history.history("s-research")
     assert [e.kind for e in history] == ["delivery", "marker", "note"]
     assert history[2].content.startswith(f"[BackgroundTask] Research (task_id={task_id}) finished.")
     assert history[2].content.endswith(
         "All done.\n\n[final answer not delivered to the user: the run already delivered 1 message(s)]"
     )
-    assert stack.store.get_run(f"bg:{task_id}").status == "succeeded"  # type: ignore[union-attr]
+    assert stack.store.records.get_run(f"bg:{task_id}").status == "succeeded"  # type: ignore[union-attr]
     assert model_calls["p2"] == 1  # step 0 came from the journal: not billed again
     assert cli_json(cli, "runs", "show", f"bg:{task_id}")["run"]["attempts"] == 3
     assert cli_json(cli, "dlq", "list") == []
@@ -205,7 +205,7 @@ def test_an_interrupted_move_loses_nothing(cli: Cli, stack: Stack) -> None:
     ok, failed = stack.poll()
     assert len(ok) == 2 and failed == []
     # (its plain-text final answer delivered once under deliver_final=if_nothing_sent, the default)
-    assert [e.kind for e in stack.store.history("s-x")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in stack.store.history.history("s-x")] == ["delivery", "marker", "note"]
 
 
 def test_delete_and_purge_refuse_without_confirmation(cli: Cli, stack: Stack) -> None:
@@ -278,7 +278,7 @@ def destination_record(job_id: str, scheduled_time: str, error: dict[str, Any]) 
 def test_cron_and_scheduler_failures_are_listed_and_redriven_through_invoke_async(cli: Cli, stack: Stack) -> None:
     # GIVEN a cron run that failed (its failure record is in the store) and its destination record
     cli("sessions", "put", "s-cron", "--provider", json.dumps(ALWAYS_FAILS[0]))
-    stack.store.put_job(
+    stack.store.records.put_job(
         Job(job_id="job-nightly", session_id="s-cron", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
     )
     with pytest.raises(RunFailed) as info:

@@ -106,7 +106,7 @@ def test_show_lists_what_a_paused_job_misses_and_resume_catches_up_the_latest(
     cli("jobs", "pause", job_id)
     now = datetime.now(UTC).replace(second=30, microsecond=0) - timedelta(minutes=1)
     then = now.replace(second=1) - timedelta(minutes=5)
-    stack.store.update_job(job_id, paused_at=then.isoformat().replace("+00:00", "Z"))
+    stack.store.jobs.update_job(job_id, paused_at=then.isoformat().replace("+00:00", "Z"))
     state = CliState(invoke_async=stack.invoke_async)
     state.ops().jobs.clock = lambda: now
 

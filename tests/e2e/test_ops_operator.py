@@ -276,7 +276,7 @@ def test_help_shows_plain_metavars(cli: Cli, command: list[str]) -> None:
 def test_sessions_delete_refuses_while_jobs_or_tasks_use_the_session(cli: Cli, stack: Stack) -> None:
     # GIVEN a session with history, one job and one unfinished task
     cli("sessions", "put", "s-del", *SCRIPTED_ARGS)
-    stack.store.put_job(
+    stack.store.records.put_job(
         __import__("agentwake.store.models", fromlist=["Job"]).Job(
             job_id="job-del", session_id="s-del", name="n", schedule_expression="cron(0 6 * * ? *)"
         )
@@ -290,12 +290,12 @@ def test_sessions_delete_refuses_while_jobs_or_tasks_use_the_session(cli: Cli, s
         f"error: session 's-del' is still used by 1 job(s) (job-del) and 1 unfinished task(s) ({task_id}): "
         "delete those first (agentwake jobs delete JOB_ID), or pass --force\n"
     )
-    assert stack.store.get_session("s-del") is not None
+    assert stack.store.records.get_session("s-del") is not None
 
     # WHEN forced
     done = cli("sessions", "delete", "s-del", "--yes", "--force")
     # THEN the session is gone, and the output says what it left behind
-    assert stack.store.get_session("s-del") is None
+    assert stack.store.records.get_session("s-del") is None
     assert "Deleted session s-del" in done.stdout and "Left in place: 1 job(s) and 1 task(s)" in done.stdout
     assert cli("sessions", "show", "s-del", expect=1).stderr.startswith("error: no session 's-del'")
     # AND deleting it again is an error naming it

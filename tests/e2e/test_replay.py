@@ -162,12 +162,12 @@ def test_the_read_only_store_refuses_every_write(stack: Stack) -> None:
     ro = replay.read_only(stack.store)
     # WHEN anything tries to write THEN it is refused before reaching the table
     with pytest.raises(replay.WriteRefused, match="put_item"):
-        ro.put_session(session_config("s-ro"))
+        ro.records.put_session(session_config("s-ro"))
     with pytest.raises(replay.WriteRefused, match="transact_write_items"):
-        ro.record_delivery(run_id="bg:x", delivery_id="d", session_id="s", text="t")
-    assert stack.store.get_session("s-ro") is None
+        ro.history.record_delivery(run_id="bg:x", delivery_id="d", session_id="s", text="t")
+    assert stack.store.records.get_session("s-ro") is None
     # AND reads still work
-    assert ro.get_run("bg:missing") is None
+    assert ro.records.get_run("bg:missing") is None
 
 
 def test_replay_of_an_unknown_run_is_a_clear_error(cli: Cli) -> None:
@@ -179,10 +179,10 @@ def test_sessions_put_takes_tools_and_refuses_a_bad_spec(cli: Cli, stack: Stack)
     tools = [{"type": "python", "name": "word_count"}]
     shown = cli_json(cli, "sessions", "put", "s-tools", *SCRIPTED_ARGS, "--tools", json.dumps(tools))
     assert shown["tools"] == tools
-    assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
+    assert stack.store.records.get_session("s-tools").tools == tools  # type: ignore[union-attr]
     bad = cli("sessions", "put", "s-tools", "--tools", '[{"type": "http", "name": "x"}]', expect=1)
     assert "invalid tool spec 'x'" in bad.stderr
-    assert stack.store.get_session("s-tools").tools == tools  # type: ignore[union-attr]
+    assert stack.store.records.get_session("s-tools").tools == tools  # type: ignore[union-attr]
 
 
 #: the provider a replay is given: the journal's step 0, then a second ticket at step 1, then an answer
@@ -270,7 +270,7 @@ def test_the_wake_kept_for_replay_fits_a_dynamodb_item_whatever_its_size(stack: 
     wake = {"trigger": "background_task_finished", "result": "😀" * 150_000, "tool_args": {"q": "x"}}
     # WHEN a run keeps it for replay THEN the write succeeds and reads back bounded, with a marker
     put_wake(stack.store, "bg:huge", kind="background", wake=wake)
-    kind, kept = stack.store.get_wake("bg:huge")  # type: ignore[misc]
+    kind, kept = stack.store.runs.get_wake("bg:huge")  # type: ignore[misc]
     assert kind == "background" and kept["tool_args"] == {"q": "x"}
     assert kept["result"].startswith("😀") and "…[truncated" in kept["result"]
     assert len(json.dumps(kept, ensure_ascii=False).encode()) <= 300_000
@@ -330,7 +330,7 @@ def test_a_failed_cron_run_replays_from_its_job_wake(cli: Cli, stack: Stack) -> 
     # THEN it reaches DONE from the wake the run kept, writing nothing
     assert (data["outcome"], data["kind"], data["final_text"]) == ("DONE", "cron", "Report sent.")
     assert item_count(stack) == count_before
-    assert stack.store.get_run(wake.run_id).status == "failed"  # type: ignore[union-attr]
+    assert stack.store.records.get_run(wake.run_id).status == "failed"  # type: ignore[union-attr]
 
 
 def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists(cli: Cli, stack: Stack) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import agentwake.store.wake_begin as wake_begin
+import agentwake.store.runs as wake_begin
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key, runs_by_day_set, runs_gsi_pk, runs_gsi_sk
 from agentwake.store.models import RunRecord
@@ -53,7 +53,7 @@ def _runs_list(cli: Cli, *args: str, context: OpsContext | None = None) -> dict[
 def _counted(stack: Stack) -> tuple[OpsContext, ItemsRead]:
     """The CLI's own context, its DynamoDB client counted."""
     context = resolve_context(invoke_async=stack.invoke_async)
-    return context, ItemsRead(context.store.db)
+    return context, ItemsRead(context.store.table.db)
 
 
 def test_runs_started_over_several_days_are_listed_newest_first_by_queries(
@@ -69,11 +69,11 @@ def test_runs_started_over_several_days_are_listed_newest_first_by_queries(
         run_id = f"bg:t{i:02d}"
         with monkeypatch.context() as clock:
             clock.setattr(wake_begin, "utcnow_iso", lambda m=moment: _iso(m))
-            lease = store.begin_run(run_id=run_id, kind="background", session_id=f"s{i % 3}", seconds=60, previous=None)
-        store.release_lease(lease.session_id, lease.token)
+            lease = store.runs.begin_run(run_id=run_id, kind="background", session_id=f"s{i % 3}", seconds=60, previous=None)
+        store.leases.release(lease.session_id, lease.token)
         started.append((_iso(moment), run_id))
-    store.db.update_item(
-        TableName=store.table,
+    store.table.db.update_item(
+        TableName=store.table.name,
         Key={"pk": {"S": run_key("bg:t04")[0]}, "sk": {"S": run_key("bg:t04")[1]}},
         UpdateExpression="SET #s = :f",
         ExpressionAttributeNames={"#s": "status"},
@@ -103,8 +103,8 @@ def test_a_run_written_before_the_index_is_found_with_scan(cli: Cli, stack: Stac
     # GIVEN a run record written before gsi2 existed (gsi1 keys only)
     started = _iso(datetime.now(UTC) - timedelta(days=3))
     pk, sk = run_key("bg:old")
-    store.db.put_item(
-        TableName=store.table,
+    store.table.db.put_item(
+        TableName=store.table.name,
         Item={
             **{"pk": {"S": pk}, "sk": {"S": sk}},
             "run_id": {"S": "bg:old"},
@@ -139,7 +139,7 @@ def _seed(store: DynamoStore, count: int, days: int) -> None:
         )
         pk, sk = run_key(run_id)
         _, values = runs_by_day_set(started, run_id)
-        item = store._item(
+        item = store.table.item(
             run,
             pk,
             sk,
@@ -150,9 +150,9 @@ def _seed(store: DynamoStore, count: int, days: int) -> None:
         )
         requests.append({"PutRequest": {"Item": item}})
     for start in range(0, len(requests), 25):
-        pending: dict[str, Any] = {store.table: requests[start : start + 25]}
+        pending: dict[str, Any] = {store.table.name: requests[start : start + 25]}
         while pending:
-            pending = store.db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            pending = store.table.db.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
 
 def test_runs_list_reads_only_about_the_page_it_shows(cli: Cli, stack: Stack) -> None:
@@ -182,11 +182,11 @@ def test_a_run_begun_again_moves_to_the_day_of_its_latest_attempt(
     old = _iso(datetime.now(UTC) - timedelta(days=2))
     with monkeypatch.context() as clock:
         clock.setattr(wake_begin, "utcnow_iso", lambda: old)
-        lease = store.begin_run(run_id="bg:again", kind="background", session_id="s", seconds=60, previous=None)
-    store.release_lease(lease.session_id, lease.token)
-    previous = store.get_run("bg:again")
+        lease = store.runs.begin_run(run_id="bg:again", kind="background", session_id="s", seconds=60, previous=None)
+    store.leases.release(lease.session_id, lease.token)
+    previous = store.records.get_run("bg:again")
     assert previous is not None
-    store.begin_run(run_id="bg:again", kind="background", session_id="s", seconds=60, previous=previous)
+    store.runs.begin_run(run_id="bg:again", kind="background", session_id="s", seconds=60, previous=previous)
     # WHEN runs since yesterday are listed
     recent = _runs_list(cli, "--since", "1d")
     # THEN the run is there once, by its latest attempt
@@ -198,12 +198,12 @@ def test_a_run_that_gave_up_waiting_before_it_began_is_listed_by_time(cli: Cli, 
     from agentwake.store.models import FailureRecord
 
     failure = FailureRecord(run_id="bg:busy", session_id="s-busy", attempt=0, error_type="SessionBusy", detail="busy")
-    stack.store.record_failure(failure, kind="background")
+    stack.store.ends.record_failure(failure, kind="background")
     # WHEN runs are listed by time and by its session
     by_day = _runs_list(cli)
     by_session = _runs_list(cli, "--session", "s-busy")
     # THEN both find it, with the same cursor key
     assert [(r["run_id"], r["status"]) for r in by_day["runs"]] == [("bg:busy", "failed")]
     assert [r["run_id"] for r in by_session["runs"]] == ["bg:busy"]
-    item = stack.store.read_item(*run_key("bg:busy"))
+    item = stack.store.table.read_item(*run_key("bg:busy"))
     assert item is not None and item["gsi1sk"] == item["gsi2sk"]

@@ -68,7 +68,7 @@ def receiver() -> Iterator[CountingReceiver]:
 
 def burst(local: LocalStackRuntime, store: DynamoStore, receiver: CountingReceiver, session: str, n: int) -> list[str]:
     """``n`` background tasks of ``session`` registered, then all finished at once: their run ids."""
-    store.put_session(
+    store.records.put_session(
         SessionConfig(
             session_id=session,
             providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
@@ -97,7 +97,7 @@ def arriving_at_once(local: LocalStackRuntime) -> Iterator[None]:
 
 
 def all_succeeded(store: DynamoStore, run_ids: list[str]) -> bool:
-    return all((run := store.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
+    return all((run := store.records.get_run(r)) is not None and run.status == "succeeded" for r in run_ids)
 
 
 def test_a_burst_for_one_session_keeps_the_session_busy(
@@ -110,14 +110,14 @@ def test_a_burst_for_one_session_keeps_the_session_busy(
         run_ids = burst(local, store, receiver, session, BURST)
     wait_until(lambda: all_succeeded(store, run_ids), 60 + 20 * BURST, f"all {BURST} runs succeeded", interval=1.0)
     # THEN each ran once, delivered once, and none overlapped another
-    assert all(store.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
+    assert all(store.records.get_run(r).attempts == 1 for r in run_ids)  # type: ignore[union-attr]
     assert receiver.by_delivery_id() == {f"{r}#0#0": 1 for r in run_ids}
     spans = run_spans(store, run_ids)
     for (_, last, before), (first, _, after) in zip(spans, spans[1:], strict=False):
         assert last < first, f"{before} (until {last}) overlaps {after} (from {first})"
     # AND no run waited for its fallback copy: each started within a moment of the release before
     # it, handed the session (its idle time recorded) or finding it free as it registered
-    runs = [store.get_run(r) for r in run_ids]
+    runs = [store.records.get_run(r) for r in run_ids]
     handed = [r for r in runs if r.idle_before_s is not None]  # type: ignore[union-attr]
     drain = session_drain(store, run_ids)
     assert handed and drain.longest_gap_s < ON_THE_LIST_DELAY_S, str(drain)
@@ -134,7 +134,7 @@ def test_a_burst_for_one_session_keeps_the_session_busy(
     if LOAD:
         assert drain.busy_fraction >= BUSY_FLOOR, str(drain)
     # AND nothing is left waiting, nothing was dead-lettered
-    assert store.waiters(session) == []
+    assert store.leases.waiters(session) == []
     assert messages_of(local, "BackgroundResultDLQ", session) == []
 
 
@@ -167,8 +167,8 @@ def test_bursts_for_many_sessions_drain_side_by_side(
     # consumers have work left, keep it below the sessions' own figure)
     overall = session_drain(store, every)
     slots = min(sessions_n, local.poller("BackgroundResultFunction").concurrency)
-    start = min(_t(store.get_run(r).started_at) for r in every)  # type: ignore[union-attr]
-    end = max(_t(store.get_run(r).ended_at) for r in every)  # type: ignore[union-attr]
+    start = min(_t(store.records.get_run(r).started_at) for r in every)  # type: ignore[union-attr]
+    end = max(_t(store.records.get_run(r).ended_at) for r in every)  # type: ignore[union-attr]
     utilisation = overall.busy_s / (slots * (end - start))
     print(
         f"\n{sessions_n} sessions x {per_session}: utilisation {100 * utilisation:.0f} % of {slots} slots over "
@@ -189,7 +189,7 @@ def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_t
     session = f"interleaved-{uuid.uuid4().hex[:8]}"
     n = 20
     run_ids = burst(local, store, receiver, session, 0)  # the session config only
-    store.put_session(store.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules())  # type: ignore[union-attr]
+    store.records.put_session(store.records.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules())  # type: ignore[union-attr]
     requests = record_model_requests(monkeypatch)
     api = SessionsService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
@@ -227,13 +227,13 @@ def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_t
     wait_until(lambda: all_succeeded(store, run_ids), 600, f"all {n} runs succeeded", interval=1.0)
 
     # THEN no live turn overlapped a run
-    runs = {r: store.get_run(r) for r in run_ids}
+    runs = {r: store.records.get_run(r) for r in run_ids}
     spans = [(_t(run.started_at), _t(run.ended_at), r) for r, run in runs.items()]  # type: ignore[union-attr]
     for began, ended, i in turns:
         for start, end, run_id in spans:
             assert ended <= start or began >= end, f"live turn {i} overlapped {run_id}"
     # AND the history is the order the session was held: each writer's entries form one block
-    writers = [_writer(e) for e in store.history(session)]
+    writers = [_writer(e) for e in store.history.history(session)]
     blocks = [w for k, w in enumerate(writers) if k == 0 or writers[k - 1] != w]
     assert len(blocks) == len(set(blocks)), "a writer's entries were interleaved with another's"
     # AND every wake's first model request holds the live turns that ended before the run began

@@ -174,8 +174,8 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
         {"type": "openai", "base_url": httpserver.url_for("/v1"), "model": "gpt-test"},
         {"type": "bedrock", "id": "nova", "model_id": NOVA},
     ]
-    stack.store.put_session(SessionConfig(session_id="s-cost", providers=providers, prices=PRICES))
-    stack.store.put_task(
+    stack.store.records.put_session(SessionConfig(session_id="s-cost", providers=providers, prices=PRICES))
+    stack.store.records.put_task(
         Task(task_id="t-cost", session_id="s-cost", tool_name="web_research", token_sha256=token_hash_for("t-cost"))
     )
 
@@ -276,7 +276,7 @@ def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: 
     assert bad.exit_code != 0 and "NAME a session setting" in bad.output
     worse = cli("sessions", "put", "s-set", "--set", "deliver_final=sometimes", expect=None)
     assert worse.exit_code != 0 and "deliver_final" in worse.output
-    assert stack.store.get_session("s-set").deliver_final == "never"  # type: ignore[union-attr]
+    assert stack.store.records.get_session("s-set").deliver_final == "never"  # type: ignore[union-attr]
 
 
 # --- the cron path: a budget exceeded reaches CronFailureQueue at once ----------------------------
@@ -318,7 +318,7 @@ def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(
         "--set",
         "max_tokens_per_run=250",
     )
-    stack.store.put_job(
+    stack.store.records.put_job(
         Job(job_id="job-budget", session_id="s-cron-budget", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
     )
     event = {"job_id": "job-budget", "scheduled_time": "2026-11-30T06:00:00Z"}

@@ -36,18 +36,17 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from agentwake.errors import RunFailed, SessionBusy
+from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
+from agentwake.session.lease import LIVE_HOLDER_PREFIX, RESERVATION_S
+from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.sessions import LiveTurn, LiveTurnLost, SessionsService
 from agentwake.settings import Settings, get_settings
-from agentwake.store.live_turns import LIVE_HOLDER_PREFIX
 from agentwake.store.models import SessionConfig, Task
-from agentwake.store.queues import ATTR_HANDED_AT
-from agentwake.store.wake_begin import RESERVATION_S
 from agentwake.wake.background import Resend, run_waiters_here, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.session_wait import ParkedRecord, WaitState
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, create_resources
-from tests.support.faults import BOUNDARIES, Crash, FaultyStore
+from tests.support.faults import BOUNDARIES, Crash, FaultyStore, around
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
 from tests.support.tasks import token_for, token_hash_for
@@ -89,16 +88,28 @@ class HeldStore:
 
     def __init__(self, inner: FaultyStore, entered: threading.Event, release: threading.Event) -> None:
         self._inner, self._entered, self._release = inner, entered, release
+        self.runs = _Overlay(inner.runs, begin_run=self._begin_run)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def begin_run(self, **kw: Any) -> Any:
+    def _begin_run(self, **kw: Any) -> Any:
         # the lease and the attempt are one write: hold the run right after it
-        lease = self._inner.begin_run(**kw)
+        lease = self._inner.runs.begin_run(**kw)
         self._entered.set()
         assert self._release.wait(30), "the burst never released its first run"
         return lease
+
+
+class _Overlay:
+    """An aggregate with some of its methods replaced, for one caller."""
+
+    def __init__(self, inner: Any, **replaced: Any) -> None:
+        self._inner = inner
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 class ModelStore(FaultyStore):
@@ -110,19 +121,21 @@ class ModelStore(FaultyStore):
         self.holds: dict[str, list[str]] = defaultdict(list)
         self.on_hold: Any = lambda session_id, holder: None
         self._lock = threading.Lock()
+        around(self.runs, "begin_run", self._begin_run)
+        around(self.leases, "take_live_turn", self._take_live_turn)
 
     def _held(self, session_id: str, holder: str) -> None:
         with self._lock:
             self.holds[session_id].append(holder)
         self.on_hold(session_id, holder)
 
-    def begin_run(self, **kw: Any) -> Any:
-        lease = super().begin_run(**kw)
+    def _begin_run(self, begin: Any, **kw: Any) -> Any:
+        lease = begin(**kw)
         self._held(kw["session_id"], kw["run_id"])
         return lease
 
-    def take_live_turn(self, session_id: str, turn_id: str, seconds: float) -> str:
-        token = super().take_live_turn(session_id, turn_id, seconds)
+    def _take_live_turn(self, take: Any, session_id: str, turn_id: str, seconds: float) -> str:
+        token = take(session_id, turn_id, seconds)
         self._held(session_id, LIVE_HOLDER_PREFIX + turn_id)
         return token
 
@@ -136,16 +149,26 @@ class DyingStore:
         self._inner, self._after, self.dead = inner, after, False
 
     def __getattr__(self, name: str) -> Any:
+        return _DyingAggregate(getattr(self._inner, name), self)
+
+
+class _DyingAggregate:
+    """One aggregate of a ``DyingStore``: each call fails once the Lambda has died."""
+
+    def __init__(self, inner: Any, lambda_: DyingStore) -> None:
+        self._inner, self._lambda = inner, lambda_
+
+    def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
         if not callable(value):
             return value
 
         def call(*args: Any, **kw: Any) -> Any:
-            if self.dead:
-                raise Crash(f"the Lambda died after {self._after}")
+            if self._lambda.dead:
+                raise Crash(f"the Lambda died after {self._lambda._after}")
             out = value(*args, **kw)
-            if name == self._after:
-                self.dead = True
+            if name == self._lambda._after:
+                self._lambda.dead = True
             return out
 
         return call
@@ -204,7 +227,7 @@ class DurableRuns(RuleBasedStateMachine):
         for s in self.broken:
             self._put_session(s)
         for t in TASKS:
-            self.store.put_task(
+            self.store.records.put_task(
                 Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t))
             )
         self.where = dict.fromkeys(TASKS, "queue")  # queue | dlq | done
@@ -228,7 +251,7 @@ class DurableRuns(RuleBasedStateMachine):
         self.now += seconds
 
     def _put_session(self, session_id: str) -> None:
-        self.store.put_session(
+        self.store.records.put_session(
             SessionConfig(
                 session_id=session_id,
                 providers=[{"type": "scripted", "id": "p", "script": script(self.broken[session_id])}],
@@ -332,7 +355,7 @@ class DurableRuns(RuleBasedStateMachine):
         self._note_commit(task_id)
 
     def _note_commit(self, task_id: str) -> None:
-        run = self.store.get_run(f"bg:{task_id}")
+        run = self.store.records.get_run(f"bg:{task_id}")
         if run is not None and run.status == "succeeded":
             self.where[task_id] = "done"
             order = self.commit_order[SESSION_OF[task_id]]
@@ -341,13 +364,13 @@ class DurableRuns(RuleBasedStateMachine):
 
     def _wait(self, task_id: str, busy: SessionBusy, state: WaitState) -> None:
         """The handler's answer to a busy session: re-send later, or dead-letter past the limit."""
-        run_before = self.store.get_run(f"bg:{task_id}")
+        run_before = self.store.records.get_run(f"bg:{task_id}")
         record = ParkedRecord(
             body=self._message(task_id).model_dump_json(),
             message_id=f"msg-{task_id}",
             source="arn:aws:sqs:us-east-1:123456789012:results",
             receive_count=str(self.receives[task_id] + 1),
-            attributes={},
+            attributes=MessageAttributes(),
             state=state,
         )
         result = wait_for_session(
@@ -355,7 +378,7 @@ class DurableRuns(RuleBasedStateMachine):
         )
         result.send(self.parked)  # as the handler does: re-sent (the result queue) or dead-lettered
         status = "waiting" if isinstance(result, Resend) else "dead-lettered"
-        run = self.store.get_run(f"bg:{task_id}")
+        run = self.store.records.get_run(f"bg:{task_id}")
         if status == "waiting":
             # waiting spends no receive and writes nothing for the run
             assert (run is None) == (run_before is None)
@@ -363,7 +386,7 @@ class DurableRuns(RuleBasedStateMachine):
         else:
             assert status == "dead-lettered" and self.parked.dead[-1]["error_type"] == "SessionBusy"
             assert busy.holder and busy.holder in self.parked.dead[-1]["reason"]
-            assert self.store.failures(f"bg:{task_id}")[-1].error_type == "SessionBusy"
+            assert self.store.ends.failures(f"bg:{task_id}")[-1].error_type == "SessionBusy"
             self.where[task_id] = "dlq"
 
     # -- runs -----------------------------------------------------------------------------------------
@@ -423,7 +446,7 @@ class DurableRuns(RuleBasedStateMachine):
         try:
             self._attempt(task, None)
         finally:
-            self.store.release_lease(session, token)
+            self.store.leases.release(session, token)
 
     @rule(session=st.sampled_from(SESSIONS))
     def burst(self, session: str) -> None:
@@ -638,7 +661,7 @@ class DurableRuns(RuleBasedStateMachine):
         turn = self.live[session]
         if turn is None:
             return
-        oldest = self.store.waiters(session)
+        oldest = self.store.leases.waiters(session)
         held = lease_holder(self.store, session)
         ours = held is not None and held[0] == LIVE_HOLDER_PREFIX + turn.turn_id
         handed = self.sessions.end_live_turn(turn)
@@ -653,23 +676,23 @@ class DurableRuns(RuleBasedStateMachine):
     @invariant()
     def at_most_one_note_and_only_for_done_runs(self) -> None:
         for session in SESSIONS:
-            history = self.store.history(session)
+            history = self.store.history.history(session)
             notes = Counter(e.run_id for e in history if e.kind == "note")
             assert all(n == 1 for n in notes.values()), notes
             for run_id in notes:
-                assert self.store.get_run(run_id).status == "succeeded"  # type: ignore[union-attr]
+                assert self.store.records.get_run(run_id).status == "succeeded"  # type: ignore[union-attr]
             delivered = Counter(e.delivery_id for e in history if e.kind == "delivery")
             assert all(n == 1 for n in delivered.values()), delivered
         for task in TASKS:
-            run = self.store.get_run(f"bg:{task}")
-            has_note = any(e.run_id == f"bg:{task}" and e.kind == "note" for e in self.store.history(SESSION_OF[task]))
+            run = self.store.records.get_run(f"bg:{task}")
+            has_note = any(e.run_id == f"bg:{task}" and e.kind == "note" for e in self.store.history.history(SESSION_OF[task]))
             assert has_note == (run is not None and run.status == "succeeded")
             assert self.successes[task] <= 1, (task, self.successes[task])
 
     @invariant()
     def history_order_follows_run_order(self) -> None:
         for session, order in self.commit_order.items():
-            notes = [e.run_id for e in self.store.history(session) if e.kind == "note"]
+            notes = [e.run_id for e in self.store.history.history(session) if e.kind == "note"]
             assert notes == order, (session, notes, order)
 
     @invariant()
@@ -678,7 +701,7 @@ class DurableRuns(RuleBasedStateMachine):
         ordered part of who held the session: no writer wrote between two entries of another, nor
         outside its hold."""
         for session in SESSIONS:
-            writers = [e.run_id or self.live_writer.get(e.sk) for e in self.store.history(session)]
+            writers = [e.run_id or self.live_writer.get(e.sk) for e in self.store.history.history(session)]
             assert None not in writers, writers
             holds = iter(_collapsed(self.store.holds[session]))
             missing = [w for w in _collapsed(writers) if not any(h == w for h in holds)]
@@ -687,15 +710,15 @@ class DurableRuns(RuleBasedStateMachine):
     @invariant()
     def every_live_append_is_in_history_once(self) -> None:
         for session in SESSIONS:
-            live = Counter(e.sk for e in self.store.history(session) if e.kind == "live")
+            live = Counter(e.sk for e in self.store.history.history(session) if e.kind == "live")
             expected = Counter(sk for s, sks in self.appended.values() if s == session for sk in sks)
             assert live == expected, (session, live, expected)
 
     @invariant()
     def no_waiter_left_waiting_for_a_run_that_succeeded(self) -> None:
         for session in SESSIONS:
-            for waiter in self.store.waiters(session):
-                run = self.store.get_run(waiter.run_id)
+            for waiter in self.store.leases.waiters(session):
+                run = self.store.records.get_run(waiter.run_id)
                 assert run is None or run.status != "succeeded", f"{waiter.run_id} succeeded and still waits"
 
     @invariant()

@@ -49,7 +49,7 @@ def make_deps(store: DynamoStore, resources: Resources, provider_factory=build_p
 
 
 def notes(store: DynamoStore, session_id: str) -> list:
-    return [e for e in store.history(session_id) if e.kind == "note"]
+    return [e for e in store.history.history(session_id) if e.kind == "note"]
 
 
 @pytest.mark.parametrize("boundary", BOUNDARIES)
@@ -75,7 +75,7 @@ def test_crash_at_every_boundary_then_retry(
     # THEN the run ends with exactly one note
     assert outcome.status in ("succeeded", "already_succeeded")
     assert len(notes(faulty, "s1")) == 1
-    assert faulty.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert faulty.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     # AND each message reached the user once: a crash after the send, before its step's write, is
     # a failed write whose delivery the failure transaction records (a hard kill there is the
     # at-least-once edge: tests/integration/test_fault_matrix.py)
@@ -83,7 +83,7 @@ def test_crash_at_every_boundary_then_retry(
     assert sorted(by_id) == ["bg:t1#0#0", "bg:t1#1#0"]
     assert sorted(by_id.values()) == [1, 1]
     # AND each delivery is in history exactly once
-    deliveries = [e.delivery_id for e in faulty.history("s1") if e.kind == "delivery"]
+    deliveries = [e.delivery_id for e in faulty.history.history("s1") if e.kind == "delivery"]
     assert sorted(deliveries) == ["bg:t1#0#0", "bg:t1#1#0"]
     # AND no journaled model call was made again: three steps, three calls
     assert model_calls["p"] == 3
@@ -106,17 +106,17 @@ def test_error_after_a_delivery_then_fix_and_redrive(
         with pytest.raises(RunFailed):
             wake_for_background_result(message("t1", "s1"), deps)
     # THEN the delivered message is in history already, with no note, and was sent once
-    history = store.history("s1")
+    history = store.history.history("s1")
     assert [e.kind for e in history] == ["delivery"]
     assert receiver.texts() == ["first"]
-    assert len(store.failures("bg:t1")) == 5
+    assert len(store.ends.failures("bg:t1")) == 5
     # WHEN the operator fixes the provider and redrives (same body, a new messageId)
     fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: step 0 is journaled"}, {"text": "done"}]}]
     seed_session(store, "s1", providers=fixed, delivery={"type": "webhook", "url": receiver.url})
     outcome = wake_for_background_result(message("t1", "s1"), deps)
     # THEN the run resumes at step 1, succeeds with one note, and sends nothing twice
     assert outcome.status == "succeeded" and outcome.attempt == 6
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
     assert receiver.texts() == ["first"]
     assert run_summary(store, "bg:t1").steps[0]["key"] == "000.reply"
 
@@ -190,7 +190,7 @@ def test_two_results_for_one_session_do_not_overlap(store: DynamoStore, resource
 def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
     # GIVEN a lease left by a run whose Lambda died
     clock = [1000.0]
-    store.now = lambda: clock[0]
+    store.table.now = lambda: clock[0]
     dead = acquire_lease(store, "s1", "bg:dead", 60)
     assert dead
     # WHEN another run asks before and after it expires
@@ -198,24 +198,24 @@ def test_an_expired_lease_is_taken_over(store: DynamoStore) -> None:
     clock[0] += 61
     # THEN it gets the lease only after expiry, and the dead run cannot release it
     assert acquire_lease(store, "s1", "bg:next", 60)
-    store.release_lease("s1", dead)
+    store.leases.release("s1", dead)
     assert lease_holder(store, "s1")[0] == "bg:next"  # type: ignore[index]
 
 
 def test_journal_items_expire_and_stay_small(store: DynamoStore) -> None:
     # GIVEN a tool result far larger than a DynamoDB item may be
-    journal = store.journal("bg:big")
+    journal = store.journals.journal("bg:big")
     # WHEN it is journaled
     journal.put("000.tool.00", {"content": "x" * 500_000, "tool": "send_message_to_user"})
     # THEN it is stored cut to the journal's byte bound with a visible marker, and the item expires
     # (TTL) after 15 days
-    item = store.db.get_item(TableName=store.table, Key=store._key("RUN#bg:big", "STEP#000.tool.00"))["Item"]
+    item = store.table.db.get_item(TableName=store.table.name, Key=store.table.key("RUN#bg:big", "STEP#000.tool.00"))["Item"]
     assert item_size(item) <= JOURNAL_VALUE_BYTES + 1000 < MAX_ITEM_BYTES
     assert "bytes to fit a DynamoDB item]" in item["value"]["S"]
     ttl = int(item["expires_at"]["N"])
-    assert abs(ttl - (store.now() + 15 * 86400)) < 60
+    assert abs(ttl - (store.table.now() + 15 * 86400)) < 60
     # AND a replay reads the same truncated value back
-    assert store.journal("bg:big").get("000.tool.00")["content"].endswith("bytes to fit a DynamoDB item]")  # type: ignore[index]
+    assert store.journals.journal("bg:big").get("000.tool.00")["content"].endswith("bytes to fit a DynamoDB item]")  # type: ignore[index]
 
 
 def test_run_summary_is_what_an_operator_reads(

@@ -107,7 +107,7 @@ def _as_sqs_would(deps: WakeDeps) -> tuple[WakeOutcome | None, list[BaseExceptio
 def test_the_matrix_covers_every_call(wake: str, store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN a wake of the matrix, with no fault
     deps = _setup(store, receiver, wake)
-    counter = DynamoCalls(store.db)
+    counter = DynamoCalls(store.table.db)
     # WHEN it runs
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps))
     # THEN it makes exactly the calls the matrix injects faults at (the round-trip budget's calls)
@@ -121,7 +121,7 @@ def test_a_fault_at_any_call_sends_nothing_twice(
 ) -> None:
     # GIVEN a wake with one delivery, and one fault armed at its at-th DynamoDB call
     deps = _setup(store, receiver, wake)
-    faults = CallFaults(store.db)
+    faults = CallFaults(store.table.db)
     faults.arm(at, kind)
     # WHEN the record is received, and received again after each failure, as SQS would
     outcome, errors = _as_sqs_would(deps)
@@ -130,13 +130,13 @@ def test_a_fault_at_any_call_sends_nothing_twice(
     # AND the run succeeded within the retries, after one failed receive at most
     assert outcome is not None, [f"{type(e).__name__}: {e}" for e in errors]
     assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
-    run = store.get_run("bg:t1")
+    run = store.records.get_run("bg:t1")
     assert run is not None and run.status == "succeeded"
     # AND the receiver got each delivery exactly once, by delivery id
     received = receiver.by_delivery_id()
     assert len(received) == 1 and set(received.values()) == {1}, received
     # AND history holds that delivery once, then exactly one note
-    history = store.history("s1")
+    history = store.history.history("s1")
     assert [e.kind for e in history] == ["delivery", "marker", "note"], [e.kind for e in history]
     assert [e.delivery_id for e in history if e.kind == "delivery"] == list(received)
     # AND no session is left locked past the retry
@@ -149,7 +149,7 @@ def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
 ) -> None:
     # GIVEN the start transaction (lease + attempt) lands, and its answer is lost (a read timeout)
     deps = _setup(store, receiver, wake)
-    faults = CallFaults(store.db)
+    faults = CallFaults(store.table.db)
     faults.arm(2, "timeout_after")
     # WHEN the record is received once
     try:
@@ -159,7 +159,7 @@ def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
     # THEN the run re-read and adopted the lease and the attempt it holds, and ran at once
     assert outcome.status == "succeeded" and outcome.attempt == 1
     assert faults.fired == (2, "TransactWriteItems", "timeout_after")
-    run = store.get_run("bg:t1")
+    run = store.records.get_run("bg:t1")
     assert run is not None and run.status == "succeeded" and run.attempts == 1
     assert lease_holder(store, "s1") is None
 
@@ -169,14 +169,14 @@ def test_a_lost_answer_to_the_tool_step_is_read_again_and_the_run_goes_on(
 ) -> None:
     # GIVEN the tool step's transaction after send_message_to_user sent lands, and its answer is lost
     deps = _setup(store, receiver, "tool_delivery")
-    faults = CallFaults(store.db)
+    faults = CallFaults(store.table.db)
     faults.arm(5, "timeout_after")
     # WHEN the record is received once
     outcome = wake_for_background_result(message("t1", "s1"), deps)
     # THEN the run read back what it wrote, found its step and its delivery there, and finished
     assert outcome.status == "succeeded" and outcome.attempt == 1
     assert list(receiver.by_delivery_id().values()) == [1]
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
 
 
 @pytest.mark.parametrize("kind", ["throttling", "server_error", "timeout_before", "conditional"])
@@ -185,7 +185,7 @@ def test_a_tool_step_that_is_not_written_is_recorded_by_the_failure(
 ) -> None:
     # GIVEN the tool step's transaction after send_message_to_user sent fails and does not land
     deps = _setup(store, receiver, "tool_delivery")
-    faults = CallFaults(store.db)
+    faults = CallFaults(store.table.db)
     faults.arm(5, kind)
     # WHEN the record is received once, and fails
     with pytest.raises(Exception):  # noqa: B017 -- the fault, as the wake saw it
@@ -197,7 +197,7 @@ def test_a_tool_step_that_is_not_written_is_recorded_by_the_failure(
     summary = run_summary(store, "bg:t1")
     assert [s["key"] for s in summary.steps] == ["000.reply", "000.tool.00"]
     assert len(summary.deliveries) == 1
-    assert [e.kind for e in store.history("s1")] == ["delivery"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery"]
     assert lease_holder(store, "s1") is None
 
 
@@ -211,21 +211,21 @@ def test_a_hard_kill_between_the_send_and_its_step_is_the_one_resend(
     # GIVEN a Lambda killed after send_message_to_user sent, before the tool step's write: no
     # failure transaction runs (the documented at-least-once edge, docs/durability.md)
     deps = _setup(store, receiver, "tool_delivery")
-    real = store.journal_put
+    real = store.journals.journal_put
 
     def killed_once(run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
-        if ".tool." in key and store.journal_put is killed_once:
-            store.journal_put = real  # type: ignore[method-assign]
+        if ".tool." in key and store.journals.journal_put is killed_once:
+            store.journals.journal_put = real  # type: ignore[method-assign]
             raise HardKill(key)
         real(run_id, key, value, **kw)
 
-    store.journal_put = killed_once  # type: ignore[method-assign]
+    store.journals.journal_put = killed_once  # type: ignore[method-assign]
     with pytest.raises(HardKill):
         wake_for_background_result(message("t1", "s1"), deps)
     # WHEN the trigger retries after the killed holder's lease expired
-    store.db.delete_item(TableName=store.table, Key=store._key(*lease_key("s1")))
+    store.table.db.delete_item(TableName=store.table.name, Key=store.table.key(*lease_key("s1")))
     outcome = wake_for_background_result(message("t1", "s1"), deps)
     # THEN the message is resent under the same delivery id (receivers drop it), and history holds it once
     assert outcome.status == "succeeded"
     assert list(receiver.by_delivery_id().values()) == [2]
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]

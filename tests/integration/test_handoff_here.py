@@ -11,13 +11,14 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.wake.background import CHAIN_RESERVE_RUNS, Done, on_background_record
 from agentwake.wake.spec import WakeDeps
 from tests.integration.test_handoff_waiters import message, message_of, park, seed
 from tests.support.aws import Resources
+from tests.support.faults import around
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
 
@@ -67,14 +68,14 @@ class Setup:
         assert token is not None
         park(self.deps, "x")
         park(self.deps, "y")
-        store.release_lease("s", token)
+        store.leases.release("s", token)
         self.fallbacks = list(self.queue.sent)  # the delayed copies of x and y
         assert [message_of(kw) for kw in self.fallbacks] == ["x", "y"]
         self.queue.sent.clear()
 
 
 def run_status(store: DynamoStore, run_id: str) -> str | None:
-    run = store.get_run(run_id)
+    run = store.records.get_run(run_id)
     return run.status if run is not None else None
 
 
@@ -88,17 +89,17 @@ def test_a_release_with_time_left_runs_its_waiters_here_in_the_order_they_came(
         # THEN a, then x, then y ran in this invocation, each once
         assert result == Done("succeeded", ran_after=2)
         assert [run_status(store, r) for r in ("bg:a", "bg:x", "bg:y")] == ["succeeded"] * 3
-        runs = [store.get_run(r) for r in ("bg:a", "bg:x", "bg:y")]
+        runs = [store.records.get_run(r) for r in ("bg:a", "bg:x", "bg:y")]
         starts = [r.started_at for r in runs if r is not None]
         assert starts == sorted(starts), starts
         # AND nothing was re-sent: no copy stands between two runs of the session
         assert setup.queue.sent == []
         # AND the wait list is empty and the session free
-        assert store.waiters("s") == []
-        assert store.read_item(*wait_key("s", "bg:x")) is None
+        assert store.leases.waiters("s") == []
+        assert store.table.read_item(*wait_key("s", "bg:x")) is None
         assert lease_holder(store, "s") is None
         # AND x and y say they were handed the session
-        x = store.get_run("bg:x")
+        x = store.records.get_run("bg:x")
         assert x is not None and x.idle_before_s is not None and x.waited_s is not None
         sent_before = dict(receiver.by_delivery_id())
         # WHEN the delayed copies come back later
@@ -126,25 +127,23 @@ def test_with_too_little_time_left_the_waiter_is_handed_through_the_queue(
         assert handed[0]["wait"][ATTR_WAIT_GEN] == "1" and handed[0]["delay_s"] == 0
         held = lease_holder(store, "s")
         assert held is not None and held[0] == "bg:x"
-        assert [w.run_id for w in store.waiters("s")] == ["bg:y"]
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:y"]
 
 
 class FailingBegin:
     """The store, with one run's lease write failing once (an outage at the worst moment)."""
 
     def __init__(self, store: DynamoStore, run_id: str) -> None:
-        self._store = store
         self._run_id = run_id
         self.failed = 0
+        around(store.runs, "begin_run", self._begin_run)
+        self.store = store
 
-    def begin_run(self, **kw: Any) -> Any:
+    def _begin_run(self, begin: Any, **kw: Any) -> Any:
         if kw["run_id"] == self._run_id and not self.failed:
             self.failed += 1
             raise RuntimeError("the table did not answer")
-        return self._store.begin_run(**kw)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        return begin(**kw)
 
 
 def test_a_waiter_that_cannot_run_here_is_left_to_its_delayed_copy_and_nothing_is_lost(
@@ -153,7 +152,7 @@ def test_a_waiter_that_cannot_run_here_is_left_to_its_delayed_copy_and_nothing_i
     with CountingReceiver() as receiver:
         setup = Setup(resources, store, receiver)
         faulty = FailingBegin(store, "bg:x")
-        deps = WakeDeps(store=faulty, settings=setup.settings, result_queue=setup.queue)  # type: ignore[arg-type]
+        deps = WakeDeps(store=faulty.store, settings=setup.settings, result_queue=setup.queue)
         # WHEN a runs, and x's start fails in this invocation
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN a's own record is done; x and y did not run here, and nothing was re-sent
@@ -174,14 +173,14 @@ def test_a_waiter_that_cannot_run_here_is_left_to_its_delayed_copy_and_nothing_i
 
 def before_commit(store: DynamoStore, run_id: str, action: Callable[[], None]) -> None:
     """Do ``action`` as ``run_id``'s commit begins (after its read of the wait list)."""
-    original = store.commit_success
+    original = store.ends.commit_success
 
     def commit(**kw: Any) -> Any:
         if kw["run_id"] == run_id:
             action()
         return original(**kw)
 
-    store.commit_success = commit  # type: ignore[method-assign]
+    store.ends.commit_success = commit  # type: ignore[method-assign]
 
 
 def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_the_session(
@@ -191,7 +190,7 @@ def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_t
         plain = seed(resources, store, receiver, ("a", "x"))
         queue, settings = plain.result_queue, plain.settings
         joined: list[bool] = []
-        racing = DynamoStore(store.table, client=store.db)
+        racing = DynamoStore(store.table.name, client=store.table.db)
         before_commit(racing, "bg:a", lambda: joined.append(park(plain, "x") is None))
         deps = WakeDeps(store=racing, settings=settings, result_queue=queue)
         # WHEN a runs alone, and x finds the session busy and joins its wait list between a's
@@ -202,4 +201,4 @@ def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_t
         assert result == Done("succeeded", ran_after=1)
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert [message_of(kw) for kw in queue.sent] == ["x"]  # its delayed copy, sent as it parked
-        assert store.waiters("s") == [] and lease_holder(store, "s") is None
+        assert store.leases.waiters("s") == [] and lease_holder(store, "s") is None

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentwake.errors import SessionBusy
+from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
+from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
 from agentwake.store.models import SessionConfig, Task
-from agentwake.store.queues import ATTR_HANDED_AT
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
-from agentwake.wake.session_wait import ParkedRecord, WaitState
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import Resources
 from tests.support.builders import OK_SCRIPT
@@ -56,7 +56,7 @@ def message(task_id: str) -> BackgroundResultMessage:
 def seed(resources: Resources, store: DynamoStore, receiver: CountingReceiver, task_ids: tuple[str, ...]) -> WakeDeps:
     """Session ``s`` (a scripted model, the receiver's webhook) with the tasks ``task_ids``; the
     wake's ports with an in-memory result queue."""
-    store.put_session(
+    store.records.put_session(
         SessionConfig(
             session_id="s",
             providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
@@ -65,7 +65,7 @@ def seed(resources: Resources, store: DynamoStore, receiver: CountingReceiver, t
         )
     )
     for task_id in task_ids:
-        store.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
+        store.records.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
     return WakeDeps(store=store, settings=Settings(table_name=resources.table), result_queue=Queue())
 
 
@@ -79,10 +79,12 @@ def park(deps: WakeDeps, task_id: str) -> None:
             message_id=f"msg-{task_id}",
             source="arn:aws:sqs:us-east-1:123456789012:results",
             receive_count="1",
-            attributes={},
+            attributes=MessageAttributes(),
             state=WaitState(),
         )
-        result = wait_for_session(busy, record, store=deps.store, settings=deps.settings, task_id=task_id)
+        result = wait_for_session(
+            busy, record, store=deps.store, settings=deps.settings, task_id=task_id, now=deps.clock.wall
+        )
         assert isinstance(result, Resend)
         result.send(deps.result_queue)
     else:
@@ -100,17 +102,17 @@ def test_a_waiting_run_that_runs_from_a_plain_duplicate_leaves_the_list_and_hand
         assert token is not None
         park(deps, "x")
         park(deps, "y")
-        assert [w.run_id for w in store.waiters("s")] == ["bg:x", "bg:y"]
-        store.release_lease("s", token)  # a release that hands nothing over: the waiters stay
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x", "bg:y"]
+        store.leases.release("s", token)  # a release that hands nothing over: the waiters stay
         queue.sent.clear()
         # WHEN SQS delivers x's plain record again (a duplicate of the producer's, without the wait)
         outcome = wake_for_background_result(message("x"), deps)
         # THEN x ran once, and its commit took it off the wait list
         assert outcome.status == "succeeded"
-        assert store.read_item(*wait_key("s", "bg:x")) is None
+        assert store.table.read_item(*wait_key("s", "bg:x")) is None
         # AND the session is reserved for y, the next waiter (handed: no longer waiting), and y alone
         # was re-sent at once
-        assert store.waiters("s") == []
+        assert store.leases.waiters("s") == []
         held = lease_holder(store, "s")
         assert held is not None and held[0] == "bg:y", held
         handed = [message_of(kw) for kw in queue.sent if ATTR_HANDED_AT in kw["wait"]]

@@ -51,7 +51,7 @@ class Harness:
     def invoke(self, _arn: str, event: dict[str, Any]) -> None:
         if event.get("scheduled_time") in self.long_runs and self.long_runs[event["scheduled_time"]] is None:
             run_id = f"cron:{event['job_id']}:{event['scheduled_time']}"
-            self.long_runs[event["scheduled_time"]] = self.store.begin_run(
+            self.long_runs[event["scheduled_time"]] = self.store.runs.begin_run(
                 run_id=run_id, kind="cron", session_id=SESSION, seconds=900, previous=None, job_id=event["job_id"]
             )
             self.outcomes.append({"status": "running", "event": event})
@@ -71,7 +71,7 @@ class Harness:
         return sorted(r.run_id for r in self.jobs.show(job_id, runs=100).runs)
 
     def notes(self) -> list[Any]:
-        return [e for e in self.store.history(SESSION) if e.kind == "note"]
+        return [e for e in self.store.history.history(SESSION) if e.kind == "note"]
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_buffer_one_queues_exactly_one_fire_behind_the_running_run(h: Harness) -
     assert all("already waiting" in f.reason for f in view.skipped)
     # WHEN minute 1's run ends and the buffered fire comes back
     lease = h.long_runs[iso(minute(h, 1))]
-    h.store.release_lease(SESSION, lease.token)
+    h.store.leases.release(SESSION, lease.token)
     h.scheduler.firings.clear()
     later = minute(h, 4) + timedelta(seconds=50)  # before minute 5: only the waiting fire is due
     h.tick(later)

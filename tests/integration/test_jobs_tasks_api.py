@@ -46,7 +46,7 @@ def test_create_job_makes_the_item_and_its_schedule(
     job = jobs.create(session_id="session-demo", name="Nightly", cron="0 6 * * ? *", timezone="Europe/Berlin")
     # THEN the job item exists and the schedule targets the alias with the scheduled-time placeholder
     # (and the session, so the wake reads its config in its first batch read)
-    assert store.get_job(job.job_id) is not None
+    assert store.records.get_job(job.job_id) is not None
     sched = jobs.schedules.get(job.schedule_name or "")
     assert sched is not None
     assert sched["ScheduleExpression"] == "cron(0 6 * * ? *)"
@@ -68,7 +68,7 @@ def test_delete_job_removes_the_schedule_too(jobs: JobsService, store: DynamoSto
     seed_session(store, "session-demo")
     job = jobs.create(session_id="session-demo", name="Nightly", cron="cron(0 6 * * ? *)")
     jobs.delete(job.job_id)
-    assert store.get_job(job.job_id) is None
+    assert store.records.get_job(job.job_id) is None
     assert jobs.schedules.get(job.schedule_name or "") is None
     assert jobs.list() == []
 
@@ -94,7 +94,7 @@ def test_run_once_job_is_disabled_and_its_schedule_deleted_after_success(
     out = cron_wake.handler({"job_id": job.job_id, "scheduled_time": "2026-12-01T09:00:00Z"}, FakeLambdaContext())
     assert out["status"] == "succeeded"
     # THEN the job is disabled and its schedule is gone; a second firing does nothing
-    after = store.get_job(job.job_id)
+    after = store.records.get_job(job.job_id)
     assert after is not None and after.enabled is False and after.status == "completed"
     assert jobs.schedules.get(job.schedule_name or "") is None
     again = cron_wake.handler({"job_id": job.job_id, "scheduled_time": "2026-12-02T09:00:00Z"}, FakeLambdaContext())
@@ -130,10 +130,10 @@ def test_register_and_finish_task_wakes_the_agent(store: DynamoStore, resources:
     tasks = TasksService(store, resources.queue_url, sqs=sqs)
     registered = tasks.register_task("session-demo", "web_research", {"query": "aurora"})
     task_id = registered.task_id
-    assert store.get_task(task_id).status == "running"  # type: ignore[union-attr]
+    assert store.records.get_task(task_id).status == "running"  # type: ignore[union-attr]
     # AND the store keeps only the token's hash
     assert registered.task_token not in json.dumps(
-        store.db.get_item(TableName=store.table, Key=store._key(f"TASK#{task_id}", "TASK"))
+        store.table.db.get_item(TableName=store.table.name, Key=store.table.key(f"TASK#{task_id}", "TASK"))
     )
     # WHEN it finishes, with its token
     tasks.finish_task(
@@ -160,7 +160,7 @@ def test_register_and_finish_task_wakes_the_agent(store: DynamoStore, resources:
         "awsRegion": REGION,
     }
     assert background_result.handler({"Records": [record]}, FakeLambdaContext()) == {"batchItemFailures": []}
-    assert store.get_task(task_id).status == "woken"  # type: ignore[union-attr]
+    assert store.records.get_task(task_id).status == "woken"  # type: ignore[union-attr]
 
 
 def test_finish_unknown_task_is_refused(store: DynamoStore, resources: Resources) -> None:

@@ -74,8 +74,8 @@ def _is_lease(item: dict[str, Any]) -> bool:
 
 
 def conflicting_store(store: DynamoStore) -> tuple[DynamoStore, Conflicting]:
-    client = Conflicting(store.db)
-    return DynamoStore(store.table, client=client), client  # type: ignore[arg-type]
+    client = Conflicting(store.table.db)
+    return DynamoStore(store.table.name, client=client), client  # type: ignore[arg-type]
 
 
 def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeeds(
@@ -91,9 +91,9 @@ def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeed
         # THEN the run succeeded on its first attempt: no failure recorded, no retry spent
         assert client.met == ["transaction"]
         assert result.status == "succeeded"  # type: ignore[union-attr]
-        run = store.get_run("bg:a")
+        run = store.records.get_run("bg:a")
         assert run is not None and run.status == "succeeded" and run.attempts == 1
-        assert store.failures("bg:a") == []
+        assert store.ends.failures("bg:a") == []
         assert lease_holder(store, "s") is None
 
 
@@ -111,7 +111,7 @@ def test_a_waiter_whose_mark_meets_the_holders_commit_keeps_its_fallback_and_spe
         park(deps, "x")  # raises if x did not come back as a Resend
         # THEN x is on the wait list, its delayed copy sent with the fallback pause
         assert client.met == ["update"]
-        assert [w.run_id for w in store.waiters("s")] == ["bg:x"]
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
         assert [kw["delay_s"] for kw in deps.result_queue.sent] == [10.0]  # type: ignore[attr-defined]
 
 
@@ -151,4 +151,4 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
         assert client.met == ["answer lost"]
         assert result.status == "succeeded"  # type: ignore[union-attr]
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
-        assert lease_holder(store, "s") is None and store.waiters("s") == []
+        assert lease_holder(store, "s") is None and store.leases.waiters("s") == []

@@ -13,10 +13,11 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import SessionBusy
+from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.sessions import LiveTurnLost, SessionsService
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_GEN, ResultQueue
+from agentwake.store.queues import ResultQueue
 from agentwake.wake.background import Done, Resend, on_background_record
 from agentwake.wake.spec import WakeDeps
 from agentwake_local.poller import lambda_sqs_record
@@ -59,8 +60,8 @@ def test_a_wake_during_a_live_turn_waits_and_sees_the_turn_once_it_ends(
     }
     del sqs
     # THEN it does not run: it waits (on the session's wait list) and no model was called
-    assert store.get_run("bg:t1") is None and requests == []
-    assert [w.run_id for w in store.waiters("s1")] == ["bg:t1"]
+    assert store.records.get_run("bg:t1") is None and requests == []
+    assert [w.run_id for w in store.leases.waiters("s1")] == ["bg:t1"]
     purge(resources)  # its delayed fallback copy: not needed below
     # WHEN the live turn ends
     assert api.end_live_turn(turn) == "bg:t1"
@@ -73,7 +74,7 @@ def test_a_wake_during_a_live_turn_waits_and_sees_the_turn_once_it_ends(
     )
     # AND that copy runs, and its model request holds the live turn's messages before the wake turn
     assert invoke_background(records_of([handed])) == {"batchItemFailures": []}
-    assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     first = requests[0]
     assert ("user", "Please research flights to Oslo.") in first and ("assistant", "On it.") in first
     assert (
@@ -85,7 +86,7 @@ def test_a_wake_during_a_live_turn_waits_and_sees_the_turn_once_it_ends(
     kinds = [e.kind for e in api.read_conversation("s1").entries]
     assert kinds[:2] == ["note", "marker"] and kinds[-2:] == ["live", "live"]
     # AND the run records how long the session sat idle before it started
-    assert store.get_run("bg:t1").idle_before_s is not None  # type: ignore[union-attr]
+    assert store.records.get_run("bg:t1").idle_before_s is not None  # type: ignore[union-attr]
 
 
 def _sent(resources: Resources, task_id: str) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def test_a_retried_append_writes_once_and_returns_what_the_first_wrote(
         first = api.append(turn, [("user", "hello")], idempotency_key="msg-41")
         again = api.append(turn, [("user", "hello")], idempotency_key="msg-41")
     assert first.written and not again.written and again.sort_keys == first.sort_keys
-    assert [(e.role, e.content, e.kind) for e in store.history("s1")] == [("user", "hello", "live")]
+    assert [(e.role, e.content, e.kind) for e in store.history.history("s1")] == [("user", "hello", "live")]
 
 
 def test_an_append_without_the_session_writes_nothing(resources: Resources, store: DynamoStore) -> None:
@@ -121,7 +122,7 @@ def test_an_append_without_the_session_writes_nothing(resources: Resources, stor
     with pytest.raises(LiveTurnLost):
         api.renew_live_turn(turn)
     # THEN nothing was written
-    assert store.history("s1") == []
+    assert store.history.history("s1") == []
 
 
 def test_a_live_turn_beginning_during_a_run_waits_then_is_told_who_holds_it(
@@ -140,7 +141,7 @@ def test_a_live_turn_beginning_during_a_run_waits_then_is_told_who_holds_it(
 
     def sleep(seconds: float) -> None:
         slept.append(seconds)
-        store.release_lease("s1", token)  # the run ends during the first pause
+        store.leases.release("s1", token)  # the run ends during the first pause
 
     turn = sessions(resources, store, sleep=sleep).begin_live_turn("s1", wait_s=10)
     assert slept and lease_holder(store, "s1")[0] == f"live:{turn.turn_id}"  # type: ignore[index]
@@ -151,7 +152,7 @@ def test_a_live_turn_that_is_never_ended_releases_the_session_after_its_ttl(
 ) -> None:
     # GIVEN a live turn of 5 s (a chat app that crashed mid-turn), on a store whose clock we move
     clock = [1_000_000.0]
-    timed = DynamoStore(resources.table, client=store.db, now=lambda: clock[0])
+    timed = DynamoStore(resources.table, client=store.table.db, now=lambda: clock[0])
     seed_session(store, "s1")
     api = sessions(resources, timed, now=lambda: clock[0])
     turn = api.begin_live_turn("s1", ttl_s=5)
@@ -197,8 +198,8 @@ def test_a_duplicated_hand_off_copy_makes_one_run(resources: Resources, store: D
     for copy in twice:
         assert invoke_background(records_of([copy])) == {"batchItemFailures": []}
     # THEN one run, one note, and the session is free again
-    assert store.get_run("bg:t1").attempts == 1  # type: ignore[union-attr]
-    assert [e.run_id for e in store.history("s1") if e.kind == "note"] == ["bg:t1"]
+    assert store.records.get_run("bg:t1").attempts == 1  # type: ignore[union-attr]
+    assert [e.run_id for e in store.history.history("s1") if e.kind == "note"] == ["bg:t1"]
     assert lease_holder(store, "s1") is None
 
 
@@ -207,7 +208,7 @@ def test_a_holder_killed_before_its_hand_off_delays_the_waiter_by_its_ttl_plus_o
 ) -> None:
     # GIVEN a run holding session s1 for 30 s that dies without releasing it (no hand-off ever comes)
     clock = [2_000_000.0]
-    timed = DynamoStore(resources.table, client=store.db, now=lambda: clock[0])
+    timed = DynamoStore(resources.table, client=store.table.db, now=lambda: clock[0])
     seed_session(store, "s1")
     seed_task(store, "t1", "s1")
     assert acquire_lease(timed, "s1", "bg:dead", 30) is not None
@@ -230,4 +231,4 @@ def test_a_holder_killed_before_its_hand_off_delays_the_waiter_by_its_ttl_plus_o
     # THEN it ran once the lease had lapsed, within the lease's 30 s plus one fallback pause
     assert outcome.status == "succeeded"
     assert clock[0] - started <= 30 + step + 1e-6  # the clock is a float sum: not exact to the last bit
-    assert json.loads(store.get_run("bg:t1").model_dump_json())["status"] == "succeeded"  # type: ignore[union-attr]
+    assert json.loads(store.records.get_run("bg:t1").model_dump_json())["status"] == "succeeded"  # type: ignore[union-attr]

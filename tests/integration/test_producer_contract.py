@@ -189,7 +189,7 @@ def test_a_completion_without_its_token_is_refused_by_the_schema_and_never_succe
     msg = BackgroundResultMessage.parse_body(json.dumps(body))
     with pytest.raises(ForgedCompletion):
         wake_for_background_result(msg, WakeDeps(store=store, settings=Settings.from_env()))
-    assert store.get_task(registered.task_id).status == "running"  # type: ignore[union-attr]
+    assert store.records.get_task(registered.task_id).status == "running"  # type: ignore[union-attr]
 
 
 # ------------------------------------------------------------------ what producers send
@@ -302,4 +302,4 @@ def test_the_boto3_example_registers_through_the_api_and_completes_a_task_that_w
     msg = BackgroundResultMessage.parse_body(body)
     outcome = wake_for_background_result(msg, WakeDeps(store=store, settings=Settings.from_env()))
     assert outcome.status == "succeeded"
-    assert store.get_task(task_id).status == "woken"  # type: ignore[union-attr]
+    assert store.records.get_task(task_id).status == "woken"  # type: ignore[union-attr]

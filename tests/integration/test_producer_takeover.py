@@ -101,8 +101,8 @@ def test_the_takeover_sequence_fails(resources: Resources, store: DynamoStore) -
         sqs.send_message(QueueUrl=resources.queue_url, MessageBody=json.dumps(forged))
 
     # the token hash is the one the API stored
-    task = store.get_task(task_id)
-    assert task is not None and task.token_matches(victim["task_token"]) and store.get_task("forged") is None
+    task = store.records.get_task(task_id)
+    assert task is not None and task.token_matches(victim["task_token"]) and store.records.get_task("forged") is None
     # WHEN it registers the victim's task id through the API, or completes it there with a made-up token
     status, refused = call("POST", "/tasks", {"session_id": "attacker", "tool_name": "x", "task_id": task_id})
     assert status == 409 and refused["type"] == "TaskExists"
@@ -115,7 +115,7 @@ def test_the_takeover_sequence_fails(resources: Resources, store: DynamoStore) -
     assert wake(sent["Body"]) == {"batchItemFailures": []}
     (dead,) = drain(resources.dlq_url)
     assert dead["MessageAttributes"]["agentwake-error-type"]["StringValue"] == "ForgedCompletion"
-    assert store.history("victim") == []
+    assert store.history.history("victim") == []
     # AND the genuine completion, through the API, wakes the victim with the genuine result
     status, _ = call(
         "POST",
@@ -125,6 +125,6 @@ def test_the_takeover_sequence_fails(resources: Resources, store: DynamoStore) -
     assert status == 202
     (genuine,) = [m for m in drain(resources.queue_url) if "GENUINE" in m["Body"]]
     assert wake(genuine["Body"]) == {"batchItemFailures": []}
-    history = " ".join(e.content for e in store.history("victim"))
+    history = " ".join(e.content for e in store.history.history("victim"))
     assert "GENUINE RESULT" in history and "ATTACKER" not in history
-    assert store.get_task(task_id).status == "woken"  # type: ignore[union-attr]
+    assert store.records.get_task(task_id).status == "woken"  # type: ignore[union-attr]

@@ -144,7 +144,7 @@ def test_a_task_registers_once_and_its_status_hides_what_the_caller_did_not_regi
     # registering the same id again is refused and changes nothing (the token still completes it)
     status, again = call("POST", "/tasks", {"session_id": "mallory", "tool_name": "x", "task_id": "t-1"})
     assert status == 409 and again["type"] == "TaskExists" and "task_token" not in again
-    task = store.get_task("t-1")
+    task = store.records.get_task("t-1")
     assert task is not None and task.session_id == "alice" and task.token_matches(reg["task_token"])
     # status without the token: no session, no arguments, never the token hash
     status, seen = call("GET", "/tasks/t-1")
@@ -195,7 +195,7 @@ def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkey
     def broken(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("boom with awt_secret")
 
-    monkeypatch.setattr(product_api.services().store, "get_task", broken)
+    monkeypatch.setattr(product_api.services().store.records, "get_task", broken)
     status, err = call("GET", "/tasks/t-9")
     assert status == 500 and "awt_secret" not in json.dumps(err) and err["type"] == "InternalError"
 

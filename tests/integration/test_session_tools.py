@@ -20,6 +20,7 @@ from agentwake.wake.background import wake_for_background_result
 from tests.integration.test_durable_runs import make_deps
 from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
+from tests.support.faults import around
 
 TEST_TOOLS = Path(__file__).resolve().parents[1] / "support" / "entry_point_tools"
 
@@ -56,9 +57,10 @@ class CrashAt(DynamoStore):
     def __init__(self, *args: Any, crash_after: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.crash_after: str | None = crash_after
+        around(self.journals, "journal_put", self._journal_put)
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
-        super().journal_put(run_id, key, value, **kw)
+    def _journal_put(self, put: Any, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        put(run_id, key, value, **kw)
         if key == self.crash_after:
             self.crash_after = None
             raise RuntimeError(f"crash after journaling {key}")
@@ -93,7 +95,7 @@ def test_side_effecting_tool_at_step_1_crash_at_step_2_retry_calls_it_once(
     assert outcome.status == "succeeded" and again.status == "already_succeeded"
     assert keys_seen(httpserver) == Counter({"bg:t1#0#0": 1})
     # AND the tool's answer was journaled (a retry reads it instead of calling)
-    steps = store.journal_entries("bg:t1")
+    steps = store.journals.journal_entries("bg:t1")
     assert steps["000.tool.00"]["tool"] == "create_ticket"
     assert json.loads(steps["000.tool.00"]["content"]) == {"ticket": "T-1"}
 
@@ -104,16 +106,16 @@ def test_crash_between_the_call_and_its_journal_repeats_the_same_key(
     # GIVEN the tool's result cannot be journaled once (the Lambda dies right after the call)
     httpserver.expect_request("/tickets", method="POST").respond_with_json({"ticket": "T-1"})
 
-    class DiesAfterCall(DynamoStore):
-        armed = True
+    store = DynamoStore(resources.table, client=boto3.client("dynamodb", region_name=REGION))
+    armed = [True]
 
-        def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
-            if key == "000.tool.00" and self.armed:
-                self.armed = False
-                raise RuntimeError("died after the call, before its journal")
-            super().journal_put(run_id, key, value, **kw)
+    def dies_after_call(put: Any, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        if key == "000.tool.00" and armed[0]:
+            armed[0] = False
+            raise RuntimeError("died after the call, before its journal")
+        put(run_id, key, value, **kw)
 
-    store = DiesAfterCall(resources.table, client=boto3.client("dynamodb", region_name=REGION))
+    around(store.journals, "journal_put", dies_after_call)
     seed_session(
         store,
         "s2",
@@ -162,7 +164,7 @@ def test_an_entry_point_tool_is_loaded_and_used(
     outcome = wake_for_background_result(message("t3", "s3"), make_deps(store, resources))
     # THEN the tool ran (loaded from the package's entry point) and its result was journaled
     assert outcome.status == "succeeded"
-    assert store.journal_entries("bg:t3")["000.tool.00"] == {"content": "3 words", "tool": "word_count"}
+    assert store.journals.journal_entries("bg:t3")["000.tool.00"] == {"content": "3 words", "tool": "word_count"}
     import agentwake_test_tools  # type: ignore[import-not-found]
 
     assert len(agentwake_test_tools.LOADS) == 1
@@ -176,11 +178,11 @@ def test_a_session_naming_a_missing_tool_fails_with_a_clear_config_error(
     with pytest.raises(RunFailed) as failed:
         wake_for_background_result(message("t4", "s4"), make_deps(store, resources))
     assert failed.value.failure_type == "ConfigError"
-    [failure] = store.failures("bg:t4")
+    [failure] = store.ends.failures("bg:t4")
     assert failure.error_type == "ConfigError"
     assert "no package installs an entry point 'no_such_tool' in group 'agentwake.tools'" in failure.detail
     assert "installed: broken_tool, word_count" in failure.detail
-    assert [e.kind for e in store.history("s4")] == []  # nothing written to the conversation
+    assert [e.kind for e in store.history.history("s4")] == []  # nothing written to the conversation
 
 
 def test_an_entry_point_that_is_not_a_tool_is_a_config_error(tools_package_installed: None) -> None:

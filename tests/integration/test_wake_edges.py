@@ -46,8 +46,8 @@ def test_too_little_time_left_defers_the_run_without_writing_anything(store: Dyn
     with pytest.raises(RunDeferred):
         wake_for_background_result(message("t1", "s1"), deps_for(store), remaining_ms=budget - 1)
     # THEN nothing was written: no run, no failure, the task untouched, the session not leased
-    assert store.get_run("bg:t1") is None and store.failures("bg:t1") == []
-    assert store.get_task("t1").status == "running"  # type: ignore[union-attr]
+    assert store.records.get_run("bg:t1") is None and store.ends.failures("bg:t1") == []
+    assert store.records.get_task("t1").status == "running"  # type: ignore[union-attr]
     assert lease_holder(store, "s1") is None
     # AND with enough time it runs
     out = wake_for_background_result(message("t1", "s1"), deps_for(store), remaining_ms=budget + 60_000)
@@ -74,7 +74,7 @@ def test_a_webhook_answer_that_comes_too_late_is_resent_with_the_same_delivery_i
     # AND the retry resends under the same delivery id (receivers drop it), then succeeds
     assert wake_for_background_result(message("t1", "s1"), deps_for(store)).status == "succeeded"
     assert receiver.by_delivery_id() == {"bg:t1#0#0": 2}
-    assert [e.delivery_id for e in store.history("s1") if e.kind == "delivery"] == ["bg:t1#0#0"]
+    assert [e.delivery_id for e in store.history.history("s1") if e.kind == "delivery"] == ["bg:t1#0#0"]
 
 
 def test_an_admin_message_to_another_session_goes_through_that_sessions_channel(store: DynamoStore) -> None:
@@ -95,11 +95,11 @@ def test_an_admin_message_to_another_session_goes_through_that_sessions_channel(
         assert wake_for_background_result(message("t1", "a"), deps_for(store)).status == "succeeded"
         # THEN B's own receiver got it and it is in B's history; A's receiver got nothing
         assert rx_b.texts() == ["to b"] and rx_a.texts() == []
-        assert [e.content for e in store.history("b") if e.kind == "delivery"] == ["to b"]
+        assert [e.content for e in store.history.history("b") if e.kind == "delivery"] == ["to b"]
         # AND the unknown session was an error the model saw, with nothing written anywhere
         tool_results = [s for s in run_summary(store, "bg:t1").steps if ".tool." in s["key"]]
         assert tool_results[1]["content"].startswith("error:") and "ghost" in tool_results[1]["content"]
-        assert store.history("ghost") == []
+        assert store.history.history("ghost") == []
 
 
 def test_a_commit_that_fails_records_why(store: DynamoStore, resources: Resources) -> None:
@@ -112,16 +112,16 @@ def test_a_commit_that_fails_records_why(store: DynamoStore, resources: Resource
     with pytest.raises(Exception, match="InternalServerError"):
         wake_for_background_result(message("t1", "s1"), deps_for(faulty))
     # THEN the failure is recorded for the operator, and there is no note
-    [failure] = faulty.failures("bg:t1")
+    [failure] = faulty.ends.failures("bg:t1")
     assert failure.error_type == "ClientError" and "the commit failed" in failure.detail
-    assert [e for e in faulty.history("s1") if e.kind == "note"] == []
+    assert [e for e in faulty.history.history("s1") if e.kind == "note"] == []
 
 
 def test_a_task_id_cannot_be_registered_twice(store: DynamoStore) -> None:
     seed_task(store, "t1", "s1")
     with pytest.raises(TaskExists, match="t1"):
-        store.put_task(Task(task_id="t1", session_id="s2", tool_name="other"))
-    assert store.get_task("t1").session_id == "s1"  # type: ignore[union-attr]
+        store.records.put_task(Task(task_id="t1", session_id="s2", tool_name="other"))
+    assert store.records.get_task("t1").session_id == "s1"  # type: ignore[union-attr]
 
 
 def test_a_failure_is_recorded_even_when_its_job_was_deleted_mid_run(store: DynamoStore) -> None:
@@ -129,11 +129,11 @@ def test_a_failure_is_recorded_even_when_its_job_was_deleted_mid_run(store: Dyna
     begin_attempt(store, "cron:gone:t", kind="cron", session_id="s1")
     failure = FailureRecord(run_id="cron:gone:t", session_id="s1", attempt=1, error_type="RunFailed", detail="boom")
     # WHEN its failure is recorded
-    store.record_failure(failure, job_id="gone")
+    store.ends.record_failure(failure, job_id="gone")
     # THEN the failure and the run are written, and no half job item appears
-    assert [f.detail for f in store.failures("cron:gone:t")] == ["boom"]
-    assert store.get_run("cron:gone:t").status == "failed"  # type: ignore[union-attr]
-    assert store.get_job("gone") is None
+    assert [f.detail for f in store.ends.failures("cron:gone:t")] == ["boom"]
+    assert store.records.get_run("cron:gone:t").status == "failed"  # type: ignore[union-attr]
+    assert store.records.get_job("gone") is None
 
 
 def test_a_held_lease_admits_not_even_the_same_run(store: DynamoStore) -> None:
@@ -143,7 +143,7 @@ def test_a_held_lease_admits_not_even_the_same_run(store: DynamoStore) -> None:
     # WHEN another copy of the same run asks THEN it is refused
     assert acquire_lease(store, "s1", "bg:t1", 60) is None
     # AND only the holder's token releases it
-    store.release_lease("s1", "not-the-token")
+    store.leases.release("s1", "not-the-token")
     assert lease_holder(store, "s1") is not None
-    store.release_lease("s1", token)
+    store.leases.release("s1", token)
     assert lease_holder(store, "s1") is None

@@ -64,7 +64,7 @@ def invoke_cron(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def all_history_text(store: DynamoStore, *session_ids: str) -> str:
-    return "\n".join(e.content for s in session_ids for e in store.history(s))
+    return "\n".join(e.content for s in session_ids for e in store.history.history(s))
 
 
 # --- the reference regression, on both entrypoints --------------------------------------------
@@ -82,20 +82,20 @@ def test_error_run_raises_and_never_records_a_success(entrypoint: str, store: Dy
         # the only record fails, so Powertools raises for the whole batch: Lambda retries it
         with pytest.raises(BatchProcessingError):
             invoke_background(event)
-        run_id, status = "bg:task-fail-1", store.get_task("task-fail-1")
+        run_id, status = "bg:task-fail-1", store.records.get_task("task-fail-1")
     else:
         seed_job(store, "job-nightly", "session-failing")
         with pytest.raises(RunFailed) as info:
             invoke_cron(load_event("cron-wake.json"))
         assert "All chat models failed" in info.value.completion_text
-        run_id, status = "cron:job-nightly:2026-11-30T06:00:00Z", store.get_job("job-nightly")
+        run_id, status = "cron:job-nightly:2026-11-30T06:00:00Z", store.records.get_job("job-nightly")
 
     # THEN no note and no "finished" text anywhere in history
-    history = store.history("session-failing")
+    history = store.history.history("session-failing")
     assert [e for e in history if e.kind in ("note", "marker")] == []
     assert "finished" not in all_history_text(store, "session-failing")
     # AND the failure record holds the runner's error text, naming each provider
-    failures = store.failures(run_id)
+    failures = store.ends.failures(run_id)
     assert len(failures) == 1
     assert failures[0].detail.startswith("All chat models failed:")
     assert "primary: ServerError" in failures[0].detail and "fallback: AccessDenied" in failures[0].detail
@@ -103,7 +103,7 @@ def test_error_run_raises_and_never_records_a_success(entrypoint: str, store: Dy
     # AND the task / job is failed with last_error
     assert status is not None and status.status == "failed"
     assert status.last_error is not None and status.last_error.startswith("All chat models failed:")
-    assert store.get_run(run_id).status == "failed"  # type: ignore[union-attr]
+    assert store.records.get_run(run_id).status == "failed"  # type: ignore[union-attr]
 
 
 def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
@@ -114,7 +114,7 @@ def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
     response = invoke_background(load_event("background-result-success.json"))
     # THEN the record succeeded
     assert response == {"batchItemFailures": []}
-    history = store.history("session-demo")
+    history = store.history.history("session-demo")
     # AND history holds the delivery (written when delivered) then the marker and the note
     assert [e.kind for e in history] == ["delivery", "marker", "note"]
     assert history[1].content == MARKER_TEXT and history[1].role == "user"
@@ -123,8 +123,8 @@ def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
     assert "I told the user the research is done." in note
     # AND the note says the final answer was not sent as well: the agent had messaged the user itself
     assert note.endswith("[final answer not delivered to the user: the run already delivered 1 message(s)]")
-    assert store.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
-    assert store.get_run("bg:task-ok-1").status == "succeeded"  # type: ignore[union-attr]
+    assert store.records.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
+    assert store.records.get_run("bg:task-ok-1").status == "succeeded"  # type: ignore[union-attr]
 
 
 def test_commit_is_atomic(store: DynamoStore) -> None:
@@ -132,13 +132,13 @@ def test_commit_is_atomic(store: DynamoStore) -> None:
     seed_session(store, "session-demo")
     seed_task(store, "task-ok-1", "session-demo")
     begin_attempt(store, "bg:task-ok-1", kind="background", session_id="session-demo")
-    store.db.delete_item(TableName=store.table, Key=store._key("TASK#task-ok-1", "TASK"))
+    store.table.db.delete_item(TableName=store.table.name, Key=store.table.key("TASK#task-ok-1", "TASK"))
     # WHEN the commit is attempted
-    with pytest.raises(store.db.exceptions.TransactionCanceledException):
-        store.commit_success(run_id="bg:task-ok-1", session_id="session-demo", note="n", steps=1, task_id="task-ok-1")
+    with pytest.raises(store.table.db.exceptions.TransactionCanceledException):
+        store.ends.commit_success(run_id="bg:task-ok-1", session_id="session-demo", note="n", steps=1, task_id="task-ok-1")
     # THEN neither history entry landed and the run is not marked succeeded
-    assert store.history("session-demo") == []
-    assert store.get_run("bg:task-ok-1").status == "running"  # type: ignore[union-attr]
+    assert store.history.history("session-demo") == []
+    assert store.records.get_run("bg:task-ok-1").status == "running"  # type: ignore[union-attr]
 
 
 def test_mixed_batch_of_ten(store: DynamoStore, resources: Resources) -> None:
@@ -164,9 +164,9 @@ def test_mixed_batch_of_ten(store: DynamoStore, resources: Resources) -> None:
     # THEN exactly the ERROR records are batch item failures
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(expected_failures)
     # AND each successful record has exactly one note
-    notes = [e for e in store.history("session-demo") if e.kind == "note"]
+    notes = [e for e in store.history.history("session-demo") if e.kind == "note"]
     assert sorted(n.run_id for n in notes) == sorted(f"bg:task-ok-{i}" for i, k in enumerate(kinds) if k == "ok")
-    assert [e for e in store.history("session-failing") if e.kind == "note"] == []
+    assert [e for e in store.history.history("session-failing") if e.kind == "note"] == []
     # AND the malformed ones are in the DLQ with their reason attached
     dead = drain(resources.dlq_url)
     assert sorted(m["MessageAttributes"]["agentwake-original-message-id"]["StringValue"] for m in dead) == [
@@ -193,9 +193,9 @@ def test_session_mismatch_is_rejected_and_writes_nothing(store: DynamoStore, res
     assert dead["MessageAttributes"]["agentwake-error-type"]["StringValue"] == "SessionMismatch"
     assert "session-a" in dead["MessageAttributes"]["agentwake-reason"]["StringValue"]
     # AND nothing was written to either session, and the task is untouched
-    assert store.history("session-a") == [] and store.history("session-b") == []
-    assert store.get_task("task-1").status == "running"  # type: ignore[union-attr]
-    assert store.get_run("bg:task-1") is None
+    assert store.history.history("session-a") == [] and store.history.history("session-b") == []
+    assert store.records.get_task("task-1").status == "running"  # type: ignore[union-attr]
+    assert store.records.get_run("bg:task-1") is None
 
 
 def test_unknown_task_goes_to_the_dlq(store: DynamoStore, resources: Resources) -> None:
@@ -212,7 +212,7 @@ def test_wake_reads_a_bounded_window(store: DynamoStore, length: int) -> None:
     # GIVEN a conversation of `length` entries
     seed_session(store, "session-long", history_window=20)
     seed_task(store, "task-long", "session-long")
-    table = boto3.resource("dynamodb", region_name=REGION).Table(store.table)
+    table = boto3.resource("dynamodb", region_name=REGION).Table(store.table.name)
     with table.batch_writer() as batch:
         for i in range(length):
             batch.put_item(
@@ -227,14 +227,14 @@ def test_wake_reads_a_bounded_window(store: DynamoStore, length: int) -> None:
                 }
             )
     # WHEN a wake reads its history window
-    window = store.history_window("session-long", 20)
+    window = store.history.history_window("session-long", 20)
     # THEN it reads the same number of items whatever the length: one page of at most the window
     assert count_history_reads(store, "session-long", 20) == min(length, 20)
     assert len(window) == min(length, 20)
     assert window[-1].content == f"message {length - 1}"  # newest last
     # AND the wake itself succeeds on the long conversation
     invoke_background({"Records": [sqs_record(result_body("task-long", "session-long"))]})
-    assert store.get_run("bg:task-long").status == "succeeded"  # type: ignore[union-attr]
+    assert store.records.get_run("bg:task-long").status == "succeeded"  # type: ignore[union-attr]
 
 
 # --- cron ---------------------------------------------------------------------------------------
@@ -245,13 +245,13 @@ def test_cron_done_writes_the_note_and_completes_the_job(store: DynamoStore) -> 
     seed_job(store, "job-nightly", "session-demo")
     out = invoke_cron(load_event("cron-wake.json"))
     assert out["status"] == "succeeded"
-    notes = [e for e in store.history("session-demo") if e.kind == "note"]
+    notes = [e for e in store.history.history("session-demo") if e.kind == "note"]
     assert len(notes) == 1
     assert notes[0].content.startswith(
         "[CronJob] Nightly report: summarise yesterday's sign-ups triggered at 2026-11-30T06:00:00Z, "
         "I finished this job, here is the result: "
     )
-    job = store.get_job("job-nightly")
+    job = store.records.get_job("job-nightly")
     assert job is not None and job.status == "completed" and job.last_run_at and job.enabled
 
 
@@ -260,8 +260,8 @@ def test_cron_missing_or_disabled_job_writes_nothing(store: DynamoStore) -> None
     seed_job(store, "job-off", "session-demo", enabled=False)
     assert invoke_cron(load_event("cron-wake-missing-job.json"))["status"] == "skipped"
     assert invoke_cron({"job_id": "job-off", "scheduled_time": "2026-11-30T06:00:00Z"})["status"] == "skipped"
-    assert store.history("session-demo") == []
-    assert store.get_run("cron:job-off:2026-11-30T06:00:00Z") is None
+    assert store.history.history("session-demo") == []
+    assert store.records.get_run("cron:job-off:2026-11-30T06:00:00Z") is None
 
 
 @pytest.mark.parametrize(
@@ -275,9 +275,9 @@ def test_cron_agent_build_failure_raises(store: DynamoStore, session_change: dic
     # GIVEN a job whose session cannot build an agent
     if session_change is not None:
         seed_session(store, "session-broken")
-        store.db.update_item(
-            TableName=store.table,
-            Key=store._key("SESSION#session-broken", "CONFIG"),
+        store.table.db.update_item(
+            TableName=store.table.name,
+            Key=store.table.key("SESSION#session-broken", "CONFIG"),
             UpdateExpression="SET providers = :p",
             ExpressionAttributeValues={":p": {"S": json.dumps(session_change["providers"])}},
         )
@@ -286,9 +286,9 @@ def test_cron_agent_build_failure_raises(store: DynamoStore, session_change: dic
     with pytest.raises(RunFailed) as info:
         invoke_cron({"job_id": "job-b", "scheduled_time": "2026-11-30T06:00:00Z"})
     assert info.value.failure_type == "ConfigError"
-    job = store.get_job("job-b")
+    job = store.records.get_job("job-b")
     assert job is not None and job.status == "failed" and job.last_error
-    assert store.failures("cron:job-b:2026-11-30T06:00:00Z")[0].error_type == "ConfigError"
+    assert store.ends.failures("cron:job-b:2026-11-30T06:00:00Z")[0].error_type == "ConfigError"
 
 
 # --- a permanent cron failure reaches CronFailureQueue after one invocation ------------------------
@@ -345,11 +345,11 @@ def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invoca
     assert attributes["agentwake-error-type"] == "BudgetExceeded" and attributes["agentwake-reason"] == reason
     assert attributes["agentwake-dead-lettered-at"].endswith("Z")
     # AND the run's failure is recorded, and the job says why it failed
-    [failure] = store.failures(BUDGET_RUN)
+    [failure] = store.ends.failures(BUDGET_RUN)
     assert (failure.attempt, failure.error_type) == (1, "BudgetExceeded")
-    job = store.get_job("job-budget")
+    job = store.records.get_job("job-budget")
     assert job is not None and job.status == "failed" and "budget is 250" in (job.last_error or "")
-    assert store.history("s-budget") == []
+    assert store.history.history("s-budget") == []
 
     # WHEN it is invoked again (a redrive) without raising the budget
     again = cron_wake.handler(dict(BUDGET_EVENT), context)
@@ -358,7 +358,7 @@ def test_a_token_budget_exceeded_goes_to_the_cron_failure_queue_after_one_invoca
     assert again["status"] == "failed_permanently" and model_calls["p"] == 2
     [(record, _)] = cron_failure_records(resources)
     assert record["responsePayload"]["errorType"] == "BudgetExceeded"
-    assert [f.error_type for f in store.failures(BUDGET_RUN)] == ["BudgetExceeded", "BudgetExceeded"]
+    assert [f.error_type for f in store.ends.failures(BUDGET_RUN)] == ["BudgetExceeded", "BudgetExceeded"]
 
 
 def test_an_invalid_cron_event_goes_to_the_cron_failure_queue_at_once(resources: Resources) -> None:
@@ -423,6 +423,6 @@ def test_a_duplicate_record_of_a_succeeded_run_does_nothing(store: DynamoStore) 
     again = invoke_background({"Records": [sqs_record(body, "copy-3")]})
     # THEN no record failed, the run ran once, and there is exactly one note
     assert first["batchItemFailures"] == [] and again["batchItemFailures"] == []
-    run = store.get_run("bg:task-dup")
+    run = store.records.get_run("bg:task-dup")
     assert run is not None and run.status == "succeeded" and run.attempts == 1
-    assert [e.kind for e in store.history("session-demo")].count("note") == 1
+    assert [e.kind for e in store.history.history("session-demo")].count("note") == 1

@@ -35,7 +35,7 @@ LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
 
 @pytest.fixture
 def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, DynamoCalls]]:
-    yield store, DynamoCalls(store.db)
+    yield store, DynamoCalls(store.table.db)
 
 
 def deps(store: DynamoStore) -> WakeDeps:
@@ -56,8 +56,8 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     assert len(calls) <= 5
     # AND the run really succeeded, with its note and its only step journaled by the commit
-    assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
-    assert [e.kind for e in store.history("s1")] == ["marker", "note"]
+    assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert [e.kind for e in store.history.history("s1")] == ["marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply"]
     assert lease_holder(store, "s1") is None
 
@@ -74,7 +74,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "Query", "TransactWriteItems"], calls
     assert len(calls) <= 5 + 1
     # AND the delivery is in history before the marker and the note, and journaled
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
     assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
@@ -94,15 +94,15 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     from agentwake.store.daily import DailyCounters
 
-    tokens, _ = DailyCounters(store, "s1").read()
-    assert tokens == store.get_run("bg:t1").usage["total_tokens"] > 0  # type: ignore[union-attr]
+    tokens, _ = DailyCounters(store.table, "s1").read()
+    assert tokens == store.records.get_run("bg:t1").usage["total_tokens"] > 0  # type: ignore[union-attr]
     # AND a cron wake of that session, whose final answer is sent, costs one delivery more
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], **limits)
-    store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
+    store.records.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
     assert len(cron) <= 5 + 1, cron
-    assert DailyCounters(store, "s1").read()[1] == 1
+    assert DailyCounters(store.table, "s1").read()[1] == 1
 
 
 def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery(
@@ -118,7 +118,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     assert len(calls) <= 5 + 1 + 1, calls
     # AND everything a durable run needs is written: the delivery in history before the note,
     # both steps and the tool result journaled
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "000.tool.00", "001.reply"]
     assert len(OK_SCRIPT) == 2
 
@@ -127,13 +127,13 @@ def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) 
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
-    store.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
+    store.records.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
     # THEN the same four calls as a background wake
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
-    job = store.get_job("j1")
+    job = store.records.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
     # AND a schedule that does not name the session (made before it did) costs one read more
     legacy = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T07:00:00Z")
@@ -163,8 +163,8 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
     retry = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the retry costs a one-step wake plus the one read of its journal
     assert retry.count("Query") == 3 and len(retry) <= 5 + 1, retry
-    assert store.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
-    assert [e.kind for e in store.history("s1")] == ["delivery", "marker", "note"]
+    assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
 
 
 def test_calls_do_not_depend_on_the_conversation_length(counted: tuple[DynamoStore, DynamoCalls]) -> None:

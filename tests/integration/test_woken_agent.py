@@ -26,7 +26,7 @@ from agentwake.wake.spec import WakeDeps
 from agentwake_ops.runs import run_summary
 from tests.support.aws import REGION, Resources
 from tests.support.builders import seed_session, seed_task
-from tests.support.faults import Crash, FaultyStore
+from tests.support.faults import Crash, FaultyStore, around
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import lease_holder
 from tests.support.tasks import token_for
@@ -87,11 +87,11 @@ def setup(store: DynamoStore, receiver: CountingReceiver, script: list[dict[str,
 
 
 def kinds(store: DynamoStore) -> list[str]:
-    return [e.kind for e in store.history("s1")]
+    return [e.kind for e in store.history.history("s1")]
 
 
 def note(store: DynamoStore) -> str:
-    [entry] = [e for e in store.history("s1") if e.kind == "note"]
+    [entry] = [e for e in store.history.history("s1") if e.kind == "note"]
     return entry.content
 
 
@@ -111,7 +111,7 @@ def test_a_model_that_never_calls_the_send_tool_still_reaches_the_user_once(
     assert receiver.texts() == ["The research found that Aurora costs $0.12 per ACU-hour."]
     # AND it is recorded in history as a delivery, before the marker and the note
     assert kinds(store) == ["delivery", "marker", "note"]
-    [delivery] = [e for e in store.history("s1") if e.kind == "delivery"]
+    [delivery] = [e for e in store.history.history("s1") if e.kind == "delivery"]
     assert delivery.delivery_id == "bg:t1#final" and delivery.run_id == "bg:t1"
     # AND the note says the final answer was delivered
     assert note(store).endswith("[final answer delivered to the user: delivery_id=bg:t1#final]")
@@ -188,24 +188,27 @@ class KilledOnce(DynamoStore):
     def __init__(self, *args: Any, at: str, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.at: str | None = at
+        around(self.journals, "journal_put", self._journal_put)
+        around(self.history, "delivery_record", self._delivery_record)
+        around(self.ends, "commit_success", self._commit_success)
 
     def _kill(self, point: str) -> None:
         if self.at == point:
             self.at = None
             raise HardKill(point)
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+    def _journal_put(self, put: Any, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
         self._kill("reply_not_journaled")  # the model answered; nothing of it is written yet
-        super().journal_put(run_id, key, value, **kw)
+        put(run_id, key, value, **kw)
         self._kill("reply_journaled_not_sent")
 
-    def delivery_record(self, **kw: Any) -> list[tuple[str, Any]]:
+    def _delivery_record(self, build: Any, **kw: Any) -> list[tuple[str, Any]]:
         self._kill("sent_not_recorded")
-        return super().delivery_record(**kw)
+        return build(**kw)  # type: ignore[no-any-return]
 
-    def commit_success(self, **kw: Any) -> None:
+    def _commit_success(self, commit: Any, **kw: Any) -> Any:
         self._kill("commit_not_landed")
-        super().commit_success(**kw)
+        return commit(**kw)
 
 
 @pytest.mark.parametrize(
@@ -228,7 +231,7 @@ def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
         wake_for_background_result(message(), deps)
     # WHEN the trigger retries the run (the killed holder's lease released, as if it expired)
     if lease_holder(store, "s1") is not None:
-        store.db.delete_item(TableName=store.table, Key={"pk": {"S": "SESSION#s1"}, "sk": {"S": "LEASE"}})
+        store.table.db.delete_item(TableName=store.table.name, Key={"pk": {"S": "SESSION#s1"}, "sk": {"S": "LEASE"}})
     outcome = wake_for_background_result(message(), deps)
     # THEN the user got one answer: at most a copy of the same text under the same delivery id,
     # which the receiver drops by X-Agentwake-Delivery-Id
@@ -237,7 +240,7 @@ def test_a_hard_kill_between_the_final_reply_and_the_commit_sends_one_answer(
     assert set(receiver.texts()) == {PLAIN_ANSWER[0]["text"]}
     assert model_calls["p"] == billed
     # AND history holds it once, with the text the user saw
-    [delivery] = [e for e in store.history("s1") if e.kind == "delivery"]
+    [delivery] = [e for e in store.history.history("s1") if e.kind == "delivery"]
     assert delivery.content == PLAIN_ANSWER[0]["text"] and kinds(store) == ["delivery", "marker", "note"]
 
 
@@ -344,7 +347,7 @@ def test_the_fourth_delivery_of_a_run_is_refused_and_not_sent(store: DynamoStore
         "delivered (delivery_id=bg:t1#2#0; you may send 0 more in this run)",
     ]
     # AND history holds exactly the three delivered messages
-    assert [e.content for e in store.history("s1") if e.kind == "delivery"] == ["one", "two", "three"]
+    assert [e.content for e in store.history.history("s1") if e.kind == "delivery"] == ["one", "two", "three"]
 
 
 def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: CountingReceiver) -> None:
@@ -367,7 +370,7 @@ def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: Co
     refused = {s["key"]: s for s in run_summary(store, "bg:t3").steps}["000.tool.00"]["content"]
     assert refused.startswith("error: this session was sent 2 messages today") and "max_deliveries_per_day=2" in refused
     # AND the third run's final answer was not sent either: the note says why
-    notes = [e.content for e in store.history("s1") if e.kind == "note"]
+    notes = [e.content for e in store.history.history("s1") if e.kind == "note"]
     assert notes[2].endswith("(session setting max_deliveries_per_day=2); the message was not sent]")
 
 
@@ -375,12 +378,16 @@ class CountedMeanwhile(DynamoStore):
     """Another run of the session counts a delivery right after this wake's batch read (before
     it takes the lease): the counters the read found are stale."""
 
-    def read_wake(self, **kw: Any) -> Any:
-        read = super().read_wake(**kw)
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        around(self.runs, "read_wake", self._read_wake)
+
+    def _read_wake(self, read_wake: Any, **kw: Any) -> Any:
+        read = read_wake(**kw)
         from agentwake.store.daily import DailyCounters
 
-        add = DailyCounters(self, kw["session_id"]).add(deliveries=1)
-        self.db.transact_write_items(TransactItems=[add])
+        add = DailyCounters(self.table, kw["session_id"]).add(deliveries=1)
+        self.table.db.transact_write_items(TransactItems=[add])
         return read
 
 
@@ -392,7 +399,7 @@ def test_a_delivery_counted_between_the_wake_read_and_the_lease_counts(
     store = CountedMeanwhile(resources.table, client=boto3.client("dynamodb", region_name=REGION))
     setup(store, receiver, PLAIN_ANSWER, max_deliveries_per_day=1)
     calls: list[str] = []
-    store.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    store.table.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     # WHEN the wake runs
     outcome = wake_for_background_result(message(), deps_for(store))
     # THEN the lease's transaction found the counters moved, and the run used what they are now:
@@ -422,7 +429,7 @@ def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
     # THEN it stopped at step 1 (the second) with BudgetExceeded, which no retry can fix
     assert failed.value.failure_type == "BudgetExceeded" and not failed.value.retryable
     assert model_calls["p"] == 2
-    run = store.get_run("bg:t1")
+    run = store.records.get_run("bg:t1")
     assert run is not None and run.status == "failed" and run.last_error_type == "BudgetExceeded"
     assert "300 tokens" in (run.last_error or "") and "budget is 250" in (run.last_error or "")
     # AND the run record carries what it spent
@@ -474,7 +481,7 @@ def test_a_daily_token_budget_counts_every_run_of_the_session(store: DynamoStore
     # AND the counter behind it is the session's item for today, updated with each journaled step
     from agentwake.store.daily import DailyCounters
 
-    assert DailyCounters(store, "s1").read() == (200, 0)
+    assert DailyCounters(store.table, "s1").read() == (200, 0)
 
 
 # --- 4. the wake prompt stays honest -------------------------------------------------------------
@@ -529,7 +536,7 @@ def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: Cou
     seed_task(store, "t-plain", "plain")
     seed_task(store, "t-daily", "daily")
     calls: list[str] = []
-    store.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    store.table.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     deps = deps_for(store)
     # WHEN each is woken once
     wake_for_background_result(message("t-plain", "plain"), deps)
@@ -547,5 +554,5 @@ def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: Cou
     # AND the counters hold what the run spent and sent
     from agentwake.store.daily import DailyCounters
 
-    tokens, deliveries = DailyCounters(store, "daily").read()
-    assert deliveries == 1 and tokens == store.get_run("bg:t-daily").usage["total_tokens"]  # type: ignore[union-attr]
+    tokens, deliveries = DailyCounters(store.table, "daily").read()
+    assert deliveries == 1 and tokens == store.records.get_run("bg:t-daily").usage["total_tokens"]  # type: ignore[union-attr]

@@ -65,10 +65,10 @@ def test_a_run_against_a_dribbling_provider_ends_at_its_deadline_with_a_recorded
     assert elapsed < REMAINING_MS / 1000
     assert len(response["batchItemFailures"]) == 1
     # ... and the run's failure says why
-    [failure] = stack.store.failures(f"bg:{task_id}")
+    [failure] = stack.store.ends.failures(f"bg:{task_id}")
     assert failure.error_type == "DeadlineExceeded"
     assert "deadline" in failure.detail
-    assert stack.store.get_task(task_id).status == "failed"  # type: ignore[union-attr]
+    assert stack.store.records.get_task(task_id).status == "failed"  # type: ignore[union-attr]
 
 
 def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(short_lambda: Stack, cli: Cli) -> None:
@@ -82,8 +82,8 @@ def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(sho
         ]
         provider = {"type": "scripted", "id": "p", "script": script}
         cli("sessions", "put", "s-hook", "--provider", json.dumps(provider))
-        session = stack.store.get_session("s-hook")
-        stack.store.put_session(
+        session = stack.store.records.get_session("s-hook")
+        stack.store.records.put_session(
             session.model_copy(update={"delivery": {"type": "webhook", "url": hook.url + "/hook", "timeout": 60}})  # type: ignore[union-attr]
         )
         body = completion_body(stack, "s-hook")
@@ -96,7 +96,7 @@ def test_a_webhook_answering_after_the_deadline_ends_the_run_at_its_deadline(sho
         assert len(hook.requests) == 1
     assert elapsed < REMAINING_MS / 1000
     assert len(response["batchItemFailures"]) == 1
-    [failure] = stack.store.failures(f"bg:{task_id}")
+    [failure] = stack.store.ends.failures(f"bg:{task_id}")
     assert failure.error_type == "DeadlineExceeded"
     assert "may have arrived" in failure.detail
     # AND the delivery was not journaled as done: the retry sends the same delivery id again

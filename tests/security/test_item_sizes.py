@@ -36,7 +36,7 @@ def session_on(cli: Cli, session_id: str, httpserver) -> None:
 
 
 def every_item(stack: Stack) -> list[dict]:
-    return stack.store.db.scan(TableName=stack.res.table)["Items"]
+    return stack.store.table.db.scan(TableName=stack.res.table)["Items"]
 
 
 def test_an_80000_emoji_final_answer_ends_done_on_the_first_attempt(stack: Stack, cli: Cli, httpserver) -> None:
@@ -49,10 +49,10 @@ def test_an_80000_emoji_final_answer_ends_done_on_the_first_attempt(stack: Stack
     response = handle([body])
     # THEN it succeeded at once: one attempt, one model call, a note that is cut with a visible marker
     assert response["batchItemFailures"] == []
-    run = stack.store.get_run(f"bg:{task_id}")
+    run = stack.store.records.get_run(f"bg:{task_id}")
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
     assert len(calls) == 1
-    [note] = [e for e in stack.store.history("s-emoji") if e.kind == "note"]
+    [note] = [e for e in stack.store.history.history("s-emoji") if e.kind == "note"]
     assert (EMOJI * 1000 in note.content) and ("truncated" in note.content[-200:])
     # AND every item is within DynamoDB's limit by its own count
     assert max(item_size(i) for i in every_item(stack)) < MAX_ITEM_BYTES
@@ -70,7 +70,7 @@ def test_a_450_kb_tool_argument_ends_done_on_the_first_attempt(stack: Stack, cli
     response = handle([body])
     # THEN the run is DONE at the first attempt; the tool saw an error (too long), not a crash
     assert response["batchItemFailures"] == []
-    run = stack.store.get_run(f"bg:{task_id}")
+    run = stack.store.records.get_run(f"bg:{task_id}")
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
     steps = run_summary(stack.store, f"bg:{task_id}").steps
     tool_step = next(s for s in steps if s["key"].startswith("000.tool"))

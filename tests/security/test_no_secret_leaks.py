@@ -93,7 +93,7 @@ def test_an_echoed_api_key_appears_nowhere(
         "api_key_ref": f"env:{KEY_ENV}",
     }
     cli("sessions", "put", "s-leak", "--provider", json.dumps(provider))
-    stack.store.put_session(stack.store.get_session("s-leak").model_copy(update={"retry_max_attempts": 1}))  # type: ignore[union-attr]
+    stack.store.records.put_session(stack.store.records.get_session("s-leak").model_copy(update={"retry_max_attempts": 1}))  # type: ignore[union-attr]
     registered = cli_json(cli, "tasks", "register", "--session", "s-leak", "--tool", "web_research")
     task_id = registered["task_id"]
 
@@ -113,7 +113,7 @@ def test_an_echoed_api_key_appears_nowhere(
     [row] = cli_json(cli, "dlq", "list")
     shown = cli_json(cli, "dlq", "show", row["message_id"][:8])
     # AND the key is in none of: the whole table, the logs, dlq list/show, runs show (JSON and tables)
-    table = stack.store.db.scan(TableName=stack.res.table)["Items"]
+    table = stack.store.table.db.scan(TableName=stack.res.table)["Items"]
     outputs = {
         "table": json.dumps(table),
         "dlq list": json.dumps(row),
@@ -122,7 +122,7 @@ def test_an_echoed_api_key_appears_nowhere(
         "dlq list (table)": cli("dlq", "list").stdout,
         "dlq show (table)": cli("dlq", "show", row["message_id"][:8]).stdout,
         "runs show (table)": cli("runs", "show", f"bg:{task_id}").stdout,
-        "tasks show": json.dumps(stack.store.get_task(task_id).model_dump()),  # type: ignore[union-attr]
+        "tasks show": json.dumps(stack.store.records.get_task(task_id).model_dump()),  # type: ignore[union-attr]
     }
     captured = capfd.readouterr()
     outputs["logs"] = log_lines.getvalue()
@@ -176,7 +176,7 @@ def whole_table(stack: Stack) -> list[dict[str, object]]:
     items: list[dict[str, object]] = []
     kwargs: dict[str, object] = {"TableName": stack.res.table}
     while True:
-        page = stack.store.db.scan(**kwargs)
+        page = stack.store.table.db.scan(**kwargs)
         items += page["Items"]
         if "LastEvaluatedKey" not in page:
             return items
@@ -243,8 +243,8 @@ def test_a_tools_echoed_credential_appears_nowhere(
             "sessions", "put", "s-tool-echo", "--provider", json.dumps(provider),
             "--tools", json.dumps([lookup]), "--delivery", json.dumps(delivery),
         )  # fmt: skip
-        stack.store.put_session(
-            stack.store.get_session("s-tool-echo").model_copy(update={"deliver_final": "always"})  # type: ignore[union-attr]
+        stack.store.records.put_session(
+            stack.store.records.get_session("s-tool-echo").model_copy(update={"deliver_final": "always"})  # type: ignore[union-attr]
         )
         registered = cli_json(cli, "tasks", "register", "--session", "s-tool-echo", "--tool", "account_check")
         task_id = registered["task_id"]

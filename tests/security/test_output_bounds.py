@@ -100,10 +100,10 @@ def test_100000_tool_calls_end_in_time_as_a_journaled_malformed_output_that_no_r
     assert dead["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "MalformedOutput"
     assert "100,000 tool calls" in dead["MessageAttributes"][ATTR_REASON]["StringValue"]
     # AND the operator reads why: the failure record says what the reply did and what the cap is
-    [failure] = stack.store.failures(run_id)
+    [failure] = stack.store.ends.failures(run_id)
     assert failure.error_type == "MalformedOutput"
     assert f"made 100,000 tool calls; at most {MAX_TOOL_CALLS} are accepted" in failure.detail
-    assert stack.store.get_run(run_id).status == "failed"  # type: ignore[union-attr]
+    assert stack.store.records.get_run(run_id).status == "failed"  # type: ignore[union-attr]
     # AND what is journaled is the verdict, a few hundred bytes, not the reply
     [step] = run_summary(stack.store, run_id).steps
     assert step["key"] == "000.reply" and "100,000 tool calls" in step["malformed"]
@@ -116,7 +116,7 @@ def test_100000_tool_calls_end_in_time_as_a_journaled_malformed_output_that_no_r
     # THEN it stops again at once, from the journal, without a second model call
     assert len(requests) == 1
     assert elapsed < WELL_BEFORE_S
-    assert [f.error_type for f in stack.store.failures(run_id)] == ["MalformedOutput", "MalformedOutput"]
+    assert [f.error_type for f in stack.store.ends.failures(run_id)] == ["MalformedOutput", "MalformedOutput"]
     assert response["batchItemFailures"] == []
 
 
@@ -139,7 +139,7 @@ def test_arguments_200000_deep_are_an_error_the_model_sees_and_the_run_ends_done
     # THEN it ended DONE on its first attempt, well before the deadline, two model calls
     assert elapsed < WELL_BEFORE_S
     assert response["batchItemFailures"] == []
-    run = stack.store.get_run(run_id)
+    run = stack.store.records.get_run(run_id)
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
     assert len(requests) == 2
     # AND the model saw each refusal as an error: result saying why
@@ -181,14 +181,14 @@ def test_64_calls_with_long_ids_names_and_arguments_are_journaled_and_the_run_en
     # THEN the reply was journaled (cut), each call answered with an error:, and the run is DONE at once
     assert elapsed < WELL_BEFORE_S
     assert response["batchItemFailures"] == []
-    run = stack.store.get_run(run_id)
+    run = stack.store.records.get_run(run_id)
     assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
     steps = {s["key"]: s for s in run_summary(stack.store, run_id).steps}
     assert len(steps["000.reply"]["tool_calls"]) == MAX_TOOL_CALLS
     contents = [steps[f"000.tool.{i:02d}"]["content"] for i in range(MAX_TOOL_CALLS)]
     assert all(c.startswith("error: ") for c in contents), {c[:80] for c in contents}
     assert len(requests) == 2
-    assert max(item_size(i) for i in stack.store.db.scan(TableName=stack.res.table)["Items"]) < MAX_ITEM_BYTES
+    assert max(item_size(i) for i in stack.store.table.db.scan(TableName=stack.res.table)["Items"]) < MAX_ITEM_BYTES
 
 
 # --- the scripted provider, through the wake use case -----------------------------------------
@@ -227,7 +227,7 @@ def test_scripted_100000_tool_calls_fail_malformed_in_time_and_a_retry_calls_no_
         wake_for_background_result(msg, deps, remaining_ms=REMAINING_MS)
     # THEN the journaled verdict stops it without calling the model
     assert model_calls["big"] == 1
-    assert [f.error_type for f in stack.store.failures(msg.run_id)] == ["MalformedOutput", "MalformedOutput"]
+    assert [f.error_type for f in stack.store.ends.failures(msg.run_id)] == ["MalformedOutput", "MalformedOutput"]
 
 
 def test_scripted_arguments_200000_deep_are_an_error_result_and_a_retry_calls_no_model(

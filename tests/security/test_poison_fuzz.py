@@ -120,10 +120,10 @@ def test_no_body_jams_a_batch_loses_a_record_or_writes_elsewhere(stack: Stack, c
     # GIVEN two sessions, each with a registered task
     cli("sessions", "put", "s-a", *SCRIPTED_ARGS)
     cli("sessions", "put", "s-b", *SCRIPTED_ARGS)
-    stack.store.put_task(
+    stack.store.records.put_task(
         Task(task_id="t-a", session_id="s-a", tool_name="research", token_sha256=task_token_hash(TOKEN_A))
     )
-    stack.store.put_task(
+    stack.store.records.put_task(
         Task(task_id="t-b", session_id="s-b", tool_name="report", token_sha256=task_token_hash(TOKEN_B))
     )
     sent: list[dict[str, Any]] = []  # every SendMessage the handler makes to the DLQ
@@ -178,14 +178,14 @@ def test_no_body_jams_a_batch_loses_a_record_or_writes_elsewhere(stack: Stack, c
         }  # fmt: skip
         assert params["MessageAttributes"][ATTR_REASON]["StringValue"].strip("-")
     # AND nothing was written to another session: s-b has no history, t-b is untouched
-    items = stack.store.db.scan(TableName=stack.res.table)["Items"]
+    items = stack.store.table.db.scan(TableName=stack.res.table)["Items"]
     history_pks = {i["pk"]["S"] for i in items if i["sk"]["S"].startswith("MSG#")}
     assert history_pks <= {"SESSION#s-a"}
-    assert stack.store.get_task("t-b").status == "running"  # type: ignore[union-attr]
+    assert stack.store.records.get_task("t-b").status == "running"  # type: ignore[union-attr]
     assert {i["pk"]["S"] for i in items if i["pk"]["S"].startswith("RUN#")} <= {"RUN#bg:t-a"}
     if seen["genuine"]:
-        assert stack.store.get_run("bg:t-a").status == "succeeded"  # type: ignore[union-attr]
-        assert len([e for e in stack.store.history("s-a") if e.kind == "note"]) == 1
+        assert stack.store.records.get_run("bg:t-a").status == "succeeded"  # type: ignore[union-attr]
+        assert len([e for e in stack.store.history.history("s-a") if e.kind == "note"]) == 1
 
     # WHEN an operator lists, shows and exports the DLQ THEN every command exits 0
     rows = cli_json(cli, "dlq", "list")

@@ -161,7 +161,7 @@ def test_a_config_that_can_never_run_is_refused_by_sessions_put(
     for part in bad.shown:
         assert part in result.stderr
     # AND nothing was stored
-    assert stack.store.get_session("s-bad") is None
+    assert stack.store.records.get_session("s-bad") is None
 
 
 @pytest.mark.parametrize("name", list(BAD))
@@ -173,9 +173,9 @@ def test_a_config_that_can_never_run_is_refused_by_put_session(
         request.getfixturevalue("deployed_outbound_policy")
     config = session_config("s-bad", **{"providers": SCRIPTED, **bad.fields})
     with pytest.raises(ConfigError) as refused:
-        stack.store.put_session(config)
+        stack.store.records.put_session(config)
     assert str(refused.value) == wake_message(bad)
-    assert stack.store.get_session("s-bad") is None
+    assert stack.store.records.get_session("s-bad") is None
 
 
 def test_the_local_policy_still_takes_a_loopback_webhook(stack: Stack, cli: Cli) -> None:
@@ -196,7 +196,7 @@ def test_sessions_put_checks_by_the_stacks_own_prefixes(
     result = cli(
         "sessions", "put", "s-team2", "--provider", json.dumps(_openai(api_key_ref="ssm:/agentwake/k")), expect=1
     )
-    assert "'/team-a/'" in result.stderr and stack.store.get_session("s-team2") is None
+    assert "'/team-a/'" in result.stderr and stack.store.records.get_session("s-team2") is None
 
 
 # --- item 9: no provider, no run ---------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_a_new_session_without_providers_is_refused_with_the_command_that_shows_
     assert result.stderr.count("\n") == 1, result.stderr
     assert "s-none names no providers" in result.stderr
     assert "agentwake sessions put --help" in result.stderr
-    assert stack.store.get_session("s-none") is None
+    assert stack.store.records.get_session("s-none") is None
     # AND the command it names shows an example that names providers
     shown = " ".join(cli("sessions", "put", "--help").stdout.split())  # as one line, however rich wraps it
     assert '--provider \'{"type":"bedrock"' in shown
@@ -219,32 +219,32 @@ def test_a_new_session_without_providers_is_refused_with_the_command_that_shows_
 def test_an_existing_session_keeps_its_providers_when_other_fields_change(stack: Stack, cli: Cli) -> None:
     cli("sessions", "put", "s-upd", *SCRIPTED_ARGS)
     cli("sessions", "put", "s-upd", "--persona", "terse")
-    config = stack.store.get_session("s-upd")
+    config = stack.store.records.get_session("s-upd")
     assert config is not None and config.persona == "terse" and config.providers == SCRIPTED
 
 
 def test_put_session_refuses_a_config_without_providers(stack: Stack) -> None:
     with pytest.raises(ConfigError, match="names no providers.*agentwake sessions put --help"):
-        stack.store.put_session(SessionConfig(session_id="s-none"))
-    assert stack.store.get_session("s-none") is None
+        stack.store.records.put_session(SessionConfig(session_id="s-none"))
+    assert stack.store.records.get_session("s-none") is None
 
 
 def test_a_stored_config_without_providers_fails_its_wake_and_never_runs_scripted(
     stack: Stack, model_calls: Counter[str]
 ) -> None:
     # GIVEN a config an older version stored without providers (it then ran the scripted provider)
-    item = stack.store._item(SessionConfig(session_id="s-old"), *config_key("s-old"))
+    item = stack.store.table.item(SessionConfig(session_id="s-old"), *config_key("s-old"))
     item.pop("providers", None)
-    stack.store.db.put_item(TableName=stack.res.table, Item=item)
-    assert stack.store.get_session("s-old").providers == []  # type: ignore[union-attr]
+    stack.store.table.db.put_item(TableName=stack.res.table, Item=item)
+    assert stack.store.records.get_session("s-old").providers == []  # type: ignore[union-attr]
     # WHEN a background task of that session finishes
     body = completion_body(stack, "s-old")
     response = handle([body])
     # THEN the wake fails (retried, then the DLQ) with a ConfigError naming the fix
     assert response["batchItemFailures"], response
-    run = stack.store.get_run(f"bg:{json.loads(body)['task_id']}")
+    run = stack.store.records.get_run(f"bg:{json.loads(body)['task_id']}")
     assert run is not None and run.status == "failed" and run.last_error_type == "ConfigError"
     assert "names no providers" in (run.last_error or "") and "agentwake sessions put" in (run.last_error or "")
     # AND no model answered, and the conversation has no note
     assert sum(model_calls.values()) == 0
-    assert [e for e in stack.store.history("s-old") if e.kind == "note"] == []
+    assert [e for e in stack.store.history.history("s-old") if e.kind == "note"] == []

@@ -5,6 +5,7 @@ the registered tool, never the message's; a cancelled commit re-reads the run.""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.security.conftest import Cli, Stack
 from tests.security.wake import completion_body, handle
 from tests.support.aws import drain
 from tests.support.builders import SCRIPTED_ARGS
+from tests.support.faults import around
 
 
 def dead_letters(stack: Stack) -> list[dict]:
@@ -27,10 +29,10 @@ def dead_letters(stack: Stack) -> list[dict]:
 
 
 def untouched(stack: Stack, task_id: str, session_id: str) -> None:
-    task = stack.store.get_task(task_id)
+    task = stack.store.records.get_task(task_id)
     assert task is not None and task.status == "running" and task.last_error is None
-    assert stack.store.get_run(f"bg:{task_id}") is None
-    assert stack.store.history(session_id) == []
+    assert stack.store.records.get_run(f"bg:{task_id}") is None
+    assert stack.store.history.history(session_id) == []
 
 
 @pytest.mark.parametrize("forgery", ["no token", "another task's token", "a made-up token"])
@@ -64,17 +66,17 @@ def test_a_completion_without_its_token_is_dead_lettered_and_the_genuine_one_the
     response = handle([json.dumps(genuine)])
     # THEN it wakes the agent: the run succeeds and the note carries the genuine result
     assert response["batchItemFailures"] == []
-    assert stack.store.get_task(genuine["task_id"]).status == "woken"  # type: ignore[union-attr]
-    [note] = [e for e in stack.store.history("s-tok") if e.kind == "note"]
+    assert stack.store.records.get_task(genuine["task_id"]).status == "woken"  # type: ignore[union-attr]
+    [note] = [e for e in stack.store.history.history("s-tok") if e.kind == "note"]
     assert "the result" in note.content and "forged" not in note.content
 
 
 def test_the_store_keeps_only_the_tokens_hash(stack: Stack, cli: Cli) -> None:
     cli("sessions", "put", "s-hash", *SCRIPTED_ARGS)
     body = json.loads(completion_body(stack, "s-hash"))
-    items = json.dumps(stack.store.db.scan(TableName=stack.res.table)["Items"])
+    items = json.dumps(stack.store.table.db.scan(TableName=stack.res.table)["Items"])
     assert body["task_token"] not in items
-    assert stack.store.get_task(body["task_id"]).token_sha256  # type: ignore[union-attr]
+    assert stack.store.records.get_task(body["task_id"]).token_sha256  # type: ignore[union-attr]
 
 
 def test_the_wake_uses_the_registered_tool_not_the_messages(stack: Stack, cli: Cli) -> None:
@@ -102,23 +104,27 @@ def test_the_wake_uses_the_registered_tool_not_the_messages(stack: Stack, cli: C
 class CommitAfterRunVanished(DynamoStore):
     """The run item disappears between the run and its commit (an operator's delete, a bug)."""
 
-    def commit_success(self, **kwargs):  # type: ignore[no-untyped-def]
-        self.db.delete_item(TableName=self.table, Key=self._key(f"RUN#{kwargs['run_id']}", "RUN"))
-        return super().commit_success(**kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        around(self.ends, "commit_success", self._commit_success)
+
+    def _commit_success(self, commit: Any, **kwargs: Any) -> Any:
+        self.table.db.delete_item(TableName=self.table.name, Key=self.table.key(f"RUN#{kwargs['run_id']}", "RUN"))
+        return commit(**kwargs)
 
 
 def test_a_cancelled_commit_of_a_run_that_did_not_succeed_is_a_failure_not_a_duplicate(stack: Stack, cli: Cli) -> None:
     # GIVEN a run whose commit is cancelled on the run item, while the run has not succeeded
     cli("sessions", "put", "s-commit", *SCRIPTED_ARGS)
     body = json.loads(completion_body(stack, "s-commit"))
-    store = CommitAfterRunVanished(stack.res.table, client=stack.store.db)
+    store = CommitAfterRunVanished(stack.res.table, client=stack.store.table.db)
     deps = WakeDeps(store=store, settings=Settings.from_env())
     # WHEN the wake commits
     with pytest.raises(CommitConflict, match="not a duplicate"):
         wake_for_background_result(BackgroundResultMessage.parse_body(json.dumps(body)), deps)
     # THEN it is not taken as "already succeeded": a failure is recorded, there is no note, and the
     # task is not woken (the trigger retries)
-    [failure] = stack.store.failures(f"bg:{body['task_id']}")
+    [failure] = stack.store.ends.failures(f"bg:{body['task_id']}")
     assert failure.error_type == "CommitConflict"
-    assert [e for e in stack.store.history("s-commit") if e.kind == "note"] == []
-    assert stack.store.get_task(body["task_id"]).status != "woken"  # type: ignore[union-attr]
+    assert [e for e in stack.store.history.history("s-commit") if e.kind == "note"] == []
+    assert stack.store.records.get_task(body["task_id"]).status != "woken"  # type: ignore[union-attr]

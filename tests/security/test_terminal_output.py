@@ -64,9 +64,9 @@ def hostile(stack: Stack, cli: Cli, httpserver: Any, monkeypatch: pytest.MonkeyP
     }
     session = "s-esc"
     cli("sessions", "put", session, "--provider", json.dumps(spec))
-    config = stack.store.get_session(session)
+    config = stack.store.records.get_session(session)
     assert config is not None
-    stack.store.put_session(config.model_copy(update={"retry_max_attempts": 1}))
+    stack.store.records.put_session(config.model_copy(update={"retry_max_attempts": 1}))
     registered = cli_json(cli, "tasks", "register", "--session", session, "--tool", "web_research")
     body = {
         "task_id": registered["task_id"],
@@ -171,9 +171,9 @@ def test_on_a_colour_terminal_only_the_clis_own_sequences_are_written(
 
 def test_the_failure_record_stores_hostile_text_inert(cli: Cli, stack: Stack, hostile: Hostile) -> None:
     # GIVEN the run whose provider error carried HOSTILE
-    failures = stack.store.failures(hostile.run_id)
-    run = stack.store.get_run(hostile.run_id)
-    task = stack.store.get_task(hostile.task_id)
+    failures = stack.store.ends.failures(hostile.run_id)
+    run = stack.store.records.get_run(hostile.run_id)
+    task = stack.store.records.get_task(hostile.task_id)
     assert failures and run is not None and task is not None
     # THEN what the store holds for readers other than this CLI is inert too: the failure's detail
     # and provider errors, the run's and the task's last error

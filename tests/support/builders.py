@@ -49,7 +49,7 @@ def seed_session(
 ) -> None:
     """A session with the scripted provider unless ``providers``; ``rules``: what ``put_session``
     checks it against (None: this process's settings)."""
-    store.put_session(
+    store.records.put_session(
         SessionConfig(
             session_id=session_id,
             providers=providers or [{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
@@ -62,7 +62,7 @@ def seed_session(
 
 def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
     """A registered task whose token is ``tests.support.tasks.token_for(task_id)``."""
-    store.put_task(
+    store.records.put_task(
         Task(
             task_id=task_id,
             session_id=session_id,
@@ -74,7 +74,7 @@ def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
 
 
 def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
-    store.put_job(
+    store.records.put_job(
         Job(
             job_id=job_id,
             session_id=session_id,

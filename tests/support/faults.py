@@ -5,6 +5,7 @@ A ``Crash`` stands for the Lambda dying at that point: the exception escapes the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from agentwake.store.dynamo import DynamoStore
@@ -26,12 +27,27 @@ class Crash(Exception):
     pass
 
 
+def around(aggregate: Any, name: str, wrapper: Callable[..., Any]) -> None:
+    """Make ``aggregate.name`` go through ``wrapper(original, *args, **kw)`` (an instance attribute:
+    the aggregate's own calls of that method go through it too)."""
+    original = getattr(aggregate, name)
+
+    def call(*args: Any, **kw: Any) -> Any:
+        return wrapper(original, *args, **kw)
+
+    setattr(aggregate, name, call)
+
+
 class FaultyStore(DynamoStore):
     """A DynamoStore that crashes once at a chosen boundary."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.armed: str | None = None
+        around(self.journals, "journal_put", self._journal_put)
+        around(self.history, "record_delivery", self._record_delivery)
+        around(self.history, "delivery_record", self._delivery_record)
+        around(self.ends, "commit_success", self._commit_success)
 
     def arm(self, boundary: str | None) -> None:
         assert boundary is None or boundary in BOUNDARIES, boundary
@@ -42,12 +58,12 @@ class FaultyStore(DynamoStore):
             self.armed = None
             raise Crash(boundary)
 
-    def journal_put(self, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+    def _journal_put(self, put: Callable[..., None], run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
         unwritten = kw.get("unwritten")
         delivered = bool(unwritten is not None and unwritten.deliveries)
         if delivered:
             self._fire("after_send_before_journal")  # sent; its marker/history/tool step not yet written
-        super().journal_put(run_id, key, value, **kw)
+        put(run_id, key, value, **kw)
         if key.endswith(".reply"):
             self._fire("after_model_reply")
         elif ".tool." in key:
@@ -55,28 +71,29 @@ class FaultyStore(DynamoStore):
                 self._fire("after_delivery_recorded")
             self._fire("after_tool_result")
 
-    def record_delivery(self, **kw: Any) -> bool:
+    def _record_delivery(self, record: Callable[..., bool], **kw: Any) -> bool:
         # a delivery recorded on its own (outside a journaled step)
         self._fire("after_send_before_journal")
-        return super().record_delivery(**kw)
+        return record(**kw)
 
-    def delivery_record(self, **kw: Any) -> list[tuple[str, Any]]:
+    def _delivery_record(self, build: Callable[..., list[tuple[str, Any]]], **kw: Any) -> list[tuple[str, Any]]:
         # deliver_final's answer was sent; its record (which the commit writes) is not yet built:
         # dying here leaves nothing that records the send
         self._fire("after_send_before_journal")
-        return super().delivery_record(**kw)
+        return build(**kw)
 
-    def commit_success(self, **kw: Any) -> None:
+    def _commit_success(self, commit: Callable[..., Any], **kw: Any) -> Any:
         self._fire("after_journal_before_commit")
         if self.armed == "inside_commit_not_landed":
             self.armed = None
-            self.db.transact_write_items = _failing_transaction  # the service fails the transaction
+            self.table.db.transact_write_items = _failing_transaction  # the service fails the transaction
             try:
-                super().commit_success(**kw)
+                commit(**kw)
             finally:
-                del self.db.transact_write_items
-        super().commit_success(**kw)
+                del self.table.db.transact_write_items
+        lease = commit(**kw)
         self._fire("after_commit_landed")
+        return lease
 
 
 def _failing_transaction(**kwargs: Any) -> None:

@@ -11,8 +11,8 @@ from agentwake.store.keys import HISTORY_PREFIX, session_pk
 def count_history_reads(store: DynamoStore, session_id: str, limit: int) -> int:
     """Items a history-window read touches (the Query's ScannedCount): the window's cost does not
     grow with the conversation when this stays at ``limit``."""
-    resp = store.db.query(
-        TableName=store.table,
+    resp = store.table.db.query(
+        TableName=store.table.name,
         KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
         ExpressionAttributeValues={":pk": {"S": session_pk(session_id)}, ":p": {"S": HISTORY_PREFIX}},
         ScanIndexForward=False,
@@ -43,7 +43,7 @@ def seed_history(store: DynamoStore, session_id: str, n: int, *, padding: int = 
     characters longer than its bare text."""
     import boto3
 
-    table = boto3.resource("dynamodb", region_name=store.db.meta.region_name).Table(store.table)
+    table = boto3.resource("dynamodb", region_name=store.table.db.meta.region_name).Table(store.table.name)
     with table.batch_writer() as batch:
         for i in range(n):
             batch.put_item(

@@ -8,38 +8,39 @@ from typing import Any
 
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
+from agentwake.store.session_lease import HOLDER, UNTIL
 
 
 def acquire_lease(store: DynamoStore, session_id: str, run_id: str, seconds: float) -> str | None:
     """Take the session's lease as ``begin_run`` does (its lease write alone): the token, or None
     when the lease is held and not expired."""
     token = uuid.uuid4().hex
-    put = store.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)["Put"]
+    put = store.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)["Put"]
     try:
-        store.db.put_item(**put)
-    except store.db.exceptions.ConditionalCheckFailedException:
+        store.table.db.put_item(**put)
+    except store.table.db.exceptions.ConditionalCheckFailedException:
         return None
     return token
 
 
 def lease_holder(store: DynamoStore, session_id: str) -> tuple[str, float] | None:
     """(holder run id, lease end as epoch seconds) of the session's lease, or None."""
-    item = store.read_item(*lease_key(session_id))
+    item = store.table.read_item(*lease_key(session_id))
     if not item:
         return None
-    return item["holder"]["S"], float(item["lease_until"]["N"])
+    return item[HOLDER]["S"], float(item[UNTIL]["N"])
 
 
 def begin_attempt(store: DynamoStore, run_id: str, *, kind: str, session_id: str) -> int:
     """Count one more attempt of the run as ``begin_run`` does (its run write alone, without the
     lease); returns the attempt number."""
-    attempt, update = store.attempt_update(
-        run_id=run_id, kind=kind, session_id=session_id, previous=store.get_run(run_id)
+    attempt, update = store.runs.attempt_update(
+        run_id=run_id, kind=kind, session_id=session_id, previous=store.records.get_run(run_id)
     )
-    store.db.update_item(**update["Update"])
+    store.table.db.update_item(**update["Update"])
     return attempt
 
 
 def put_wake(store: DynamoStore, run_id: str, *, kind: str, wake: dict[str, Any]) -> None:
     """Keep what woke a run as ``begin_run`` does on a first attempt (its wake write alone)."""
-    store.db.put_item(**store.wake_put(run_id, kind=kind, wake=wake)["Put"])
+    store.table.db.put_item(**store.runs.wake_put(run_id, kind=kind, wake=wake)["Put"])

@@ -45,7 +45,7 @@ def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout))
     # THEN the session-wait machinery and secret resolution wait for the records and sessions that use them
-    assert "agentwake.wake.session_wait" not in loaded
+    assert "agentwake.session.waiting" not in loaded
     assert "agentwake.secrets" not in loaded
 
 

@@ -9,10 +9,8 @@ from typing import Any
 import pytest
 
 from agentwake.errors import SessionBusy
-from agentwake.settings import Settings
-from agentwake.store.queues import ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE
-from agentwake.wake.background import DeadLetter, Resend, wait_for_session
-from agentwake.wake.session_wait import (
+from agentwake.session.copies import ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE, MessageAttributes
+from agentwake.session.waiting import (
     GiveUp,
     ParkedRecord,
     Wait,
@@ -22,6 +20,8 @@ from agentwake.wake.session_wait import (
     schedule_name,
     wait_cron,
 )
+from agentwake.settings import Settings
+from agentwake.wake.background import DeadLetter, Resend, wait_for_session
 
 NOW = 1_800_000_000.0
 BUSY = SessionBusy("busy", run_id="bg:t2", session_id="s1", holder="bg:t1")
@@ -86,10 +86,13 @@ class Recorder:
 
 
 class FakeStore:
+    """The records, lease and run-end ports the waiting logic uses, in memory (one object plays all three)."""
+
     def __init__(self) -> None:
         self.failures: list[Any] = []
         self.parked: list[dict[str, Any]] = []
         self.dropped: list[tuple[str, str]] = []
+        self.records = self.leases = self.ends = self
 
     def park_waiter(self, **kw: Any) -> None:
         self.parked.append(kw)
@@ -113,7 +116,7 @@ def parked(state: WaitState) -> ParkedRecord:
         message_id="m-1",
         source="arn:aws:sqs:us-east-1:123456789012:results",
         receive_count="1",
-        attributes={"trace": {"DataType": "String", "StringValue": "abc"}},
+        attributes=MessageAttributes.from_api({"trace": {"DataType": "String", "StringValue": "abc"}}),
         state=state,
     )
 

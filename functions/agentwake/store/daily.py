@@ -1,44 +1,41 @@
 """A session's counters for one UTC day: tokens spent and messages delivered, all runs together.
 
 One item per session per day (``SESSION#{id}`` / ``USAGE#{yyyy-mm-dd}``), read in the wake's one
-batch read (``DynamoStore.read_wake`` asks for today's item with the run, the task or job and the
+batch read (``Runs.read_wake`` asks for today's item with the run, the task or job and the
 session config: no round trip of its own), checked unchanged by the transaction that takes the
 lease, and updated inside writes the run makes anyway: the delivery counter in the transaction
 that records the delivery (for deliver_final's answer, the commit), the token counter in the model
 step's journal write. A session without daily limits never writes it. The item expires after a few days (TTL). One wake per session at a time (the
 lease) means the count checked when the lease is taken stays exact for the run.
 
-``DynamoStore.daily_counters(session_id)`` builds them (reading nothing);
-``DynamoStore.journal(run_id, counters=...)`` adds each new reply's tokens in the reply's own write.
+``DynamoStore.daily.counters(session_id)`` builds them (reading nothing);
+``DynamoStore.journals.journal(run_id, counters=...)`` adds each new reply's tokens in the reply's own write.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentwake.store.codec import key
-from agentwake.store.history import HistoryStore
 from agentwake.store.keys import usage_day, usage_key
-
-if TYPE_CHECKING:
-    from agentwake.store.table import Table
+from agentwake.store.table import Table
 
 #: counter items outlive their day by this much, then DynamoDB's TTL removes them
 COUNTER_TTL_S = 3 * 86400
 
 
 class DailyCounters:
-    """The ``Counters`` of agentwake.store.port on the table (``DynamoStore.daily_counters``)."""
+    """The ``Counters`` of agentwake.store.port on the table (``Daily.counters``)."""
 
-    def __init__(self, store: Table, session_id: str, day: str | None = None) -> None:
-        self.store = store
+    def __init__(self, table: Table, session_id: str, day: str | None = None) -> None:
+        self.table = table
         self.session_id = session_id
-        self.day = day or usage_day(store.now())
+        self.day = day or usage_day(table.now())
 
     def read(self) -> tuple[int, int]:
         """(tokens, deliveries) of the session today: one GetItem (a wake has them from its batch
         read; this is for the operator's replay and a schedule that does not name its session)."""
-        item = self.store.read_item(*usage_key(self.session_id, self.day))
+        item = self.table.read_item(*usage_key(self.session_id, self.day))
         if not item:
             return 0, 0
         return int(item.get("tokens", {}).get("N", "0")), int(item.get("deliveries", {}).get("N", "0"))
@@ -47,20 +44,25 @@ class DailyCounters:
         """A transaction item adding to today's counters (created on first use)."""
         return {
             "Update": {
-                "TableName": self.store.table,
+                "TableName": self.table.name,
                 "Key": key(*usage_key(self.session_id, self.day)),
                 "UpdateExpression": "ADD tokens :t, deliveries :d SET expires_at = if_not_exists(expires_at, :x)",
                 "ExpressionAttributeValues": {
                     ":t": {"N": str(tokens)},
                     ":d": {"N": str(deliveries)},
-                    ":x": {"N": str(int(self.store.now()) + COUNTER_TTL_S)},
+                    ":x": {"N": str(int(self.table.now()) + COUNTER_TTL_S)},
                 },
             }
         }
 
 
-class DailyStore(HistoryStore):
-    def daily_counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
+class Daily:
+    """Where a session's daily counters are built (``counters``)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def counters(self, session_id: str, *, day: str | None = None) -> DailyCounters:
         """The session's counters of ``day`` (today when None): builds them, reads nothing (here,
         beside them, not in the journal: a wake asks for them, then for its journal)."""
-        return DailyCounters(self, session_id, day=day)
+        return DailyCounters(self.table, session_id, day=day)

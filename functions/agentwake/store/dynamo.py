@@ -1,32 +1,59 @@
-"""The single-table DynamoDB store, the one class callers construct. Table design:
+"""The single-table DynamoDB store, the one object callers construct. Table design:
 docs/table-design.md.
 
-Every write that must be all-or-nothing (a run's success, a failure, a delivery) is one
-TransactWriteItems. History is append-only: each entry is its own item, never overwritten.
+It *holds* one object per aggregate, each built on the one shared ``Table`` (none inherits another):
 
-Built in layers, one job per module, each on the one before it:
-
-- ``table``: the client, item access, the one pagination helper, transactions (``codec`` below it);
 - ``records``: session configs, tasks, jobs, run records;
 - ``history``: the conversation's entries and the deliveries recorded into them;
 - ``daily``: the session's counters of one day;
-- ``journal``: the run's steps (``DynamoJournal``);
-- ``wake_read``: the wake's one batch read (run, task or job, session config, today's counters);
-- ``wake_begin``: the write that takes the lease and counts the attempt;
-- ``wake_end``: the commit or the failure record, in one transaction, releasing the lease;
-- ``waitlist``: the runs waiting for a busy session, and the hand-off to the oldest on release;
-- ``live_turns``: the product's live turns holding the session, their messages, the conversation read back.
-- ``job_state`` (beside them): a job's skipped and missed fires, failures in a row, pause.
+- ``journals``: the runs' steps (``DynamoJournal``);
+- ``leases``: who holds a session — the lease, its wait list, the live turns (``session_lease``);
+- ``runs``: a run's batch read and its start (lease and attempt in one transaction);
+- ``ends``: a run's commit or failure record, in one transaction, releasing the lease;
+- ``jobs``: a job's skipped and missed fires, failures in a row, pause.
 
-It implements ``agentwake.store.port.RunStore``, whose value types the layers use.
+Every write that must be all-or-nothing (a run's success, a failure, a delivery) is one
+TransactWriteItems. History is append-only: each entry is its own item, never overwritten. The
+ports the wake and the services use are in ``agentwake.store.port``.
 """
 
 from __future__ import annotations
 
-from agentwake.store.job_state import JobState
-from agentwake.store.live_turns import LiveTurns
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentwake.store.daily import Daily
+from agentwake.store.history import History
+from agentwake.store.job_state import JobStates
+from agentwake.store.journal import Journals
+from agentwake.store.records import Records
+from agentwake.store.run_end import RunEnds
+from agentwake.store.runs import Runs
+from agentwake.store.session_lease import SessionLeases
+from agentwake.store.table import Table
 
 
-class DynamoStore(LiveTurns, JobState):
-    """Every store operation on the table ``table_name`` (``client``: a boto3 DynamoDB client,
-    made from the environment when None; ``now``: the clock of leases and TTLs)."""
+class DynamoStore:
+    """Every store aggregate on the table ``table_name`` (``client``: a boto3 DynamoDB client, made
+    from the environment when None; ``now``: the clock of leases and TTLs)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: Any = None,
+        now: Callable[[], float] = time.time,
+        journal_ttl_days: int = 15,
+    ) -> None:
+        self.table = Table(table_name, client=client, now=now, journal_ttl_days=journal_ttl_days)
+        self.records = Records(self.table)
+        self.history = History(self.table)
+        self.daily = Daily(self.table)
+        self.journals = Journals(self.table, self.history)
+        self.leases = SessionLeases(self.table, self.history)
+        self.runs = Runs(self.table, self.leases)
+        self.ends = RunEnds(
+            self.table, records=self.records, history=self.history, journals=self.journals, leases=self.leases
+        )
+        self.jobs = JobStates(self.table)

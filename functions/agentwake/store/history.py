@@ -10,22 +10,27 @@ from typing import Any
 from agentwake.store.itemsize import safe_text
 from agentwake.store.keys import HISTORY_PREFIX, delivery_sk, history_sk, run_pk, session_pk
 from agentwake.store.models import HistoryEntry, truncate, utcnow_iso
-from agentwake.store.records import RecordStore
+from agentwake.store.table import Table
 
 #: the user turn before a run's note in history
 MARKER_TEXT = "Output your last task result below."
 
 
-class HistoryStore(RecordStore):
+class History:
+    """The conversation's entries, append-only, and the deliveries recorded into them."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
     # --- history ------------------------------------------------------------------------------
 
-    def _history_put(self, entry: HistoryEntry) -> dict[str, Any]:
+    def entry_put(self, entry: HistoryEntry) -> dict[str, Any]:
         sk = entry.sk or history_sk()
         entry = entry.model_copy(update={"sk": sk})
         return {
             "Put": {
-                "TableName": self.table,
-                "Item": self._item(entry, session_pk(entry.session_id), sk),
+                "TableName": self.table.name,
+                "Item": self.table.item(entry, session_pk(entry.session_id), sk),
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         }
@@ -34,18 +39,18 @@ class HistoryStore(RecordStore):
         """The newest ``limit`` entries, oldest first: one Query with Limit, whatever the length."""
         if limit <= 0:
             return []
-        items = list(self._query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit))
-        return [self._load(HistoryEntry, i) for i in reversed(items)]
+        items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit))
+        return [self.table.load(HistoryEntry, i) for i in reversed(items)]
 
     def history(self, session_id: str) -> list[HistoryEntry]:
-        return [self._load(HistoryEntry, i) for i in self._query(session_pk(session_id), HISTORY_PREFIX)]
+        return [self.table.load(HistoryEntry, i) for i in self.table.query(session_pk(session_id), HISTORY_PREFIX)]
 
     # --- deliveries: history at the moment they are delivered, exactly once ----------------------
 
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
-        return self.read_item(run_pk(run_id), delivery_sk(delivery_id)) is not None
+        return self.table.read_item(run_pk(run_id), delivery_sk(delivery_id)) is not None
 
-    def _delivery_items(
+    def delivery_items(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
     ) -> list[tuple[str, Any]]:
         """The delivery marker (once per delivery id), its history entry and ``also`` (the session's
@@ -66,8 +71,8 @@ class HistoryStore(RecordStore):
             delivery_id=delivery_id,
         )
         tag = f"delivery:{delivery_id}"
-        put = {"Put": {"TableName": self.table, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
-        return [(tag, put), (tag, self._history_put(entry)), *((tag, item) for item in also)]
+        put = {"Put": {"TableName": self.table.name, "Item": marker, "ConditionExpression": "attribute_not_exists(pk)"}}
+        return [(tag, put), (tag, self.entry_put(entry)), *((tag, item) for item in also)]
 
     def delivery_record(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
@@ -75,7 +80,7 @@ class HistoryStore(RecordStore):
         """The record of a delivery just sent (marker, history entry, ``also``), built at the moment
         of the send (its history entry sorts there) and written by the run's next transaction:
         deliver_final's answer rides on the commit (or the failure record) this way."""
-        return self._delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
+        return self.delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
 
     def record_delivery(
         self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
@@ -83,11 +88,9 @@ class HistoryStore(RecordStore):
         """Append a delivered message to history, once per delivery id. False if already recorded.
 
         ``also``: more transaction items written with it (the session's daily delivery counter)."""
-        items = self._delivery_items(
-            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
-        )
+        items = self.delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
         try:
-            return not self._transact(items, droppable=frozenset({"delivery"}))
+            return not self.table.transact(items, droppable=frozenset({"delivery"}))
         except Exception as exc:
             from agentwake.store.outcomes import outcome_unknown
 
@@ -95,3 +98,12 @@ class HistoryStore(RecordStore):
             if outcome_unknown(exc) and self.has_delivery(run_id, delivery_id):
                 return True
             raise
+
+    def conversation_page(
+        self, session_id: str, *, limit: int, before: str | None = None
+    ) -> tuple[list[HistoryEntry], str | None]:
+        """History newest first, ``limit`` entries after the cursor ``before`` (a sort key); the
+        cursor of the next page, or None at the first entry."""
+        items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit, start=before))
+        entries = [self.table.load(HistoryEntry, i) for i in items]
+        return entries, (entries[-1].sk if len(entries) == limit and entries else None)

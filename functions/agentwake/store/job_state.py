@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.store.codec import to_attr
+from agentwake.store.codec import key, to_attr
 from agentwake.store.keys import FIRE_PREFIX, job_fire_key, job_key
 from agentwake.store.models import Job, JobFire
 from agentwake.store.table import Table
@@ -17,7 +17,12 @@ from agentwake.store.table import Table
 _COUNTERS = {"skipped": "skipped_fires", "missed": "missed_fires"}
 
 
-class JobState(Table):
+class JobStates:
+    """A job's operating state: its fires, its failures in a row, pause, the buffered fire."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
     def record_job_fire(self, fire: JobFire) -> bool:
         """Record a skipped or missed fire once, counting it on the job. False if it was recorded already."""
         items: list[tuple[str, Any]] = [
@@ -25,8 +30,8 @@ class JobState(Table):
                 "fire",
                 {
                     "Put": {
-                        "TableName": self.table,
-                        "Item": self._item(fire, *job_fire_key(fire.job_id, fire.kind, fire.scheduled_time)),
+                        "TableName": self.table.name,
+                        "Item": self.table.item(fire, *job_fire_key(fire.job_id, fire.kind, fire.scheduled_time)),
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
@@ -35,8 +40,8 @@ class JobState(Table):
                 "job",
                 {
                     "Update": {
-                        "TableName": self.table,
-                        "Key": self._key(*job_key(fire.job_id)),
+                        "TableName": self.table.name,
+                        "Key": key(*job_key(fire.job_id)),
                         "UpdateExpression": f"ADD {_COUNTERS[fire.kind]} :one",
                         "ConditionExpression": "attribute_exists(pk)",
                         "ExpressionAttributeValues": {":one": {"N": "1"}},
@@ -45,8 +50,8 @@ class JobState(Table):
             ),
         ]
         try:
-            self._transact(items, droppable=frozenset({"job"}))
-        except self.db.exceptions.TransactionCanceledException as exc:
+            self.table.transact(items, droppable=frozenset({"job"}))
+        except self.table.db.exceptions.TransactionCanceledException as exc:
             reason = getattr(exc, "failed_tags", {}).get("fire")
             if reason is not None and reason.get("Code") == "ConditionalCheckFailed":
                 return False
@@ -56,14 +61,14 @@ class JobState(Table):
     def job_fires(self, job_id: str, kind: str | None = None, *, limit: int | None = None) -> list[JobFire]:
         """The job's recorded fires of ``kind`` (all kinds when None), newest scheduled time first."""
         prefix = f"{FIRE_PREFIX}{kind}#" if kind else FIRE_PREFIX
-        items = [self._load(JobFire, i) for i in self._query(job_key(job_id)[0], prefix, forward=False)]
+        items = [self.table.load(JobFire, i) for i in self.table.query(job_key(job_id)[0], prefix, forward=False)]
         items.sort(key=lambda f: f.scheduled_time, reverse=True)
         return items[:limit] if limit is not None else items
 
     def set_fire_outcome(self, fire: JobFire, outcome: str) -> None:
-        self.db.update_item(
-            TableName=self.table,
-            Key=self._key(*job_fire_key(fire.job_id, fire.kind, fire.scheduled_time)),
+        self.table.db.update_item(
+            TableName=self.table.name,
+            Key=key(*job_fire_key(fire.job_id, fire.kind, fire.scheduled_time)),
             UpdateExpression="SET outcome = :o",
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues={":o": {"S": outcome}},
@@ -71,26 +76,27 @@ class JobState(Table):
 
     def delete_job_fires(self, job_id: str) -> int:
         pk = job_key(job_id)[0]
-        keys = [i["sk"]["S"] for i in self._query(pk, FIRE_PREFIX)]
+        keys = [i["sk"]["S"] for i in self.table.query(pk, FIRE_PREFIX)]
         for sk in keys:
-            self.db.delete_item(TableName=self.table, Key=self._key(pk, sk))
+            self.table.db.delete_item(TableName=self.table.name, Key=key(pk, sk))
         return len(keys)
 
     def update_job(
-        self,
-        job_id: str,
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-        **fields: Any,
+        self, job_id: str, *, unless_paused: bool = False, buffer_free_for: str | None = None, **fields: Any
     ) -> Job | None:
-        """Set the job's ``fields`` (None removes one); None if the job does not exist or
-        ``condition`` (on the job item, its values ``:c…`` in ``condition_values``) does not hold.
-        Returns the job as written."""
+        """Set the job's ``fields`` (None removes one); None if the job does not exist, or (guards,
+        checked in the same write) ``unless_paused`` and it is paused, or ``buffer_free_for`` and
+        another run than that one holds its buffered place. Returns the job as written."""
         sets: list[str] = []
         removes: list[str] = []
         names: dict[str, str] = {}
-        values: dict[str, Any] = {k: to_attr(v) for k, v in (condition_values or {}).items()}
+        values: dict[str, Any] = {}
+        condition = "attribute_exists(pk)"
+        if unless_paused:
+            condition += " AND attribute_not_exists(paused_at)"
+        if buffer_free_for is not None:
+            condition += " AND (attribute_not_exists(buffered_run_id) OR buffered_run_id = :crun)"
+            values[":crun"] = to_attr(buffer_free_for)
         for i, (name, value) in enumerate(sorted(fields.items())):
             names[f"#f{i}"] = name
             if value is None:
@@ -100,28 +106,28 @@ class JobState(Table):
                 values[f":v{i}"] = to_attr(value)
         expr = ("SET " + ", ".join(sets) if sets else "") + (" REMOVE " + ", ".join(removes) if removes else "")
         request: dict[str, Any] = {
-            "TableName": self.table,
-            "Key": self._key(*job_key(job_id)),
+            "TableName": self.table.name,
+            "Key": key(*job_key(job_id)),
             "UpdateExpression": expr.strip(),
-            "ConditionExpression": "attribute_exists(pk)" + (f" AND ({condition})" if condition else ""),
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ReturnValues": "ALL_NEW",
         }
         if values:
             request["ExpressionAttributeValues"] = values
         try:
-            resp = self.db.update_item(**request)
-        except self.db.exceptions.ConditionalCheckFailedException:
+            resp = self.table.db.update_item(**request)
+        except self.table.db.exceptions.ConditionalCheckFailedException:
             return None
-        return self._load(Job, resp["Attributes"])
+        return self.table.load(Job, resp["Attributes"])
 
     def count_job_failure(self, job_id: str, run_id: str) -> Job | None:
         """One more failed run in a row, once per run id (a retry of the same run is not another).
         Returns the job as counted, or None when this run was counted already (or the job is gone)."""
         try:
-            resp = self.db.update_item(
-                TableName=self.table,
-                Key=self._key(*job_key(job_id)),
+            resp = self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*job_key(job_id)),
                 UpdateExpression="SET consecutive_failures = if_not_exists(consecutive_failures, :zero) + :one, "
                 "last_failed_run_id = :rid",
                 ConditionExpression="attribute_exists(pk) AND "
@@ -129,32 +135,24 @@ class JobState(Table):
                 ExpressionAttributeValues={":zero": {"N": "0"}, ":one": {"N": "1"}, ":rid": {"S": run_id}},
                 ReturnValues="ALL_NEW",
             )
-        except self.db.exceptions.ConditionalCheckFailedException:
+        except self.table.db.exceptions.ConditionalCheckFailedException:
             return None
-        return self._load(Job, resp["Attributes"])
+        return self.table.load(Job, resp["Attributes"])
 
     def buffer_job_fire(self, job_id: str, run_id: str) -> bool:
         """Hold ``run_id`` as the one fire waiting behind this job's running run (overlap ``buffer_one``).
         False when another fire holds the place."""
-        return (
-            self.update_job(
-                job_id,
-                condition="attribute_not_exists(buffered_run_id) OR buffered_run_id = :crun",
-                condition_values={":crun": run_id},
-                buffered_run_id=run_id,
-            )
-            is not None
-        )
+        return self.update_job(job_id, buffer_free_for=run_id, buffered_run_id=run_id) is not None
 
     def release_job_buffer(self, job_id: str, run_id: str) -> None:
         """Free the buffered place if ``run_id`` holds it (it ran, or gave up waiting)."""
         try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(*job_key(job_id)),
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*job_key(job_id)),
                 UpdateExpression="REMOVE buffered_run_id",
                 ConditionExpression="buffered_run_id = :r",
                 ExpressionAttributeValues={":r": {"S": run_id}},
             )
-        except self.db.exceptions.ConditionalCheckFailedException:
+        except self.table.db.exceptions.ConditionalCheckFailedException:
             pass

@@ -9,20 +9,27 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentwake.store.daily import DailyStore
+from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
 from agentwake.store.models import utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Counters, Unwritten
-from agentwake.store.table import pages
+from agentwake.store.table import Table, pages
 
 
-class JournalStore(DailyStore):
+class Journals:
+    """The runs' journals: each completed step under its run id, and ``DynamoJournal`` to write one."""
+
+    def __init__(self, table: Table, history: History) -> None:
+        self.table = table
+        #: where the deliveries a step reports are recorded
+        self.history = history
+
     def journal_entries(self, run_id: str) -> dict[str, dict[str, Any]]:
         return {
             after(STEP_PREFIX, item["sk"]["S"]): json.loads(item["value"]["S"])
-            for item in self._query(run_pk(run_id), STEP_PREFIX)
+            for item in self.table.query(run_pk(run_id), STEP_PREFIX)
         }
 
     def run_journal(self, run_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
@@ -30,7 +37,7 @@ class JournalStore(DailyStore):
         (one Query of the run's partition, failure records filtered out; sized by the run's steps,
         never by the conversation)."""
         request: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.table.name,
             "KeyConditionExpression": "pk = :pk",
             "FilterExpression": "NOT begins_with(sk, :failure)",
             "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}, ":failure": {"S": FAILURE_PREFIX}},
@@ -38,7 +45,7 @@ class JournalStore(DailyStore):
         }
         steps: dict[str, dict[str, Any]] = {}
         delivered: set[str] = set()
-        for item in pages(self.db.query, request):
+        for item in pages(self.table.db.query, request):
             sk = item["sk"]["S"]
             if sk.startswith(STEP_PREFIX):
                 steps[after(STEP_PREFIX, sk)] = json.loads(item["value"]["S"])
@@ -46,27 +53,27 @@ class JournalStore(DailyStore):
                 delivered.add(after(DELIVERY_PREFIX, sk))
         return steps, delivered
 
-    def _step_put(self, run_id: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    def step_put(self, run_id: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
         return {
             "Put": {
-                "TableName": self.table,
+                "TableName": self.table.name,
                 "Item": {
                     "pk": {"S": run_pk(run_id)},
                     "sk": {"S": step_sk(key)},
                     "value": {"S": json.dumps(value, ensure_ascii=False)},
                     "at": {"S": utcnow_iso()},
-                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                    "expires_at": {"N": str(int(self.table.now()) + self.table.journal_ttl_s)},
                 },
             }
         }
 
-    def _unwritten_items(self, run_id: str, unwritten: Unwritten | None) -> list[tuple[str, Any]]:
+    def unwritten_items(self, run_id: str, unwritten: Unwritten | None) -> list[tuple[str, Any]]:
         if not unwritten:
             return []
-        items: list[tuple[str, Any]] = [("step", self._step_put(run_id, k, v)) for k, v in unwritten.steps.items()]
+        items: list[tuple[str, Any]] = [("step", self.step_put(run_id, k, v)) for k, v in unwritten.steps.items()]
         items += [("step", item) for item in unwritten.also]
         for d in unwritten.deliveries:
-            items += self._delivery_items(**d)
+            items += self.history.delivery_items(**d)
         items += unwritten.records
         return items
 
@@ -84,17 +91,17 @@ class JournalStore(DailyStore):
         transaction: a delivery's marker, its history entry and the tool result that reports it
         are never apart."""
         if not unwritten and not also:
-            self.db.put_item(**self._step_put(run_id, key, value)["Put"])
+            self.table.db.put_item(**self.step_put(run_id, key, value)["Put"])
             return
-        items = [("step", self._step_put(run_id, key, value)), *(("step", item) for item in also)]
-        items += self._unwritten_items(run_id, unwritten)
-        self._transact(items, droppable=frozenset({"delivery"}))
+        items = [("step", self.step_put(run_id, key, value)), *(("step", item) for item in also)]
+        items += self.unwritten_items(run_id, unwritten)
+        self.table.transact(items, droppable=frozenset({"delivery"}))
 
     def step_landed(self, run_id: str, key: str, value: dict[str, Any]) -> bool:
         """Whether this step is journaled with this value (one consistent GetItem): how a write
         whose answer was lost is read back. The write is all or nothing, so the step tells for the
         deliveries and counters that rode on it."""
-        item = self.read_item(run_pk(run_id), step_sk(key))
+        item = self.table.read_item(run_pk(run_id), step_sk(key))
         return item is not None and item.get("value", {}).get("S") == json.dumps(value, ensure_ascii=False)
 
     def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> DynamoJournal:
@@ -126,9 +133,7 @@ class DynamoJournal:
     #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
     LAST_STEP_KEYS = frozenset({"final.delivery"})
 
-    def __init__(
-        self, store: JournalStore, run_id: str, *, fresh: bool = False, counters: Counters | None = None
-    ) -> None:
+    def __init__(self, store: Journals, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.counters = counters
@@ -245,7 +250,7 @@ class DynamoJournal:
 
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
         if run_id != self.run_id:
-            return self.store.has_delivery(run_id, delivery_id)
+            return self.store.history.has_delivery(run_id, delivery_id)
         return delivery_id in self.delivered
 
     def before_send(self) -> None:
@@ -258,12 +263,12 @@ class DynamoJournal:
         ``final.delivery`` for deliver_final's answer, which the commit or the failure record
         writes). A delivery to another session is recorded on its own, at once."""
         if run_id != self.run_id:
-            return self.store.record_delivery(
+            return self.store.history.record_delivery(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
             )
         if delivery_id == f"{self.run_id}#final":
             # built now, so its history entry sorts at the send, before the commit's marker and note
-            self.staged += self.store.delivery_record(
+            self.staged += self.store.history.delivery_record(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
             )
             self.delivered.add(delivery_id)

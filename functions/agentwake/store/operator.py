@@ -46,8 +46,8 @@ QUIET_DAYS = 31
 class OperatorStore:
     def __init__(self, store: DynamoStore) -> None:
         self.store = store
-        self.db = store.db
-        self.table = store.table
+        self.db = store.table.db
+        self.table = store.table.name
 
     def run_items(self, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """Every item of the run's partition as (sort key, raw DynamoDB item), in key order."""
@@ -157,7 +157,7 @@ class OperatorStore:
             request["ExpressionAttributeNames"] = {"#s": "status"}
             values[":status"] = {"S": status}
         # a day ahead of this clock too: a Lambda's clock a little ahead across midnight
-        day = date.fromisoformat(before[:10]) if before else datetime.fromtimestamp(self.store.now(), UTC).date()
+        day = date.fromisoformat(before[:10]) if before else datetime.fromtimestamp(self.store.table.now(), UTC).date()
         if not before:
             day += timedelta(days=1)
         last = date.fromisoformat(since[:10]) if since else None

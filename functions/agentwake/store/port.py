@@ -1,8 +1,10 @@
-"""What the wake use cases need from the table: the ``RunStore`` port and the value types it speaks.
+"""What the wake use cases and the services need from the table: one port per aggregate, and the
+value types they speak.
 
-``agentwake.store.dynamo.DynamoStore`` implements it; tests may hand a wake any object with these
-methods (``tests/support/faults.py`` wraps the real store to crash at chosen boundaries). The
-round-trip budget of a wake (docs/table-design.md) is the cost of these calls.
+``agentwake.store.dynamo.DynamoStore`` implements ``Store``: one narrow port per aggregate, held as
+its attributes. Tests may hand a wake any object with them (``tests/support/faults.py`` wraps the
+real aggregates to crash at chosen boundaries). The round-trip budget of a wake
+(docs/table-design.md) is the cost of these calls.
 
 Plain Python only: no boto3, no DynamoDB attribute shapes. The DynamoDB modules import these types
 from here, never the other way round.
@@ -14,18 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentwake.domain.usage import DailyUsage
+from agentwake.session.lease import Lease, Waited, Waiter
+
 if TYPE_CHECKING:
     from agentwake.store.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
-
-
-@dataclass(frozen=True)
-class DailyUsage:
-    """A session's counters for one UTC day as read; 0 for an item not there yet."""
-
-    session_id: str
-    day: str
-    tokens: int = 0
-    deliveries: int = 0
 
 
 @dataclass
@@ -39,58 +34,9 @@ class WakeRead:
     job: Job | None = None
     session: SessionConfig | None = None
     usage: DailyUsage | None = None
-    #: the run's entry on its session's wait list, read when the record was a waiting copy:
-    #: its current copy (``gen``) and state; None when it has none
+    #: the current copy (``gen``) of the run's entry on its session's wait list, read when the
+    #: record was a waiting copy; None when it has none
     waiter_gen: int | None = None
-    waiter_state: str | None = None
-
-
-@dataclass(frozen=True)
-class Waited:
-    """A run that waited for its session: for how long, and how long the session was idle between
-    the release that handed it over and this start (None: it was not handed over)."""
-
-    waited_s: float
-    idle_s: float | None = None
-
-
-@dataclass
-class Lease:
-    """A held session lease and the attempt it was taken for (one conditional write took both)."""
-
-    session_id: str
-    token: str
-    attempt: int
-    #: set once a commit/failure transaction (or release_lease) deleted it, or it is known lost
-    released: bool = False
-    #: today's counters, checked unchanged by the write that took the lease (sessions with daily limits)
-    usage: DailyUsage | None = None
-    #: the write that took it had an unknown outcome (its answer was lost) and was read back as landed
-    adopted: bool = False
-    #: the run waiting longest for the session, named before the release: the release then reserves
-    #: the session for it instead of freeing it (agentwake.wake.handoff)
-    hand_to: Waiter | None = None
-    #: the release landed with that reservation: the waiter is to be re-sent now
-    handed: bool = False
-    #: the run holding the lease is on the wait list itself (it ran from a record that did not carry
-    #: its wait, e.g. an SQS duplicate of the producer's): its commit takes it off
-    listed: bool = False
-
-
-@dataclass(frozen=True)
-class Waiter:
-    """One run waiting for its session, as the session's wait list holds it."""
-
-    session_id: str
-    run_id: str
-    arrived: float
-    state: str
-    gen: int
-    body: str = ""
-    #: the producer's message attributes, as stored (agentwake.store.waitlist.sqs_attributes)
-    attributes: dict[str, Any] | None = None
-    #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
-    wait: dict[str, str] | None = None
 
 
 @dataclass
@@ -156,10 +102,65 @@ class Journal(Protocol):
     ) -> bool: ...
 
 
-class RunStore(Protocol):
-    """The store calls a wake makes, in the order a wake makes them."""
+class RecordsPort(Protocol):
+    """Session configs, tasks, jobs and run records (``store.records``)."""
 
-    table: str
+    def put_session(self, config: SessionConfig, rules: Any = None) -> None: ...
+
+    def get_session(self, session_id: str) -> SessionConfig | None: ...
+
+    def put_task(self, task: Task) -> None: ...
+
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    def mark_task_finished(self, task_id: str, finished_at: str) -> None: ...
+
+    def put_job(self, job: Job) -> None: ...
+
+    def get_job(self, job_id: str) -> Job | None: ...
+
+    def list_jobs(self) -> list[Job]: ...
+
+    def delete_job(self, job_id: str) -> None: ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+
+class HistoryPort(Protocol):
+    """The conversation's entries and the deliveries recorded into them (``store.history``)."""
+
+    def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]: ...
+
+    def conversation_page(
+        self, session_id: str, *, limit: int, before: str | None = None
+    ) -> tuple[list[HistoryEntry], str | None]: ...
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool: ...
+
+
+class DailyPort(Protocol):
+    """Where a session's daily counters are built (``store.daily``)."""
+
+    def counters(self, session_id: str, *, day: str | None = None) -> Counters:
+        """The session's counters of ``day`` (today when None); building them reads nothing."""
+        ...
+
+
+class JournalsPort(Protocol):
+    """The runs' journals (``store.journals``)."""
+
+    def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> Journal:
+        """The run's journal. ``fresh``: a first attempt, nothing to read. ``counters``: each new
+        model reply's tokens are added to them in the same write as the reply."""
+        ...
+
+
+class RunsPort(Protocol):
+    """A run's batch read and its start (``store.runs``), in the order a wake makes them."""
 
     def read_wake(
         self,
@@ -191,20 +192,9 @@ class RunStore(Protocol):
         counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
         ...
 
-    def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]: ...
 
-    def daily_counters(self, session_id: str, *, day: str | None = None) -> Counters:
-        """The session's counters of ``day`` (today when None); building them reads nothing."""
-        ...
-
-    def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> Journal:
-        """The run's journal. ``fresh``: a first attempt, nothing to read. ``counters``: each new
-        model reply's tokens are added to them in the same write as the reply."""
-        ...
-
-    def get_session(self, session_id: str) -> SessionConfig | None: ...
-
-    def get_run(self, run_id: str) -> RunRecord | None: ...
+class RunEndsPort(Protocol):
+    """How a run ends (``store.ends``): each returns the lease after its release."""
 
     def commit_success(
         self,
@@ -220,7 +210,7 @@ class RunStore(Protocol):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
-    ) -> None:
+    ) -> Lease | None:
         """DONE: marker, note, run, task/job, what ``journal`` has not written yet (its last step)
         and lease release in one transaction (raises RunAlreadySucceeded, CommitConflict)."""
         ...
@@ -235,16 +225,18 @@ class RunStore(Protocol):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
-    ) -> None:
+    ) -> Lease | None:
         """ERROR: the failure record, run, task/job, the steps ``journal`` kept back and lease release in
         one transaction."""
         ...
 
-    def release_lease(
+
+class SessionLeasePort(Protocol):
+    """Who holds a session (``store.leases``): its lease, its wait list, the live turns."""
+
+    def release(
         self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False
     ) -> bool: ...
-
-    # -- the session's wait list and its hand-off (agentwake.wake.handoff) ----------------------
 
     def park_waiter(
         self,
@@ -256,6 +248,7 @@ class RunStore(Protocol):
         attributes: dict[str, Any],
         wait: dict[str, str],
         ttl_s: float,
+        kind: str = "background",
     ) -> None: ...
 
     def waiters(self, session_id: str) -> list[Waiter]: ...
@@ -264,27 +257,113 @@ class RunStore(Protocol):
 
     def mark_parked(self, session_id: str) -> bool: ...
 
-    def reserve_session(self, session_id: str, run_id: str, seconds: float) -> bool: ...
+    def reserve(self, session_id: str, run_id: str, seconds: float) -> bool: ...
 
     def release_reservation(self, session_id: str, run_id: str) -> bool: ...
 
     def mark_handed(self, session_id: str, run_id: str, gen: int) -> None: ...
 
-    # a cron job's operating state (agentwake.store.job_state; the cron wake's policies)
+    def take_live_turn(self, session_id: str, turn_id: str, seconds: float) -> str: ...
+
+    def renew_live_turn(self, session_id: str, token: str, seconds: float) -> float: ...
+
+    def append_live(
+        self, session_id: str, token: str, messages: Sequence[tuple[str, str]], idempotency_key: str
+    ) -> Any: ...
+
+
+class JobStatePort(Protocol):
+    """A cron job's operating state (``store.jobs``; the cron wake's policies, the jobs service)."""
 
     def record_job_fire(self, fire: JobFire) -> bool: ...
+
+    def job_fires(self, job_id: str, kind: str | None = None, *, limit: int | None = None) -> list[JobFire]: ...
+
+    def set_fire_outcome(self, fire: JobFire, outcome: str) -> None: ...
+
+    def delete_job_fires(self, job_id: str) -> int: ...
 
     def count_job_failure(self, job_id: str, run_id: str) -> Job | None: ...
 
     def update_job(
-        self,
-        job_id: str,
-        *,
-        condition: str | None = None,
-        condition_values: dict[str, Any] | None = None,
-        **fields: Any,
+        self, job_id: str, *, unless_paused: bool = False, buffer_free_for: str | None = None, **fields: Any
     ) -> Job | None: ...
 
     def buffer_job_fire(self, job_id: str, run_id: str) -> bool: ...
 
     def release_job_buffer(self, job_id: str, run_id: str) -> None: ...
+
+
+class Store(Protocol):
+    """The store the wake and the services are given: one port per aggregate."""
+
+    @property
+    def records(self) -> RecordsPort: ...
+
+    @property
+    def history(self) -> HistoryPort: ...
+
+    @property
+    def daily(self) -> DailyPort: ...
+
+    @property
+    def journals(self) -> JournalsPort: ...
+
+    @property
+    def leases(self) -> SessionLeasePort: ...
+
+    @property
+    def runs(self) -> RunsPort: ...
+
+    @property
+    def ends(self) -> RunEndsPort: ...
+
+    @property
+    def jobs(self) -> JobStatePort: ...
+
+
+class ResultQueuePort(Protocol):
+    """The background-result queue as the wake writes to it: a delayed re-send (a waiting record,
+    a handed copy). ``url`` None or empty: there is no queue to re-send through."""
+
+    url: str | None
+
+    def send_later(
+        self, *, body: str, delay_s: float, attributes: dict[str, dict[str, Any]], wait: dict[str, str]
+    ) -> str: ...
+
+
+class DeadLettersPort(Protocol):
+    """Where a record no retry can help goes, with its reason."""
+
+    def send(
+        self,
+        *,
+        body: str,
+        error_type: str,
+        reason: str,
+        original_message_id: str,
+        source: str = "",
+        receive_count: str = "1",
+        extra: dict[str, str] | None = None,
+    ) -> str: ...
+
+
+class SchedulesPort(Protocol):
+    """EventBridge Scheduler as the cron wake uses it (a run-once job's schedule, a wait's return)."""
+
+    group: str | None
+
+    def create_once(
+        self,
+        *,
+        name: str,
+        at: Any,
+        target_arn: str,
+        role_arn: str,
+        payload: dict[str, Any],
+        dlq_arn: str | None = None,
+        max_retries: int = 2,
+    ) -> bool: ...
+
+    def delete(self, name: str) -> None: ...

@@ -19,13 +19,6 @@ ATTR_SOURCE = "agentwake-source-queue"
 ATTR_RECEIVE_COUNT = "agentwake-receive-count"
 #: when agentwake dead-lettered it (ISO-8601 UTC): the operator's "in the DLQ since"
 ATTR_DEAD_LETTERED_AT = "agentwake-dead-lettered-at"
-#: how often a result found its session busy, and since when (epoch milliseconds) it waits
-ATTR_WAIT_COUNT = "agentwake-wait-count"
-ATTR_WAITING_SINCE = "agentwake-waiting-since"
-#: which copy of a waiting result this is (the session's wait list hands off to a newer one)
-ATTR_WAIT_GEN = "agentwake-wait-gen"
-#: when a release handed the session to this copy (epoch milliseconds)
-ATTR_HANDED_AT = "agentwake-handed-at"
 #: SQS's largest DelaySeconds
 MAX_DELAY_SECONDS = 900
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentwake.errors import TaskExists
+from agentwake.store.codec import key
 from agentwake.store.keys import JOBS_GSI_PK, config_key, job_key, run_key, task_key
 from agentwake.store.models import Job, RunRecord, SessionConfig, Task
 from agentwake.store.table import Table, pages
@@ -13,7 +14,12 @@ if TYPE_CHECKING:
     from agentwake.session_checks import ConfigRules
 
 
-class RecordStore(Table):
+class Records:
+    """Session configs, tasks, jobs, and reading a run's record."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
     # --- sessions -----------------------------------------------------------------------------
 
     def put_session(self, config: SessionConfig, rules: ConfigRules | None = None) -> None:
@@ -23,35 +29,35 @@ class RecordStore(Table):
         from agentwake.session_checks import check_session
 
         check_session(config, rules)
-        self.db.put_item(TableName=self.table, Item=self._item(config, *config_key(config.session_id)))
+        self.table.db.put_item(TableName=self.table.name, Item=self.table.item(config, *config_key(config.session_id)))
 
     def get_session(self, session_id: str) -> SessionConfig | None:
-        item = self.read_item(*config_key(session_id))
-        return self._load(SessionConfig, item) if item else None
+        item = self.table.read_item(*config_key(session_id))
+        return self.table.load(SessionConfig, item) if item else None
 
     # --- tasks --------------------------------------------------------------------------------
 
     def put_task(self, task: Task) -> None:
         """Register a task; its id must be new (``bg:{task_id}`` names exactly one run)."""
         try:
-            self.db.put_item(
-                TableName=self.table,
-                Item=self._item(task, *task_key(task.task_id)),
+            self.table.db.put_item(
+                TableName=self.table.name,
+                Item=self.table.item(task, *task_key(task.task_id)),
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        except self.db.exceptions.ConditionalCheckFailedException as exc:
+        except self.table.db.exceptions.ConditionalCheckFailedException as exc:
             raise TaskExists(f"task {task.task_id!r} is already registered; use a new task id") from exc
 
     def get_task(self, task_id: str) -> Task | None:
-        item = self.read_item(*task_key(task_id))
-        return self._load(Task, item) if item else None
+        item = self.table.read_item(*task_key(task_id))
+        return self.table.load(Task, item) if item else None
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""
         try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(*task_key(task_id)),
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
                 UpdateExpression="SET #s = :s, finished_at = :f",
                 ConditionExpression="#s = :running",
                 ExpressionAttributeNames={"#s": "status"},
@@ -61,35 +67,35 @@ class RecordStore(Table):
                     ":running": {"S": "running"},
                 },
             )
-        except self.db.exceptions.ConditionalCheckFailedException:
+        except self.table.db.exceptions.ConditionalCheckFailedException:
             pass
 
     # --- jobs ---------------------------------------------------------------------------------
 
     def put_job(self, job: Job) -> None:
-        self.db.put_item(
-            TableName=self.table,
-            Item=self._item(job, *job_key(job.job_id), gsi1pk=JOBS_GSI_PK, gsi1sk=job.job_id),
+        self.table.db.put_item(
+            TableName=self.table.name,
+            Item=self.table.item(job, *job_key(job.job_id), gsi1pk=JOBS_GSI_PK, gsi1sk=job.job_id),
         )
 
     def get_job(self, job_id: str) -> Job | None:
-        item = self.read_item(*job_key(job_id))
-        return self._load(Job, item) if item else None
+        item = self.table.read_item(*job_key(job_id))
+        return self.table.load(Job, item) if item else None
 
     def list_jobs(self) -> list[Job]:
         request = {
-            "TableName": self.table,
+            "TableName": self.table.name,
             "IndexName": "gsi1",
             "KeyConditionExpression": "gsi1pk = :j",
             "ExpressionAttributeValues": {":j": {"S": JOBS_GSI_PK}},
         }
-        return [self._load(Job, i) for i in pages(self.db.query, request)]
+        return [self.table.load(Job, i) for i in pages(self.table.db.query, request)]
 
     def delete_job(self, job_id: str) -> None:
-        self.db.delete_item(TableName=self.table, Key=self._key(*job_key(job_id)))
+        self.table.db.delete_item(TableName=self.table.name, Key=key(*job_key(job_id)))
 
     # --- runs ---------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        item = self.read_item(*run_key(run_id))
-        return self._load(RunRecord, item) if item else None
+        item = self.table.read_item(*run_key(run_id))
+        return self.table.load(RunRecord, item) if item else None

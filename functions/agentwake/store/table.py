@@ -36,7 +36,8 @@ def pages(
 
 
 class Table:
-    """The single table: the base every part of ``DynamoStore`` builds on."""
+    """The single table every aggregate of ``DynamoStore`` holds (none inherits it): its name, client
+    and clock, item access, the one pagination helper and the one transaction helper."""
 
     def __init__(
         self,
@@ -50,29 +51,31 @@ class Table:
             from agentwake.store.aws import client as make_client
 
             client = make_client("dynamodb")
-        self.table = table_name
+        self.name = table_name
         self.db = client
         self.now = now
         self.journal_ttl_s = journal_ttl_days * 86400
 
     # --- items ------------------------------------------------------------------------------
 
-    def _item(self, model: _Stored, pk: str, sk: str, **extra: Any) -> dict[str, Any]:
+    @staticmethod
+    def item(model: _Stored, pk: str, sk: str, **extra: Any) -> dict[str, Any]:
         return dump_item(model, pk, sk, **extra)
 
-    def _load(self, cls: type[M], item: dict[str, Any]) -> M:
+    @staticmethod
+    def load(cls: type[M], item: dict[str, Any]) -> M:
         return load_item(cls, item)
 
     @staticmethod
-    def _key(pk: str, sk: str) -> dict[str, Any]:
+    def key(pk: str, sk: str) -> dict[str, Any]:
         return key(pk, sk)
 
     def read_item(self, pk: str, sk: str, *, consistent: bool = True) -> dict[str, Any] | None:
         """One item as stored (attribute values), or None: a GetItem."""
-        resp = self.db.get_item(TableName=self.table, Key=key(pk, sk), ConsistentRead=consistent)
+        resp = self.db.get_item(TableName=self.name, Key=key(pk, sk), ConsistentRead=consistent)
         return resp.get("Item")
 
-    def _query(
+    def query(
         self,
         pk: str,
         prefix: str,
@@ -86,7 +89,7 @@ class Table:
         """The partition's items whose sort key starts with ``prefix`` (all of them, or one page of
         ``limit`` after the sort key ``start``), consistent; ``projection``: only those attributes."""
         request: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)" if prefix else "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": pk}, **({":p": {"S": prefix}} if prefix else {})},
             "ScanIndexForward": forward,
@@ -104,7 +107,7 @@ class Table:
 
     # --- transactions -----------------------------------------------------------------------
 
-    def _transact(
+    def transact(
         self,
         items: list[tuple[str, dict[str, Any]]],
         *,
@@ -144,3 +147,17 @@ class Table:
                 dropped |= set(failed)
                 items = [(t, i) for t, i in items if t not in failed]
         return dropped
+
+    def batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The items of ``keys`` that exist, in one consistent BatchGetItem (again for keys left
+        unprocessed)."""
+        request: dict[str, Any] = {self.name: {"Keys": keys, "ConsistentRead": True}}
+        found: list[dict[str, Any]] = []
+        for attempt in range(8):
+            resp = self.db.batch_get_item(RequestItems=request)
+            found += resp.get("Responses", {}).get(self.name, [])
+            request = resp.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+            time.sleep(min(1.0, 0.05 * 2**attempt))  # throttled keys: back off, then ask again
+        raise RuntimeError(f"DynamoDB left keys unprocessed after 8 tries: {list(request)}")

@@ -65,7 +65,7 @@ def build_attempt(
     store = deps.store
     history = [
         e.to_message()
-        for e in store.history_window(spec.session_id, session.history_window)
+        for e in store.history.history_window(spec.session_id, session.history_window)
         if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
     ]
     # today's counters of a session with daily limits: as the lease's transaction checked them
@@ -73,10 +73,10 @@ def build_attempt(
     checked = usage if usage is not None and usage.session_id == session.session_id else None
     counters = None
     if session.has_daily_limits:
-        counters = store.daily_counters(session.session_id, day=checked.day if checked else None)
+        counters = store.daily.counters(session.session_id, day=checked.day if checked else None)
     if journal is None:
         counting = counters if session.max_tokens_per_day is not None else None
-        journal = store.journal(spec.run_id, fresh=fresh, counters=counting)
+        journal = store.journals.journal(spec.run_id, fresh=fresh, counters=counting)
     tokens_today = deliveries_today = 0
     if checked is not None and counters is not None:
         tokens_today, deliveries_today = checked.tokens, checked.deliveries
@@ -124,7 +124,7 @@ def channels_for(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
 
     def channel_for(session_id: str) -> Any:
         if session_id not in built:
-            target = deps.store.get_session(session_id)
+            target = deps.store.records.get_session(session_id)
             if target is None:
                 raise DeliveryError(f"there is no session {session_id!r} to message")
             built[session_id] = deps.channel_factory(target.delivery)

@@ -9,9 +9,7 @@ ERROR raises (retryable), so the record alone is a batch item failure and is ret
 
 from __future__ import annotations
 
-import base64
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -20,17 +18,17 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
 from agentwake.observability import LOG_REASON_CHARS, logger, permanent_failure_handed_over
+from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT, handed_copy
+from agentwake.session.lease import Waited, Waiter
 from agentwake.store.models import Task, background_run_id, truncate
-from agentwake.store.port import Waited
-from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT, ATTR_WAIT_GEN
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 
 if TYPE_CHECKING:
+    from agentwake.session.waiting import ParkedRecord, WaitState
     from agentwake.settings import Settings
-    from agentwake.store.port import Waiter
-    from agentwake.wake.session_wait import ParkedRecord, WaitState
+    from agentwake.store.port import DeadLettersPort, ResultQueuePort, Store
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
@@ -59,11 +57,11 @@ class Resend:
     state: WaitState
     holder: str | None = None
 
-    def send(self, result_queue: Any) -> None:
+    def send(self, result_queue: ResultQueuePort) -> None:
         result_queue.send_later(
             body=self.record.body,
             delay_s=self.delay_s,
-            attributes=self.record.attributes,
+            attributes=self.record.attributes.to_api(),
             wait=self.state.to_attributes(),
         )
         logger.info(
@@ -86,7 +84,7 @@ class DeadLetter:
     #: the permanent failure (counted and logged once it is on the DLQ); None for a wait given up
     error: AgentwakeError | None = field(default=None, compare=False)
 
-    def send(self, dead_letters: Any) -> None:
+    def send(self, dead_letters: DeadLettersPort) -> None:
         """The one DLQ send of a background record."""
         dead_letters.send(
             body=self.body,
@@ -135,7 +133,7 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
         logger.append_keys(message_id=f"handed:{waiter.run_id}")
         try:
             result, waiter = _on_record(
-                SQSRecord(_handed_record(waiter, time.time())),
+                SQSRecord(handed_copy(waiter, gen=waiter.gen, handed_at=deps.clock.wall()).as_event_record()),
                 deps,
                 # the rest of the batch keeps a run's budget: this run's deadline comes before it
                 remaining_ms=time_left() - deps.settings.min_run_budget_ms,
@@ -170,7 +168,12 @@ def _on_record(
             )
         except SessionBusy as busy:
             wait = wait_for_session(
-                busy, parked or _parked(record), store=deps.store, settings=deps.settings, task_id=msg.task_id
+                busy,
+                parked or _parked(record),
+                store=deps.store,
+                settings=deps.settings,
+                task_id=msg.task_id,
+                now=deps.clock.wall,
             )
             return wait, None
     except AgentwakeError as exc:
@@ -188,9 +191,9 @@ def _on_record(
         )
         return dead, None
     if parked is not None and outcome.status != "superseded":
-        from agentwake.wake.session_wait import ran_after_waiting
+        from agentwake.session.waiting import ran_after_waiting
 
-        ran_after_waiting(parked.state, time.time())
+        ran_after_waiting(parked.state, deps.clock.wall())
     return Done(outcome.status), outcome.next_waiter
 
 
@@ -199,29 +202,6 @@ def _time_for_another(deps: WakeDeps, time_left: Callable[[], int]) -> bool:
     leave the rest of the batch the time a run needs (as much again, kept out of the run's
     deadline)."""
     return time_left() >= CHAIN_RESERVE_RUNS * deps.settings.min_run_budget_ms
-
-
-def _handed_record(waiter: Waiter, handed_at: float) -> dict[str, Any]:
-    """The waiter's record, as the result queue would deliver its handed copy (same copy number:
-    it is the delayed copy's twin, not newer than it)."""
-    from agentwake.store.waitlist import sqs_attributes
-
-    attributes = {
-        name: {"dataType": value["DataType"], "stringValue": value["StringValue"]}
-        if "StringValue" in value
-        else {"dataType": value["DataType"], "binaryValue": base64.b64encode(value["BinaryValue"]).decode()}
-        for name, value in sqs_attributes(waiter.attributes).items()
-    }
-    wait = {**(waiter.wait or {}), ATTR_WAIT_GEN: str(waiter.gen), ATTR_HANDED_AT: str(int(handed_at * 1000))}
-    attributes.update({name: {"dataType": "Number", "stringValue": value} for name, value in wait.items()})
-    return {
-        "messageId": f"handed:{waiter.run_id}",
-        "body": waiter.body,
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": attributes,
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "",
-    }
 
 
 def handed_first(event: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +218,7 @@ def handed_first(event: dict[str, Any]) -> dict[str, Any]:
 
 def _parked(record: SQSRecord) -> ParkedRecord:
     # the wait machinery is loaded by the records that wait, not by every cold start
-    from agentwake.wake.session_wait import ParkedRecord
+    from agentwake.session.waiting import ParkedRecord
 
     return ParkedRecord.from_sqs(record)
 
@@ -247,16 +227,16 @@ def wait_for_session(
     busy: SessionBusy,
     record: ParkedRecord,
     *,
-    store: Any,
+    store: Store,
     settings: Settings,
     task_id: str,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float],
     rng: Any = random,
 ) -> Resend | DeadLetter:
     """A busy session: put the run on the session's wait list (its holder's release hands the
     session to the oldest waiter) and re-send the record later as the fallback; or (past
     SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy."""
-    from agentwake.wake.session_wait import Wait, wait_background
+    from agentwake.session.waiting import Wait, wait_background
 
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
     assert busy.session_id is not None and busy.run_id is not None
@@ -271,22 +251,22 @@ def wait_for_session(
                 float(settings.session_wait_max_delay_s),
                 max(1.0, settings.session_wait_limit_s - waited),
             )
-            store.park_waiter(
+            store.leases.park_waiter(
                 session_id=busy.session_id,
                 run_id=busy.run_id,
                 gen=decision.state.gen,
                 body=record.body,
-                attributes=record.attributes,
+                attributes=record.attributes.to_stored(),
                 wait=decision.state.to_attributes(),
                 ttl_s=settings.session_wait_limit_s,
             )
-            if not store.mark_parked(busy.session_id):
+            if not store.leases.mark_parked(busy.session_id):
                 # released between the busy finding and the registration, by a holder that saw
                 # nobody waiting: come straight back instead of at the fallback's pace (a holder
                 # still there finds the mark, and reads the wait list again before it releases)
                 delay = 0.0
         return Resend(record, delay, decision.state, holder=busy.holder)
-    store.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
+    store.leases.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
     return DeadLetter(
         body=record.body,
         message_id=record.message_id,
@@ -322,7 +302,7 @@ def wake_for_background_result(
     logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
     # and, for a waiting copy, the run's entry on the session's wait list
-    read = deps.store.read_wake(
+    read = deps.store.runs.read_wake(
         run_id=run_id, task_id=msg.task_id, session_id=msg.session_id, waiter=waiting is not None
     )
     task = read.task
@@ -362,7 +342,7 @@ def wake_for_background_result(
         note_head=background_note_head(msg, task),
         note_sep="\n\n",
         task_id=msg.task_id,
-        waited=_waited(waiting, time.time()),
+        waited=_waited(waiting, deps.clock.wall()),
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
 

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +32,7 @@ def on_cron_event(
     try:
         outcome = wake_for_cron_job(wake, deps, remaining_ms=remaining_ms)
     except SessionBusy as busy:
-        from agentwake.wake.session_wait import WaitState, wait_cron
+        from agentwake.session.waiting import WaitState, wait_cron
 
         try:
             status = wait_cron(
@@ -45,15 +44,16 @@ def on_cron_event(
                 schedules=deps.schedules,
                 target_arn=target_arn,
                 job_id=wake.job_id,
+                now=deps.clock.wall,
             )
         except SessionBusy:  # gave up waiting: a buffered fire frees its place (overlap buffer_one)
-            deps.store.release_job_buffer(wake.job_id, wake.run_id)
+            deps.store.jobs.release_job_buffer(wake.job_id, wake.run_id)
             raise
         return {"run_id": wake.run_id, "status": status}
     if waited is not None:
-        from agentwake.wake.session_wait import WaitState, ran_after_waiting
+        from agentwake.session.waiting import WaitState, ran_after_waiting
 
-        ran_after_waiting(WaitState.from_payload(waited), time.time())
+        ran_after_waiting(WaitState.from_payload(waited), deps.clock.wall())
     if outcome is None:
         return {"run_id": wake.run_id, "status": "skipped"}
     return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}
@@ -76,7 +76,7 @@ def wake_for_cron_job(
     """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR."""
     logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
     # one batch read: the job, the run, and the session config when the schedule names the session
-    read = deps.store.read_wake(run_id=wake.run_id, job_id=wake.job_id, session_id=wake.session_id)
+    read = deps.store.runs.read_wake(run_id=wake.run_id, job_id=wake.job_id, session_id=wake.session_id)
     job = read.job
     if job is None or not job.enabled:
         logger.warning(
@@ -91,7 +91,7 @@ def wake_for_cron_job(
     logger.append_keys(session_id=job.session_id)
     if read.session is None or read.session.session_id != job.session_id:
         # the job is the authority on its session: a schedule that named none (or another) costs a read
-        read.session = deps.store.get_session(job.session_id)
+        read.session = deps.store.records.get_session(job.session_id)
     spec = RunSpec(
         run_id=wake.run_id,
         kind="cron",
@@ -125,7 +125,7 @@ def wake_for_cron_job(
         raise
     finally:
         if ran and job.buffered_run_id == wake.run_id:  # the buffered fire ran: its place is free
-            deps.store.release_job_buffer(job.job_id, wake.run_id)
+            deps.store.jobs.release_job_buffer(job.job_id, wake.run_id)
     if job.run_once and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
         # the job is already disabled by the commit; a schedule that fires again finds it disabled
         try:

@@ -26,12 +26,12 @@ def skip_overlapping(job: Job, wake: CronWakeInput, busy: SessionBusy, deps: Wak
     if job.overlap == "queue" or holder == wake.run_id or not holder.startswith(cron_run_id(job.job_id, "")):
         return False  # not an overlap of this job's runs: wait for the session as any wake does
     if job.overlap == "buffer_one":
-        if deps.store.buffer_job_fire(job.job_id, wake.run_id):
+        if deps.store.jobs.buffer_job_fire(job.job_id, wake.run_id):
             return False  # the one buffered fire: it waits
         reason = f"run {holder} of this job was still running and another fire was already waiting (buffer_one)"
     else:
         reason = f"run {holder} of this job was still running (overlap skip)"
-    recorded = deps.store.record_job_fire(
+    recorded = deps.store.jobs.record_job_fire(
         JobFire(
             job_id=job.job_id, scheduled_time=wake.scheduled_time, run_id=wake.run_id, kind="skipped", reason=reason
         )
@@ -51,7 +51,7 @@ def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseExc
     run_id = wake.run_id
 
     try:
-        counted = deps.store.count_job_failure(job.job_id, run_id)
+        counted = deps.store.jobs.count_job_failure(job.job_id, run_id)
         if counted is None or not counted.pause_after_failures:
             return
         if counted.consecutive_failures < counted.pause_after_failures:
@@ -96,7 +96,7 @@ def record_missed_while_paused(job: Job, wake: CronWakeInput, deps: WakeDeps) ->
             reason=f"fired while paused ({job.pause_reason})",
             outcome="pending",
         )
-        if deps.store.record_job_fire(fire):
+        if deps.store.jobs.record_job_fire(fire):
             metrics.add_metric(name="MissedFires", unit="Count", value=1)
     except Exception:
         logger.exception("could not record the missed fire")

@@ -10,7 +10,7 @@ The attempt is built by ``wake/attempt.py`` and its agent runs once, returning a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
@@ -25,15 +25,17 @@ from agentwake.errors import (
     run_failed,
 )
 from agentwake.observability import logger, metrics
+from agentwake.session import handoff
 from agentwake.store.models import FailureRecord, truncate
-from agentwake.wake import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 from agentwake.wake.usage import settle
 
 if TYPE_CHECKING:
     from agentwake.agent.woken import RunResult
-    from agentwake.store.port import DailyUsage, Lease, WakeRead
+    from agentwake.domain.usage import DailyUsage
+    from agentwake.session.lease import Lease
+    from agentwake.store.port import WakeRead
 
 #: a lease outlives the Lambda that holds it by this much, then anyone may take it
 LEASE_GRACE_S = 30.0
@@ -59,7 +61,7 @@ def execute_run(
     """
     store = deps.store
     if read is None:
-        read = store.read_wake(run_id=spec.run_id, session_id=spec.session_id)
+        read = store.runs.read_wake(run_id=spec.run_id, session_id=spec.session_id)
     existing = read.run
     if existing is not None and existing.status == "succeeded":
         return _already_succeeded(spec, existing.attempts, deps)
@@ -79,7 +81,7 @@ def execute_run(
     if read.session is not None and read.session.has_daily_limits and read.usage is not None:
         usage = read.usage if read.usage.session_id == spec.session_id else None
     try:
-        lease = store.begin_run(
+        lease = store.runs.begin_run(
             run_id=spec.run_id,
             kind=spec.kind,
             session_id=spec.session_id,
@@ -104,25 +106,34 @@ def execute_run(
         logger.info("start transaction read back: lease adopted", extra={"run_id": spec.run_id})
     if spec.waited is not None and spec.waited.idle_s is not None:
         metrics.add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
+    held = _Held(lease)
     try:
-        outcome = _run_leased(spec, deps, remaining_ms, lease, read, first_attempt=existing is None)
+        outcome = _run_leased(spec, deps, remaining_ms, held, read, first_attempt=existing is None)
     except BaseException:
-        _release(spec, deps, lease)
-        handoff.complete(store, deps.result_queue, lease)
+        _release(spec, deps, held)
+        handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall)
         raise
-    _release(spec, deps, lease)
+    _release(spec, deps, held)
     # released: the run that waited longest for the session gets it now, not at its next try —
     # here, when the caller has the time for it; else through the queue
-    if lease.handed and run_next is not None and run_next():
-        return replace(outcome, next_waiter=handoff.take(store, lease))
-    handoff.complete(store, deps.result_queue, lease)
+    if held.lease.handed and run_next is not None and run_next():
+        return replace(outcome, next_waiter=handoff.take(store.leases, held.lease))
+    handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall)
     return outcome
 
 
-def _release(spec: RunSpec, deps: WakeDeps, lease: Lease) -> None:
+@dataclass
+class _Held:
+    """The run's lease as it stands: each step that moves it (the hand-off named, the commit or the
+    failure record, the release) returns the next value, kept here."""
+
+    lease: Lease
+
+
+def _release(spec: RunSpec, deps: WakeDeps, held: _Held) -> None:
     """Release the lease if the commit or the failure record did not (handing the session on)."""
     try:
-        handoff.release(deps.store, deps.result_queue, lease, spec.run_id)
+        held.lease = handoff.release(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
         logger.exception("could not release the session's lease")
 
@@ -130,7 +141,7 @@ def _release(spec: RunSpec, deps: WakeDeps, lease: Lease) -> None:
 def _decline_if_handed(spec: RunSpec, deps: WakeDeps) -> None:
     """This copy was handed the session and will not take it: give it on to the next waiter."""
     if spec.waited is not None and spec.waited.idle_s is not None:
-        handoff.decline(deps.store, deps.result_queue, spec.session_id, spec.run_id)
+        handoff.decline(deps.store.leases, deps.result_queue, spec.session_id, spec.run_id, now=deps.clock.wall)
 
 
 def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None) -> WakeOutcome:
@@ -142,8 +153,9 @@ def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None
 
 
 def _run_leased(
-    spec: RunSpec, deps: WakeDeps, remaining_ms: int | None, lease: Lease, read: WakeRead, *, first_attempt: bool
+    spec: RunSpec, deps: WakeDeps, remaining_ms: int | None, held: _Held, read: WakeRead, *, first_attempt: bool
 ) -> WakeOutcome:
+    lease = held.lease
     logger.append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=lease.attempt)
     attempt: Attempt | None = None
     try:
@@ -159,28 +171,27 @@ def _run_leased(
         with run_deadline(http_deadline):
             result = attempt.agent.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
-        _record_failure(spec, deps, lease, attempt, exc.error_type, str(exc))
+        _record_failure(spec, deps, held, attempt, exc.error_type, str(exc))
         raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
     except Exception as exc:
         # a crash (store outage, bug): record it for the operator, then let the trigger retry
-        _record_failure(
-            spec, deps, lease, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", best_effort=True
-        )
+        _record_failure(spec, deps, held, attempt, type(exc).__name__, f"{type(exc).__name__}: {exc}", best_effort=True)
         raise
 
     note = settle(spec, result)  # the metrics, and a DONE run's note
     if result.state is not AgentState.DONE or note is None:
         error_type = result.error_type or "RunFailed"
-        _record_failure(spec, deps, lease, attempt, error_type, result.completion_text, result=result)
+        _record_failure(spec, deps, held, attempt, error_type, result.completion_text, result=result)
         raise run_failed(spec.run_id, result.completion_text, error_type)
-    return _commit(spec, deps, lease, attempt, result, note)
+    return _commit(spec, deps, held, attempt, result, note)
 
 
-def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt, result: RunResult, note: str) -> WakeOutcome:
+def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result: RunResult, note: str) -> WakeOutcome:
     """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
-    handoff.prepare(deps.store, deps.result_queue, lease, spec.run_id)  # the commit reserves the session for it
+    # the commit reserves the session for the oldest waiter
+    lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     try:
-        deps.store.commit_success(
+        released = deps.store.ends.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
             note=note,
@@ -200,8 +211,9 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt, resul
     except Exception as exc:
         # throttled, conflicting or cancelled commit: the run is not a success; say why, then retry
         detail = f"the commit failed: {type(exc).__name__}: {exc}"
-        _record_failure(spec, deps, lease, attempt, type(exc).__name__, detail, best_effort=True, result=result)
+        _record_failure(spec, deps, held, attempt, type(exc).__name__, detail, best_effort=True, result=result)
         raise
+    held.lease = released or lease
     metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": result.steps_done, "replayed_steps": result.replayed_steps})
     return WakeOutcome(
@@ -220,7 +232,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, lease: Lease, attempt: Attempt, resul
 def _record_failure(
     spec: RunSpec,
     deps: WakeDeps,
-    lease: Lease,
+    held: _Held,
     attempt: Attempt | None,
     error_type: str,
     detail: str,
@@ -237,7 +249,7 @@ def _record_failure(
     failure = FailureRecord(
         run_id=spec.run_id,
         session_id=spec.session_id,
-        attempt=lease.attempt,
+        attempt=held.lease.attempt,
         error_type=error_type,
         detail=detail,
         provider_errors=dict(result.provider_errors) if result is not None else {},
@@ -245,9 +257,10 @@ def _record_failure(
     )
     metrics.add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
-    handoff.prepare(deps.store, deps.result_queue, lease, spec.run_id)  # the failure record reserves it for the next
+    # the failure record reserves the session for the oldest waiter
+    lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     try:
-        deps.store.record_failure(
+        released = deps.store.ends.record_failure(
             failure,
             task_id=spec.task_id,
             job_id=spec.job_id,
@@ -264,3 +277,5 @@ def _record_failure(
         if not best_effort:
             raise
         logger.exception("could not record the failure")
+        return
+    held.lease = released or lease

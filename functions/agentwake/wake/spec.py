@@ -14,7 +14,8 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
-    from agentwake.store.port import RunStore, Waited, Waiter
+    from agentwake.session.lease import Waited, Waiter
+    from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
     from agentwake.wake.prompt import WakeKind
 
 
@@ -28,7 +29,7 @@ def _default_channel_factory(spec: dict[str, Any]) -> Any:
 class WakeDeps:
     """What a wake needs from the outside world (ports); tests swap any of them."""
 
-    store: RunStore
+    store: Store
     settings: Settings
     clock: Clock = field(default_factory=SystemClock)
     provider_factory: Callable[[dict[str, Any]], Any] = build_provider
@@ -36,9 +37,9 @@ class WakeDeps:
     retry: RetryPolicy | None = None
     on_event: Callable[[RunEvent], None] | None = None
     #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
-    schedules: Any = None
-    #: the result queue a release hands the session on through (agentwake.wake.handoff); None: no hand-off
-    result_queue: Any = None
+    schedules: SchedulesPort | None = None
+    #: the result queue a release hands the session on through (agentwake.session.handoff); None: no hand-off
+    result_queue: ResultQueuePort | None = None
 
 
 @dataclass(frozen=True)

@@ -23,23 +23,29 @@ finally runs or gives up), ``SessionWaitExceeded`` (wakes that gave up).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import random
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
+from agentwake.session.copies import (
+    ATTR_HANDED_AT,
+    ATTR_WAIT_COUNT,
+    ATTR_WAIT_GEN,
+    ATTR_WAITING_SINCE,
+    MessageAttributes,
+)
 from agentwake.settings import Settings
 from agentwake.store.models import FailureRecord
-from agentwake.store.queues import ATTR_HANDED_AT, ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from agentwake.store.port import SchedulesPort, Store
 
 #: the first pause; each further busy finding doubles it, up to SessionWaitMaxDelay
 BASE_DELAY_S = 2.0
@@ -62,7 +68,7 @@ class WaitState:
     # -- on a background result: two message attributes ------------------------------------------
 
     @classmethod
-    def from_attributes(cls, attributes: dict[str, str | None]) -> WaitState:
+    def from_attributes(cls, attributes: Mapping[str, str | None]) -> WaitState:
         """From the record's ``agentwake-wait-count`` / ``agentwake-waiting-since`` (epoch ms); a
         missing or garbled value means "not waiting yet" (the wait restarts, nothing is lost)."""
         try:
@@ -162,7 +168,7 @@ def ran_after_waiting(state: WaitState, now: float) -> None:
 
 
 def record_gave_up(
-    store: Any,
+    store: Store,
     busy: SessionBusy,
     decision: GiveUp,
     *,
@@ -172,7 +178,7 @@ def record_gave_up(
 ) -> None:
     """The failure an operator reads at the DLQ: the run never started, the session was busy."""
     assert busy.run_id is not None and busy.session_id is not None
-    run = store.get_run(busy.run_id)
+    run = store.records.get_run(busy.run_id)
     failure = FailureRecord(
         run_id=busy.run_id,
         session_id=busy.session_id,
@@ -182,7 +188,7 @@ def record_gave_up(
     )
     logger.error("gave up waiting for the session", extra={"holder": busy.holder, "waited_s": decision.waited_s})
     usage = run.usage if run is not None else None  # what earlier attempts used, unchanged
-    store.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
+    store.ends.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,30 +203,21 @@ class ParkedRecord:
     message_id: str
     source: str
     receive_count: str
-    #: the producer's message attributes, SQS API shape (re-sent as they were)
-    attributes: dict[str, dict[str, str]]
+    #: the producer's message attributes (re-sent as they were)
+    attributes: MessageAttributes
     state: WaitState
 
     @classmethod
     def from_sqs(cls, record: SQSRecord) -> ParkedRecord:
         """The record as it would be re-sent: body, the producer's attributes, the wait state."""
-        attributes: dict[str, dict[str, str]] = {}
-        strings: dict[str, str | None] = {}
-        for name, value in (record.raw_event.get("messageAttributes") or {}).items():
-            data_type = value.get("dataType") or "String"
-            if value.get("stringValue") is not None:
-                attributes[name] = {"DataType": data_type, "StringValue": value["stringValue"]}
-                strings[name] = value["stringValue"]
-            elif value.get("binaryValue") is not None:
-                binary = base64.b64decode(value["binaryValue"])
-                attributes[name] = {"DataType": data_type, "BinaryValue": binary}  # type: ignore[dict-item]
+        attributes = MessageAttributes.from_event(record.raw_event.get("messageAttributes"))
         return cls(
             body=record.body,
             message_id=record.message_id,
             source=record.event_source_arn,
             receive_count=str(record.attributes.approximate_receive_count),
             attributes=attributes,
-            state=WaitState.from_attributes(strings),
+            state=WaitState.from_attributes(attributes.strings()),
         )
 
 
@@ -228,10 +225,10 @@ def wait_background(
     busy: SessionBusy,
     record: ParkedRecord,
     *,
-    store: Any,
+    store: Store,
     settings: Settings,
     task_id: str,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float],
     rng: Any = random,
 ) -> Wait | GiveUp:
     """Come back later (``Wait``: the caller re-sends the record with its delay), or give up
@@ -257,12 +254,12 @@ def wait_cron(
     payload: dict[str, Any],
     state: WaitState,
     *,
-    store: Any,
+    store: Store,
     settings: Settings,
-    schedules: Any,
+    schedules: SchedulesPort | None,
     target_arn: str | None,
     job_id: str,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float],
     rng: Any = random,
 ) -> str:
     """Schedule the same wake again ("waiting"), or record the failure and raise ``SessionBusy``."""

@@ -9,8 +9,11 @@ import json
 from typing import Any
 
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
-from agentwake.store.history import MARKER_TEXT
+from agentwake.session.lease import Lease
+from agentwake.store.codec import key
+from agentwake.store.history import MARKER_TEXT, History
 from agentwake.store.itemsize import visible_controls
+from agentwake.store.journal import Journals
 from agentwake.store.keys import (
     FAILURE_PREFIX,
     failure_sk,
@@ -21,18 +24,31 @@ from agentwake.store.keys import (
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
-    wait_key,
 )
 from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import Journal, Lease
-from agentwake.store.wake_begin import WakeBegin
+from agentwake.store.port import Journal
+from agentwake.store.records import Records
+from agentwake.store.session_lease import SessionLeases
+from agentwake.store.table import Table
 
 
-class WakeEnd(WakeBegin):
+class RunEnds:
+    """How a run ends: its commit (DONE) or its failure record (ERROR), each one transaction that
+    carries the run's last steps and releases the session's lease."""
+
+    def __init__(
+        self, table: Table, *, records: Records, history: History, journals: Journals, leases: SessionLeases
+    ) -> None:
+        self.table = table
+        self.records = records
+        self.history = history
+        self.journals = journals
+        self.leases = leases
+
     def _target_update(
         self,
-        key: tuple[str, str],
+        target: tuple[str, str],
         status: str,
         *,
         last_error: str | None,
@@ -62,8 +78,8 @@ class WakeEnd(WakeBegin):
         expr = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         return {
             "Update": {
-                "TableName": self.table,
-                "Key": self._key(*key),
+                "TableName": self.table.name,
+                "Key": key(*target),
                 "UpdateExpression": expr,
                 "ExpressionAttributeNames": {"#s": "status"},
                 "ExpressionAttributeValues": values,
@@ -85,7 +101,7 @@ class WakeEnd(WakeBegin):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
-    ) -> None:
+    ) -> Lease | None:
         """One transaction: marker + note in history, run succeeded, task woken / job completed,
         the steps and deliveries ``journal`` has not written yet (the run's last step, and the
         deliveries no step reported), and the lease released (``waited``: and the run's entry on the
@@ -93,21 +109,24 @@ class WakeEnd(WakeBegin):
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
         A lease that is no longer ours (expired and taken) is left alone and the rest committed.
+        Returns ``lease`` after the commit (released, or handed to its named waiter).
         """
         now = utcnow_iso()
         # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
-        earlier = self._unwritten_items(run_id, journal.unwritten(for_commit=True) if journal is not None else None)
+        earlier = self.journals.unwritten_items(
+            run_id, journal.unwritten(for_commit=True) if journal is not None else None
+        )
         marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
         note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
         items: list[tuple[str, Any]] = [
-            ("marker", self._history_put(marker)),
-            ("note", self._history_put(note_entry)),
+            ("marker", self.history.entry_put(marker)),
+            ("note", self.history.entry_put(note_entry)),
             (
                 "run",
                 {
                     "Update": {
-                        "TableName": self.table,
-                        "Key": self._key(*run_key(run_id)),
+                        "TableName": self.table.name,
+                        "Key": key(*run_key(run_id)),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, steps = :steps, #u = :u "
                         "REMOVE last_error, last_error_type",
                         "ConditionExpression": "attribute_exists(pk) AND #s <> :s",
@@ -140,19 +159,17 @@ class WakeEnd(WakeBegin):
             )
         items += earlier
         if waited:
-            items.append(
-                ("waiter", {"Delete": {"TableName": self.table, "Key": self._key(*wait_key(session_id, run_id))}})
-            )
+            items.append(("waiter", self.leases.drop_waiter_item(session_id, run_id)))
         if lease is not None and not lease.released:
-            items.append(self._lease_delete(lease))
+            items.append(self.leases.release_item(lease))
         dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            self._transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
-        except self.db.exceptions.TransactionCanceledException as exc:
+            self.table.transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
+        except self.table.db.exceptions.TransactionCanceledException as exc:
             run_reason = getattr(exc, "failed_tags", {}).get("run")
             if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
                 # read, not assumed: only a run already succeeded is a duplicate to ignore
-                run = self.get_run(run_id)
+                run = self.records.get_run(run_id)
                 if run is not None and run.status == "succeeded":
                     raise RunAlreadySucceeded(run_id) from exc
                 state = "does not exist" if run is None else f"is {run.status!r}"
@@ -168,16 +185,14 @@ class WakeEnd(WakeBegin):
                 raise
         if journal is not None:
             journal.mark_written()
-        if lease is not None:
-            # deleted (or handed); else found not ours any more, or a run joined the wait list
-            # after it was read: the release is tried again (handoff.release), reading the list
-            lease.released = "lease" not in dropped
-            lease.handed = lease.hand_to is not None and "lease" not in dropped
+        # deleted (or handed); else found not ours any more, or a run joined the wait list after it
+        # was read: the release is tried again (session.handoff.release), reading the list
+        return lease.after_release("lease" not in dropped) if lease is not None else None
 
     def _committed(self, run_id: str, lease: Lease | None) -> bool:
         """Whether the run is succeeded, by the attempt that holds ``lease`` (one GetItem)."""
         try:
-            item = self.read_item(*run_key(run_id)) or {}
+            item = self.table.read_item(*run_key(run_id)) or {}
         except Exception:  # noqa: BLE001 -- unresolved: the caller treats it as not landed
             return False
         if item.get("status", {}).get("S") != "succeeded":
@@ -194,7 +209,7 @@ class WakeEnd(WakeBegin):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
-    ) -> None:
+    ) -> Lease | None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries ``journal`` kept back (not the deliveries no step reported: that
         step is redone, docs/durability.md), and the lease released. A task/job deleted mid-run
@@ -203,6 +218,7 @@ class WakeEnd(WakeBegin):
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
         The detail and provider errors are stored with control characters made visible (``\\x1b``):
         a provider's ESC sequence never reaches a terminal that shows them, whoever reads them.
+        Returns ``lease`` after the write (released, or handed to its named waiter).
         """
         failure = _inert_failure(failure)
         identity, identity_values = "", {}
@@ -227,8 +243,10 @@ class WakeEnd(WakeBegin):
                 "failure",
                 {
                     "Put": {
-                        "TableName": self.table,
-                        "Item": self._item(failure, run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)),
+                        "TableName": self.table.name,
+                        "Item": self.table.item(
+                            failure, run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)
+                        ),
                     }
                 },
             ),
@@ -236,8 +254,8 @@ class WakeEnd(WakeBegin):
                 "run",
                 {
                     "Update": {
-                        "TableName": self.table,
-                        "Key": self._key(*run_key(failure.run_id)),
+                        "TableName": self.table.name,
+                        "Key": key(*run_key(failure.run_id)),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
                         "steps = :n, #u = :u" + identity,
                         "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
@@ -265,32 +283,30 @@ class WakeEnd(WakeBegin):
                     self._target_update(job_key(job_id), "failed", last_error=failure.detail),
                 )
             )
-        items += self._unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
+        items += self.journals.unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
         if lease is not None and not lease.released:
-            items.append(self._lease_delete(lease))
+            items.append(self.leases.release_item(lease))
         dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            self._transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
+            self.table.transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
         except Exception as exc:
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):
                 raise
         if journal is not None:
             journal.mark_written()
-        if lease is not None:
-            # deleted (or handed); else found not ours any more, or a run joined the wait list
-            # after it was read: the release is tried again (handoff.release), reading the list
-            lease.released = "lease" not in dropped
-            lease.handed = lease.hand_to is not None and "lease" not in dropped
+        # deleted (or handed); else found not ours any more, or a run joined the wait list after it
+        # was read: the release is tried again (session.handoff.release), reading the list
+        return lease.after_release("lease" not in dropped) if lease is not None else None
 
     def _failure_landed(self, failure: FailureRecord) -> bool:
         try:
-            return self.read_item(run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)) is not None
+            return self.table.read_item(run_pk(failure.run_id), failure_sk(failure.attempt, failure.at)) is not None
         except Exception:  # noqa: BLE001 -- unresolved: the caller treats it as not landed
             return False
 
     def failures(self, run_id: str) -> list[FailureRecord]:
-        return [self._load(FailureRecord, i) for i in self._query(run_pk(run_id), FAILURE_PREFIX)]
+        return [self.table.load(FailureRecord, i) for i in self.table.query(run_pk(run_id), FAILURE_PREFIX)]
 
 
 def _inert_failure(failure: FailureRecord) -> FailureRecord:

@@ -1,6 +1,7 @@
-"""How a wake starts and holds its session: after its batch read (``wake_read``), one conditional
-write that takes the session's lease and counts the attempt (and keeps what woke the run, on a first
-attempt).
+"""A run on the table, from its start: the wake's one batch read (the run record, the task or job,
+the session config, today's counters and the run's entry on the wait list, before anything is
+written), then the one conditional write that takes the session's lease and counts the attempt
+(and keeps what woke the run, on a first attempt). How a run ends: ``run_end``.
 """
 
 from __future__ import annotations
@@ -9,29 +10,41 @@ import json
 import uuid
 from typing import Any
 
+from agentwake.domain.usage import DailyUsage
 from agentwake.errors import LeaseHeld, RunAlreadySucceeded
+from agentwake.session.lease import Lease, Waited
+from agentwake.store.codec import key
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
 from agentwake.store.keys import (
+    config_key,
     job_key,
     lease_key,
     run_key,
     runs_by_day_set,
     runs_gsi_pk,
     runs_gsi_sk,
+    task_key,
+    usage_day,
     usage_key,
     wait_key,
     wake_key,
 )
-from agentwake.store.models import RunRecord, utcnow_iso
+from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import DailyUsage, Lease, Waited
-from agentwake.store.wake_read import WakeReads, usage_from_item
+from agentwake.store.port import WakeRead
+from agentwake.store.session_lease import SessionLeases, holder_of
+from agentwake.store.table import Table
 
-#: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
-RESERVATION_S = 30.0
-#: set on the lease item by a run that joins the session's wait list while the lease is held: a
-#: release to nobody fails on it, so a holder that read the list before that run joined reads it again
-PARKED = "waiter_parked"
+
+def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
+    """The day's counters as stored (``USAGE#{day}``); 0 for an item not there yet."""
+    item = item or {}
+    return DailyUsage(
+        session_id=session_id,
+        day=day,
+        tokens=int(item.get("tokens", {}).get("N", "0")),
+        deliveries=int(item.get("deliveries", {}).get("N", "0")),
+    )
 
 
 class _NotLanded(Exception):
@@ -50,7 +63,54 @@ class _UsageMoved(Exception):
         self.usage = usage
 
 
-class WakeBegin(WakeReads):
+class Runs:
+    """A run's batch read and its start (lease and attempt in one transaction); what woke it."""
+
+    def __init__(self, table: Table, leases: SessionLeases) -> None:
+        self.table = table
+        #: the session's lease, taken in the start transaction
+        self.leases = leases
+
+    def read_wake(
+        self,
+        *,
+        run_id: str,
+        session_id: str | None = None,
+        task_id: str | None = None,
+        job_id: str | None = None,
+        waiter: bool = False,
+    ) -> WakeRead:
+        """The run record, the task or job, the session config and the session's counters of today
+        (``USAGE#{day}``) in one (consistent) BatchGetItem; with ``waiter``, the run's entry on the
+        session's wait list too."""
+        keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
+        if task_id is not None:
+            keys[task_key(task_id)] = "task"
+        if job_id is not None:
+            keys[job_key(job_id)] = "job"
+        day = usage_day(self.table.now())
+        if session_id is not None:
+            keys[config_key(session_id)] = "session"
+            # one more key, not one more round trip: whether the session has daily limits is in
+            # its config, which this same read fetches
+            keys[usage_key(session_id, day)] = "usage"
+            if waiter:
+                keys[wait_key(session_id, run_id)] = "waiter"
+        found = self.table.batch_get([key(pk, sk) for pk, sk in keys])
+        read = WakeRead()
+        if session_id is not None:
+            read.usage = DailyUsage(session_id=session_id, day=day)
+        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
+        for item in found:
+            name = keys.get((item["pk"]["S"], item["sk"]["S"]))
+            if name == "usage" and session_id is not None:
+                read.usage = usage_from_item(session_id, day, item)
+            elif name == "waiter":
+                read.waiter_gen = self.leases.waiter_gen(item)
+            elif name is not None:
+                setattr(read, name, self.table.load(models[name], item))
+        return read
+
     def begin_run(
         self,
         *,
@@ -123,34 +183,10 @@ class WakeBegin(WakeReads):
             conditions.append(f"(attribute_not_exists({name}) OR {same})" if value == 0 else same)
         return {
             "ConditionCheck": {
-                "TableName": self.table,
-                "Key": self._key(*usage_key(usage.session_id, usage.day)),
+                "TableName": self.table.name,
+                "Key": key(*usage_key(usage.session_id, usage.day)),
                 "ConditionExpression": " AND ".join(conditions),
                 "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-
-    def lease_put(self, *, session_id: str, run_id: str, token: str, seconds: float) -> dict[str, Any]:
-        """The write that takes the session's lease for ``seconds`` if it is free or expired. The
-        token is new on every acquisition: not even another copy of the same run may enter a lease
-        that is held (a crashed holder's lease simply expires)."""
-        now = self.now()
-        pk, sk = lease_key(session_id)
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": {
-                    "pk": {"S": pk},
-                    "sk": {"S": sk},
-                    "holder": {"S": run_id},
-                    "token": {"S": token},
-                    "lease_until": {"N": f"{now + seconds:.3f}"},
-                    "acquired_at": {"S": utcnow_iso()},
-                },
-                # free, expired, or reserved for this run by the release that handed it over
-                "ConditionExpression": "attribute_not_exists(pk) OR lease_until < :now OR reserved_for = :me",
-                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": run_id}},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
@@ -202,8 +238,8 @@ class WakeBegin(WakeReads):
                 values[":idle"] = {"N": f"{waited.idle_s:.3f}"}
         return attempt, {
             "Update": {
-                "TableName": self.table,
-                "Key": self._key(*run_key(run_id)),
+                "TableName": self.table.name,
+                "Key": key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
                     "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + by_day + also
@@ -229,13 +265,13 @@ class WakeBegin(WakeReads):
         waited: Waited | None = None,
     ) -> Lease:
         token = uuid.uuid4().hex
-        lease_put = self.lease_put(session_id=session_id, run_id=run_id, token=token, seconds=seconds)
+        lease_put = self.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)
         attempt, run_update = self.attempt_update(
             run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token, waited=waited
         )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
         if waited is not None:
-            items.append(("waiter", self._waiter_started(session_id, run_id)))
+            items.append(("waiter", self.leases.started_item(session_id, run_id)))
         if previous is None and wake is not None:
             items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:
@@ -244,8 +280,8 @@ class WakeBegin(WakeReads):
                     "job",
                     {
                         "Update": {
-                            "TableName": self.table,
-                            "Key": self._key(*job_key(job_id)),
+                            "TableName": self.table.name,
+                            "Key": key(*job_key(job_id)),
                             "UpdateExpression": "SET #s = :s",
                             "ConditionExpression": "attribute_exists(pk)",
                             "ExpressionAttributeNames": {"#s": "status"},
@@ -257,8 +293,8 @@ class WakeBegin(WakeReads):
         if usage is not None:
             items.append(("usage", self._usage_check(usage)))
         try:
-            self._transact(items)
-        except self.db.exceptions.TransactionCanceledException as exc:
+            self.table.transact(items)
+        except self.table.db.exceptions.TransactionCanceledException as exc:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
             if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
                 raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
@@ -275,8 +311,7 @@ class WakeBegin(WakeReads):
                     raise RunAlreadySucceeded(run_id) from exc
                 raise LeaseHeld(session_id, run_id) from exc  # another copy of this run started meanwhile
             if "lease" in failed:
-                holder = (failed["lease"].get("Item") or {}).get("holder", {}).get("S")
-                raise LeaseHeld(session_id, holder) from exc
+                raise LeaseHeld(session_id, holder_of(failed["lease"].get("Item"))) from exc
             raise
         except Exception as exc:
             if not outcome_unknown(exc):
@@ -287,84 +322,17 @@ class WakeBegin(WakeReads):
             return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage, adopted=True)
         return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
 
-    def _waiter_started(self, session_id: str, run_id: str) -> dict[str, Any]:
-        """The run's waiter is no candidate for a hand-off any more (its copies stay current)."""
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": self._key(*wait_key(session_id, run_id)),
-                "UpdateExpression": "SET #st = :started, expires_at = :ttl",
-                "ExpressionAttributeNames": {"#st": "state"},
-                "ExpressionAttributeValues": {
-                    ":started": {"S": "started"},
-                    ":ttl": {"N": str(int(self.now() + self.journal_ttl_s))},
-                },
-            }
-        }
-
     def _landed(self, run_id: str, session_id: str, token: str, attempt: int) -> bool:
         """Read back (one consistent BatchGetItem) whether the start transaction with ``token``
         landed: the lease carries the token (and the run id), the run the attempt and its token.
         The transaction is all or nothing, so both say the same; both are checked."""
-        found = self._batch_get([self._key(*lease_key(session_id)), self._key(*run_key(run_id))])
+        found = self.table.batch_get([key(*lease_key(session_id)), key(*run_key(run_id))])
         by_sk = {item["sk"]["S"]: item for item in found}
         lease = by_sk.get(lease_key(session_id)[1], {})
         run = by_sk.get(run_key(run_id)[1], {})
-        ours_lease = lease.get("token", {}).get("S") == token and lease.get("holder", {}).get("S") == run_id
+        ours_lease = self.leases.taken_with(lease, holder=run_id, token=token)
         ours_run = run.get("attempt_token", {}).get("S") == token and run.get("attempts", {}).get("N") == str(attempt)
         return ours_lease and ours_run
-
-    def reservation_item(self, session_id: str, run_id: str, seconds: float = RESERVATION_S) -> dict[str, Any]:
-        """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
-        lease may replace it (``lease_put``), anyone's once ``seconds`` have passed."""
-        pk, sk = lease_key(session_id)
-        return {
-            "pk": {"S": pk},
-            "sk": {"S": sk},
-            "holder": {"S": run_id},
-            "reserved_for": {"S": run_id},
-            "token": {"S": "reserved-" + uuid.uuid4().hex},
-            "lease_until": {"N": f"{self.now() + seconds:.3f}"},
-        }
-
-    def _release(self, session_id: str, token: str, hand_to: str | None, *, unless_parked: bool) -> dict[str, Any]:
-        """The write that releases the lease held with ``token``: deleted, or (``hand_to``) turned
-        into the reservation for that waiting run, in the same conditional write. ``unless_parked``
-        (a release to nobody): not if a run marked the lease (``PARKED``) as it joined the wait
-        list, after the holder read the list: the holder reads it again."""
-        condition = "#t = :me"
-        names = {"#t": "token"}
-        if hand_to is None and unless_parked:
-            condition += f" AND attribute_not_exists({PARKED})"
-        mine = {
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {":me": {"S": token}},
-        }
-        if hand_to is not None:
-            return {"Put": {"TableName": self.table, "Item": self.reservation_item(session_id, hand_to), **mine}}
-        return {"Delete": {"TableName": self.table, "Key": self._key(*lease_key(session_id)), **mine}}
-
-    def _lease_delete(self, lease: Lease) -> tuple[str, Any]:
-        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
-        return ("lease", self._release(lease.session_id, lease.token, hand_to, unless_parked=True))
-
-    def release_lease(
-        self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False
-    ) -> bool:
-        """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
-        False when it was not held with it any more (expired and taken over: not ours to touch),
-        or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
-        write = self._release(session_id, token, hand_to, unless_parked=unless_parked)
-        kind, request = next(iter(write.items()))
-        try:
-            if kind == "Put":
-                self.db.put_item(**request)
-            else:
-                self.db.delete_item(**request)
-        except self.db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
 
     # --- what woke the run, for ``runs replay`` ---------------------------------------------------
 
@@ -374,7 +342,7 @@ class WakeBegin(WakeReads):
         pk, sk = wake_key(run_id)
         return {
             "Put": {
-                "TableName": self.table,
+                "TableName": self.table.name,
                 "Item": {
                     "pk": {"S": pk},
                     "sk": {"S": sk},
@@ -387,14 +355,14 @@ class WakeBegin(WakeReads):
                         )
                     },
                     "at": {"S": utcnow_iso()},
-                    "expires_at": {"N": str(int(self.now()) + self.journal_ttl_s)},
+                    "expires_at": {"N": str(int(self.table.now()) + self.table.journal_ttl_s)},
                 },
             }
         }
 
     def get_wake(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
         """(kind, wake) as ``begin_run`` kept them, or None for a run that never started a step."""
-        item = self.read_item(*wake_key(run_id))
+        item = self.table.read_item(*wake_key(run_id))
         if not item:
             return None
         return item["kind"]["S"], json.loads(item["value"]["S"])

@@ -1,0 +1,136 @@
+"""A waiting record's copies: its message attributes in their three shapes, and the one function
+that builds the copy a release hands the session to.
+
+The attributes a producer set on a result message travel in three shapes:
+
+- **event**: as Lambda's SQS event carries them (``dataType``, ``stringValue``, ``binaryValue``
+  as base64 text);
+- **api**: as the SQS API sends them (``DataType``, ``StringValue``, ``BinaryValue`` as bytes);
+- **stored**: as the wait list keeps them in a JSON string (``BinaryValue64``: base64 text).
+
+``MessageAttributes`` is the one codec between them: every conversion goes through it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentwake.session.lease import Waiter
+
+#: the wait state a waiting copy carries (message attributes, Number)
+ATTR_WAIT_COUNT = "agentwake-wait-count"
+ATTR_WAITING_SINCE = "agentwake-waiting-since"
+#: which copy of a waiting record this is: a hand-off re-sends it as a newer one
+ATTR_WAIT_GEN = "agentwake-wait-gen"
+#: when a release handed the session to this copy (epoch ms)
+ATTR_HANDED_AT = "agentwake-handed-at"
+
+
+@dataclass(frozen=True)
+class MessageAttributes:
+    """Message attributes by name: (data type, a string or bytes value)."""
+
+    values: Mapping[str, tuple[str, str | bytes]] = field(default_factory=dict)
+
+    # -- in ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_event(cls, attributes: Mapping[str, Any] | None) -> MessageAttributes:
+        """From a Lambda SQS event record's ``messageAttributes``."""
+        out: dict[str, tuple[str, str | bytes]] = {}
+        for name, value in (attributes or {}).items():
+            data_type = value.get("dataType") or "String"
+            if value.get("stringValue") is not None:
+                out[name] = (data_type, str(value["stringValue"]))
+            elif value.get("binaryValue") is not None:
+                out[name] = (data_type, base64.b64decode(value["binaryValue"]))
+        return cls(out)
+
+    @classmethod
+    def from_api(cls, attributes: Mapping[str, Any] | None) -> MessageAttributes:
+        """From the SQS API's ``MessageAttributes``."""
+        out: dict[str, tuple[str, str | bytes]] = {}
+        for name, value in (attributes or {}).items():
+            if "StringValue" in value:
+                out[name] = (value["DataType"], str(value["StringValue"]))
+            elif "BinaryValue" in value:
+                out[name] = (value["DataType"], bytes(value["BinaryValue"]))
+        return cls(out)
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any] | None) -> MessageAttributes:
+        """From the wait list's JSON."""
+        out: dict[str, tuple[str, str | bytes]] = {}
+        for name, value in (stored or {}).items():
+            if "BinaryValue64" in value:
+                out[name] = (value["DataType"], base64.b64decode(value["BinaryValue64"]))
+            elif "StringValue" in value:
+                out[name] = (value["DataType"], str(value["StringValue"]))
+        return cls(out)
+
+    # -- out --------------------------------------------------------------------------------------
+
+    def to_event(self) -> dict[str, dict[str, str]]:
+        return {
+            name: {"dataType": t, "binaryValue": base64.b64encode(v).decode()}
+            if isinstance(v, bytes)
+            else {"dataType": t, "stringValue": v}
+            for name, (t, v) in self.values.items()
+        }
+
+    def to_api(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {"DataType": t, "BinaryValue": v} if isinstance(v, bytes) else {"DataType": t, "StringValue": v}
+            for name, (t, v) in self.values.items()
+        }
+
+    def to_stored(self) -> dict[str, dict[str, str]]:
+        return {
+            name: {"DataType": t, "BinaryValue64": base64.b64encode(v).decode()}
+            if isinstance(v, bytes)
+            else {"DataType": t, "StringValue": v}
+            for name, (t, v) in self.values.items()
+        }
+
+    def strings(self) -> dict[str, str]:
+        """The string-valued attributes by name (the wait state is read from them)."""
+        return {name: v for name, (_, v) in self.values.items() if isinstance(v, str)}
+
+    def with_numbers(self, numbers: Mapping[str, str]) -> MessageAttributes:
+        """These attributes with ``numbers`` set (Number attributes: the wait state)."""
+        return MessageAttributes({**self.values, **{name: ("Number", v) for name, v in numbers.items()}})
+
+
+@dataclass(frozen=True)
+class HandedCopy:
+    """The copy of a waiting record that a release hands the session to: its body, its producer's
+    attributes and the wait state it carries (its copy number, when it was handed)."""
+
+    run_id: str
+    body: str
+    attributes: MessageAttributes
+    wait: dict[str, str]
+
+    def as_event_record(self) -> dict[str, Any]:
+        """As Lambda's SQS event would carry it: how the releasing invocation runs it itself."""
+        return {
+            "messageId": f"handed:{self.run_id}",
+            "body": self.body,
+            "attributes": {"ApproximateReceiveCount": "1"},
+            "messageAttributes": self.attributes.with_numbers(self.wait).to_event(),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "",
+        }
+
+
+def handed_copy(waiter: Waiter, *, gen: int, handed_at: float) -> HandedCopy:
+    """The one builder of a handed copy. ``gen``: the copy's number — one more than the waiter's
+    for a re-send through the queue (the delayed copy then retires), the same for a run in the
+    releasing invocation (the delayed copy stays its fallback)."""
+    wait = {**(waiter.wait or {}), ATTR_WAIT_GEN: str(gen), ATTR_HANDED_AT: str(int(handed_at * 1000))}
+    return HandedCopy(
+        run_id=waiter.run_id, body=waiter.body, attributes=MessageAttributes.from_stored(waiter.attributes), wait=wait
+    )

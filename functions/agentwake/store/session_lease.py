@@ -1,0 +1,443 @@
+"""Who holds a session, on the table: the one module that spells the session lease's attributes and
+conditions, its wait list and the live turns that hold it (the states: ``agentwake.session.lease``;
+the diagram: docs/durability.md, "Who holds a session").
+
+The lease is one item per session (``SESSION#{id}`` / ``LEASE``): its holder (a run id or
+``live:{turn}``), a token new on every acquisition, ``lease_until``, and either ``reserved_for``
+(a release handed the session to that waiting run) or the parked mark (a run joined the wait list
+while it was held). A waiter is one item per run (``SESSION#{session}`` / ``WAIT#{run}``): when it
+first waited (``arrived``, never changed by a later wait of the same run), its state (``waiting`` →
+``handed`` → ``started``), which copy of its record is current (``gen``) and what to re-send.
+
+Other store parts never spell these: they ask this module for the write items that take, release
+or check the lease (the start, the commit and the failure record carry them in their transactions).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentwake.errors import AgentwakeError, LeaseHeld
+from agentwake.session.lease import RESERVATION_S, Lease, Waiter, live_holder
+from agentwake.store.codec import key
+from agentwake.store.history import History
+from agentwake.store.keys import WAIT_PREFIX, append_key, history_sk, lease_key, session_pk, wait_key
+from agentwake.store.models import HistoryEntry, utcnow_iso
+from agentwake.store.table import Table
+
+#: the lease item's attributes
+HOLDER = "holder"
+TOKEN = "token"
+UNTIL = "lease_until"
+RESERVED_FOR = "reserved_for"
+#: set on the lease item by a run that joins the session's wait list while the lease is held: a
+#: release to nobody fails on it, so a holder that read the list before that run joined reads it again
+PARKED = "waiter_parked"
+
+#: the session can be taken: no lease, or an expired one
+FREE = f"attribute_not_exists(pk) OR {UNTIL} < :now"
+#: ... or reserved for the run taking it (``:me``) by the release that handed it over
+FREE_OR_RESERVED_FOR_ME = f"{FREE} OR {RESERVED_FOR} = :me"
+#: the lease is held with the token ``:me`` (``#t``: the token attribute)
+HELD_WITH_TOKEN = "#t = :me"
+#: ... and has not expired
+HELD_NOW = f"{HELD_WITH_TOKEN} AND {UNTIL} >= :now"
+#: nobody marked the lease since it was read
+NOT_PARKED = f"attribute_not_exists({PARKED})"
+#: there is a lease and it has not expired (a holder is there to hand the session over)
+HELD_BY_SOMEONE = f"attribute_exists(pk) AND {UNTIL} >= :now"
+#: reserved for the run ``:me``
+RESERVED_FOR_ME = f"{RESERVED_FOR} = :me"
+
+#: a waiter's item outlives the longest wait by this much, then DynamoDB's TTL removes it
+WAITER_TTL_MARGIN_S = 86400.0
+#: the most messages one append may carry (each is one item of its transaction)
+MAX_APPEND_MESSAGES = 25
+
+
+class LiveTurnLost(AgentwakeError):
+    """The live turn does not hold its session any more (it ended, or its lease expired and another
+    writer took the session): begin a new one. Nothing of the call was written."""
+
+    retryable = False
+
+
+@dataclass(frozen=True)
+class Appended:
+    """The history entries of one append (``written``: False for a retried append found done)."""
+
+    sort_keys: tuple[str, ...]
+    written: bool
+
+
+def holder_of(item: dict[str, Any] | None) -> str | None:
+    """Who holds the session, from a lease item (a failed condition's old item)."""
+    return (item or {}).get(HOLDER, {}).get("S")
+
+
+def waiter_from_item(item: dict[str, Any]) -> Waiter:
+    def text(name: str) -> str:
+        return str(item.get(name, {}).get("S", ""))
+
+    return Waiter(
+        session_id=text("session_id"),
+        run_id=text("run_id"),
+        arrived=float(item.get("arrived", {}).get("N", "0")),
+        state=text("state") or "waiting",
+        gen=int(item.get("gen", {}).get("N", "0")),
+        body=text("body"),
+        attributes=json.loads(text("attributes") or "{}"),
+        wait=json.loads(text("wait") or "{}"),
+        kind=text("kind") or "background",
+    )
+
+
+class SessionLeases:
+    """The session lease, its wait list and the live turns, on the one table."""
+
+    def __init__(self, table: Table, history: History) -> None:
+        self.table = table
+        #: where a live turn's messages are appended, under its lease
+        self.history = history
+
+    # --- the lease: taken, released, reserved ------------------------------------------------------
+
+    def take_item(self, *, session_id: str, holder: str, token: str, seconds: float) -> dict[str, Any]:
+        """The write that takes the session's lease for ``seconds`` if it is free, expired, or
+        reserved for ``holder``. The token is new on every acquisition: not even another copy of
+        the same run may enter a lease that is held (a crashed holder's lease simply expires)."""
+        now = self.table.now()
+        pk, sk = lease_key(session_id)
+        return {
+            "Put": {
+                "TableName": self.table.name,
+                "Item": {
+                    "pk": {"S": pk},
+                    "sk": {"S": sk},
+                    HOLDER: {"S": holder},
+                    TOKEN: {"S": token},
+                    UNTIL: {"N": f"{now + seconds:.3f}"},
+                    "acquired_at": {"S": utcnow_iso()},
+                },
+                "ConditionExpression": FREE_OR_RESERVED_FOR_ME,
+                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": holder}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+
+    def taken_with(self, item: dict[str, Any] | None, *, holder: str, token: str) -> bool:
+        """Whether a lease item read back is the one a take with ``token`` wrote."""
+        item = item or {}
+        return item.get(TOKEN, {}).get("S") == token and holder_of(item) == holder
+
+    def reservation_item(self, session_id: str, run_id: str, seconds: float = RESERVATION_S) -> dict[str, Any]:
+        """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
+        lease may replace it (``take_item``), anyone's once ``seconds`` have passed."""
+        pk, sk = lease_key(session_id)
+        return {
+            "pk": {"S": pk},
+            "sk": {"S": sk},
+            HOLDER: {"S": run_id},
+            RESERVED_FOR: {"S": run_id},
+            TOKEN: {"S": "reserved-" + uuid.uuid4().hex},
+            UNTIL: {"N": f"{self.table.now() + seconds:.3f}"},
+        }
+
+    def release_write(self, session_id: str, token: str, hand_to: str | None, *, unless_parked: bool) -> dict[str, Any]:
+        """The write that releases the lease held with ``token``: deleted, or (``hand_to``) turned
+        into the reservation for that waiting run, in the same conditional write. ``unless_parked``
+        (a release to nobody): not if a run marked the lease (``PARKED``) as it joined the wait
+        list, after the holder read the list: the holder reads it again."""
+        condition = HELD_WITH_TOKEN
+        if hand_to is None and unless_parked:
+            condition += f" AND {NOT_PARKED}"
+        mine = {
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#t": TOKEN},
+            "ExpressionAttributeValues": {":me": {"S": token}},
+        }
+        if hand_to is not None:
+            return {"Put": {"TableName": self.table.name, "Item": self.reservation_item(session_id, hand_to), **mine}}
+        return {"Delete": {"TableName": self.table.name, "Key": key(*lease_key(session_id)), **mine}}
+
+    def release_item(self, lease: Lease) -> tuple[str, Any]:
+        """The tagged transaction item that releases ``lease`` (to its named waiter, if any) with
+        the commit or the failure record; droppable under the tag ``lease``."""
+        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
+        return ("lease", self.release_write(lease.session_id, lease.token, hand_to, unless_parked=True))
+
+    def release(self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False) -> bool:
+        """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
+        False when it was not held with it any more (expired and taken over: not ours to touch),
+        or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
+        write = self.release_write(session_id, token, hand_to, unless_parked=unless_parked)
+        kind, request = next(iter(write.items()))
+        db = self.table.db
+        try:
+            if kind == "Put":
+                db.put_item(**request)
+            else:
+                db.delete_item(**request)
+        except db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def reserve(self, session_id: str, run_id: str, seconds: float) -> bool:
+        """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
+        this one). False when the session is not free: its holder hands off when it releases."""
+        db = self.table.db
+        try:
+            db.put_item(
+                TableName=self.table.name,
+                Item=self.reservation_item(session_id, run_id, seconds),
+                ConditionExpression=FREE,
+                ExpressionAttributeValues={":now": {"N": f"{self.table.now():.3f}"}},
+            )
+        except db.exceptions.ConditionalCheckFailedException:
+            return False
+        except db.exceptions.TransactionConflictException:
+            # a transaction is writing the lease right now (a commit, another start): the waiter
+            # keeps its fallback pause, as a hand-off that is lost would
+            return True
+        return True
+
+    def release_reservation(self, session_id: str, run_id: str) -> bool:
+        """Give back a reservation ``run_id`` will not use (its run had already succeeded, or it
+        was deferred). False when the session is not reserved for it."""
+        db = self.table.db
+        try:
+            db.delete_item(
+                TableName=self.table.name,
+                Key=key(*lease_key(session_id)),
+                ConditionExpression=RESERVED_FOR_ME,
+                ExpressionAttributeValues={":me": {"S": run_id}},
+            )
+        except db.exceptions.ConditionalCheckFailedException:
+            return False
+        except db.exceptions.TransactionConflictException:
+            return True  # a transaction is writing the lease right now: as in ``reserve``
+        return True
+
+    def mark_parked(self, session_id: str) -> bool:
+        """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's
+        release to nobody fails and it reads the wait list again, finding this run. False when the
+        session has no lease, or an expired one: nobody will hand it over (one UpdateItem)."""
+        db = self.table.db
+        try:
+            db.update_item(
+                TableName=self.table.name,
+                Key=key(*lease_key(session_id)),
+                UpdateExpression=f"SET {PARKED} = :yes",
+                ConditionExpression=HELD_BY_SOMEONE,
+                ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.table.now():.3f}"}},
+            )
+        except db.exceptions.ConditionalCheckFailedException:
+            return False
+        except db.exceptions.TransactionConflictException:
+            # a transaction is writing the lease right now (a commit, another start): no mark,
+            # so the waiter keeps its fallback pause, as a hand-off that is lost would
+            return True
+        return True
+
+    # --- the wait list -----------------------------------------------------------------------------
+
+    def park_waiter(
+        self,
+        *,
+        session_id: str,
+        run_id: str,
+        gen: int,
+        body: str,
+        attributes: dict[str, Any],
+        wait: dict[str, str],
+        ttl_s: float,
+        kind: str = "background",
+    ) -> None:
+        """Put the run on the session's wait list (again): its first arrival is kept, its state is
+        ``waiting``, its current copy the newer of ``gen`` and the one the list knows.
+        ``attributes``: the record's message attributes, stored shape (``session.copies``)."""
+        now = self.table.now()
+        db = self.table.db
+        db.update_item(
+            TableName=self.table.name,
+            Key=key(*wait_key(session_id, run_id)),
+            UpdateExpression=(
+                "SET arrived = if_not_exists(arrived, :now), #st = :waiting, session_id = :sid, run_id = :rid, "
+                "body = :body, attributes = :attrs, #w = :wait, expires_at = :ttl, #k = :kind, "
+                "gen = if_not_exists(gen, :gen)"
+            ),
+            ExpressionAttributeNames={"#st": "state", "#w": "wait", "#k": "kind"},
+            ExpressionAttributeValues={
+                ":now": {"N": f"{now:.3f}"},
+                ":waiting": {"S": "waiting"},
+                ":sid": {"S": session_id},
+                ":rid": {"S": run_id},
+                ":body": {"S": body},
+                ":attrs": {"S": json.dumps(attributes)},
+                ":wait": {"S": json.dumps(wait)},
+                ":ttl": {"N": str(int(now + ttl_s + WAITER_TTL_MARGIN_S))},
+                ":gen": {"N": str(gen)},
+                ":kind": {"S": kind},
+            },
+        )
+        if gen:
+            # a newer copy (a hand-off that lost its race) is the current one from now on
+            try:
+                db.update_item(
+                    TableName=self.table.name,
+                    Key=key(*wait_key(session_id, run_id)),
+                    UpdateExpression="SET gen = :gen",
+                    ConditionExpression="gen < :gen",
+                    ExpressionAttributeValues={":gen": {"N": str(gen)}},
+                )
+            except db.exceptions.ConditionalCheckFailedException:
+                pass
+
+    def waiters(self, session_id: str) -> list[Waiter]:
+        """The runs still waiting (state ``waiting``), oldest arrival first, with what to re-send:
+        one Query (a wait list holds a few small items: the records of one session's results)."""
+        found = [waiter_from_item(i) for i in self.table.query(session_pk(session_id), WAIT_PREFIX)]
+        return sorted((w for w in found if w.state == "waiting"), key=lambda w: (w.arrived, w.run_id))
+
+    def drop_waiter(self, session_id: str, run_id: str) -> None:
+        self.table.db.delete_item(TableName=self.table.name, Key=key(*wait_key(session_id, run_id)))
+
+    def drop_waiter_item(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """The transaction item that takes the run off the wait list (its commit)."""
+        return {"Delete": {"TableName": self.table.name, "Key": key(*wait_key(session_id, run_id))}}
+
+    def started_item(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """The transaction item marking the run's waiter started (in the start transaction): no
+        candidate for a hand-off any more (its copies stay current)."""
+        return {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": key(*wait_key(session_id, run_id)),
+                "UpdateExpression": "SET #st = :started, expires_at = :ttl",
+                "ExpressionAttributeNames": {"#st": "state"},
+                "ExpressionAttributeValues": {
+                    ":started": {"S": "started"},
+                    ":ttl": {"N": str(int(self.table.now() + self.table.journal_ttl_s))},
+                },
+            }
+        }
+
+    def waiter_gen(self, item: dict[str, Any]) -> int:
+        """The current copy number of a waiter item (read in the wake's batch read)."""
+        return int(item.get("gen", {}).get("N", "0"))
+
+    def mark_handed(self, session_id: str, run_id: str, gen: int) -> None:
+        """The waiter was handed the session with its copy ``gen``: no longer a candidate; its
+        older copies retire when they come back (``gen`` unchanged: the invocation that released
+        the session runs it, and its delayed copy stays current)."""
+        db = self.table.db
+        try:
+            db.update_item(
+                TableName=self.table.name,
+                Key=key(*wait_key(session_id, run_id)),
+                UpdateExpression="SET #st = :handed, gen = :gen",
+                ConditionExpression="attribute_exists(pk) AND gen <= :gen",
+                ExpressionAttributeNames={"#st": "state"},
+                ExpressionAttributeValues={":handed": {"S": "handed"}, ":gen": {"N": str(gen)}},
+            )
+        except db.exceptions.ConditionalCheckFailedException:
+            pass  # started or dropped meanwhile
+
+    # --- live turns --------------------------------------------------------------------------------
+
+    def take_live_turn(self, session_id: str, turn_id: str, seconds: float) -> str:
+        """The session's lease for the live turn ``turn_id``: returns its token, or raises LeaseHeld
+        naming the holder (a run id, or ``live:{turn}``)."""
+        token = uuid.uuid4().hex
+        put = self.take_item(session_id=session_id, holder=live_holder(turn_id), token=token, seconds=seconds)
+        db = self.table.db
+        try:
+            db.put_item(**put["Put"])
+        except db.exceptions.ConditionalCheckFailedException as exc:
+            raise LeaseHeld(session_id, holder_of(getattr(exc, "response", {}).get("Item"))) from exc
+        return token
+
+    def renew_live_turn(self, session_id: str, token: str, seconds: float) -> float:
+        """Hold the session ``seconds`` longer from now; returns the new end (epoch seconds)."""
+        now = self.table.now()
+        until = now + seconds
+        db = self.table.db
+        try:
+            db.update_item(
+                TableName=self.table.name,
+                Key=key(*lease_key(session_id)),
+                UpdateExpression=f"SET {UNTIL} = :until",
+                ConditionExpression=HELD_NOW,
+                ExpressionAttributeNames={"#t": TOKEN},
+                ExpressionAttributeValues={
+                    ":me": {"S": token},
+                    ":now": {"N": f"{now:.3f}"},
+                    ":until": {"N": f"{until:.3f}"},
+                },
+            )
+        except db.exceptions.ConditionalCheckFailedException as exc:
+            raise LiveTurnLost(f"the live turn does not hold session {session_id} any more") from exc
+        return until
+
+    def append_live(
+        self, session_id: str, token: str, messages: Sequence[tuple[str, str]], idempotency_key: str
+    ) -> Appended:
+        """Append ``messages`` (role, content) to the session's history, under the live turn's lease
+        and once per ``idempotency_key``: one transaction (lease check, append marker, entries)."""
+        now = self.table.now()
+        pk, marker_sk = append_key(session_id, idempotency_key)
+        entries = [
+            HistoryEntry(session_id=session_id, role=role, content=content, kind="live", sk=history_sk())  # type: ignore[arg-type]
+            for role, content in messages
+        ]
+        sort_keys = tuple(e.sk for e in entries)
+        items: list[tuple[str, Any]] = [
+            (
+                "lease",
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table.name,
+                        "Key": key(*lease_key(session_id)),
+                        "ConditionExpression": HELD_NOW,
+                        "ExpressionAttributeNames": {"#t": TOKEN},
+                        "ExpressionAttributeValues": {":me": {"S": token}, ":now": {"N": f"{now:.3f}"}},
+                    }
+                },
+            ),
+            (
+                "marker",
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": {
+                            "pk": {"S": pk},
+                            "sk": {"S": marker_sk},
+                            "sort_keys": {"S": json.dumps(sort_keys)},
+                            "at": {"S": utcnow_iso()},
+                            "expires_at": {"N": str(int(now + self.table.journal_ttl_s))},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ),
+            *(("entry", self.history.entry_put(e)) for e in entries),
+        ]
+        try:
+            self.table.transact(items)
+        except self.table.db.exceptions.TransactionCanceledException as exc:
+            failed: dict[str, Any] = getattr(exc, "failed_tags", {})
+            marker = failed.get("marker") or {}
+            if marker.get("Code") == "ConditionalCheckFailed" and marker.get("Item"):
+                # appended before with this key: what it wrote then, nothing now
+                return Appended(tuple(json.loads(marker["Item"]["sort_keys"]["S"])), written=False)
+            if (failed.get("lease") or {}).get("Code") == "ConditionalCheckFailed":  # not a conflict: lost
+                raise LiveTurnLost(
+                    f"the live turn does not hold session {session_id} any more; nothing was appended"
+                ) from exc
+            raise
+        return Appended(sort_keys, written=True)
