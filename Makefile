@@ -91,6 +91,7 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 	$(PY) bench/bench_local.py --n 500
 	$(PY) bench/bench_cli.py
 	$(PY) bench/walk_background.py
+	$(PY) bench/any_params.py
 	$(PY) bench/burst.py
 
 bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)

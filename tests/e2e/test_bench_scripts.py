@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
         # the maintainer's walk goes one way: a record to its commit, never back into a file it left
         ("walk_background.py", [], "; 0 re-entries into a file the walk had left"),
+        # the bare-Any parameters of the wake, the figure issue 31 brings to 0
+        ("any_params.py", [], "parameters annotated bare Any in functions/agentwake/wake"),
         ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
     ],
 )
