@@ -22,9 +22,10 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 # temporary directories and servers on free ports, so workers never share a file or a port.
 TEST_WORKERS ?= 2
 
-test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
+test: $(VENV)/.dev-installed  ## ruff, mypy on the runtime, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
+	$(PY) -m mypy functions/agentwake
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25  # the 25 slowest, to keep the suite near 10 minutes
 
 # The console's browser tests drive Debian's headless Chromium through its chromedriver
