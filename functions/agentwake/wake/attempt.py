@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentwake.agent.journal import is_tool_result
 from agentwake.errors import DeliveryError, StepInterrupted
 from agentwake.wake.agent_factory import session_agent
 from agentwake.wake.prompt import WakePrompt
@@ -113,7 +114,7 @@ def journaled_deliveries(journal: Any) -> list[str]:
     entries: dict[str, dict[str, Any]] = getattr(journal, "entries", {}) or {}
     out: list[str] = []
     for key in sorted(entries):
-        if ".tool." in key:
+        if is_tool_result(key):
             out += [str(d) for d in entries[key].get("deliveries") or ()]
     return out
 
