@@ -40,9 +40,8 @@ class WakeRead:
     session: SessionConfig | None = None
     usage: DailyUsage | None = None
     #: the run's entry on its session's wait list, read when the record was a waiting copy:
-    #: its current copy (``gen``) and state; None when it has none
+    #: its current copy (``gen``); None when it has none
     waiter_gen: int | None = None
-    waiter_state: str | None = None
 
 
 @dataclass(frozen=True)

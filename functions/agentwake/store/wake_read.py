@@ -64,7 +64,6 @@ class WakeReads(JournalStore):
                 read.usage = usage_from_item(session_id, day, item)
             elif name == "waiter":
                 read.waiter_gen = int(item.get("gen", {}).get("N", "0"))
-                read.waiter_state = item.get("state", {}).get("S")
             elif name is not None:
                 setattr(read, name, self._load(models[name], item))
         return read

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.store.models import SessionConfig
-    from agentwake.store.port import Counters as DailyCounters
     from agentwake.store.port import DailyUsage
     from agentwake.wake.spec import RunSpec, WakeDeps
 
@@ -40,8 +39,6 @@ class Attempt:
     #: where send_message_to_user delivers (RecordingChannel; a replay's DryChannel)
     channel: Any
     session: SessionConfig
-    #: the session's daily counters when it has daily limits, else None
-    counters: DailyCounters | None = None
 
 
 def build_attempt(
@@ -106,7 +103,7 @@ def build_attempt(
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
     )
-    return Attempt(agent=agent, journal=journal, channel=channel, session=session, counters=counters)
+    return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
 
 def journaled_deliveries(journal: Any) -> list[str]:
