@@ -22,9 +22,10 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 # temporary directories and servers on free ports, so workers never share a file or a port.
 TEST_WORKERS ?= 2
 
-test: $(VENV)/.dev-installed  ## ruff, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
+test: $(VENV)/.dev-installed  ## ruff, mypy on the runtime, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
+	$(PY) -m mypy functions/agentwake
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25  # the 25 slowest, to keep the suite near 10 minutes
 
 # The console's browser tests drive Debian's headless Chromium through its chromedriver
@@ -91,6 +92,7 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 	$(PY) bench/bench_local.py --n 500
 	$(PY) bench/bench_cli.py
 	$(PY) bench/walk_background.py
+	$(PY) bench/any_params.py
 	$(PY) bench/burst.py
 
 bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)

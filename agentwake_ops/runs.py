@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentwake.agent.journal import is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after
@@ -152,13 +153,6 @@ class TranscriptEntry:
         return {"kind": self.kind, "at": self.at, "title": self.title, "lines": self.lines}
 
 
-def _step_number(key: str) -> int:
-    try:
-        return int(key.split(".", 1)[0])
-    except ValueError:
-        return -1
-
-
 def _arguments(raw: Any) -> str:
     if isinstance(raw, str):
         try:
@@ -177,8 +171,9 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
     entries: list[TranscriptEntry] = []
     for step in summary.steps:
         key = step["key"]
-        number = _step_number(key)
-        if key.endswith(".reply"):
+        parsed = parse_step_key(key)
+        number = parsed.step if parsed is not None and parsed.step is not None else -1
+        if is_model_reply(key):
             via = step.get("provider_id") or "?"
             entry = TranscriptEntry("reply", step.get("at"), f"step {number}: model reply via {via}")
             if step.get("text"):
@@ -199,7 +194,7 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                     f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
                     f"{usage.get('latency_ms', 0)} ms"
                 )
-        elif key == "final.delivery":
+        elif is_final_delivery(key):
             delivered = step.get("delivery_id")
             title = f"final answer delivered as {delivered}" if delivered else "final answer not delivered"
             entry = TranscriptEntry("final", step.get("at"), title)

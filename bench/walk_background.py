@@ -5,13 +5,12 @@
 One record of ``events/background-result-success.json``'s shape goes through
 ``handlers/background_result.record_handler`` on moto (a scripted session: two steps, one
 delivery). A profiler notes each call into ``functions/agentwake`` until ``commit_success``, as
-files in call order with consecutive repeats collapsed. Left out, so that the walk is the use
-case's and not every helper's: the agent loop's own calls into its ports (the runner writing its
-journal, sending through its channel: those are inside ``agent/``, shown as one ``agent/`` stop),
-value helpers (keys, models, codec, conversation types, deadline), and logging, errors, settings,
-redaction and item-size helpers, and ``store/table.py`` (the DynamoDB client every store call ends
-in: before the split it was inside ``store/dynamo.py``). A re-entry is a call into a file the walk had already left: one
-whose functions had all returned. A file that calls out and gets control back never left.
+files in call order with consecutive repeats collapsed. Every file of the runtime counts: the
+agent loop's calls into its ports, value helpers (keys, models, codec), the DynamoDB client every
+store call ends in (``store/table.py``), logging, errors, redaction and item sizes too. Nothing is
+left out: a measurement that drops the helper files hides what it measures (issue 31, item 9).
+A re-entry is a call into a file the walk had already left: one whose functions had all returned.
+A file that calls out and gets control back never left.
 """
 
 from __future__ import annotations
@@ -36,18 +35,6 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
 RUNTIME = str(ROOT / "functions" / "agentwake") + os.sep
-AGENT = RUNTIME + "agent" + os.sep
-NOT_WALKED = ("observability.py", "errors.py", "settings.py", "redact.py", "store/itemsize.py", "store/table.py")
-VALUE_HELPERS = ("store/keys.py", "store/models.py", "store/codec.py", "conversation.py", "deadline.py")
-
-
-def stop_of(relative: str) -> str | None:
-    if relative.endswith(NOT_WALKED) or relative in VALUE_HELPERS:
-        return None
-    for folder in ("agent/", "delivery/"):
-        if relative.startswith(folder):
-            return folder
-    return relative
 
 
 def walk() -> tuple[list[str], dict[str, int]]:
@@ -74,7 +61,7 @@ def walk() -> tuple[list[str], dict[str, int]]:
         bootstrap.wake_deps()
         record = SQSRecord(sqs_record(result_body("t1", "s1")))
         stops: list[str] = []
-        open_stops: list[str | None] = []  # one per runtime frame on the stack: the stop it belongs to
+        open_stops: list[str] = []  # one per runtime frame on the stack: its file
         reentries: dict[str, int] = {}
         done = [False]
 
@@ -88,16 +75,10 @@ def walk() -> tuple[list[str], dict[str, int]]:
                 if open_stops:
                     open_stops.pop()
                 return
-            caller = frame.f_back
-            while caller is not None:
-                if caller.f_code.co_filename.startswith(AGENT):
-                    open_stops.append(None)
-                    return  # inside the agent loop: its calls into its ports are not the use case's
-                caller = caller.f_back
-            stop = stop_of(path[len(RUNTIME) :])
-            if stop is not None and stop not in open_stops and stop in stops:
+            stop = path[len(RUNTIME) :]
+            if stop not in open_stops and stop in stops:
                 reentries[stop] = reentries.get(stop, 0) + 1  # the walk had left this file and comes back
-            if stop is not None and (not stops or stops[-1] != stop):
+            if not stops or stops[-1] != stop:
                 stops.append(stop)
             open_stops.append(stop)
             if frame.f_code.co_name == "commit_success":

@@ -39,8 +39,8 @@ def local_outbound_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK/HTTP=1) allows loopback and plain http, read by the runtime
     from Settings as everywhere. Tests of the policy itself pass a strict ``OutboundPolicy()`` or
     use ``deployed_outbound_policy``."""
-    from agentwake.redact import forget_secrets
     from agentwake.settings import get_settings
+    from tests.support.process_state import forget_secrets
 
     use_outbound_env(monkeypatch, LOCAL_OUTBOUND_ENV)
     yield

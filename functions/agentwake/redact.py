@@ -70,12 +70,6 @@ def register_secret(value: str | None) -> None:
             _secrets.pop(next(iter(_secrets)))
 
 
-def forget_secrets() -> None:
-    """Forget every registered secret (tests)."""
-    with _lock:
-        _secrets.clear()
-
-
 def _registered() -> list[str]:
     with _lock:
         return sorted(_secrets, key=len, reverse=True)

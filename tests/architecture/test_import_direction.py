@@ -101,6 +101,22 @@ def test_runtime_never_imports_the_cli_or_the_emulator() -> None:
     assert not wrong, "imports against the allowed direction:\n" + "\n".join(sorted(wrong))
 
 
+def test_no_shipped_code_imports_the_test_suite() -> None:
+    # GIVEN every import of the runtime, the CLI and the emulator (lazy and TYPE_CHECKING ones too)
+    found = []
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{module} -> {name}" for name in names if name.split(".")[0] == "tests"]
+    # THEN none reaches into tests/: test hooks (a fake clock, resets of process state) live there, never in a bundle
+    assert not found, "\n".join(found)
+
+
 def test_no_import_cycles() -> None:
     # GIVEN the module import graph, counting lazy imports and those under TYPE_CHECKING
     # WHEN its strongly connected components are found (Tarjan)

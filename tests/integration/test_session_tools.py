@@ -13,7 +13,6 @@ import boto3
 import pytest
 from pytest_httpserver import HTTPServer
 
-from agentwake.agent.tools import entry_points
 from agentwake.errors import RunFailed
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.background import wake_for_background_result
@@ -21,6 +20,7 @@ from tests.integration.test_durable_runs import make_deps
 from tests.support.aws import REGION, Resources
 from tests.support.builders import message, seed_session, seed_task
 from tests.support.faults import around
+from tests.support.process_state import forget_python_tools
 
 TEST_TOOLS = Path(__file__).resolve().parents[1] / "support" / "entry_point_tools"
 
@@ -140,9 +140,9 @@ def test_crash_between_the_call_and_its_journal_repeats_the_same_key(
 def tools_package_installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The test tool package on sys.path, as pip installs a package into the Lambda bundle."""
     monkeypatch.syspath_prepend(str(TEST_TOOLS))
-    entry_points.forget()
+    forget_python_tools()
     yield
-    entry_points.forget()
+    forget_python_tools()
 
 
 def test_an_entry_point_tool_is_loaded_and_used(

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.types import ChatRequest, ModelReply
-from agentwake.clock import FakeClock
 from agentwake.conversation import Message
 from agentwake.errors import AllProvidersFailed, TransientProviderError
+from tests.support.clock import FakeClock
 
 START = 1000.0
 

@@ -14,9 +14,9 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.providers import OpenAISpec, build_provider
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, ToolSpec
-from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
+from tests.support.clock import FakeClock
 
 #: adapters built here, with no stack, read the outbound policy from Settings as in a function
 pytestmark = pytest.mark.usefixtures("stackless_settings")

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentwake.redact import REDACTED, forget_secrets, redact, redact_data, register_secret
+from agentwake.redact import REDACTED, redact, redact_data, register_secret
+from tests.support.process_state import forget_secrets
 
 
 @pytest.fixture

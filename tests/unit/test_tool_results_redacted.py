@@ -24,7 +24,8 @@ from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
-from agentwake.redact import REDACTED, forget_secrets, register_secret
+from agentwake.redact import REDACTED, register_secret
+from tests.support.process_state import forget_secrets
 
 pytestmark = pytest.mark.usefixtures("stackless_settings")
 

@@ -15,6 +15,7 @@ from agentwake.agent.tools import DRY_RUN_RESULT, Tool, ToolContext, ToolRegistr
 from agentwake.agent.tools.config import build_tools
 from agentwake.conversation import ToolCall
 from agentwake.errors import ConfigError
+from tests.support.process_state import forget_python_tools
 
 pytestmark = pytest.mark.usefixtures("stackless_settings")
 
@@ -117,11 +118,11 @@ class FakeEntryPoint:
 @pytest.fixture
 def installed(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Entry points of group agentwake.tools as the test installs them."""
-    entry_points.forget()
+    forget_python_tools()
     eps: dict[str, FakeEntryPoint] = {}
     monkeypatch.setattr(entry_points, "installed", lambda: eps)
     yield eps
-    entry_points.forget()
+    forget_python_tools()
 
 
 def test_a_python_tool_that_does_not_declare_side_effect_is_refused_when_built(installed: Any) -> None:

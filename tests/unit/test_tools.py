@@ -11,10 +11,10 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import MAX_MESSAGE_CHARS, SendMessageToUser
-from agentwake.clock import FakeClock
 from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
 from agentwake.errors import DeliveryError
+from tests.support.clock import FakeClock
 
 TOOL = "send_message_to_user"
 

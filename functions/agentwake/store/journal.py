@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentwake.agent.journal import final_delivery_id, is_model_reply, kept_for_commit
 from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
@@ -130,9 +131,6 @@ class DynamoJournal:
       counter in the same write as the reply (a transaction instead of a put: still one round trip).
     """
 
-    #: a step that ends the run besides a reply without tool calls (deliver_final's entry)
-    LAST_STEP_KEYS = frozenset({"final.delivery"})
-
     def __init__(self, store: Journals, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> None:
         self.store = store
         self.run_id = run_id
@@ -209,7 +207,7 @@ class DynamoJournal:
 
     def _counted(self, key: str, value: dict[str, Any]) -> list[dict[str, Any]]:
         """The daily counter's item for a reply's tokens (none without counters, or for no tokens)."""
-        usage = value.get("usage") if self.counters is not None and key.endswith(".reply") else None
+        usage = value.get("usage") if self.counters is not None and is_model_reply(key) else None
         tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)) if usage else 0
         if not tokens or self.counters is None:
             return []
@@ -217,7 +215,7 @@ class DynamoJournal:
 
     def _keep_back(self, key: str, value: dict[str, Any]) -> bool:
         """The run's last step: the commit writes it (a reply with no tool calls ends the run)."""
-        return key in self.LAST_STEP_KEYS or (key.endswith(".reply") and not value.get("tool_calls"))
+        return kept_for_commit(key, value)
 
     def flush(self) -> None:
         """Write the steps kept back (before anything leaves the process)."""
@@ -266,7 +264,7 @@ class DynamoJournal:
             return self.store.history.record_delivery(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
             )
-        if delivery_id == f"{self.run_id}#final":
+        if delivery_id == final_delivery_id(self.run_id):
             # built now, so its history entry sorts at the send, before the commit's marker and note
             self.staged += self.store.history.delivery_record(
                 run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also

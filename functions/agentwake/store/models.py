@@ -303,9 +303,3 @@ class FailureRecord(_Stored):
         from agentwake.redact import redact
 
         return {truncate(str(k), 200): truncate(redact(e), 2000) for k, e in list(v.items())[:20]}
-
-
-class JournalEntry(BaseModel):
-    key: str
-    value: dict[str, Any]
-    at: str

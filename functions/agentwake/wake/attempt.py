@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentwake.agent.journal import is_tool_result
 from agentwake.errors import DeliveryError, StepInterrupted
 from agentwake.wake.agent_factory import session_agent
 from agentwake.wake.prompt import WakePrompt
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.store.models import SessionConfig
-    from agentwake.store.port import Counters as DailyCounters
     from agentwake.store.port import DailyUsage
     from agentwake.wake.spec import RunSpec, WakeDeps
 
@@ -39,8 +39,6 @@ class Attempt:
     #: where send_message_to_user delivers (RecordingChannel; a replay's DryChannel)
     channel: Any
     session: SessionConfig
-    #: the session's daily counters when it has daily limits, else None
-    counters: DailyCounters | None = None
 
 
 def build_attempt(
@@ -105,7 +103,7 @@ def build_attempt(
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
     )
-    return Attempt(agent=agent, journal=journal, channel=channel, session=session, counters=counters)
+    return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
 
 def journaled_deliveries(journal: Any) -> list[str]:
@@ -113,7 +111,7 @@ def journaled_deliveries(journal: Any) -> list[str]:
     entries: dict[str, dict[str, Any]] = getattr(journal, "entries", {}) or {}
     out: list[str] = []
     for key in sorted(entries):
-        if ".tool." in key:
+        if is_tool_result(key):
             out += [str(d) for d in entries[key].get("deliveries") or ()]
     return out
 

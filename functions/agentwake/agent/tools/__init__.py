@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
+from agentwake.agent.journal import final_delivery_id
 from agentwake.agent.types import ToolSpec
 from agentwake.conversation import ToolCall
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
@@ -17,9 +18,6 @@ from agentwake.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.ledger import RunLedger
-
-#: the call index part of the final answer's delivery id (deliver_final)
-FINAL = "final"
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class ToolContext:
         """Stable across retries and redrives: run id + step + call index (``{run_id}#final`` for
         the final answer that deliver_final sends)."""
         if self.final:
-            return f"{self.run_id}#{FINAL}"
+            return final_delivery_id(self.run_id)
         return f"{self.run_id}#{self.step}#{self.call_index}"
 
     @property

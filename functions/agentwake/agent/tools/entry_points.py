@@ -88,9 +88,3 @@ def _check_declared(tool: Tool, name: str, where: str) -> None:
             "if it changes anything outside agentwake (it is then called with ctx.idempotency_key and never "
             "in a replay), or side_effect = False if it only reads (docs/tools.md)"
         )
-
-
-def forget() -> None:
-    """Drop loaded tools (tests)."""
-    with _lock:
-        _loaded.clear()
