@@ -8,7 +8,7 @@ session's ``live_turn_wait_s`` for it, then is refused with ``SessionBusy`` nami
 turn is short (``ttl_s``, renewable); ending it hands the session to the run that waited longest,
 and a live turn that is never ended (a crashed chat app) releases it when its TTL passes.
 
-    sessions = SessionsService(store, queue_url)
+    sessions = SessionsService(store, ResultQueue(queue_url))  # agentwake.bootstrap.sessions() in a function
     with sessions.live_turn("alice") as turn:
         sessions.append(turn, [("user", "hi"), ("assistant", "hello!")], idempotency_key="msg-41")
     page = sessions.read_conversation("alice")
@@ -21,13 +21,14 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
 from agentwake.store.live_turns import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
 from agentwake.store.models import HistoryEntry
-from agentwake.store.queues import ResultQueue
-from agentwake.wake.handoff import hand_off
+
+if TYPE_CHECKING:
+    from agentwake.store.queues import ResultQueue
 
 __all__ = ["Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
 
@@ -65,16 +66,15 @@ class SessionsService:
     def __init__(
         self,
         store: Any,
-        queue_url: str | None = None,
+        result_queue: ResultQueue | None = None,
         *,
-        sqs: Any = None,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """``store``: the DynamoStore; ``queue_url``: the result queue, through which ending a live
+        """``store``: the DynamoStore; ``result_queue``: the result queue, through which ending a live
         turn hands the session to a waiting result (None: no hand-off, waiters come back later)."""
         self.store = store
-        self.result_queue = ResultQueue(queue_url, client=sqs) if queue_url else None
+        self.result_queue = result_queue
         self.now = now
         self.sleep = sleep
 
@@ -118,6 +118,8 @@ class SessionsService:
     def end_live_turn(self, turn: LiveTurn) -> str | None:
         """Release the session and hand it to the run that waited longest; returns that run's id
         (None: nobody waits). Ending a turn that no longer holds the session changes nothing."""
+        from agentwake.wake.handoff import hand_off  # the wake's hand-off: not at the product API's cold start
+
         return hand_off(self.store, self.result_queue, turn.session_id, turn.token, now=self.now)
 
     @contextmanager

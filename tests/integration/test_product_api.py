@@ -190,12 +190,12 @@ def test_a_completion_is_enqueued_as_the_published_schema_says(store: DynamoStor
 
 
 def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentwake import product_api
+    from agentwake import bootstrap
 
     def broken(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("boom with awt_secret")
 
-    monkeypatch.setattr(product_api.services().store, "get_task", broken)
+    monkeypatch.setattr(bootstrap.store(), "get_task", broken)
     status, err = call("GET", "/tasks/t-9")
     assert status == 500 and "awt_secret" not in json.dumps(err) and err["type"] == "InternalError"
 
