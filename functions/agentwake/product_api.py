@@ -36,7 +36,21 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
-from agentwake.store.live_turns import MAX_APPEND_MESSAGES, LiveTurnLost
+from agentwake.sessions import (
+    DEFAULT_PAGE,
+    DEFAULT_TURN_TTL_S,
+    MAX_APPEND_MESSAGES,
+    MAX_CONTENT_CHARS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_PAGE,
+    MAX_TOKEN_CHARS,
+    MAX_TURN_ID_CHARS,
+    MAX_TURN_TTL_S,
+    MAX_TURN_WAIT_S,
+    LiveTurn,
+    LiveTurnLost,
+    Role,
+)
 from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
 
 TITLE = "agentwake product API"
@@ -47,7 +61,7 @@ TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
 app = APIGatewayHttpResolver(enable_validation=True)
 
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
-TurnId = Annotated[str, Path(min_length=1, max_length=64)]
+TurnId = Annotated[str, Path(min_length=1, max_length=MAX_TURN_ID_CHARS)]
 TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
 
 
@@ -56,8 +70,12 @@ class _Body(BaseModel):
 
 
 class BeginTurn(_Body):
-    ttl_s: float = Field(default=60.0, gt=0, le=900, description="how long the turn holds the session")
-    wait_s: float | None = Field(default=None, ge=0, le=25, description="default: the session's live_turn_wait_s")
+    ttl_s: float = Field(
+        default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S, description="how long the turn holds the session"
+    )
+    wait_s: float | None = Field(
+        default=None, ge=0, le=MAX_TURN_WAIT_S, description="default: the session's live_turn_wait_s"
+    )
 
 
 class Turn(BaseModel):
@@ -67,8 +85,8 @@ class Turn(BaseModel):
 
 
 class RenewTurn(_Body):
-    token: str = Field(min_length=1, max_length=256)
-    ttl_s: float = Field(default=60.0, gt=0, le=900)
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+    ttl_s: float = Field(default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S)
 
 
 class Renewed(BaseModel):
@@ -82,15 +100,15 @@ class Ended(BaseModel):
 
 
 class LiveMessage(_Body):
-    role: Literal["user", "assistant"]
-    content: str = Field(max_length=60_000)
+    role: Role
+    content: str = Field(max_length=MAX_CONTENT_CHARS)
 
 
 class AppendBody(_Body):
-    turn_id: str = Field(min_length=1, max_length=64)
-    token: str = Field(min_length=1, max_length=256)
+    turn_id: str = Field(min_length=1, max_length=MAX_TURN_ID_CHARS)
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     messages: list[LiveMessage] = Field(min_length=1, max_length=MAX_APPEND_MESSAGES)
-    idempotency_key: str = Field(min_length=1, max_length=256)
+    idempotency_key: str = Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
 
 
 class AppendResult(BaseModel):
@@ -152,9 +170,7 @@ def _json(status: int, body: Any) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
-def _turn(session_id: str, turn_id: str, token: str) -> Any:
-    from agentwake.sessions import LiveTurn
-
+def _turn(session_id: str, turn_id: str, token: str) -> LiveTurn:
     return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=0.0)
 
 
@@ -175,7 +191,7 @@ def renew_turn(session_id: SessionId, turn_id: TurnId, body: RenewTurn) -> Renew
 def end_turn(
     session_id: SessionId,
     turn_id: TurnId,
-    token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=256)],
+    token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=MAX_TOKEN_CHARS)],
 ) -> Ended:
     handed = bootstrap.sessions().end_live_turn(_turn(session_id, turn_id, token))
     return Ended(turn_id=turn_id, handed_to=handed)
@@ -197,7 +213,7 @@ def append_messages(session_id: SessionId, body: AppendBody) -> Response[AppendR
 def conversation(
     session_id: SessionId,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> Conversation:
     page = bootstrap.sessions().read_conversation(session_id, cursor=cursor, limit=limit)
     return Conversation(
