@@ -1,6 +1,8 @@
-"""Package layout (metadata lives in pyproject.toml): three import names from three folders.
+"""Package layout (metadata lives in pyproject.toml): four import names from four folders.
 
 - ``agentwake``        functions/agentwake  the Lambda runtime (the SAM CodeUri is functions/)
+- ``agentwake_client`` agentwake_client/    the product API's client for products and producers
+                                            (outside the CodeUri: it never ships in a function's bundle)
 - ``agentwake_ops``    agentwake_ops/       the operator CLI (``ops`` extra)
 - ``agentwake_local``  infra/agentwake_local/the embedded local AWS (``local`` extra)
 """
@@ -9,6 +11,7 @@ from setuptools import find_packages, setup
 
 FOLDERS = {
     "agentwake": "functions/agentwake",
+    "agentwake_client": "agentwake_client",
     "agentwake_ops": "agentwake_ops",
     "agentwake_local": "infra/agentwake_local",
 }

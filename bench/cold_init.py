@@ -142,13 +142,14 @@ def _api() -> None:
     import importlib
 
     handler = importlib.import_module("agentwake.handlers.product_api").handler
-    from agentwake import product_api
+    from agentwake import bootstrap
 
     class Context:  # what Logger.inject_lambda_context reads
         function_name, memory_limit_in_mb, aws_request_id = "agentwake-api", 512, "req-1"
         invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-api"
 
-    product_api.services()
+    bootstrap.sessions()  # the services of the routes, over one store and the result queue
+    bootstrap.tasks()
     event = {
         "version": "2.0",
         "routeKey": "POST /tasks",

@@ -5,7 +5,7 @@ background task, and the woken agent's message appears in the open page.
 
 What it shows, each through agentwake's public interfaces only:
 
-- **live turns** go through the product API (``agentwake.client.ProductApiClient``) under the
+- **live turns** go through the product API (``agentwake_client.ProductApiClient``) under the
   session lease: begin a live turn, compute the reply (the scripted provider), append the user's
   message and the reply with the page's message id as idempotency key, end the turn. A turn typed
   while a wake holds the session waits up to the session's ``live_turn_wait_s`` and is then refused
@@ -82,7 +82,7 @@ class ChatApp:
     # -- a message from the page ------------------------------------------------------------------
 
     def send(self, text: str, message_id: str) -> tuple[int, dict[str, Any]]:
-        from agentwake.client import ApiError
+        from agentwake_client import ApiError
 
         if not text.strip() or len(text) > MAX_MESSAGE_CHARS:
             return 400, {"error": f"a message is 1 to {MAX_MESSAGE_CHARS} characters"}
@@ -252,7 +252,7 @@ def running(
     port: int = 0, *, task_seconds: float = 3.0, webhook_delay_s: float = 0.0, live_turn_wait_s: float = 10.0
 ) -> Iterator[tuple[str, ChatApp, Any]]:
     """The local stack, the chat session and the app's server: yields (page URL, app, runtime)."""
-    from agentwake.client import ProductApiClient
+    from agentwake_client import ProductApiClient
     from agentwake_local.stack import LocalStackRuntime
 
     runtime = LocalStackRuntime(async_retry_delays=0, write_state=False)

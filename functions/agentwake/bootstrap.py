@@ -1,37 +1,120 @@
-"""The composition root: settings and adapters, built once per process and cached.
+"""The composition root: the one place that builds the adapters and services of the three functions
+(cron wake, background result, product API), once per process and per settings.
 
-Cold start builds only what every wake uses: the settings and one DynamoDB client. The Scheduler
-client is made on first use (deleting a run-once job's schedule), the SQS client only when a
-permanent failure is dead-lettered (a background result to its DLQ, a cron wake to CronFailureQueue);
-provider adapters when a session names them.
+Each part is built on first use, from the parts it needs, and kept (``Root``): a wake's first
+invocation builds the settings, the store (one DynamoDB client) and the wake's dependencies; the
+Scheduler client is made on first use (deleting a run-once job's schedule), the SQS client only when a
+result is re-sent or handed on, or a permanent failure is dead-lettered (a background result to its
+DLQ, a cron wake to CronFailureQueue); provider adapters when a session names them. The product API's
+first request builds the store, the result queue and the sessions and tasks services over them, and
+never the wake's own machinery: this module imports each part where it is built, so importing it
+costs nothing at cold start.
+
+A new settings object (``reset_caches``, or the settings' own cache cleared: the local runtime does
+it with each new environment) builds a new root: clients of an earlier stack are never reused.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-from agentwake.settings import get_settings
-from agentwake.store.dynamo import DynamoStore
-from agentwake.store.queues import DeadLetters, ResultQueue
-from agentwake.store.schedules import Schedules
-from agentwake.wake.spec import WakeDeps
+from agentwake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from agentwake.sessions import SessionsService
     from agentwake.store.cron_failures import CronFailures
+    from agentwake.store.dynamo import DynamoStore
+    from agentwake.store.queues import DeadLetters, ResultQueue
+    from agentwake.store.schedules import Schedules
+    from agentwake.tasks import TasksService
+    from agentwake.wake.spec import WakeDeps
+
+__all__ = [
+    "Root",
+    "cron_failures",
+    "dead_letters",
+    "reset",
+    "reset_caches",
+    "result_queue",
+    "root",
+    "sessions",
+    "store",
+    "tasks",
+    "wake_deps",
+]
 
 
-@lru_cache(maxsize=1)
-def wake_deps() -> WakeDeps:
-    settings = get_settings()
-    return WakeDeps(
-        store=DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days),
-        settings=settings,
-        schedules=Schedules(settings.schedule_group),
-        on_event=_transcript() if settings.transcript else None,
-        # a release hands the session to its next waiter through it (its client is made then)
-        result_queue=result_queue(),
-    )
+class Root:
+    """Every adapter and service of this process over one ``settings``, each built on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    # -- adapters ---------------------------------------------------------------------------------
+
+    @cached_property
+    def store(self) -> DynamoStore:
+        from agentwake.store.dynamo import DynamoStore
+
+        return DynamoStore(self.settings.table_name, journal_ttl_days=self.settings.journal_ttl_days)
+
+    @cached_property
+    def result_queue(self) -> ResultQueue:
+        """The background-result queue (its SQS client is made on the first send)."""
+        from agentwake.store.queues import ResultQueue
+
+        return ResultQueue(self.settings.result_queue_url)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        from agentwake.store.queues import DeadLetters
+
+        return DeadLetters(self.settings.result_dlq_url)
+
+    @cached_property
+    def cron_failures(self) -> CronFailures:
+        """CronFailureQueue for a permanent cron failure (imported and built only on that path)."""
+        from agentwake.store.cron_failures import CronFailures
+
+        return CronFailures(self.settings.cron_failure_queue_url)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from agentwake.store.schedules import Schedules
+
+        return Schedules(self.settings.schedule_group)
+
+    # -- the wake ---------------------------------------------------------------------------------
+
+    @cached_property
+    def wake_deps(self) -> WakeDeps:
+        from agentwake.wake.spec import WakeDeps
+
+        return WakeDeps(
+            store=self.store,
+            settings=self.settings,
+            schedules=self.schedules,
+            on_event=_transcript() if self.settings.transcript else None,
+            # a release hands the session to its next waiter through it (its client is made then)
+            result_queue=self.result_queue,
+        )
+
+    # -- the product API's services ---------------------------------------------------------------
+
+    @cached_property
+    def sessions(self) -> SessionsService:
+        """Live turns and the conversation; ending a turn hands the session on through the result queue."""
+        from agentwake.sessions import SessionsService
+
+        return SessionsService(self.store, self.result_queue)
+
+    @cached_property
+    def tasks(self) -> TasksService:
+        """Registering and completing tasks; a completion is sent to the result queue (its SQS client)."""
+        from agentwake.tasks import TasksService
+
+        return TasksService(self.store, self.settings.result_queue_url, sqs=self.result_queue.client)
 
 
 def _transcript():  # type: ignore[no-untyped-def]
@@ -42,29 +125,48 @@ def _transcript():  # type: ignore[no-untyped-def]
     return TranscriptPrinter(out=sys.stdout, indent="      ")
 
 
-@lru_cache(maxsize=1)
-def dead_letters() -> DeadLetters:
-    return DeadLetters(get_settings().result_dlq_url)
+_roots: list[Root] = []
 
 
-@lru_cache(maxsize=1)
+def root() -> Root:
+    """This process's root, built again when the settings were built again."""
+    settings = get_settings()
+    if not _roots or _roots[0].settings is not settings:
+        _roots[:] = [Root(settings)]
+    return _roots[0]
+
+
+def wake_deps() -> WakeDeps:
+    return root().wake_deps
+
+
+def store() -> DynamoStore:
+    return root().store
+
+
 def result_queue() -> ResultQueue:
-    return ResultQueue(get_settings().result_queue_url)
+    return root().result_queue
 
 
-@lru_cache(maxsize=1)
+def dead_letters() -> DeadLetters:
+    return root().dead_letters
+
+
 def cron_failures() -> CronFailures:
-    """CronFailureQueue for a permanent cron failure (imported and built only on that path)."""
-    from agentwake.store.cron_failures import CronFailures
+    return root().cron_failures
 
-    return CronFailures(get_settings().cron_failure_queue_url)
+
+def sessions() -> SessionsService:
+    return root().sessions
+
+
+def tasks() -> TasksService:
+    return root().tasks
 
 
 def reset() -> None:
-    wake_deps.cache_clear()
-    dead_letters.cache_clear()
-    result_queue.cache_clear()
-    cron_failures.cache_clear()
+    """Forget every adapter and service built (the next use builds them again)."""
+    _roots.clear()
 
 
 def reset_caches() -> None:

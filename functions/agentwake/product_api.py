@@ -25,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentwake import bootstrap
 from agentwake.errors import (
     AgentwakeError,
     ConfigError,
@@ -35,7 +36,21 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
-from agentwake.store.session_lease import MAX_APPEND_MESSAGES, LiveTurnLost
+from agentwake.sessions import (
+    DEFAULT_PAGE,
+    DEFAULT_TURN_TTL_S,
+    MAX_APPEND_MESSAGES,
+    MAX_CONTENT_CHARS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_PAGE,
+    MAX_TOKEN_CHARS,
+    MAX_TURN_ID_CHARS,
+    MAX_TURN_TTL_S,
+    MAX_TURN_WAIT_S,
+    LiveTurn,
+    LiveTurnLost,
+    Role,
+)
 from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
 
 TITLE = "agentwake product API"
@@ -46,7 +61,7 @@ TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
 app = APIGatewayHttpResolver(enable_validation=True)
 
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
-TurnId = Annotated[str, Path(min_length=1, max_length=64)]
+TurnId = Annotated[str, Path(min_length=1, max_length=MAX_TURN_ID_CHARS)]
 TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
 
 
@@ -55,8 +70,12 @@ class _Body(BaseModel):
 
 
 class BeginTurn(_Body):
-    ttl_s: float = Field(default=60.0, gt=0, le=900, description="how long the turn holds the session")
-    wait_s: float | None = Field(default=None, ge=0, le=25, description="default: the session's live_turn_wait_s")
+    ttl_s: float = Field(
+        default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S, description="how long the turn holds the session"
+    )
+    wait_s: float | None = Field(
+        default=None, ge=0, le=MAX_TURN_WAIT_S, description="default: the session's live_turn_wait_s"
+    )
 
 
 class Turn(BaseModel):
@@ -66,8 +85,8 @@ class Turn(BaseModel):
 
 
 class RenewTurn(_Body):
-    token: str = Field(min_length=1, max_length=256)
-    ttl_s: float = Field(default=60.0, gt=0, le=900)
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+    ttl_s: float = Field(default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S)
 
 
 class Renewed(BaseModel):
@@ -81,15 +100,15 @@ class Ended(BaseModel):
 
 
 class LiveMessage(_Body):
-    role: Literal["user", "assistant"]
-    content: str = Field(max_length=60_000)
+    role: Role
+    content: str = Field(max_length=MAX_CONTENT_CHARS)
 
 
 class AppendBody(_Body):
-    turn_id: str = Field(min_length=1, max_length=64)
-    token: str = Field(min_length=1, max_length=256)
+    turn_id: str = Field(min_length=1, max_length=MAX_TURN_ID_CHARS)
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
     messages: list[LiveMessage] = Field(min_length=1, max_length=MAX_APPEND_MESSAGES)
-    idempotency_key: str = Field(min_length=1, max_length=256)
+    idempotency_key: str = Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
 
 
 class AppendResult(BaseModel):
@@ -147,58 +166,24 @@ class Enqueued(BaseModel):
     message_id: str
 
 
-class Services:
-    """The runtime's APIs over the stack's table and result queue, built on the first request."""
-
-    def __init__(self, settings: Any) -> None:
-        from agentwake.sessions import SessionsService
-        from agentwake.store.dynamo import DynamoStore
-        from agentwake.tasks import TasksService
-
-        self.settings = settings
-        self.store = DynamoStore(settings.table_name, journal_ttl_days=settings.journal_ttl_days)
-        self.sessions = SessionsService(self.store, settings.result_queue_url)
-        self.tasks = TasksService(self.store, settings.result_queue_url)
-
-
-_built: list[Services] = []
-
-
-def services() -> Services:
-    """The services of this process, built again when the settings were reset (the local runtime
-    resets them with each new environment: clients of an earlier stack must not be reused)."""
-    from agentwake.settings import get_settings
-
-    settings = get_settings()
-    if not _built or _built[0].settings is not settings:
-        _built[:] = [Services(settings)]
-    return _built[0]
-
-
-def reset_services() -> None:
-    _built.clear()
-
-
 def _json(status: int, body: Any) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
-def _turn(session_id: str, turn_id: str, token: str) -> Any:
-    from agentwake.sessions import LiveTurn
-
+def _turn(session_id: str, turn_id: str, token: str) -> LiveTurn:
     return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=0.0)
 
 
 @app.post("/sessions/<session_id>/live-turns", responses={409: {"description": "the session is busy"}})
 def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response[Turn]:
     body = body or BeginTurn()  # no body: the defaults
-    turn = services().sessions.begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
+    turn = bootstrap.sessions().begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
     return _json(201, Turn(turn_id=turn.turn_id, token=turn.token, expires_at=turn.expires_at).model_dump())
 
 
 @app.post("/sessions/<session_id>/live-turns/<turn_id>/renew")
 def renew_turn(session_id: SessionId, turn_id: TurnId, body: RenewTurn) -> Renewed:
-    turn = services().sessions.renew_live_turn(_turn(session_id, turn_id, body.token), ttl_s=body.ttl_s)
+    turn = bootstrap.sessions().renew_live_turn(_turn(session_id, turn_id, body.token), ttl_s=body.ttl_s)
     return Renewed(turn_id=turn_id, expires_at=turn.expires_at)
 
 
@@ -206,15 +191,15 @@ def renew_turn(session_id: SessionId, turn_id: TurnId, body: RenewTurn) -> Renew
 def end_turn(
     session_id: SessionId,
     turn_id: TurnId,
-    token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=256)],
+    token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=MAX_TOKEN_CHARS)],
 ) -> Ended:
-    handed = services().sessions.end_live_turn(_turn(session_id, turn_id, token))
+    handed = bootstrap.sessions().end_live_turn(_turn(session_id, turn_id, token))
     return Ended(turn_id=turn_id, handed_to=handed)
 
 
 @app.post("/sessions/<session_id>/messages")
 def append_messages(session_id: SessionId, body: AppendBody) -> Response[AppendResult]:
-    done = services().sessions.append(
+    done = bootstrap.sessions().append(
         _turn(session_id, body.turn_id, body.token),
         [(m.role, m.content) for m in body.messages],
         idempotency_key=body.idempotency_key,
@@ -228,9 +213,9 @@ def append_messages(session_id: SessionId, body: AppendBody) -> Response[AppendR
 def conversation(
     session_id: SessionId,
     cursor: Annotated[str | None, Query(max_length=256)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> Conversation:
-    page = services().sessions.read_conversation(session_id, cursor=cursor, limit=limit)
+    page = bootstrap.sessions().read_conversation(session_id, cursor=cursor, limit=limit)
     return Conversation(
         entries=[
             Entry(
@@ -249,7 +234,7 @@ def conversation(
 
 @app.post("/tasks", responses={409: {"description": "the task id is registered already"}})
 def register_task(body: RegisterBody) -> Response[Registered]:
-    task = services().tasks.register_task(body.session_id, body.tool_name, body.args, task_id=body.task_id)
+    task = bootstrap.tasks().register_task(body.session_id, body.tool_name, body.args, task_id=body.task_id)
     return _json(201, Registered(task_id=task.task_id, task_token=task.task_token).model_dump())
 
 
@@ -257,7 +242,7 @@ def register_task(body: RegisterBody) -> Response[Registered]:
 def task_status(
     task_id: TaskId, token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER.lower(), max_length=256)] = None
 ) -> TaskStatusOut:
-    task = services().store.records.get_task(task_id)
+    task = bootstrap.store().records.get_task(task_id)
     if task is None:
         raise UnknownTask(f"no task is registered with id {task_id!r}")
     out = TaskStatusOut(
@@ -274,7 +259,7 @@ def task_status(
 
 @app.post("/tasks/<task_id>/completion")
 def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
-    message_id = services().tasks.finish_task(
+    message_id = bootstrap.tasks().finish_task(
         task_id,
         body.status,
         body.result_text,

@@ -8,7 +8,7 @@ session's ``live_turn_wait_s`` for it, then is refused with ``SessionBusy`` nami
 turn is short (``ttl_s``, renewable); ending it hands the session to the run that waited longest,
 and a live turn that is never ended (a crashed chat app) releases it when its TTL passes.
 
-    sessions = SessionsService(store, queue_url)
+    sessions = SessionsService(store, ResultQueue(queue_url))  # agentwake.bootstrap.sessions() in a function
     with sessions.live_turn("alice") as turn:
         sessions.append(turn, [("user", "hi"), ("assistant", "hello!")], idempotency_key="msg-41")
     page = sessions.read_conversation("alice")
@@ -21,20 +21,38 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
-from agentwake.session.handoff import hand_off
-from agentwake.store.models import HistoryEntry
-from agentwake.store.queues import ResultQueue
+from agentwake.store.models import MAX_TEXT_CHARS, HistoryEntry
 from agentwake.store.session_lease import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
 
-__all__ = ["Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
+if TYPE_CHECKING:
+    from agentwake.store.queues import ResultQueue
 
+__all__ = ["MAX_APPEND_MESSAGES", "Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
+
+# What a live turn may ask for: one definition, checked by SessionsService below and declared by the
+# product API's request models (product_api.py, and so schemas/product-api.openapi.json), so both ways
+# in take the same turns. MAX_APPEND_MESSAGES (the most messages one append writes, in one
+# transaction) is the store's, passed on from here.
 #: a live turn's lease unless the caller says otherwise, and the longest it may ask for
 DEFAULT_TURN_TTL_S = 60.0
 MAX_TURN_TTL_S = 900.0
-#: the most entries one page of the conversation holds
+#: the longest a request asks a live turn to wait for a run (within API Gateway's 30 s; a session's
+#: ``live_turn_wait_s`` has the same bound)
+MAX_TURN_WAIT_S = 25.0
+#: who speaks in a live turn
+Role = Literal["user", "assistant"]
+ROLES: tuple[str, ...] = get_args(Role)
+#: the most text of one message the history keeps (the product API refuses more; it would be cut)
+MAX_CONTENT_CHARS = MAX_TEXT_CHARS
+#: an append's idempotency key, a turn's token and a turn's id: at most this many characters
+MAX_IDEMPOTENCY_KEY_CHARS = 256
+MAX_TOKEN_CHARS = 256
+MAX_TURN_ID_CHARS = 64
+#: the entries one page of the conversation holds unless asked, and at most
+DEFAULT_PAGE = 50
 MAX_PAGE = 200
 
 
@@ -65,16 +83,15 @@ class SessionsService:
     def __init__(
         self,
         store: Any,
-        queue_url: str | None = None,
+        result_queue: ResultQueue | None = None,
         *,
-        sqs: Any = None,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        """``store``: the DynamoStore; ``queue_url``: the result queue, through which ending a live
+        """``store``: the DynamoStore; ``result_queue``: the result queue, through which ending a live
         turn hands the session to a waiting result (None: no hand-off, waiters come back later)."""
         self.store = store
-        self.result_queue = ResultQueue(queue_url, client=sqs) if queue_url else None
+        self.result_queue = result_queue
         self.now = now
         self.sleep = sleep
 
@@ -118,6 +135,8 @@ class SessionsService:
     def end_live_turn(self, turn: LiveTurn) -> str | None:
         """Release the session and hand it to the run that waited longest; returns that run's id
         (None: nobody waits). Ending a turn that no longer holds the session changes nothing."""
+        from agentwake.session.handoff import hand_off  # the hand-off: not at the product API's cold start
+
         return hand_off(self.store.leases, self.result_queue, turn.session_id, turn.token, now=self.now)
 
     @contextmanager
@@ -137,18 +156,20 @@ class SessionsService:
         """Append the live turn's messages (role ``user`` or ``assistant``, content) to the session's
         history, in order, once per ``idempotency_key`` (a retried append writes nothing and returns
         what the first wrote). LiveTurnLost if the turn no longer holds the session."""
-        if not idempotency_key or len(idempotency_key) > 256:
-            raise ValueError("idempotency_key: 1 to 256 characters")
+        if not idempotency_key or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
+            raise ValueError(f"idempotency_key: 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters")
         if not messages or len(messages) > MAX_APPEND_MESSAGES:
             raise ValueError(f"messages: 1 to {MAX_APPEND_MESSAGES} per append")
         for role, content in messages:
-            if role not in ("user", "assistant"):
-                raise ValueError(f"role {role!r}: a live turn appends user or assistant messages")
+            if role not in ROLES:
+                raise ValueError(f"role {role!r}: a live turn appends {' or '.join(ROLES)} messages")
             if not isinstance(content, str):
                 raise ValueError("content: text")
         return self.store.leases.append_live(turn.session_id, turn.token, list(messages), idempotency_key)
 
-    def read_conversation(self, session_id: str, *, cursor: str | None = None, limit: int = 50) -> ConversationPage:
+    def read_conversation(
+        self, session_id: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> ConversationPage:
         """The conversation newest first: live turns, deliveries, run markers and notes, with their
         kinds and run ids; ``cursor`` from the previous page. ValueError for a cursor that is not one."""
         from agentwake.store.keys import history_cursor_sk

@@ -1,4 +1,4 @@
-"""Imports run one way: CLI and local emulator -> runtime, local emulator -> CLI; no cycles.
+"""Imports run one way: client, CLI and local emulator -> runtime, local emulator -> CLI; no cycles.
 
 Read from the source with ``ast`` (every import counts, also one inside a function: a lazy import
 is still a dependency), so the test needs nothing installed and cannot be fooled by import order.
@@ -14,12 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 #: import name -> folder (mirrors setup.py)
 PACKAGES = {
     "agentwake": ROOT / "functions" / "agentwake",
+    "agentwake_client": ROOT / "agentwake_client",
     "agentwake_ops": ROOT / "agentwake_ops",
     "agentwake_local": ROOT / "infra" / "agentwake_local",
 }
 #: which package may import which (besides itself)
 ALLOWED = {
     "agentwake": set(),
+    "agentwake_client": {"agentwake"},
     "agentwake_ops": {"agentwake"},
     "agentwake_local": {"agentwake", "agentwake_ops"},
 }
@@ -89,7 +91,7 @@ MAX_HANDLER_LINES = 60
 
 
 def test_runtime_never_imports_the_cli_or_the_emulator() -> None:
-    # GIVEN every import in the three packages
+    # GIVEN every import in the four packages
     wrong = []
     for module, targets in graph().items():
         package = module.split(".")[0]

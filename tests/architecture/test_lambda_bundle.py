@@ -26,6 +26,8 @@ from tests.support import lambda_bundle
 ROOT = Path(__file__).resolve().parents[2]
 #: top-level names that belong to the operator CLI or the local emulator, never to a function
 NOT_RUNTIME = {"agentwake_ops", "agentwake_local", "infra", "ops", "typer", "rich", "click", "moto", "yaml"}
+#: the product API's client: products and producers import it, no function does (agentwake_client/)
+PRODUCER_CLIENT = "agentwake_client"
 #: importlib.util.MAGIC_NUMBER of CPython 3.13 (3571 in Lib/importlib/_bootstrap_external.py's magic
 #: table, "Python 3.13a... 3571"; fixed for every 3.13.x release), the runtime of template.yaml
 MAGIC_PYTHON_313 = (3571).to_bytes(2, "little") + b"\r\n"
@@ -128,7 +130,7 @@ def test_code_uri_holds_only_the_runtime_package_and_its_build() -> None:
         for name, data in files.items():
             if name.endswith(".py"):
                 imported = imported_tops(data)
-                assert not imported & NOT_RUNTIME, f"{name} imports {imported & NOT_RUNTIME}"
+                assert not imported & (NOT_RUNTIME | {PRODUCER_CLIENT}), f"{name} imports {imported}"
 
 
 def test_requirements_carry_no_cli_or_local_packages() -> None:
@@ -155,6 +157,30 @@ def test_built_bundle_holds_the_runtime_and_its_dependencies_only(built: tuple[P
     ours = {p.relative_to(ROOT / "functions") for p in (ROOT / "functions" / "agentwake").rglob("*.py")}
     shipped = {p.relative_to(dest) for p in (dest / "agentwake").rglob("*.py")}
     assert ours == shipped, ours ^ shipped
+
+
+def defines_the_producer_client(folder: Path) -> list[str]:
+    """The modules under ``folder`` that define the product API's client (its class or its package)."""
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*.py")
+        if PRODUCER_CLIENT in p.parts or re.search(r"^class ProductApiClient\b", p.read_text(encoding="utf-8"), re.M)
+    )
+
+
+def test_the_producer_client_ships_in_no_bundle_and_products_still_import_it(built: tuple[Path, str, str]) -> None:
+    # GIVEN each function's CodeUri and the bundle the build step makes from it
+    dest, _, _ = built
+    # THEN neither holds the product API's client (no function imports it)
+    for uri in code_uris():
+        assert defines_the_producer_client(uri) == [], uri
+    assert defines_the_producer_client(dest) == []
+    # AND a product imports it from its own package, beside the runtime
+    from agentwake_client import ApiError, ProductApiClient
+
+    assert ProductApiClient.__module__ == PRODUCER_CLIENT and issubclass(ApiError, Exception)
+    # AND the check sees the client where it was before it moved out (the runtime package)
+    assert defines_the_producer_client(ROOT) == ["agentwake_client/__init__.py"]
 
 
 def test_every_module_of_the_bundle_has_bytecode_the_runtime_loads_unchecked(built: tuple[Path, str, str]) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentwake.client import ProductApiClient
 from agentwake.store.dynamo import DynamoStore
+from agentwake_client import ProductApiClient
 from agentwake_local.stack import LocalStackRuntime, read_state
 from tests.e2e.test_busy_sessions import wait_until
 from tests.support.builders import local_stack_rules, seed_session

@@ -27,6 +27,7 @@ from agentwake.errors import SessionBusy
 from agentwake.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import SessionConfig
+from agentwake.store.queues import ResultQueue
 from agentwake.tasks import TasksService
 from agentwake.wake.background import ON_THE_LIST_DELAY_S
 from agentwake_local.stack import LocalStackRuntime
@@ -191,7 +192,7 @@ def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_t
     run_ids = burst(local, store, receiver, session, 0)  # the session config only
     store.records.put_session(store.records.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules())  # type: ignore[union-attr]
     requests = record_model_requests(monkeypatch)
-    api = SessionsService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+    api = SessionsService(store, ResultQueue(local.outputs["BackgroundResultQueueUrl"], client=local.client("sqs")))
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
     turns: list[tuple[float, float, int]] = []
     errors: list[BaseException] = []

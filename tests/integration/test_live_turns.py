@@ -31,7 +31,9 @@ QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:results"
 
 
 def sessions(resources: Resources, store: DynamoStore, **kw: Any) -> SessionsService:
-    return SessionsService(store, resources.queue_url, sqs=boto3.client("sqs", region_name=REGION), **kw)
+    return SessionsService(
+        store, ResultQueue(resources.queue_url, client=boto3.client("sqs", region_name=REGION)), **kw
+    )
 
 
 def records_of(messages: list[dict[str, Any]]) -> dict[str, Any]:

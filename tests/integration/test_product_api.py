@@ -190,12 +190,12 @@ def test_a_completion_is_enqueued_as_the_published_schema_says(store: DynamoStor
 
 
 def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentwake import product_api
+    from agentwake import bootstrap
 
     def broken(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("boom with awt_secret")
 
-    monkeypatch.setattr(product_api.services().store.records, "get_task", broken)
+    monkeypatch.setattr(bootstrap.store().records, "get_task", broken)
     status, err = call("GET", "/tasks/t-9")
     assert status == 500 and "awt_secret" not in json.dumps(err) and err["type"] == "InternalError"
 
@@ -218,3 +218,60 @@ def test_a_new_environment_gets_new_services(store: DynamoStore, monkeypatch: py
     reset_caches()
     status, err = call("POST", "/sessions/alice/live-turns", {})
     assert status == 500 and err["type"] == "InternalError"  # that table does not exist
+
+
+def test_the_api_and_the_sessions_service_take_the_same_live_turns(store: DynamoStore) -> None:
+    # GIVEN a session, reached over HTTP and through the sessions service the API itself uses
+    from agentwake import bootstrap
+    from agentwake.errors import ConfigError
+
+    seed_session(store, "alice")
+    sessions = bootstrap.sessions()
+
+    def over_http(**body: Any) -> bool:
+        status, answer = call("POST", "/sessions/alice/live-turns", body)
+        if status == 201:
+            ended = call("DELETE", f"/sessions/alice/live-turns/{answer['turn_id']}", headers=_turn_token(answer))
+            assert ended[0] == 200
+        return status == 201
+
+    def in_python(ttl_s: float) -> bool:
+        try:
+            turn = sessions.begin_live_turn("alice", ttl_s=ttl_s)
+        except ConfigError:
+            return False
+        sessions.end_live_turn(turn)
+        return True
+
+    # THEN a turn's longest lease is the same both ways
+    for ttl_s, taken in ((900, True), (900.5, False), (0, False)):
+        assert over_http(ttl_s=ttl_s) is taken and in_python(ttl_s) is taken, ttl_s
+
+    # AND so is an append: at most 25 messages, a key of at most 256 characters, user or assistant
+    def appends(messages: list[tuple[str, str]], key: str) -> tuple[bool, bool]:
+        turn = sessions.begin_live_turn("alice")
+        try:
+            body = {
+                "turn_id": turn.turn_id,
+                "token": turn.token,
+                "messages": [{"role": r, "content": c} for r, c in messages],
+                "idempotency_key": key,
+            }
+            http = call("POST", "/sessions/alice/messages", body)[0] == 201
+            try:
+                sessions.append(turn, messages, idempotency_key=key + "-py")
+                python = True
+            except ValueError:
+                python = False
+            return http, python
+        finally:
+            sessions.end_live_turn(turn)
+
+    assert appends([("user", "hi")] * 25, "k" * 250) == (True, True)
+    assert appends([("user", "hi")] * 26, "k1") == (False, False)
+    assert appends([("user", "hi")], "k" * 257) == (False, False)
+    assert appends([("system", "hi")], "k2") == (False, False)
+
+
+def _turn_token(turn: dict[str, Any]) -> dict[str, str]:
+    return {"x-agentwake-turn-token": turn["token"]}

@@ -1,4 +1,4 @@
-"""agentwake.client.ProductApiClient over real HTTP on 127.0.0.1: the local HTTP API built from
+"""agentwake_client.ProductApiClient over real HTTP on 127.0.0.1: the local HTTP API built from
 template.yaml's HttpApi events (infra/agentwake_local/http_api.py), each request turned into a
 payload 2.0 event for ProductApiFunction's handler (on moto). Every request is SigV4-signed for
 execute-api, and the API's errors arrive as ApiError with their type."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentwake.client import ApiError, ProductApiClient
 from agentwake.store.dynamo import DynamoStore
+from agentwake_client import ApiError, ProductApiClient
 from agentwake_local.http_api import LocalHttpApi, Route
 from tests.support.aws import Resources, drain
 from tests.support.builders import seed_session

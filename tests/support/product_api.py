@@ -32,10 +32,10 @@ def call(
 
 
 def fresh_services() -> None:
-    """Forget the API's cached services (a new moto account per test)."""
-    from agentwake import product_api
+    """Forget the adapters and services the composition root built (a new moto account per test)."""
+    from agentwake import bootstrap
 
-    product_api.reset_services()
+    bootstrap.reset()
 
 
 @contextmanager

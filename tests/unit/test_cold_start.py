@@ -103,3 +103,29 @@ def test_the_narrow_service_check_answers_as_botocore_does_for_every_name() -> N
         # AND a listing (botocore's error message joins it) is botocore's own
         assert list(narrow) == every
     aws.reset_clients()
+
+
+def test_the_product_api_builds_its_services_without_the_wake_or_the_agent() -> None:
+    # GIVEN a fresh interpreter with ProductApiFunction's environment
+    code = (
+        "import sys, json, agentwake.handlers.product_api\n"
+        "from agentwake import bootstrap\n"
+        "bootstrap.sessions(), bootstrap.tasks()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {
+        **os.environ,
+        "AGENTWAKE_TABLE": "t",
+        "AGENTWAKE_RESULT_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/results",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    # WHEN it imports the handler and builds the services its routes use (no AWS call is made)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    loaded = set(json.loads(out.stdout))
+    # THEN of the wake it loads only the result message's contract, and nothing of the agent, its
+    # providers or tools (a turn's end imports the hand-off when it happens)
+    assert {m for m in loaded if m.startswith("agentwake.wake.")} <= {"agentwake.wake.messages"}
+    assert not {m for m in loaded if m.startswith("agentwake.agent")}
+    assert {m.split(".")[0] for m in loaded} & {"typer", "rich", "click", "moto", "agentwake_ops"} == set()

@@ -1,6 +1,7 @@
 """A client of the product API for products and producers (docs/product-api.md): every route, each
 request signed with SigV4 (service ``execute-api``) through botocore, sent with urllib. No
-dependency beyond botocore, which boto3 brings.
+dependency beyond botocore, which boto3 brings. Its own package, installed with agentwake and
+outside the functions' CodeUri: no function imports it, so it ships in no Lambda bundle.
 
     api = ProductApiClient("https://abc123.execute-api.us-east-1.amazonaws.com")
     with api.live_turn("alice") as turn:
