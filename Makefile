@@ -53,7 +53,7 @@ typecheck: $(VENV)/.dev-installed
 	$(PY) -m mypy functions/agentwake
 
 schemas: $(VENV)/.dev-installed  ## regenerate schemas/*.schema.json (the producer contract) from the models
-	$(PY) -m agentwake.contract schemas
+	$(PY) -m agentwake.product.contract schemas
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -25,8 +25,8 @@ from typing import Any, Literal
 from urllib.parse import quote, urlencode, urlsplit
 
 from agentwake.errors import AgentwakeError
-from agentwake.sessions import LiveTurn
-from agentwake.tasks import RegisteredTask
+from agentwake.product.sessions import LiveTurn
+from agentwake.product.tasks import RegisteredTask
 
 __all__ = ["ApiError", "LiveTurn", "ProductApiClient", "RegisteredTask"]
 

@@ -123,7 +123,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from pydantic import ValidationError
 
     from agentwake.errors import AgentwakeError
-    from agentwake.jobs import JobError
+    from agentwake.jobs.service import JobError
     from agentwake_ops.context import OpsError
 
     return (OpsError, AgentwakeError, JobError, ValidationError, ClientError, BotoCoreError, OSError)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
 
 import typer
 
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 from agentwake_ops.cli_common import JSON_HELP, ops, parse_json_option
 from agentwake_ops.render import console, dash, escape, facts_panel, print_json
 from agentwake_ops.terminal import masked, shown

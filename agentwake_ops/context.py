@@ -21,9 +21,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: every command imports this module, few build a context
-    from agentwake.jobs import JobsService
+    from agentwake.jobs.service import JobsService
+    from agentwake.product.tasks import TasksService
     from agentwake.store.dynamo import DynamoStore
-    from agentwake.tasks import TasksService
     from agentwake_ops.plugins import InvokeAsync
 
 DEFAULT_STACK_NAME = "agentwake"
@@ -263,10 +263,10 @@ def build_context(
     session: Any = None,
 ) -> OpsContext:
     """Clients, store and services for the discovered resources."""
-    from agentwake.jobs import JobsService, JobTargets
+    from agentwake.jobs.service import JobsService, JobTargets
+    from agentwake.product.tasks import TasksService
     from agentwake.store.dynamo import DynamoStore
     from agentwake.store.schedules import Schedules
-    from agentwake.tasks import TasksService
 
     options = options or OpsOptions()
     outputs = discovery.outputs

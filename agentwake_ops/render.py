@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 from agentwake_ops.terminal import SECRET_FIELDS, inert, masked, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.panel import Panel
 
-    from agentwake.store.models import SessionConfig
+    from agentwake.domain.models import SessionConfig
     from agentwake_ops.dlq.act import DeleteReport, ExportReport, RedriveReport
     from agentwake_ops.dlq.describe import DlqMessage
     from agentwake_ops.replay import Verdict
@@ -400,14 +400,14 @@ def history_table(session: str, entries: list[Any]) -> None:
 
 def job_dict(job: Any) -> dict[str, Any]:
     """A job as ``--json`` prints it: the record and its next fire times."""
-    from agentwake.jobs import next_fire_times
+    from agentwake.jobs.service import next_fire_times
 
     return {**job.model_dump(mode="json"), "next_fire_times": [t.isoformat() for t in next_fire_times(job)]}
 
 
 def fires(job: Any) -> str:
     """The job's next fire times in its time zone, or a dash."""
-    from agentwake.jobs import next_fire_times
+    from agentwake.jobs.service import next_fire_times
 
     times = next_fire_times(job)
     if not times:
@@ -468,7 +468,7 @@ JOB_FIRE_COLUMNS = ("scheduled time", "run id", "reason", "outcome")
 def job_facts(view: Any) -> list[tuple[str, Any]]:
     """``jobs show``'s facts of a job (plain text, not escaped): config, policies, why and since
     when it is paused and by which run, failures in a row, skipped/missed counts, next fires."""
-    from agentwake.jobs import next_fire_times
+    from agentwake.jobs.service import next_fire_times
 
     job = view.job
     rows: list[tuple[str, Any]] = [

@@ -30,9 +30,9 @@ from agentwake.agent.runner import AgentState, RunEvent
 from agentwake.agent.tools import DRY_RUN_RESULT
 from agentwake.clock import Clock, SystemClock
 from agentwake.delivery import Delivery
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import SessionConfig
 
 #: DynamoDB operations a replay may call; every other operation is refused
 READ_OPERATIONS = frozenset({"get_item", "query", "batch_get_item", "transact_get_items", "describe_table"})

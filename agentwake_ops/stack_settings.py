@@ -1,7 +1,7 @@
 """The settings of the stack the CLI found, as its functions see them (``AGENTWAKE_*`` variables).
 
 ``sessions put`` checks a config by the rules the stack's wakes apply (its secret prefixes, its
-outbound policy: ``agentwake.session_checks``), so it needs the functions' settings, learnt where
+outbound policy: ``agentwake.trust.session_checks``), so it needs the functions' settings, learnt where
 the stack was found:
 
 - the ``AGENTWAKE_*`` environment: those variables (the same ones the functions read);
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentwake.session_checks import ConfigRules
+    from agentwake.trust.session_checks import ConfigRules
 
 #: stack parameter -> the Settings field the template sets from it
 PARAMETER_FIELDS = {
@@ -59,9 +59,9 @@ def from_parameters(parameters: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def config_rules(settings: Mapping[str, str], *, source: str = "") -> ConfigRules:
-    """The rules the stack's wakes apply to a session config (agentwake.session_checks). The local
+    """The rules the stack's wakes apply to a session config (agentwake.trust.session_checks). The local
     stack (``source`` "local") runs its functions in this Python environment: its Python tools must
     be installed here."""
-    from agentwake.session_checks import ConfigRules
+    from agentwake.trust.session_checks import ConfigRules
 
     return ConfigRules.from_env(settings, python_tools_here=source == "local")

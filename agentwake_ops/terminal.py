@@ -25,7 +25,7 @@ from agentwake.store.itemsize import safe_text, visible_controls
 SECRET_FIELDS = frozenset({"task_token"})
 #: what a masked secret shows instead
 MASKED = "[MASKED]"
-#: a task token in free text (agentwake.tasks: ``awt_`` + 43 URL-safe characters)
+#: a task token in free text (agentwake.product.tasks: ``awt_`` + 43 URL-safe characters)
 _TOKEN_SHAPE = re.compile(r"\bawt_[A-Za-z0-9_-]{16,}")
 
 

@@ -52,9 +52,9 @@ warnings.filterwarnings("ignore")
 
 from botocore.client import BaseClient  # noqa: E402
 
-from agentwake.session_checks import ConfigRules  # noqa: E402
+from agentwake.domain.models import SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.models import SessionConfig, Task, task_token_hash  # noqa: E402
+from agentwake.trust.session_checks import ConfigRules  # noqa: E402
 from agentwake_local import timing  # noqa: E402
 from agentwake_local.stack import LocalStackRuntime  # noqa: E402
 from agentwake_ops.sqs_scan import queue_counts  # noqa: E402

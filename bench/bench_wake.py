@@ -61,10 +61,10 @@ from agentwake.agent.runner import Runner  # noqa: E402
 from agentwake.agent.tools import ToolContext, ToolRegistry  # noqa: E402
 from agentwake.agent.tools.send_message import SendMessageToUser  # noqa: E402
 from agentwake.delivery.log import LogChannel  # noqa: E402
+from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.errors import RunFailed  # noqa: E402
 from agentwake.settings import Settings  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.models import Job, SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.wake.background import wake_for_background_result  # noqa: E402
 from agentwake.wake.cron import wake_for_cron_job  # noqa: E402
 from agentwake.wake.messages import BackgroundResultMessage, CronWakeInput  # noqa: E402

@@ -42,9 +42,9 @@ import warnings  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
+from agentwake.domain.models import SessionConfig  # noqa: E402
+from agentwake.product.tasks import TasksService  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.models import SessionConfig  # noqa: E402
-from agentwake.tasks import TasksService  # noqa: E402
 from agentwake_local import timing  # noqa: E402
 from agentwake_local.stack import LocalStackRuntime  # noqa: E402
 from agentwake_ops.runs import Drain, session_drain  # noqa: E402

@@ -94,7 +94,7 @@ def _wake() -> None:
     importlib.import_module("agentwake.handlers.background_result")
 
     from agentwake import bootstrap
-    from agentwake.store.models import HistoryEntry, SessionConfig, Task
+    from agentwake.domain.models import HistoryEntry, SessionConfig, Task
     from agentwake.wake.agent_factory import session_agent
     from agentwake.wake.attempt import RecordingChannel, channels_for
     from agentwake.wake.messages import BackgroundResultMessage

@@ -1,5 +1,5 @@
 """``agentwake history show``: a session's conversation, read as a product reads it
-(``agentwake.sessions.SessionsService.read_conversation``): the newest entries, shown oldest first."""
+(``agentwake.product.sessions.SessionsService.read_conversation``): the newest entries, shown oldest first."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def history_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the newest history entries of a session, oldest first (live turns, deliveries, markers, notes)."""
-    from agentwake.sessions import SessionsService
+    from agentwake.product.sessions import SessionsService
 
     check_id(session, "session id")
     store = ops(ctx).store

@@ -69,7 +69,7 @@ def jobs_create(
     exactly one of day-of-month and day-of-week, every value in its range. Policies default to
     overlap queue, catch-up latest within 86400 s, pause after 3 failed runs in a row.
     """
-    from agentwake.jobs import check_policies, schedule_expression
+    from agentwake.jobs.service import check_policies, schedule_expression
 
     check_id(session, "session id")
     schedule_expression(cron, at)  # refuse a bad expression before looking anything up
@@ -271,7 +271,7 @@ def jobs_resume(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) ->
 
 def _valid_times(times: list[str]) -> list[str]:
     """The scheduled times that are times (a redriven manual run's ``manual-...`` is not a fire)."""
-    from agentwake.job_fires import parse_time
+    from agentwake.jobs.fires import parse_time
 
     valid = []
     for text in times:

@@ -99,7 +99,7 @@ def sessions_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
-    from agentwake.store.models import SessionConfig, utcnow_iso
+    from agentwake.domain.models import SessionConfig, utcnow_iso
 
     check_id(session, "session id")
     store = ops(ctx).store

@@ -32,7 +32,7 @@ def tasks_register(
 
     The token is shown once (agentwake keeps only its hash): `tasks finish` needs it.
     """
-    from agentwake.store.models import background_run_id
+    from agentwake.domain.models import background_run_id
 
     check_id(session, "session id")
     context = ops(ctx)
@@ -84,7 +84,7 @@ def tasks_finish(
     as_json: JsonOpt = False,
 ) -> None:
     """Send the task's completion message to the background-result queue; it wakes the agent."""
-    from agentwake.store.models import background_run_id
+    from agentwake.domain.models import background_run_id
 
     check_id(task_id, "task id")
     if status not in ("succeeded", "failed"):

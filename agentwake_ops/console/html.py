@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 from agentwake_ops.terminal import masked, shown
 
 

@@ -41,10 +41,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentwake.redact import redact
+from agentwake.domain.models import cron_run_id
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.itemsize import safe_text
-from agentwake.store.models import cron_run_id
 from agentwake.store.queues import (
     ATTR_DEAD_LETTERED_AT,
     ATTR_ERROR_TYPE,
@@ -53,6 +52,7 @@ from agentwake.store.queues import (
     ATTR_RECEIVE_COUNT,
     ATTR_SOURCE,
 )
+from agentwake.trust.redact import redact
 from agentwake_ops.runs import RunSummary, run_summary
 
 #: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs

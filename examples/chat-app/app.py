@@ -99,7 +99,7 @@ class ChatApp:
     def _reply(self, text: str) -> str:
         from agentwake.agent.providers.scripted import ScriptedProvider
         from agentwake.agent.types import ChatRequest
-        from agentwake.conversation import Message
+        from agentwake.domain.conversation import Message
 
         provider = ScriptedProvider("live", live_script(text))
         messages: tuple[Message, ...] = (Message(role="user", content=text),)
@@ -226,9 +226,9 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
 def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: float) -> None:
     """The chat session's config (an operator's step): the woken agent is scripted and delivers to
     this app's webhook, signed with a secret kept in SSM."""
-    from agentwake.session_checks import ConfigRules
+    from agentwake.domain.models import SessionConfig
     from agentwake.store.dynamo import DynamoStore
-    from agentwake.store.models import SessionConfig
+    from agentwake.trust.session_checks import ConfigRules
     from agentwake_local.stack import LOCAL_OUTBOUND_ENV
 
     runtime.client("ssm").put_parameter(Name=SECRET_PARAMETER, Value=secret, Type="SecureString", Overwrite=True)

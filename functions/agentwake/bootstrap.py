@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 from agentwake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from agentwake.sessions import SessionsService
+    from agentwake.product.sessions import SessionsService
+    from agentwake.product.tasks import TasksService
     from agentwake.store.cron_failures import CronFailures
     from agentwake.store.dynamo import DynamoStore
     from agentwake.store.queues import DeadLetters, ResultQueue
     from agentwake.store.schedules import Schedules
-    from agentwake.tasks import TasksService
     from agentwake.wake.spec import WakeDeps
 
 __all__ = [
@@ -105,14 +105,14 @@ class Root:
     @cached_property
     def sessions(self) -> SessionsService:
         """Live turns and the conversation; ending a turn hands the session on through the result queue."""
-        from agentwake.sessions import SessionsService
+        from agentwake.product.sessions import SessionsService
 
         return SessionsService(self.store, self.result_queue)
 
     @cached_property
     def tasks(self) -> TasksService:
         """Registering and completing tasks; a completion is sent to the result queue (its SQS client)."""
-        from agentwake.tasks import TasksService
+        from agentwake.product.tasks import TasksService
 
         return TasksService(self.store, self.settings.result_queue_url, sqs=self.result_queue.client)
 

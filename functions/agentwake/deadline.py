@@ -1,6 +1,6 @@
 """The run's deadline as an ambient value: every outbound exchange inside a run ends by it.
 
-Light on purpose (it is on the cold-start path): agentwake.outbound reads it, the wake sets it.
+Light on purpose (it is on the cold-start path): agentwake.trust.outbound reads it, the wake sets it.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class RunFailed(AgentwakeError):
     retryable = True
 
     def __init__(self, run_id: str, completion_text: str, *, failure_type: str = "RunFailed") -> None:
-        from agentwake.redact import redact
+        from agentwake.trust.redact import redact
 
         completion_text = redact(completion_text)
         super().__init__(f"run {run_id} failed: {completion_text}")
@@ -191,7 +191,7 @@ class ProviderError(AgentwakeError):
     ``PermanentProviderError`` goes to the next provider at once."""
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
-        from agentwake.redact import redact
+        from agentwake.trust.redact import redact
 
         super().__init__(redact(message))
         self.code = code or type(self).__name__
@@ -218,7 +218,7 @@ class AllProvidersFailed(AgentwakeError):
     retryable = True
 
     def __init__(self, errors: dict[str, str]) -> None:
-        from agentwake.redact import redact
+        from agentwake.trust.redact import redact
 
         self.errors = {pid: redact(err) for pid, err in errors.items()}
         detail = "; ".join(f"{pid}: {err}" for pid, err in self.errors.items())

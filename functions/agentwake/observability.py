@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.errors import AgentwakeError
@@ -29,8 +29,8 @@ metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Agentwake
 def permanent_failure_handed_over(exc: AgentwakeError, where: str) -> None:
     """Count and log a failure no retry can fix, once it is on its dead-letter queue (``where``):
     ``PermanentInputError`` for bad input, ``PermanentRunFailure`` for a run that failed for good."""
+    from agentwake.domain.models import truncate
     from agentwake.errors import PermanentInputError
-    from agentwake.store.models import truncate
 
     metrics.add_metric(
         name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",

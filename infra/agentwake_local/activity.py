@@ -30,7 +30,7 @@ _SHOWN_RUNS = 3
 
 def run_ids(event: Any) -> list[str]:
     """The runs an event wakes: a background result per SQS record, or a cron firing."""
-    from agentwake.store.models import background_run_id, cron_run_id
+    from agentwake.domain.models import background_run_id, cron_run_id
 
     if not isinstance(event, dict):
         return []

@@ -73,7 +73,7 @@ class Printer:
 
 
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
-    from agentwake.store.models import SessionConfig
+    from agentwake.domain.models import SessionConfig
     from agentwake_local.stack import LocalStackRuntime
     from agentwake_ops import stack_settings
     from agentwake_ops.context import Discovery, build_context

@@ -4,7 +4,7 @@ moto stores schedules and never fires them. ``LocalScheduler.tick(now)`` does wh
 does at ``now`` for every ENABLED schedule of every group:
 
 - works out its next firing from ``ScheduleExpression`` (``at``/``rate``/``cron``, see
-  ``agentwake.schedule_expressions``) in ``ScheduleExpressionTimezone``, within ``StartDate`` and
+  ``agentwake.domain.schedule_expressions``) in ``ScheduleExpressionTimezone``, within ``StartDate`` and
   ``EndDate`` (a rate fires on its StartDate, else one period after the schedule was created);
 - when that time has come: substitutes ``<aws.scheduler.scheduled-time>``,
   ``<aws.scheduler.schedule-arn>``, ``<aws.scheduler.execution-id>`` and
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.schedule_expressions import Rate, ScheduleExpressionError, next_fire, parse
+from agentwake.domain.schedule_expressions import Rate, ScheduleExpressionError, next_fire, parse
 from agentwake_local.timing import Timing
 
 logger = logging.getLogger(__name__)

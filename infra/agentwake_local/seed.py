@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash
 from agentwake.errors import TaskExists
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job, SessionConfig, Task, task_token_hash
 
 #: a session whose scripted agent tells the user, then answers
 DEMO_SCRIPT = [

@@ -27,7 +27,7 @@ def test_the_store_port_imports_no_dynamodb_code() -> None:
     imports = _imports(STORE / "port.py")
     # THEN it names only the standard library and the plain models and values it speaks
     agentwake = {m for m in imports if m.startswith("agentwake")}
-    assert agentwake <= {"agentwake.store.models", "agentwake.domain.usage", "agentwake.session.lease"}, agentwake
+    assert agentwake <= {"agentwake.domain.models", "agentwake.domain.usage", "agentwake.session.lease"}, agentwake
     assert not {m for m in imports if m.split(".")[0] in {"boto3", "botocore", "moto"}}
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agentwake.domain.models import Job, SessionConfig
+from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job, SessionConfig
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON
-from agentwake.tasks import TasksService
 from agentwake_local.stack import LocalStackRuntime, read_state
 from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState

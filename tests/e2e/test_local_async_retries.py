@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from agentwake.domain.models import Job, SessionConfig
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job, SessionConfig
 from agentwake_local import timing
 from agentwake_local.async_invoke import AsyncInvoker
 from agentwake_local.functions import EventInvokeConfig, FunctionSpec

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agentwake.domain.models import Task
+from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.history import MARKER_TEXT
-from agentwake.store.models import Task
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
-from agentwake.tasks import TasksService
 from agentwake_local.poller import PollResult
 from agentwake_local.stack import LocalStackRuntime, read_state
 from agentwake_ops.cli import app

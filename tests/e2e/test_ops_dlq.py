@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from agentwake.domain.models import Job
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
-from agentwake.store.models import Job
 from agentwake_ops import sqs_scan
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context

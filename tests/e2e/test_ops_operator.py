@@ -277,7 +277,7 @@ def test_sessions_delete_refuses_while_jobs_or_tasks_use_the_session(cli: Cli, s
     # GIVEN a session with history, one job and one unfinished task
     cli("sessions", "put", "s-del", *SCRIPTED_ARGS)
     stack.store.records.put_job(
-        __import__("agentwake.store.models", fromlist=["Job"]).Job(
+        __import__("agentwake.domain.models", fromlist=["Job"]).Job(
             job_id="job-del", session_id="s-del", name="n", schedule_expression="cron(0 6 * * ? *)"
         )
     )
@@ -440,7 +440,7 @@ def test_a_command_that_finds_no_stack_imports_neither_the_settings_nor_the_stor
         "import sys\n"
         "from agentwake_ops.cli import main\n"
         "code = main(['dlq', 'list', '--help'])\n"
-        "heavy = ('agentwake.settings', 'agentwake.store.dynamo', 'agentwake.jobs', 'agentwake.tasks')\n"
+        "heavy = ('agentwake.settings', 'agentwake.store.dynamo', 'agentwake.jobs.service', 'agentwake.product.tasks')\n"
         "print('loaded:', sorted(m for m in heavy if m in sys.modules), code)\n"
     )
     # WHEN a command that needs no stack runs (a subcommand's --help: the root options are parsed,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import agentwake.store.runs as wake_begin
+from agentwake.domain.models import RunRecord
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key, runs_by_day_set, runs_gsi_pk, runs_gsi_sk
-from agentwake.store.models import RunRecord
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import OpsContext, resolve_context
 from tests.e2e.conftest import Cli, Stack
@@ -195,7 +195,7 @@ def test_a_run_begun_again_moves_to_the_day_of_its_latest_attempt(
 
 def test_a_run_that_gave_up_waiting_before_it_began_is_listed_by_time(cli: Cli, stack: Stack) -> None:
     # GIVEN a wake that gave up waiting for its busy session: its failure creates the run record
-    from agentwake.store.models import FailureRecord
+    from agentwake.domain.models import FailureRecord
 
     failure = FailureRecord(run_id="bg:busy", session_id="s-busy", attempt=0, error_type="SessionBusy", detail="busy")
     stack.store.ends.record_failure(failure, kind="background")

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import SessionBusy
-from agentwake.sessions import SessionsService
+from agentwake.product.sessions import SessionsService
+from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import SessionConfig
 from agentwake.store.queues import ResultQueue
-from agentwake.tasks import TasksService
 from agentwake.wake.background import ON_THE_LIST_DELAY_S
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app

@@ -21,8 +21,8 @@ from pytest_httpserver import HTTPServer
 from agentwake.agent.chain import RetryPolicy
 from agentwake.agent.providers import build_provider
 from agentwake.agent.providers.bedrock import BedrockProvider
+from agentwake.domain.models import SessionConfig, Task
 from agentwake.settings import Settings
-from agentwake.store.models import SessionConfig, Task
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON, ATTR_RECEIVE_COUNT
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
@@ -304,8 +304,8 @@ def lambda_destination_record(event: dict[str, Any], error: dict[str, Any]) -> s
 def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(
     cli: Cli, stack: Stack, model_calls: Counter[str]
 ) -> None:
+    from agentwake.domain.models import Job
     from agentwake.handlers import cron_wake
-    from agentwake.store.models import Job
     from tests.support.aws import FakeLambdaContext
 
     # GIVEN a nightly job whose session has a 250-token run budget that its run exceeds at step 2

@@ -35,13 +35,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
+from agentwake.domain.models import SessionConfig, Task
 from agentwake.errors import RunFailed, SessionBusy
+from agentwake.product.sessions import LiveTurn, LiveTurnLost, SessionsService
 from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
 from agentwake.session.lease import LIVE_HOLDER_PREFIX, RESERVATION_S
 from agentwake.session.waiting import ParkedRecord, WaitState
-from agentwake.sessions import LiveTurn, LiveTurnLost, SessionsService
 from agentwake.settings import Settings, get_settings
-from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import Resend, run_waiters_here, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentwake.domain.models import SessionConfig, Task
 from agentwake.errors import SessionBusy
 from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
 from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.store.models import SessionConfig, Task
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps

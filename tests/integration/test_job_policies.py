@@ -12,10 +12,10 @@ import boto3
 import pytest
 
 from agentwake.bootstrap import reset_caches
+from agentwake.domain.models import Job
 from agentwake.handlers import cron_wake
-from agentwake.jobs import JobError, JobsService, JobTargets
+from agentwake.jobs.service import JobError, JobsService, JobTargets
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job
 from agentwake.store.schedules import Schedules
 from agentwake_local import timing
 from agentwake_local.scheduler import LocalScheduler

@@ -9,10 +9,10 @@ import pytest
 
 from agentwake.errors import UnknownTask
 from agentwake.handlers import background_result, cron_wake
-from agentwake.jobs import JobError, JobsService, JobTargets, schedule_expression
+from agentwake.jobs.service import JobError, JobsService, JobTargets, schedule_expression
+from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
-from agentwake.tasks import TasksService
 from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
 from tests.support.builders import seed_session
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ReadTimeoutError
 
-from agentwake.sessions import SessionsService
+from agentwake.product.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
 from agentwake.wake.background import on_background_record

@@ -13,8 +13,8 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import SessionBusy
+from agentwake.product.sessions import LiveTurnLost, SessionsService
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
-from agentwake.sessions import LiveTurnLost, SessionsService
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ResultQueue

@@ -3,8 +3,8 @@ the strict one is the deployed template's (tests/support/outbound.py names both)
 
 from __future__ import annotations
 
-from agentwake.outbound import OutboundPolicy, default_policy
 from agentwake.settings import Settings
+from agentwake.trust.outbound import OutboundPolicy, default_policy
 from tests.support.aws import TEMPLATE_PATH
 from tests.support.outbound import DEPLOYED_OUTBOUND_ENV, LOCAL_OUTBOUND_ENV
 

@@ -15,11 +15,11 @@ from cfnlint.decode.cfn_yaml import loads
 from jsonschema import Draft202012Validator
 from pydantic import ConfigDict
 
-from agentwake import contract
 from agentwake.errors import ForgedCompletion, InvalidMessage
+from agentwake.product import contract
+from agentwake.product.tasks import TasksService
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.tasks import TasksService
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
@@ -102,7 +102,7 @@ def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.M
     }
     assert "task_token" in doc["components"]["schemas"]["CompletionBody"]["required"]
     # WHEN a route's body model changes without `make schemas` THEN the drift check names the file
-    from agentwake import product_api
+    from agentwake.product import api as product_api
 
     changed = product_api.openapi_json().replace('"maxItems": 25', '"maxItems": 26')
     monkeypatch.setattr(product_api, "openapi_json", lambda: changed)

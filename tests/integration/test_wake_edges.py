@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
+from agentwake.domain.models import FailureRecord, Task
 from agentwake.errors import DeliveryUncertain, RunDeferred, TaskExists
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import FailureRecord, Task
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.spec import WakeDeps
 from agentwake_ops.runs import run_summary

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentwake.domain.models import Job
 from agentwake.errors import RunFailed
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job
 from agentwake.store.queues import ResultQueue
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.cron import wake_for_cron_job

@@ -13,7 +13,7 @@ import pytest
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest
 from agentwake.bootstrap import reset_caches
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
 from agentwake.errors import TransientProviderError
 from agentwake_ops.runs import run_summary
 from tests.security.conftest import Cli, Stack
@@ -109,7 +109,7 @@ def test_the_runs_deadline_is_one_deadline_exceeded_for_every_outbound_caller(st
     from agentwake.delivery import Delivery
     from agentwake.delivery.webhook import WebhookChannel
     from agentwake.errors import DeadlineExceeded
-    from agentwake.outbound import ExchangeTimeout, run_deadline
+    from agentwake.trust.outbound import ExchangeTimeout, run_deadline
 
     with Silent() as server:
         # GIVEN a provider, a webhook and an HTTP tool on a server that never answers, each with a

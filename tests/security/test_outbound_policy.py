@@ -1,5 +1,5 @@
 """Build 2 and 3: secret references are scoped, and every outbound URL passes one policy
-(agentwake.outbound): https only, no loopback/link-local/private/non-HTTP targets, checked after DNS
+(agentwake.trust.outbound): https only, no loopback/link-local/private/non-HTTP targets, checked after DNS
 resolution and after redirects, the connection made to the address that was checked. A refused URL
 is a configuration error and nothing is sent (DESIGN §6)."""
 
@@ -13,17 +13,17 @@ from collections.abc import Callable
 import pytest
 from werkzeug import Response
 
-from agentwake import outbound
 from agentwake.agent.providers import parse_spec
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest
-from agentwake.conversation import Message
 from agentwake.delivery import Delivery
 from agentwake.delivery.factory import build_channel
 from agentwake.delivery.webhook import WebhookChannel
+from agentwake.domain.conversation import Message
 from agentwake.errors import ConfigError, DeliveryError, OutboundRefused, SecretRefRefused
-from agentwake.outbound import OutboundPolicy, address_refusal, check_url, http_exchange
-from agentwake.secrets import SecretScope, resolve_secret
+from agentwake.trust import outbound
+from agentwake.trust.outbound import OutboundPolicy, address_refusal, check_url, http_exchange
+from agentwake.trust.secrets import SecretScope, resolve_secret
 from tests.security.servers import RawServer
 
 STRICT = OutboundPolicy()  # what the deployed template sets
@@ -85,7 +85,7 @@ def test_references_inside_the_scope_resolve(monkeypatch: pytest.MonkeyPatch) ->
     # the stack's OpenAIApiKeySecretArn is allowed as it is, whatever its name
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf"
     scope = SecretScope(extra_secret_arn=arn)
-    from agentwake.secrets import check_ref
+    from agentwake.trust.secrets import check_ref
 
     assert check_ref(f"secretsmanager:{arn}", scope) == ("secretsmanager", arn)
     assert check_ref("secretsmanager:agentwake/llm-key", scope)[1] == "agentwake/llm-key"

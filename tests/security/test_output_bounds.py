@@ -21,8 +21,8 @@ from agentwake.agent.journal import InMemoryJournal
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
-from agentwake.conversation import Message, ToolCall
 from agentwake.deadline import run_deadline
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import DeadlineExceeded, MalformedOutput
 from agentwake.settings import Settings
 from agentwake.store.itemsize import MAX_ITEM_BYTES, item_size

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentwake import bootstrap
-from agentwake.store.models import Task, task_token_hash
+from agentwake.domain.models import Task, task_token_hash
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
 from tests.security.conftest import Cli, Stack, cli_json
 from tests.security.wake import handle

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import ConfigError
 from agentwake.store.keys import config_key
-from agentwake.store.models import SessionConfig
 from tests.security.conftest import Cli, Stack
 from tests.security.wake import completion_body, handle
 from tests.support.builders import SCRIPTED, SCRIPTED_ARGS, session_config
@@ -28,7 +28,7 @@ HTTPS_LLM = "https://llm.example.com/v1"
 
 
 def _resolve(ref: str) -> None:
-    from agentwake.secrets import resolve_secret
+    from agentwake.trust.secrets import resolve_secret
 
     resolve_secret(ref, {})
 

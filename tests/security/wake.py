@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from agentwake.handlers import background_result
-from agentwake.tasks import TasksService
+from agentwake.product.tasks import TasksService
 from tests.security.conftest import Stack
 from tests.support.aws import FakeLambdaContext
 

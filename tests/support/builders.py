@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentwake.session_checks import ConfigRules
+from agentwake.domain.models import Job, SessionConfig, Task
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Job, SessionConfig, Task
+from agentwake.trust.session_checks import ConfigRules
 from agentwake.wake.messages import BackgroundResultMessage
 
 # the demo's sessions, re-exported: OK_SCRIPT messages the user at step 0 and answers at step 1 (a

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 
 def forget_secrets() -> None:
-    """Forget every secret registered with the redactor (agentwake.redact.register_secret)."""
-    from agentwake import redact
+    """Forget every secret registered with the redactor (agentwake.trust.redact.register_secret)."""
+    from agentwake.trust import redact
 
     with redact._lock:
         redact._secrets.clear()

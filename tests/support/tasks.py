@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentwake.store.models import task_token_hash
+from agentwake.domain.models import task_token_hash
 
 
 def token_for(task_id: str) -> str:

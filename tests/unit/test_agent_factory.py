@@ -8,10 +8,10 @@ from agentwake.agent.journal import InMemoryJournal
 from agentwake.agent.providers import build_provider
 from agentwake.agent.runner import AgentState
 from agentwake.agent.woken import WokenAgent
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import ConfigError
 from agentwake.settings import Settings
-from agentwake.store.models import SessionConfig
 from agentwake.wake.agent_factory import session_agent, with_stack_defaults
 from tests.support.clock import FakeClock
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.types import ChatRequest, ModelReply
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
 from agentwake.errors import AllProvidersFailed, TransientProviderError
 from tests.support.clock import FakeClock
 

@@ -17,7 +17,7 @@ FORBIDDEN_MODULES = {
     "agentwake.agent.providers.openai_compat",
     "agentwake.agent.providers.bedrock",
     "agentwake.delivery.webhook",
-    "agentwake.outbound",
+    "agentwake.trust.outbound",
     "agentwake.agent.tools.config",
     "agentwake.agent.tools.http",
     "agentwake.agent.tools.entry_points",
@@ -46,7 +46,7 @@ def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery(
     loaded = set(json.loads(out.stdout))
     # THEN the session-wait machinery and secret resolution wait for the records and sessions that use them
     assert "agentwake.session.waiting" not in loaded
-    assert "agentwake.secrets" not in loaded
+    assert "agentwake.trust.secrets" not in loaded
 
 
 @pytest.mark.parametrize("handler", ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake"])

@@ -17,7 +17,7 @@ from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import DRY_RUN_RESULT, ToolContext, ToolRegistry
 from agentwake.agent.tools.config import build_tools
 from agentwake.agent.types import ChatRequest, ModelReply
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, OutboundRefused, SecretRefRefused
 
 #: adapters built here, with no stack, read the outbound policy from Settings as in a function

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from agentwake.job_fires import catch_up_choice, fire_times_between, parse_time, scheduled_time_text
-from agentwake.store.models import Job
+from agentwake.domain.models import Job
+from agentwake.jobs.fires import catch_up_choice, fire_times_between, parse_time, scheduled_time_text
 
 NOW = datetime(2026, 12, 2, 12, 0, 30, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agentwake.agent.providers import ScriptedSpec
 from agentwake.agent.providers.scripted import ScriptStep, ScriptToolCall
-from agentwake.store.models import SessionConfig, Task
+from agentwake.domain.models import SessionConfig, Task
 
 
 def test_a_mutable_default_is_never_shared_between_instances() -> None:

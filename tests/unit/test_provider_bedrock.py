@@ -20,7 +20,7 @@ from agentwake.agent.providers import BedrockSpec, build_provider
 from agentwake.agent.providers.bedrock import BedrockProvider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE
 from agentwake.agent.types import ChatRequest, ToolSpec
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
 from agentwake.store import aws
 

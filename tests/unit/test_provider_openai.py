@@ -14,7 +14,7 @@ from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.providers import OpenAISpec, build_provider
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
 from agentwake.agent.types import ChatRequest, ToolSpec
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import ConfigError, PermanentProviderError, TransientProviderError
 from tests.support.clock import FakeClock
 

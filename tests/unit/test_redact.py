@@ -1,4 +1,4 @@
-"""The one redactor (agentwake/redact.py): registered secrets and credential shapes are replaced in one
+"""The one redactor (agentwake/trust/redact.py): registered secrets and credential shapes are replaced in one
 pass over the union of their matches, so overlapping matches give one marker and a redacted text
 redacts to itself (issue 21 item 12)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentwake.redact import REDACTED, redact, redact_data, register_secret
+from agentwake.trust.redact import REDACTED, redact, redact_data, register_secret
 from tests.support.process_state import forget_secrets
 
 

@@ -13,7 +13,7 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE, AgentState, Runner
 from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from tests.support.clock import FakeClock
 
 RUN_ID = "bg:task-1"

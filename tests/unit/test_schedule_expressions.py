@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agentwake.schedule_expressions import ScheduleExpressionError, next_fire, parse
+from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, parse
 
 
 def utc(*args: int) -> datetime:

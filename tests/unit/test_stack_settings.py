@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import ConfigError, SecretRefRefused
-from agentwake.session_checks import check_session
-from agentwake.store.models import SessionConfig
+from agentwake.trust.session_checks import check_session
 from agentwake_ops.context import OpsOptions, discover
 from agentwake_ops.stack_settings import config_rules
 

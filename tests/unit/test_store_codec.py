@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentwake.domain.models import Task
 from agentwake.store.codec import dump_item, from_attr, load_item, to_attr
 from agentwake.store.keys import task_key
-from agentwake.store.models import Task
 from agentwake.store.table import pages
 
 

@@ -368,7 +368,7 @@ def test_functions_get_exactly_the_dynamodb_actions_the_code_uses(template: dict
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
 def test_secret_grants_are_exactly_the_stack_prefixes(template: dict[str, Any], logical_id: str) -> None:
-    # GIVEN the secret scoping parameters, with the defaults agentwake.secrets uses
+    # GIVEN the secret scoping parameters, with the defaults agentwake.trust.secrets uses
     assert default(template, "SecretsPrefix") == "agentwake/"
     assert default(template, "SsmPathPrefix") == "/agentwake/"
     env = template["Globals"]["Function"]["Environment"]["Variables"]

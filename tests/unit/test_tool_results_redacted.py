@@ -22,9 +22,9 @@ from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
 from agentwake.agent.tools.config import build_tools
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import ChatRequest, ModelReply
-from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
-from agentwake.redact import REDACTED, register_secret
+from agentwake.domain.conversation import Message, ToolCall
+from agentwake.trust.redact import REDACTED, register_secret
 from tests.support.process_state import forget_secrets
 
 pytestmark = pytest.mark.usefixtures("stackless_settings")

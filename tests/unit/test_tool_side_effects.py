@@ -13,7 +13,7 @@ from pytest_httpserver import HTTPServer
 
 from agentwake.agent.tools import DRY_RUN_RESULT, Tool, ToolContext, ToolRegistry, entry_points
 from agentwake.agent.tools.config import build_tools
-from agentwake.conversation import ToolCall
+from agentwake.domain.conversation import ToolCall
 from agentwake.errors import ConfigError
 from tests.support.process_state import forget_python_tools
 

@@ -11,8 +11,8 @@ from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import MAX_MESSAGE_CHARS, SendMessageToUser
-from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import DeliveryError
 from tests.support.clock import FakeClock
 

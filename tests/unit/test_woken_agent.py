@@ -19,11 +19,11 @@ from agentwake.agent.runner import AgentState, Runner
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
-from agentwake.conversation import Message, ToolCall
 from agentwake.delivery import Delivery
+from agentwake.domain.conversation import Message, ToolCall
+from agentwake.domain.models import SessionConfig
 from agentwake.errors import BudgetExceeded, ConfigError, DeliveryError, RunFailed, run_failed
 from agentwake.settings import Settings
-from agentwake.store.models import SessionConfig
 from agentwake.wake.agent_factory import run_prices
 from agentwake.wake.prompt import build_wake_messages
 from tests.support.clock import FakeClock

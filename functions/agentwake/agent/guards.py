@@ -12,7 +12,7 @@ import json
 from typing import Literal
 
 from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
-from agentwake.conversation import ToolCall
+from agentwake.domain.conversation import ToolCall
 
 Verdict = Literal["run", "warn", "stop"]
 

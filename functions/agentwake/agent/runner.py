@@ -23,9 +23,9 @@ from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal, StepJou
 from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
 from agentwake.errors import AllProvidersFailed, DeliveryError
-from agentwake.redact import redact, redact_data
+from agentwake.trust.redact import redact, redact_data
 
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 
 
 @dataclass(frozen=True)

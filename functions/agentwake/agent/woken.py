@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.providers.base import Provider
     from agentwake.clock import Clock
-    from agentwake.conversation import Message
     from agentwake.delivery import DeliveryChannel
+    from agentwake.domain.conversation import Message
 
 
 class Prompt(Protocol):

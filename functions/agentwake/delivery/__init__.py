@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def build_channel(spec: dict[str, Any]) -> DeliveryChannel:
 
         return LogChannel()
     from agentwake.delivery.webhook import WebhookChannel
-    from agentwake.secrets import resolve_secret
+    from agentwake.trust.secrets import resolve_secret
 
     secret = resolve_secret(parsed.secret_ref) if parsed.secret_ref is not None else None
     # OutboundRefused (a ConfigError) for a URL that can never be sent to: scheme, IP literal

@@ -8,7 +8,7 @@ Request: ``POST url`` with body ``{"delivery_id", "run_id", "session_id", "text"
 - ``X-Agentwake-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>`` when a secret is set.
 
 Only a 2xx answer counts as delivered. Redirects are not followed (a redirected POST could land
-anywhere, loopback included). The URL passes agentwake.outbound's policy (https; no loopback,
+anywhere, loopback included). The URL passes agentwake.trust.outbound's policy (https; no loopback,
 link-local, private or non-HTTP targets, checked after DNS resolution; a refused URL is an
 ``OutboundRefused`` configuration error, never sent), and the exchange ends by the channel's
 timeout or the run's deadline, whichever comes first (``DeadlineExceeded`` at the run's deadline:
@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 
 from agentwake.delivery import Delivery
 from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
-from agentwake.outbound import (
+from agentwake.trust.outbound import (
     ExchangeError,
     ExchangeTimeout,
     OutboundPolicy,
@@ -47,7 +47,7 @@ from agentwake.outbound import (
     http_exchange,
     redact_url,
 )
-from agentwake.redact import redact, register_secret
+from agentwake.trust.redact import redact, register_secret
 
 SIGNATURE_HEADER = "X-Agentwake-Signature"
 DELIVERY_ID_HEADER = "X-Agentwake-Delivery-Id"

@@ -1,5 +1,5 @@
 """ProductApiFunction: the HTTP API (IAM auth, payload format 2.0) over the runtime's sessions and
-tasks API. The routes, their validation and their errors are in ``agentwake.product_api``."""
+tasks API. The routes, their validation and their errors are in ``agentwake.product.api``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake.observability import logger, metrics
-from agentwake.product_api import app
+from agentwake.product.api import app
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agentwake.domain.models import FailureRecord
 from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.session.copies import (
@@ -40,7 +41,6 @@ from agentwake.session.copies import (
     MessageAttributes,
 )
 from agentwake.settings import Settings
-from agentwake.store.models import FailureRecord
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord

@@ -10,7 +10,7 @@ import json
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from agentwake.store.models import _Stored
+from agentwake.domain.models import _Stored
 
 M = TypeVar("M", bound=_Stored)
 

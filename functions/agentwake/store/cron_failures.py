@@ -23,9 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentwake.domain.models import utcnow_iso
 from agentwake.errors import ConfigError
-from agentwake.redact import redact_data
-from agentwake.store.models import utcnow_iso
 from agentwake.store.queues import (
     ATTR_DEAD_LETTERED_AT,
     ATTR_ERROR_TYPE,
@@ -34,6 +33,7 @@ from agentwake.store.queues import (
     _attr,
     _attributes_size,
 )
+from agentwake.trust.redact import redact_data
 
 #: the record's ``requestContext.condition`` for a failure the handler dead-lettered at once
 PERMANENT_FAILURE = "PermanentFailure"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentwake.domain.models import HistoryEntry, truncate, utcnow_iso
 from agentwake.store.itemsize import safe_text
 from agentwake.store.keys import HISTORY_PREFIX, delivery_sk, history_sk, run_pk, session_pk
-from agentwake.store.models import HistoryEntry, truncate, utcnow_iso
 from agentwake.store.table import Table
 
 #: the user turn before a run's note in history

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentwake.domain.models import Job, JobFire
 from agentwake.store.codec import key, to_attr
 from agentwake.store.keys import FIRE_PREFIX, job_fire_key, job_key
-from agentwake.store.models import Job, JobFire
 from agentwake.store.table import Table
 
 _COUNTERS = {"skipped": "skipped_fires", "missed": "missed_fires"}

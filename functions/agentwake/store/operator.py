@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from agentwake.domain.models import RunRecord, SessionConfig, Task
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
@@ -23,7 +24,6 @@ from agentwake.store.keys import (
     runs_gsi_pk,
     session_pk,
 )
-from agentwake.store.models import RunRecord, SessionConfig, Task
 from agentwake.store.table import pages
 
 

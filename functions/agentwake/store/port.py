@@ -20,7 +20,7 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
-    from agentwake.store.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
+    from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
 
 
 @dataclass

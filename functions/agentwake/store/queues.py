@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentwake.domain.models import utcnow_iso
 from agentwake.errors import ConfigError
-from agentwake.redact import redact
-from agentwake.store.models import utcnow_iso
+from agentwake.trust.redact import redact
 
 #: message attributes agentwake puts on a message it dead-letters itself
 ATTR_ERROR_TYPE = "agentwake-error-type"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
 from agentwake.errors import TaskExists
 from agentwake.store.codec import key
 from agentwake.store.keys import JOBS_GSI_PK, config_key, job_key, run_key, task_key
-from agentwake.store.models import Job, RunRecord, SessionConfig, Task
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
-    from agentwake.session_checks import ConfigRules
+    from agentwake.trust.session_checks import ConfigRules
 
 
 class Records:
@@ -26,7 +26,7 @@ class Records:
         """Write a session config its wakes can run: refused (ConfigError, nothing written) when it
         names no providers, a secret outside the stack's scope or a URL the outbound policy refuses
         (``rules``: the stack's; this process's Settings by default)."""
-        from agentwake.session_checks import check_session
+        from agentwake.trust.session_checks import check_session
 
         check_session(config, rules)
         self.table.db.put_item(TableName=self.table.name, Item=self.table.item(config, *config_key(config.session_id)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentwake.domain.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.session.lease import Lease
 from agentwake.store.codec import key
@@ -25,7 +26,6 @@ from agentwake.store.keys import (
     runs_gsi_sk,
     task_key,
 )
-from agentwake.store.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Journal
 from agentwake.store.records import Records

@@ -10,6 +10,7 @@ import json
 import uuid
 from typing import Any
 
+from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.domain.usage import DailyUsage
 from agentwake.errors import LeaseHeld, RunAlreadySucceeded
 from agentwake.session.lease import Lease, Waited
@@ -29,7 +30,6 @@ from agentwake.store.keys import (
     wait_key,
     wake_key,
 )
-from agentwake.store.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import WakeRead
 from agentwake.store.session_lease import SessionLeases, holder_of

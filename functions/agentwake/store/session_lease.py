@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentwake.domain.models import HistoryEntry, utcnow_iso
 from agentwake.errors import AgentwakeError, LeaseHeld
 from agentwake.session.lease import RESERVATION_S, Lease, Waiter, live_holder
 from agentwake.store.codec import key
 from agentwake.store.history import History
 from agentwake.store.keys import WAIT_PREFIX, append_key, history_sk, lease_key, session_pk, wait_key
-from agentwake.store.models import HistoryEntry, utcnow_iso
 from agentwake.store.table import Table
 
 #: the lease item's attributes

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from agentwake.domain.models import _Stored
 from agentwake.store.codec import dump_item, key, load_item
-from agentwake.store.models import _Stored
 
 M = TypeVar("M", bound=_Stored)
 

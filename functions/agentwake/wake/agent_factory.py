@@ -72,7 +72,7 @@ def session_agent(
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
     attempts made."""
     if not session.providers:  # stored by an older version (put_session refuses it now): never run scripted
-        from agentwake.session_checks import no_providers_message
+        from agentwake.trust.session_checks import no_providers_message
 
         raise ConfigError(no_providers_message(session.session_id))
     policy_final: DeliverFinal = getattr(session, "deliver_final", "never")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
-    from agentwake.store.models import SessionConfig
+    from agentwake.domain.models import SessionConfig
     from agentwake.store.port import DailyUsage
     from agentwake.wake.spec import RunSpec, WakeDeps
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from agentwake.domain.models import Task, background_run_id, truncate
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
 from agentwake.observability import LOG_REASON_CHARS, logger, permanent_failure_handed_over
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT, handed_copy
 from agentwake.session.lease import Waited, Waiter
-from agentwake.store.models import Task, background_run_id, truncate
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome

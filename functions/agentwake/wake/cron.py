@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentwake.domain.models import Job
 from agentwake.errors import InvalidMessage, RunDeferred, SessionBusy
 from agentwake.observability import logger, metrics
-from agentwake.store.models import Job
 from agentwake.wake.job_policies import count_failed_run, record_missed_while_paused, skip_overlapping
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.run import execute_run

@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from agentwake.domain.models import Job, JobFire, cron_run_id
 from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
-from agentwake.store.models import Job, JobFire, cron_run_id
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.spec import WakeDeps
 
@@ -44,9 +44,9 @@ def skip_overlapping(job: Job, wake: CronWakeInput, busy: SessionBusy, deps: Wak
 
 def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseException) -> None:
     """One more failed run in a row; pause the job at its ``pause_after_failures`` (never when 0)."""
-    from agentwake.job_fires import parse_time, pause_job
-    from agentwake.redact import redact
+    from agentwake.jobs.fires import parse_time, pause_job
     from agentwake.store.itemsize import visible_controls
+    from agentwake.trust.redact import redact
 
     run_id = wake.run_id
 
@@ -78,7 +78,7 @@ def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseExc
 def record_missed_while_paused(job: Job, wake: CronWakeInput, deps: WakeDeps) -> None:
     """A fire that reaches a paused job (sent before the schedule was disabled, or a retry):
     recorded as missed when it is due after the pause, so the resume's catch-up knows it."""
-    from agentwake.job_fires import parse_time
+    from agentwake.jobs.fires import parse_time
 
     if not job.paused_at:
         return

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentwake.domain.models import background_run_id, cron_run_id
 from agentwake.errors import InvalidMessage, describe_validation_error
-from agentwake.store.models import background_run_id, cron_run_id
 
 #: SQS allows 256 KiB per message; result text may use most of it
 MAX_RESULT_CHARS = 200_000

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
 
 WakeKind = Literal["cron", "background"]
 

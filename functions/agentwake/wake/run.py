@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
 from agentwake.deadline import deadline_after, run_deadline
+from agentwake.domain.models import FailureRecord, truncate
 from agentwake.errors import (
     ConfigError,
     LeaseHeld,
@@ -26,7 +27,6 @@ from agentwake.errors import (
 )
 from agentwake.observability import logger, metrics
 from agentwake.session import handoff
-from agentwake.store.models import FailureRecord, truncate
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 from agentwake.wake.usage import settle

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.runner import AgentState
 from agentwake.observability import logger, metrics
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.woken import RunResult

@@ -22,7 +22,7 @@ from agentwake.agent.bounds import (
     parse_arguments,
 )
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, ProviderError, TransientProviderError
 
 if TYPE_CHECKING:

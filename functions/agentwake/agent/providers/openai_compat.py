@@ -1,4 +1,4 @@
-"""Any OpenAI-compatible chat-completions endpoint, over agentwake.outbound (stdlib http.client).
+"""Any OpenAI-compatible chat-completions endpoint, over agentwake.trust.outbound (stdlib http.client).
 
 No requests/httpx: the Lambda bundle and cold start stay light. No retries here either: the
 ProviderChain retries transient errors with a deadline, so this module only classifies them.
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.bounds import DEADLINE_CHECK_EVERY, UNENCODABLE_ARGUMENTS, check_deadline
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec, Usage
-from agentwake.conversation import Message, ToolCall
+from agentwake.domain.conversation import Message, ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
-from agentwake.redact import redact, register_secret
-from agentwake.secrets import resolve_secret
+from agentwake.trust.redact import redact, register_secret
+from agentwake.trust.secrets import resolve_secret
 
 if TYPE_CHECKING:
     from agentwake.agent.providers.spec import OpenAISpec
-    from agentwake.outbound import HttpResponse, OutboundPolicy
+    from agentwake.trust.outbound import HttpResponse, OutboundPolicy
 
 #: the most of an answer read (a bigger one is malformed output)
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
@@ -65,7 +65,7 @@ class OpenAICompatProvider:
         self._api_key_ref = api_key_ref
         self._environ = environ
         self._policy = policy
-        from agentwake.outbound import check_url
+        from agentwake.trust.outbound import check_url
 
         check_url(self.url, policy, what=f"provider {id} base_url", resolve=False)  # OutboundRefused
 
@@ -124,7 +124,7 @@ class OpenAICompatProvider:
         return self.parse_reply(payload, request.step)
 
     def _send(self, data: bytes, headers: dict[str, str], timeout: float) -> HttpResponse:
-        from agentwake import outbound
+        from agentwake.trust import outbound
 
         try:
             return outbound.http_exchange(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentwake.agent.bounds import DEADLINE_CHECK_EVERY, check_deadline
 from agentwake.agent.types import ChatRequest, ModelReply, Usage
-from agentwake.conversation import ToolCall
+from agentwake.domain.conversation import ToolCall
 from agentwake.errors import PermanentProviderError, TransientProviderError
 
 ErrorClass = Literal[

@@ -43,7 +43,7 @@ class OpenAISpec(_Spec):
     base_url: str
     model: str
     #: where the API key comes from: ``env:AGENTWAKE_SECRET_NAME``, ``secretsmanager:agentwake/NAME``
-    #: or ``ssm:/agentwake/name`` (scoped: see agentwake.secrets). Never the key itself.
+    #: or ``ssm:/agentwake/name`` (scoped: see agentwake.trust.secrets). Never the key itself.
     api_key_ref: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None

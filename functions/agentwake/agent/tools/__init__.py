@@ -12,9 +12,9 @@ from pydantic import BaseModel, ValidationError
 from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
 from agentwake.agent.journal import final_delivery_id
 from agentwake.agent.types import ToolSpec
-from agentwake.conversation import ToolCall
+from agentwake.domain.conversation import ToolCall
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.ledger import RunLedger

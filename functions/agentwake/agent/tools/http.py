@@ -1,6 +1,6 @@
 """HTTP tools declared in a session's config: validated arguments in, a bounded text result out.
 
-A call goes through the outbound policy (``agentwake.outbound``: https only, no loopback or
+A call goes through the outbound policy (``agentwake.trust.outbound``: https only, no loopback or
 private targets, checked after DNS; redirects are not followed) and ends by the run's deadline. Its
 credential comes from a scoped secret reference and is sent only in the configured header.
 
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
 from agentwake.agent.types import ToolSpec
 from agentwake.errors import ConfigError, StepInterrupted
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RUN_ID_HEADER = "X-Agentwake-Run-Id"
@@ -89,7 +89,7 @@ class HttpTool(Tool):
     def __init__(self, spec: HttpToolSpec) -> None:
         import fastjsonschema
 
-        from agentwake.outbound import check_url
+        from agentwake.trust.outbound import check_url
 
         self.config = spec
         self.name = spec.name
@@ -115,7 +115,7 @@ class HttpTool(Tool):
             raise ToolArgumentsInvalid(exc.message) from exc
 
     def _request(self, args: dict[str, Any], ctx: ToolContext) -> tuple[str, dict[str, str], bytes | None]:
-        from agentwake.secrets import resolve_secret
+        from agentwake.trust.secrets import resolve_secret
 
         spec = self.config
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json, text/plain", RUN_ID_HEADER: ctx.run_id}
@@ -135,7 +135,7 @@ class HttpTool(Tool):
         return url, headers, body
 
     def invoke(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        from agentwake.outbound import ExchangeError, ExchangeTimeout, http_exchange, redact_url
+        from agentwake.trust.outbound import ExchangeError, ExchangeTimeout, http_exchange, redact_url
 
         spec = self.config
         url, headers, body = self._request(args, ctx)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake.agent.tools import Tool, ToolContext
 from agentwake.agent.types import ToolSpec
 from agentwake.delivery import Delivery, DeliveryChannel
-from agentwake.redact import redact
+from agentwake.trust.redact import redact
 
 MAX_MESSAGE_CHARS = 8000
 

@@ -2,10 +2,10 @@
 
 ``schemas/*.schema.json`` are this module's output, checked in so a producer in any language can
 validate what it sends, and so is ``schemas/product-api.openapi.json``, the product API's OpenAPI
-document (from ``agentwake.product_api``'s resolver). ``make schemas`` rewrites them; a test fails when a model changed and the
+document (from ``agentwake.product.api``'s resolver). ``make schemas`` rewrites them; a test fails when a model changed and the
 files were not regenerated (docs/producers.md describes every field).
 
-    python -m agentwake.contract [--check] [DIR]
+    python -m agentwake.product.contract [--check] [DIR]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ OPENAPI_FILE = "product-api.openapi.json"
 
 def render_all() -> dict[str, str]:
     """Every file of schemas/: the JSON Schemas and the product API's OpenAPI document."""
-    from agentwake.product_api import openapi_json
+    from agentwake.product.api import openapi_json
 
     return {**render(), OPENAPI_FILE: openapi_json()}
 

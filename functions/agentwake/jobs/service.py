@@ -18,17 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agentwake.job_fires import (
-    MISSED_LOOKBACK,
-    catch_up_choice,
-    fire_times_between,
-    parse_time,
-    pause_job,
-    scheduled_time_text,
-)
-from agentwake.job_results import BackfillPlan, JobView, ResumeResult
-from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import (
+from agentwake.domain.models import (
     DEFAULT_CATCH_UP,
     DEFAULT_CATCH_UP_WINDOW_S,
     DEFAULT_OVERLAP,
@@ -40,6 +30,16 @@ from agentwake.store.models import (
     cron_run_id,
     utcnow_iso,
 )
+from agentwake.jobs.fires import (
+    MISSED_LOOKBACK,
+    catch_up_choice,
+    fire_times_between,
+    parse_time,
+    pause_job,
+    scheduled_time_text,
+)
+from agentwake.jobs.views import BackfillPlan, JobView, ResumeResult
+from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
 
 _AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
@@ -81,9 +81,9 @@ class JobTargets:
 def schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
     """Return (expression, run_once). ``cron`` takes ``cron(...)``, ``rate(...)`` or the six cron
     fields; ``at`` takes ``yyyy-mm-ddThh:mm:ss`` (local to the job's timezone). Validated with
-    EventBridge Scheduler's rules (``agentwake.schedule_expressions``) before AWS sees it."""
+    EventBridge Scheduler's rules (``agentwake.domain.schedule_expressions``) before AWS sees it."""
     expression, run_once = _schedule_expression(cron, at)
-    from agentwake.schedule_expressions import ScheduleExpressionError, parse
+    from agentwake.domain.schedule_expressions import ScheduleExpressionError, parse
 
     try:
         parse(expression)
@@ -94,7 +94,7 @@ def schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
 
 def _refuse_past(expression: str, timezone: str) -> None:
     """A one-time job whose time has passed would never fire: refused (JobError)."""
-    from agentwake.schedule_expressions import ScheduleExpressionError, refuse_past_at
+    from agentwake.domain.schedule_expressions import ScheduleExpressionError, refuse_past_at
 
     try:
         refuse_past_at(expression, timezone)
@@ -104,8 +104,8 @@ def _refuse_past(expression: str, timezone: str) -> None:
 
 def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
     """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
-    from agentwake.job_fires import anchor as rate_anchor
-    from agentwake.schedule_expressions import ScheduleExpressionError, next_fire, zone
+    from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, zone
+    from agentwake.jobs.fires import anchor as rate_anchor
 
     if not job.enabled:
         return []

@@ -5,7 +5,7 @@ and the OpenAPI document ``schemas/product-api.openapi.json`` is generated from 
 Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error or a log line):
 
 - ``POST /sessions/{session_id}/live-turns`` begin a live turn → 201 turn_id, token, expires_at;
-  409 with ``holder`` when the session stays busy past the wait (sessions.py)
+  409 with ``holder`` when the session stays busy past the wait (product/sessions.py)
 - ``POST /sessions/{session_id}/live-turns/{turn_id}/renew`` → 200 expires_at; 409 when lost
 - ``DELETE /sessions/{session_id}/live-turns/{turn_id}`` (header ``X-Agentwake-Turn-Token``) → 200
 - ``POST /sessions/{session_id}/messages`` append under the turn, once per idempotency key → 201
@@ -36,7 +36,7 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
-from agentwake.sessions import (
+from agentwake.product.sessions import (
     DEFAULT_PAGE,
     DEFAULT_TURN_TTL_S,
     MAX_APPEND_MESSAGES,

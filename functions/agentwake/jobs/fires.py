@@ -1,6 +1,6 @@
 """A job's fire times, the ones it missed, which of them a catch-up runs, and pausing a job.
 
-Shared by the jobs API (``agentwake.jobs``: pause, resume, backfill, show) and the cron wake
+Shared by the jobs API (``agentwake.jobs.service``: pause, resume, backfill, show) and the cron wake
 (``agentwake.wake.cron``: a job that pauses itself after failed runs in a row), so a pause is
 the same write and the same schedule change whoever makes it. docs/operations.md, "Job policies".
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agentwake.store.models import CatchUpPolicy, Job
+from agentwake.domain.models import CatchUpPolicy, Job
 
 #: at most this many missed fires are recorded per resume (the newest ones; the count is exact up to the look-back)
 MAX_MISSED_RECORDED = 500
@@ -62,7 +62,7 @@ def fire_times_between(job: Job, after: datetime, until: datetime, *, keep: int 
 
 
 def _fire_times(job: Job, after: datetime, until: datetime, keep: int) -> FireTimes:
-    from agentwake.schedule_expressions import ScheduleExpressionError, next_fire, parse
+    from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, parse
 
     kept: deque[datetime] = deque(maxlen=keep)
     total, moment, steps = 0, after, 0

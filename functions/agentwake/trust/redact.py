@@ -4,7 +4,7 @@ CLI output, provider and delivery error messages.
 
 It removes
 
-- every secret value resolved in this process (``agentwake.secrets`` registers each one: provider
+- every secret value resolved in this process (``agentwake.trust.secrets`` registers each one: provider
   keys, tool credentials, webhook signing secrets), and
 - anything shaped like a credential whatever its origin: ``Bearer``/``Basic`` tokens, the value of
   an ``Authorization``, ``api-key``/``x-api-key``/``api_key`` header or field, and well-known key

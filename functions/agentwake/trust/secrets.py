@@ -10,12 +10,12 @@ References are scoped, and a reference outside its scope is refused before any c
 - neither with ``..`` in the name (a path that reads as leaving the prefix is refused, whatever
   the service would make of it).
 
-The same check runs when a session config is written (agentwake.session_checks), so a reference
+The same check runs when a session config is written (agentwake.trust.session_checks), so a reference
 outside the scope is refused by ``sessions put`` and ``put_session`` with this module's message.
 
 template.yaml turns the same prefixes into the functions' IAM grants, so what this module allows
 is exactly what the deployed function may read. Every resolved value is registered with the
-redactor (agentwake.redact). AWS lookups go through Powertools Parameters (cached), imported only
+redactor (agentwake.trust.redact). AWS lookups go through Powertools Parameters (cached), imported only
 when a reference needs them.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentwake.errors import ConfigError, SecretRefRefused
-from agentwake.redact import redact, register_secret
+from agentwake.trust.redact import redact, register_secret
 
 ENV_PREFIX = "AGENTWAKE_SECRET_"
 DEFAULT_SECRETS_PREFIX = "agentwake/"

@@ -5,13 +5,13 @@ can never run is refused where it is written (one ``ConfigError`` line), not at 
 
 - it names its providers (no default provider: the scripted one runs only where a config names it);
 - each provider, delivery and tool spec parses as the wake parses it;
-- every secret reference is inside the stack's scope (``agentwake.secrets.check_ref``: the
+- every secret reference is inside the stack's scope (``agentwake.trust.secrets.check_ref``: the
   ``env:`` prefix, the stack's ``SecretsPrefix`` / ``SsmPathPrefix``, no ``..``);
 - a Python tool is installed, where the stack's functions run in this Python environment (the
   local stack seen from its CLI: ``ConfigRules.python_tools_here``); a Lambda bundle's packages
   are not visible from the CLI, so there the wake checks it;
 - every outbound URL passes the stack's outbound policy as far as it can be judged without DNS
-  (``agentwake.outbound.check_url(resolve=False)``: scheme, credentials, numeric and literal
+  (``agentwake.trust.outbound.check_url(resolve=False)``: scheme, credentials, numeric and literal
   hosts); names are resolved and checked again at the wake.
 
 The rules are those of the stack the config is written to: inside a function, its Settings; in
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentwake.errors import ConfigError
-from agentwake.outbound import OutboundPolicy
-from agentwake.secrets import SecretScope
+from agentwake.trust.outbound import OutboundPolicy
+from agentwake.trust.secrets import SecretScope
 
 if TYPE_CHECKING:
-    from agentwake.store.models import SessionConfig
+    from agentwake.domain.models import SessionConfig
 
 #: where an operator sees a session config with its provider chain
 EXAMPLE_COMMAND = "agentwake sessions put --help"
@@ -96,13 +96,13 @@ def check_session(config: SessionConfig, rules: ConfigRules | None = None) -> No
 
 def _check_ref(ref: str | None, rules: ConfigRules) -> None:
     if ref is not None:
-        from agentwake.secrets import check_ref
+        from agentwake.trust.secrets import check_ref
 
         check_ref(ref, rules.scope)
 
 
 def _check_url(url: str, what: str, rules: ConfigRules) -> None:
-    from agentwake.outbound import check_url
+    from agentwake.trust.outbound import check_url
 
     check_url(url, rules.policy, what=what, resolve=False)
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agentwake.domain.models import Task, task_token_hash
 from agentwake.errors import ForgedCompletion, UnknownTask
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.models import Task, task_token_hash
 from agentwake.wake.messages import BackgroundResultMessage
 
 

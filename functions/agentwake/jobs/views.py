@@ -1,11 +1,11 @@
-"""What the jobs API (``agentwake.jobs``) answers: a job's view, a resume's result, a backfill's plan."""
+"""What the jobs API (``agentwake.jobs.service``) answers: a job's view, a resume's result, a backfill's plan."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agentwake.store.models import Job, JobFire, RunRecord, cron_run_id
+from agentwake.domain.models import Job, JobFire, RunRecord, cron_run_id
 
 
 @dataclass

@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from agentwake.domain.models import MAX_TEXT_CHARS, HistoryEntry
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
-from agentwake.store.models import MAX_TEXT_CHARS, HistoryEntry
 from agentwake.store.session_lease import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_APPEND_MESSAGES", "Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
 
 # What a live turn may ask for: one definition, checked by SessionsService below and declared by the
-# product API's request models (product_api.py, and so schemas/product-api.openapi.json), so both ways
+# product API's request models (product/api.py, and so schemas/product-api.openapi.json), so both ways
 # in take the same turns. MAX_APPEND_MESSAGES (the most messages one append writes, in one
 # transaction) is the store's, passed on from here.
 #: a live turn's lease unless the caller says otherwise, and the longest it may ask for

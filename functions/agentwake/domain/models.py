@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentwake.conversation import Message
+from agentwake.domain.conversation import Message
 
 #: DynamoDB items are capped at 400 KB; long text is cut well below that, with a visible marker
 MAX_TEXT_CHARS = 60_000
@@ -69,7 +69,7 @@ class SessionConfig(_Stored):
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
     #: provider chain: primary first, then fallbacks (specs as in agentwake.agent.providers). No
-    #: default: a config names its providers (refused when written without, agentwake.session_checks);
+    #: default: a config names its providers (refused when written without, agentwake.trust.session_checks);
     #: one stored empty by an older version fails its wake with a ConfigError, never runs scripted
     providers: list[dict[str, Any]] = []
     max_steps: int = Field(default=8, ge=1, le=50)
@@ -293,13 +293,13 @@ class FailureRecord(_Stored):
     @field_validator("detail")
     @classmethod
     def _cap(cls, v: str) -> str:
-        from agentwake.redact import redact
+        from agentwake.trust.redact import redact
 
         return truncate(redact(v), 20_000)
 
     @field_validator("provider_errors")
     @classmethod
     def _cap_errors(cls, v: dict[str, str]) -> dict[str, str]:
-        from agentwake.redact import redact
+        from agentwake.trust.redact import redact
 
         return {truncate(str(k), 200): truncate(redact(e), 2000) for k, e in list(v.items())[:20]}
