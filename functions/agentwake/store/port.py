@@ -79,6 +79,17 @@ class Counters(Protocol):
         ...
 
 
+class Recorder(Protocol):
+    """What records a run's deliveries (the journal, or a replay's stand-in): whether one was made,
+    and recording one once it was sent."""
+
+    def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
+
+    def record_delivery(
+        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+    ) -> bool: ...
+
+
 class Journal(Protocol):
     """The run's journal as the wake uses it: the agent's step journal, the recorder of its
     deliveries, and what the run's last write (commit or failure) must carry."""

@@ -4,7 +4,7 @@ prices and tools (``agent.woken.WokenAgent``, which builds and runs them in one 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake.agent.chain import RetryPolicy
 from agentwake.agent.journal import StepJournal
@@ -17,8 +17,12 @@ from agentwake.clock import Clock
 from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 
+if TYPE_CHECKING:
+    from agentwake.domain.models import SessionConfig
+    from agentwake.settings import Settings
 
-def with_stack_defaults(spec: dict[str, Any], settings: Any) -> dict[str, Any]:
+
+def with_stack_defaults(spec: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Fill what a provider spec leaves out from the stack's parameters (BedrockModelId,
     OpenAIBaseUrl, OpenAIApiKeySecretArn), so a session may say just ``{"type": "bedrock"}``."""
     spec = dict(spec)
@@ -32,7 +36,7 @@ def with_stack_defaults(spec: dict[str, Any], settings: Any) -> dict[str, Any]:
     return spec
 
 
-def run_prices(session: Any, settings: Any) -> dict[str, Any]:
+def run_prices(session: SessionConfig, settings: Settings | None) -> dict[str, Any]:
     """The price table the run's usage is estimated with: the session's prices over the stack's."""
     prices: dict[str, Any] = dict(getattr(settings, "prices", None) or {})
     for key, price in (getattr(session, "prices", None) or {}).items():
@@ -40,7 +44,7 @@ def run_prices(session: Any, settings: Any) -> dict[str, Any]:
     return prices
 
 
-def session_limits(session: Any) -> Limits:
+def session_limits(session: SessionConfig) -> Limits:
     """A run's caps and budgets, as the session sets them."""
     return Limits(
         max_deliveries_per_run=getattr(session, "max_deliveries_per_run", None),
@@ -52,14 +56,14 @@ def session_limits(session: Any) -> Limits:
 
 def session_agent(
     *,
-    session: Any,
+    session: SessionConfig,
     run_id: str,
     prompt: Prompt,
     journal: StepJournal,
     channel: DeliveryChannel,
     clock: Clock,
     deadline: float | None,
-    settings: Any = None,
+    settings: Settings | None = None,
     provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
     retry: RetryPolicy | None = None,
     on_event: Callable[[RunEvent], None] | None = None,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.domain.models import SessionConfig
-    from agentwake.store.port import DailyUsage
+    from agentwake.store.port import Counters, DailyUsage, Recorder
     from agentwake.wake.spec import RunSpec, WakeDeps
 
 
@@ -72,17 +72,20 @@ def build_attempt(
     counters = None
     if session.has_daily_limits:
         counters = store.daily.counters(session.session_id, day=checked.day if checked else None)
+    recorder: Recorder | None = None
     if journal is None:
         counting = counters if session.max_tokens_per_day is not None else None
-        journal = store.journals.journal(spec.run_id, fresh=fresh, counters=counting)
+        journal = recorder = store.journals.journal(spec.run_id, fresh=fresh, counters=counting)
     tokens_today = deliveries_today = 0
     if checked is not None and counters is not None:
         tokens_today, deliveries_today = checked.tokens, checked.deliveries
     elif counters is not None:
         tokens_today, deliveries_today = counters.read()
     if channel is None:
+        if recorder is None:
+            raise ValueError("an injected journal comes with its channel (a replay's records nothing)")
         # the journal records the deliveries: each lands with the step that reports it
-        channel = RecordingChannel(channels_for(session, deps), journal, counters)
+        channel = RecordingChannel(channels_for(session, deps), recorder, counters)
     prompt = WakePrompt(
         persona=session.persona, kind=spec.kind, wake=spec.wake, history=history, deliver_final=session.deliver_final
     )
@@ -106,7 +109,7 @@ def build_attempt(
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
 
-def journaled_deliveries(journal: Any) -> list[str]:
+def journaled_deliveries(journal: StepJournal) -> list[str]:
     """Delivery ids that send_message_to_user calls of earlier attempts made (journal order)."""
     entries: dict[str, dict[str, Any]] = getattr(journal, "entries", {}) or {}
     out: list[str] = []
@@ -116,11 +119,11 @@ def journaled_deliveries(journal: Any) -> list[str]:
     return out
 
 
-def channels_for(session: Any, deps: WakeDeps) -> Callable[[str], Any]:
+def channels_for(session: SessionConfig, deps: WakeDeps) -> Callable[[str], DeliveryChannel]:
     """Each target session's own delivery channel (an admin run may message other sessions)."""
     built = {session.session_id: deps.channel_factory(session.delivery)}
 
-    def channel_for(session_id: str) -> Any:
+    def channel_for(session_id: str) -> DeliveryChannel:
         if session_id not in built:
             target = deps.store.records.get_session(session_id)
             if target is None:
@@ -149,7 +152,9 @@ class RecordingChannel:
     id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
     """
 
-    def __init__(self, channel_for: Callable[[str], DeliveryChannel], recorder: Any, counters: Any = None) -> None:
+    def __init__(
+        self, channel_for: Callable[[str], DeliveryChannel], recorder: Recorder, counters: Counters | None = None
+    ) -> None:
         self.channel_for = channel_for
         self.recorder = recorder
         #: the session's daily counters (agentwake.store.daily), counted in the delivery's own write

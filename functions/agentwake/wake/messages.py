@@ -83,10 +83,10 @@ class BackgroundResultMessage(BaseModel):
         return msg
 
 
-def _depth(data: Any) -> int:
+def _depth(data: object) -> int:
     """How deeply ``data`` nests (iterative: no recursion to exhaust)."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(data, 1)]
+    stack: list[tuple[object, int]] = [(data, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > deepest:

@@ -11,7 +11,7 @@ priced by the agent's ledger):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
 from agentwake.observability import logger, metrics
@@ -28,7 +28,7 @@ def settle(spec: RunSpec, result: RunResult) -> str | None:
     return history_note(spec, result) if result.state is AgentState.DONE else None
 
 
-def history_note(spec: RunSpec, result: Any) -> str:
+def history_note(spec: RunSpec, result: RunResult) -> str:
     """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
     final = result.completion_text
     note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
@@ -36,7 +36,7 @@ def history_note(spec: RunSpec, result: Any) -> str:
     return note_with_final(redact(note), result)
 
 
-def note_with_final(note: str, result: Any) -> str:
+def note_with_final(note: str, result: RunResult) -> str:
     """The history note, saying whether the final answer was delivered to the user."""
     if result.final_delivery_id:
         return f"{note}\n\n[final answer delivered to the user: delivery_id={result.final_delivery_id}]"
