@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.agent.journal import is_final_delivery, is_model_reply, parse_step_key
 from agentwake.domain.models import FailureRecord, RunRecord
+from agentwake.domain.steps import is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after

@@ -1,7 +1,7 @@
-"""The journal owns its key grammar: step keys are built and read in ``agent/journal.py`` alone.
+"""The journal owns its key grammar: step keys are built and read in ``domain/steps.py`` alone.
 
 The DynamoDB adapter stores and reads them; the wake, the store and the operator CLI ask
-``agent/journal.py`` (``reply_key``, ``parse_step_key``, ``is_model_reply``, ``kept_for_commit``, ...)
+``domain/steps.py`` (``reply_key``, ``parse_step_key``, ``is_model_reply``, ``kept_for_commit``, ...)
 instead of spelling ``"final.delivery"`` or matching ``".reply"`` / ``".tool."`` themselves.
 """
 
@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GRAMMAR = ROOT / "functions" / "agentwake" / "agent" / "journal.py"
+GRAMMAR = ROOT / "functions" / "agentwake" / "domain" / "steps.py"
 #: a string that spells part of a step key: deliver_final's key or delivery id, a reply's or a tool
 #: result's suffix (``000.reply``, ``000.tool.01``), alone or inside a longer string or an f-string
 STEP_KEY_LITERAL = re.compile(r"final\.delivery|#final\b|\.reply\b|\.tool\.")
@@ -48,13 +48,13 @@ def test_only_the_journal_module_spells_a_step_key() -> None:
     ]
     # WHEN their string literals are read (docstrings aside)
     found = [hit for f in files if f != GRAMMAR for hit in _step_key_literals(f.read_text(), str(f.relative_to(ROOT)))]
-    # THEN none spells a step key: agent/journal.py builds and parses every one
+    # THEN none spells a step key: domain/steps.py builds and parses every one
     assert not found, "\n".join(found)
 
 
 def test_the_grammar_module_is_where_the_keys_are_spelled() -> None:
     # GIVEN the grammar's own module WHEN checked THEN it does spell them (the check looks at the right file)
-    assert _step_key_literals(GRAMMAR.read_text(), "agent/journal.py")
+    assert _step_key_literals(GRAMMAR.read_text(), "domain/steps.py")
 
 
 def test_the_step_key_check_sees_a_step_key_literal() -> None:

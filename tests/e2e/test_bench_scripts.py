@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the maintainer's walk, every runtime file counted: 42 files, 147 re-entries on main at ab6ae9e, 151
-#: once the journal's adapter asks agent/journal.py about its step keys (four calls into the key
+#: once the journal's adapter asks domain/steps.py about its step keys (four calls into the key
 #: grammar: a re-entry each). A change that sends the walk back into a file it had left more often fails here
 WALK_REENTRIES_CEILING = 151
 

@@ -1,11 +1,12 @@
-"""The journal's step keys (agent/journal.py): built and read back in one module, and which steps
+"""The journal's step keys (domain/steps.py): built and read back in one module, and which steps
 the journal keeps back for the commit (docs/durability.md, durable steps)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentwake.agent.journal import (
+from agentwake.agent.tools import ToolContext
+from agentwake.domain.steps import (
     FINAL_DELIVERY_KEY,
     StepKey,
     final_delivery_id,
@@ -17,7 +18,6 @@ from agentwake.agent.journal import (
     reply_key,
     tool_key,
 )
-from agentwake.agent.tools import ToolContext
 
 
 @pytest.mark.parametrize(

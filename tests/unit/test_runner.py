@@ -8,12 +8,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
-from agentwake.agent.journal import InMemoryJournal, reply_key, tool_key
+from agentwake.agent.journal import InMemoryJournal
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import MAX_STEPS_MESSAGE, AgentState, Runner
 from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.domain.conversation import Message, ToolCall
+from agentwake.domain.steps import reply_key, tool_key
 from tests.support.clock import FakeClock
 
 RUN_ID = "bg:task-1"

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from agentwake.agent.journal import InMemoryJournal, reply_key, tool_key
+from agentwake.agent.journal import InMemoryJournal
 from agentwake.agent.providers.scripted import ScriptedProvider
 from agentwake.agent.runner import AgentState, RunEvent, Runner
 from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
@@ -24,6 +24,7 @@ from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.agent.types import ChatRequest, ModelReply
 from agentwake.delivery import Delivery
 from agentwake.domain.conversation import Message, ToolCall
+from agentwake.domain.steps import reply_key, tool_key
 from agentwake.trust.redact import REDACTED, register_secret
 from tests.support.process_state import forget_secrets
 

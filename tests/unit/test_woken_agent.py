@@ -10,7 +10,7 @@ import pytest
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.guards import RepeatGuard, call_signature
-from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal
+from agentwake.agent.journal import InMemoryJournal
 from agentwake.agent.ledger import Limits, RunLedger, usage_totals
 from agentwake.agent.providers.bedrock import BedrockProvider
 from agentwake.agent.providers.openai_compat import OpenAICompatProvider
@@ -22,6 +22,7 @@ from agentwake.agent.types import ChatRequest, ModelReply, Usage
 from agentwake.delivery import Delivery
 from agentwake.domain.conversation import Message, ToolCall
 from agentwake.domain.models import SessionConfig
+from agentwake.domain.steps import FINAL_DELIVERY_KEY
 from agentwake.errors import BudgetExceeded, ConfigError, DeliveryError, RunFailed, run_failed
 from agentwake.settings import Settings
 from agentwake.wake.agent_factory import run_prices

@@ -19,11 +19,12 @@ from typing import Any, Literal, Protocol
 
 from agentwake.agent.bounds import MAX_TOOL_CALLS, check_deadline, too_many_calls
 from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
-from agentwake.agent.journal import FINAL_DELIVERY_KEY, InMemoryJournal, StepJournal, reply_key, tool_key
+from agentwake.agent.journal import InMemoryJournal, StepJournal
 from agentwake.agent.ledger import Limits, RunLedger
 from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
 from agentwake.domain.conversation import Message
+from agentwake.domain.steps import FINAL_DELIVERY_KEY, reply_key, tool_key
 from agentwake.errors import AllProvidersFailed, DeliveryError
 from agentwake.trust.redact import redact, redact_data
 

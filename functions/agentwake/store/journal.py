@@ -9,8 +9,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentwake.agent.journal import final_delivery_id, is_model_reply, kept_for_commit
 from agentwake.domain.models import utcnow_iso
+from agentwake.domain.steps import final_delivery_id, is_model_reply, kept_for_commit
 from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk

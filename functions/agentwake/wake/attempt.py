@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentwake.agent.journal import is_tool_result
+from agentwake.domain.steps import is_tool_result
 from agentwake.errors import DeliveryError, StepInterrupted
 from agentwake.wake.agent_factory import session_agent
 from agentwake.wake.prompt import WakePrompt

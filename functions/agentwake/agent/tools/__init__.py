@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from agentwake.agent.bounds import ArgumentsRefused, parse_arguments
-from agentwake.agent.journal import final_delivery_id
 from agentwake.agent.types import ToolSpec
 from agentwake.domain.conversation import ToolCall
+from agentwake.domain.steps import final_delivery_id
 from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted, describe_validation_error
 from agentwake.trust.redact import redact
 

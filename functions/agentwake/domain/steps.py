@@ -1,0 +1,95 @@
+"""The journal's step keys: the one module that builds and parses them (the DynamoDB adapter stores
+and reads them, the agent, the wake and the CLI ask here):
+
+- ``000.reply``: the model's reply at step 0 (``reply_key``);
+- ``000.tool.01``: the result of that reply's tool call 1 (``tool_key``);
+- ``final.delivery``: deliver_final's entry, sent as the delivery ``{run_id}#final``
+  (``FINAL_DELIVERY_KEY``, ``final_delivery_id``).
+
+Step numbers are zero-padded so that keys sort in the order they were written, and
+``final.delivery`` sorts after every step. ``kept_for_commit`` says which steps end the run: those
+the journal keeps back for the commit (or failure) transaction to write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+StepKind = Literal["reply", "tool", "final"]
+
+#: the final answer sent by deliver_final (sorts after every step key)
+FINAL_DELIVERY_KEY = "final.delivery"
+_STEP_KEY = re.compile(r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|tool\.(?P<index>[0-9]+))")
+
+
+@dataclass(frozen=True)
+class StepKey:
+    """One step key as a value: ``str()`` builds it, ``parse_step_key`` reads it back."""
+
+    kind: StepKind
+    #: the model call's step number (None for deliver_final's entry)
+    step: int | None = None
+    #: the tool call's index in its reply (tool results only)
+    index: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "final":
+            return FINAL_DELIVERY_KEY
+        if self.kind == "tool":
+            return f"{self.step:03d}.tool.{self.index:02d}"
+        return f"{self.step:03d}.reply"
+
+
+def reply_key(step: int) -> str:
+    """The key of the model's reply at ``step``."""
+    return str(StepKey("reply", step))
+
+
+def tool_key(step: int, index: int) -> str:
+    """The key of the result of tool call ``index`` of the reply at ``step``."""
+    return str(StepKey("tool", step, index))
+
+
+def parse_step_key(key: str) -> StepKey | None:
+    """The step ``key`` names; None for a key the journal never writes."""
+    if key == FINAL_DELIVERY_KEY:
+        return StepKey("final")
+    found = _STEP_KEY.fullmatch(key)
+    if found is None:
+        return None
+    if found["reply"]:
+        return StepKey("reply", int(found["step"]))
+    return StepKey("tool", int(found["step"]), int(found["index"]))
+
+
+def _kind(key: str) -> StepKind | None:
+    parsed = parse_step_key(key)
+    return parsed.kind if parsed is not None else None
+
+
+def is_model_reply(key: str) -> bool:
+    return _kind(key) == "reply"
+
+
+def is_tool_result(key: str) -> bool:
+    return _kind(key) == "tool"
+
+
+def is_final_delivery(key: str) -> bool:
+    return key == FINAL_DELIVERY_KEY
+
+
+def final_delivery_id(run_id: str) -> str:
+    """The delivery id of the run's final answer sent by deliver_final (journaled under
+    ``final.delivery``); a tool call's deliveries are ``{run_id}#{step}#{call index}``."""
+    return f"{run_id}#final"
+
+
+def kept_for_commit(key: str, value: dict[str, Any]) -> bool:
+    """Whether this step ends the run, so the journal keeps it back for the commit (or failure)
+    transaction to write: a model reply with no tool calls, or deliver_final's entry. Any other
+    step is written at once (a reply that calls tools: its tools may act on the world)."""
+    kind = _kind(key)
+    return kind == "final" or (kind == "reply" and not value.get("tool_calls"))
