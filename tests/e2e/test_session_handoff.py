@@ -24,12 +24,12 @@ import pytest
 from typer.testing import CliRunner
 
 from agentwake.errors import SessionBusy
+from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.models import SessionConfig
 from agentwake.store.queues import ResultQueue
 from agentwake.tasks import TasksService
-from agentwake.wake.background import ON_THE_LIST_DELAY_S
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
 from agentwake_ops.runs import session_drain
