@@ -27,9 +27,9 @@ from agentwake.domain.models import SessionConfig
 from agentwake.errors import SessionBusy
 from agentwake.product.sessions import SessionsService
 from agentwake.product.tasks import TasksService
+from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ResultQueue
-from agentwake.wake.background import ON_THE_LIST_DELAY_S
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
 from agentwake_ops.runs import session_drain

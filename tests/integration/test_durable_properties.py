@@ -42,7 +42,8 @@ from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
 from agentwake.session.lease import LIVE_HOLDER_PREFIX, RESERVATION_S
 from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings, get_settings
-from agentwake.wake.background import Resend, run_waiters_here, wait_for_session, wake_for_background_result
+from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
+from agentwake.wake.invocation import run_waiters_here
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, create_resources

@@ -14,7 +14,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.wake.background import CHAIN_RESERVE_RUNS, Done, on_background_record
+from agentwake.wake.background import Done
+from agentwake.wake.invocation import CHAIN_RESERVE_RUNS, on_background_record
 from agentwake.wake.spec import WakeDeps
 from tests.integration.test_handoff_waiters import message, message_of, park, seed
 from tests.support.aws import Resources

@@ -13,7 +13,7 @@ from botocore.exceptions import ReadTimeoutError
 from agentwake.product.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
-from agentwake.wake.background import on_background_record
+from agentwake.wake.invocation import on_background_record
 from tests.integration.test_handoff_here import before_commit, plain_record, run_status
 from tests.integration.test_handoff_waiters import park, seed
 from tests.support.aws import Resources

@@ -18,7 +18,8 @@ from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ResultQueue
-from agentwake.wake.background import Done, Resend, on_background_record
+from agentwake.wake.background import Done, Resend
+from agentwake.wake.invocation import on_background_record
 from agentwake.wake.spec import WakeDeps
 from agentwake_local.poller import lambda_sqs_record
 from tests.integration.test_wake_handlers import invoke_background, result_body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from agentwake.errors import SessionBusy
 from agentwake.session.copies import ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE, MessageAttributes
+from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.session.waiting import (
     GiveUp,
     ParkedRecord,
@@ -164,9 +166,9 @@ def test_a_result_past_the_limit_is_recorded_and_dead_lettered_as_session_busy()
     assert store.dropped == [("s1", "bg:t2")] and store.parked == []
 
 
-def test_a_busy_cron_wake_schedules_itself_once_at_a_later_time() -> None:
+def test_a_busy_cron_wake_joins_the_wait_list_with_a_fallback_schedule() -> None:
     # GIVEN a cron wake whose session is busy, on a stack with a schedule group and role
-    schedules = Recorder()
+    schedules, store = Recorder(), FakeStore()
     schedules.group = "stack-jobs"
     settings = Settings(
         table_name="t", schedule_group="stack-jobs", scheduler_role_arn="arn:role", scheduler_dlq_arn="arn:dlq"
@@ -174,18 +176,25 @@ def test_a_busy_cron_wake_schedules_itself_once_at_a_later_time() -> None:
     busy = SessionBusy("busy", run_id="cron:j1:T", session_id="s1", holder="bg:t1")
     # WHEN it is handed to the waiting logic
     status = wait_cron(
-        busy, {"job_id": "j1", "scheduled_time": "T"}, WaitState(), store=FakeStore(), settings=settings,
+        busy, {"job_id": "j1", "scheduled_time": "T"}, WaitState(), store=store, settings=settings,
         schedules=schedules, target_arn="arn:fn:live", job_id="j1", now=lambda: NOW, rng=random.Random(3),
     )  # fmt: skip
-    # THEN a one-time schedule invokes the same alias later with the same input plus the wait state
+    # THEN it is on its session's wait list, as a cron waiter, with what a hand-off invokes it with
     assert status == "waiting"
+    [entry] = store.parked
+    assert (entry["session_id"], entry["run_id"], entry["gen"], entry["kind"]) == ("s1", "cron:j1:T", 0, "cron")
+    assert json.loads(entry["body"]) == {"job_id": "j1", "scheduled_time": "T", "session_id": "s1"}
+    assert entry["target"] == "arn:fn:live"
+    wait = {ATTR_WAIT_COUNT: "1", ATTR_WAITING_SINCE: str(int(NOW * 1000)), ATTR_WAIT_GEN: "0"}
+    assert entry["wait"] == wait
+    # AND a one-time schedule invokes the same alias as the fallback, no sooner than a listed waiter's
     [(name, created)] = schedules.calls
     assert name == "create_once"
     assert created["name"] == schedule_name("cron:j1:T", 1) and len(created["name"]) <= 64
     assert created["target_arn"] == "arn:fn:live" and created["role_arn"] == "arn:role"
     assert created["dlq_arn"] == "arn:dlq"
-    assert created["payload"] == {"job_id": "j1", "scheduled_time": "T", "session_wait": {"count": 1, "since": NOW}}
-    assert datetime.fromtimestamp(NOW + 1, UTC) <= created["at"] <= datetime.fromtimestamp(NOW + 2, UTC)
+    assert created["payload"] == {"job_id": "j1", "scheduled_time": "T", "session_id": "s1", "session_wait": wait}
+    assert created["at"] == datetime.fromtimestamp(NOW + ON_THE_LIST_DELAY_S, UTC)
 
 
 def test_a_cron_wake_past_the_limit_raises_session_busy_after_recording_it() -> None:
@@ -200,6 +209,7 @@ def test_a_cron_wake_past_the_limit_raises_session_busy_after_recording_it() -> 
         )  # fmt: skip
     # THEN it raises (Lambda's retries, then CronFailureQueue) with the holder, and the failure is recorded
     assert raised.value.holder == "bg:t1"
+    assert store.dropped == [("s1", "cron:j1:T")]  # off the wait list: nobody hands it the session
     [(failure, kw)] = store.failures
     assert failure.error_type == "SessionBusy" and kw == {
         "task_id": None,

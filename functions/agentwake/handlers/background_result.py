@@ -17,7 +17,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.observability import logger, metrics
-from agentwake.wake.background import DeadLetter, Resend, handed_first, on_background_record
+from agentwake.wake.background import DeadLetter, Resend, handed_first
+from agentwake.wake.invocation import on_background_record
 
 _RECORD_KEYS = ["run_id", "task_id", "session_id", "attempt", "message_id"]
 

@@ -5,9 +5,11 @@ the on-failure destination queue. A failure no retry can fix (``retryable`` fals
 agentwake.errors: an invalid event, a run over its token budget) is sent to that queue by the
 handler itself, at once (a run over budget is first recorded as any failure; an invalid event has
 no run), and returns ``failed_permanently``: no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
-destination still deliver it. A wake whose session is busy schedules itself again (a one-time
-schedule) and returns: waiting spends none of Lambda's retries. Past SessionWaitLimit it raises
-SessionBusy and ends on the on-failure destination like any failure.
+destination still deliver it. A wake whose session is busy joins the session's wait list (the
+holder's release hands the session to it, a one-time schedule is its fallback) and returns: waiting
+spends none of Lambda's retries. Past SessionWaitLimit it raises SessionBusy and ends on the
+on-failure destination like any failure. A run that hands its session to a waiter may run that
+waiter next, in this invocation.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError
 from agentwake.observability import logger, metrics, permanent_failure_handed_over
-from agentwake.wake.cron import on_cron_event
+from agentwake.wake.invocation import on_cron_event
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -29,8 +31,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return on_cron_event(
             event,
             bootstrap.wake_deps(),
-            remaining_ms=context.get_remaining_time_in_millis(),
             target_arn=getattr(context, "invoked_function_arn", None),
+            time_left=context.get_remaining_time_in_millis,
         )
     except AgentwakeError as exc:
         if exc.retryable:  # a failed run, a busy session past its limit: Lambda retries, then the destination

@@ -1,5 +1,6 @@
 """A waiting record's copies: its message attributes in their three shapes, and the one function
-that builds the copy a release hands the session to.
+that builds the copy a release hands the session to (a result queue record, or a cron wake's
+invocation payload).
 
 The attributes a producer set on a result message travel in three shapes:
 
@@ -14,6 +15,7 @@ The attributes a producer set on a result message travel in three shapes:
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,8 @@ ATTR_WAITING_SINCE = "agentwake-waiting-since"
 ATTR_WAIT_GEN = "agentwake-wait-gen"
 #: when a release handed the session to this copy (epoch ms)
 ATTR_HANDED_AT = "agentwake-handed-at"
+#: the field of a cron wake's payload that carries its wait state (the same names as the attributes)
+CRON_WAIT_FIELD = "session_wait"
 
 
 @dataclass(frozen=True)
@@ -125,11 +129,18 @@ class HandedCopy:
             "eventSourceARN": "",
         }
 
+    def as_cron_event(self) -> dict[str, Any]:
+        """A cron waiter's copy as its function is invoked with it: the payload it waited with and
+        its wait state (how the releasing invocation runs it itself, or a one-time schedule's input)."""
+        payload = json.loads(self.body) if self.body else {}
+        return {**(payload if isinstance(payload, dict) else {}), CRON_WAIT_FIELD: dict(self.wait)}
+
 
 def handed_copy(waiter: Waiter, *, gen: int, handed_at: float) -> HandedCopy:
-    """The one builder of a handed copy. ``gen``: the copy's number — one more than the waiter's
-    for a re-send through the queue (the delayed copy then retires), the same for a run in the
-    releasing invocation (the delayed copy stays its fallback)."""
+    """The one builder of a handed copy, whatever the waiter's kind (a result record, a cron wake's
+    payload). ``gen``: the copy's number — one more than the waiter's for a copy sent on (the
+    delayed copy or the fallback schedule then retires), the same for a run in the releasing
+    invocation (the delayed copy stays its fallback)."""
     wait = {**(waiter.wait or {}), ATTR_WAIT_GEN: str(gen), ATTR_HANDED_AT: str(int(handed_at * 1000))}
     return HandedCopy(
         run_id=waiter.run_id, body=waiter.body, attributes=MessageAttributes.from_stored(waiter.attributes), wait=wait

@@ -4,11 +4,14 @@ waited for it longest (docs/durability.md, "Who holds a session").
 Before its release the holder reads the session's wait list (``prepare``: the oldest waiter still
 waiting). The release itself — the commit, the failure record, or a plain release — then turns the
 lease into a reservation for that run in the same conditional write: only that run's lease may
-replace it, anyone's after ``RESERVATION_S``. After the release (``complete``) the waiter's record
-is re-sent with no delay as a newer copy (``agentwake-wait-gen``) and the waiter marked handed; its
-older copy, delayed in the queue, retires when it comes back. Or, when the releasing invocation has
-the time, it runs the waiter itself (``take``): no queue round trip stands between two runs of the
-session, and the waiter's delayed copy, left as it is (same copy number), stays the fallback.
+replace it, anyone's after ``RESERVATION_S``. After the release (``complete``) a newer copy of the
+waiter (``agentwake-wait-gen``) is sent on and the waiter marked handed; its older copy retires when
+it comes back. A result's copy is re-sent to the result queue with no delay; a cron wake's is a
+one-time schedule ``at(now)`` invoking the function it came through (EventBridge Scheduler fires
+within its 60 s precision: the slow path, for a release with no time to run it). Or, when the
+releasing invocation has the time, it runs the waiter itself (``take``), whatever its kind, through
+that waiter's own use case: no round trip stands between two runs of the session, and the waiter's
+fallback copy, left as it is (same copy number), stays the fallback.
 
 Nothing here fails the holder's own outcome: a hand-off that does not happen (the wait list could
 not be read, the re-send failed) leaves the waiter to its delayed copy, as before the hand-off
@@ -17,18 +20,58 @@ existed, and a reservation nobody takes lapses after ``RESERVATION_S``.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from agentwake.observability import logger, metrics
-from agentwake.session.copies import handed_copy
+from agentwake.session.copies import HandedCopy, handed_copy
 from agentwake.session.lease import RESERVATION_S, Lease, Waiter
 
 if TYPE_CHECKING:
-    from agentwake.store.port import ResultQueuePort, SessionLeasePort
+    from agentwake.settings import Settings
+    from agentwake.store.port import ResultQueuePort, SchedulesPort, SessionLeasePort
 
-__all__ = ["RESERVATION_S", "complete", "decline", "hand_off", "prepare", "release", "take"]
+__all__ = ["RESERVATION_S", "CronRoute", "complete", "cron_route", "decline", "hand_off", "prepare", "release", "take"]
+
+
+@dataclass(frozen=True)
+class CronRoute:
+    """How a release sends a cron waiter's copy on when it cannot run it here: a one-time schedule
+    ``at(now)`` that invokes the function the waiter came through, as its job's schedule would."""
+
+    schedules: SchedulesPort
+    role_arn: str
+    dlq_arn: str | None = None
+
+    def send(self, copy: HandedCopy, *, target: str, gen: int, at: float) -> None:
+        self.schedules.create_once(
+            name=handed_schedule_name(copy.run_id, gen),
+            # Scheduler takes whole seconds: the next one, never a time already past
+            at=datetime.fromtimestamp(math.ceil(at), UTC),
+            target_arn=target,
+            role_arn=self.role_arn,
+            payload=copy.as_cron_event(),
+            dlq_arn=self.dlq_arn,
+        )
+
+
+def cron_route(schedules: SchedulesPort | None, settings: Settings) -> CronRoute | None:
+    """The route of cron waiters' copies, or None where there is no scheduler (a bare setup): a
+    cron waiter handed the session there is left to its own fallback schedule."""
+    if schedules is None or not schedules.group or not settings.scheduler_role_arn:
+        return None
+    return CronRoute(schedules, settings.scheduler_role_arn, settings.scheduler_dlq_arn)
+
+
+def handed_schedule_name(run_id: str, gen: int) -> str:
+    """The one-time schedule of a cron waiter's handed copy ``gen`` (<= 64 characters): a second
+    release handing the same copy finds it exists."""
+    return f"handed-{hashlib.sha256(run_id.encode()).hexdigest()[:32]}-{gen}"
 
 
 def prepare(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Lease, run_id: str | None = None) -> Lease:
@@ -48,13 +91,18 @@ def prepare(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Leas
 
 
 def complete(
-    leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Lease, *, now: Callable[[], float] = time.time
+    leases: SessionLeasePort,
+    queue: ResultQueuePort | None,
+    lease: Lease,
+    *,
+    now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
 ) -> str | None:
-    """After the release: re-send the waiter the session was reserved for; its run id, or None."""
+    """After the release: send on the waiter the session was reserved for; its run id, or None."""
     waiter = lease.hand_to
     if waiter is None or not lease.handed or queue is None:
         return None
-    return send(leases, queue, waiter, now=now)
+    return send(leases, queue, waiter, now=now, cron=cron)
 
 
 def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
@@ -77,12 +125,18 @@ def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
 
 
 def send(
-    leases: SessionLeasePort, queue: ResultQueuePort, waiter: Waiter, *, now: Callable[[], float] = time.time
+    leases: SessionLeasePort,
+    queue: ResultQueuePort,
+    waiter: Waiter,
+    *,
+    now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
 ) -> str | None:
-    """Re-send ``waiter``'s record with no delay, the session reserved for it; its run id, or None
-    (the re-send failed: the reservation is given back and its delayed copy remains)."""
+    """Send on a newer copy of ``waiter``, the session reserved for it; its run id, or None (the
+    send failed, or a cron waiter has no route: the reservation is given back and its fallback
+    copy remains)."""
     try:
-        _send(leases, queue, waiter, now())
+        _send(leases, queue, waiter, now(), cron)
     except Exception:
         logger.exception("could not hand the session to its next waiter", extra={"session_id": waiter.session_id})
         _give_back(leases, waiter)
@@ -117,11 +171,12 @@ def hand_off(
     token: str,
     *,
     now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
 ) -> str | None:
     """Release the lease held with ``token`` and hand the session to its oldest waiter (a live
     turn's end); returns that run's id, or None (nobody waits)."""
     lease = release(leases, queue, Lease(session_id=session_id, token=token, attempt=0))
-    return complete(leases, queue, lease, now=now)
+    return complete(leases, queue, lease, now=now, cron=cron)
 
 
 def decline(
@@ -131,9 +186,10 @@ def decline(
     run_id: str,
     *,
     now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
 ) -> None:
     """A run handed the session does not take it (it had already succeeded, or it is deferred): give
-    the reservation back, and hand the session to the next waiter."""
+    the reservation back, and hand the session to the next waiter, whatever its kind."""
     try:
         if not leases.release_reservation(session_id, run_id):
             return
@@ -141,20 +197,28 @@ def decline(
             return
         for waiter in leases.waiters(session_id)[:3]:
             if waiter.run_id != run_id and leases.reserve(session_id, waiter.run_id, RESERVATION_S):
-                _send(leases, queue, waiter, now())
+                send(leases, queue, waiter, now=now, cron=cron)
                 return
     except Exception:
         logger.exception("could not give back the session's reservation", extra={"session_id": session_id})
 
 
-def _send(leases: SessionLeasePort, queue: ResultQueuePort, waiter: Waiter, handed_at: float) -> None:
-    copy = handed_copy(waiter, gen=waiter.gen + 1, handed_at=handed_at)
-    queue.send_later(body=copy.body, delay_s=0, attributes=copy.attributes.to_api(), wait=copy.wait)
+def _send(
+    leases: SessionLeasePort, queue: ResultQueuePort, waiter: Waiter, handed_at: float, cron: CronRoute | None
+) -> None:
+    gen = waiter.gen + 1
+    copy = handed_copy(waiter, gen=gen, handed_at=handed_at)
+    if waiter.kind == "cron":
+        if cron is None or not waiter.target:
+            raise LookupError("no route to send a cron waiter's copy on: its fallback schedule carries it")
+        cron.send(copy, target=waiter.target, gen=gen, at=handed_at)
+    else:
+        queue.send_later(body=copy.body, delay_s=0, attributes=copy.attributes.to_api(), wait=copy.wait)
     metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
     logger.info(
         "session handed to the next waiter", extra={"session_id": waiter.session_id, "next_run_id": waiter.run_id}
     )
-    leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen + 1)
+    leases.mark_handed(waiter.session_id, waiter.run_id, gen)
 
 
 def _give_back(leases: SessionLeasePort, waiter: Waiter) -> None:

@@ -27,6 +27,10 @@ from agentwake.domain.usage import DailyUsage
 RESERVATION_S = 30.0
 #: the holder of a session a live turn holds: ``live:{turn}``
 LIVE_HOLDER_PREFIX = "live:"
+#: the shortest pause of a waiter's fallback copy (a result's delayed re-send, a cron wake's
+#: one-time schedule) while it is on the session's wait list: the release hands the session over,
+#: the fallback only carries a hand-off that was lost (within SessionWaitMaxDelay)
+ON_THE_LIST_DELAY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,11 @@ class Waiter:
     attributes: dict[str, Any] | None = None
     #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
     wait: dict[str, str] | None = None
-    #: what kind of wake waits: ``background`` (a result queue record) or ``cron`` (a job's fire)
+    #: what kind of wake waits: ``background`` (a result queue record) or ``cron`` (a job's fire:
+    #: ``body`` is the invocation's payload as JSON)
     kind: str = "background"
+    #: a cron waiter: the function ARN it was invoked through, where a copy of it is invoked again
+    target: str = ""
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,13 @@ back later, with backoff and jitter, carrying how often and since when it waits.
   succeeded (a failed re-send is a batch item failure: the record comes back, nothing is lost).
   If both copies survive (the delete of the original failed), the run record, the lease and the
   conditional commit absorb the second one.
-- A cron wake creates a one-time EventBridge Scheduler schedule ``at(...)`` with its own input plus
-  the wait state, targeting the function ARN it was invoked through, deleted after it fires. It
-  then comes back as the same kind of asynchronous invocation, with Lambda's retries and the
-  on-failure destination unchanged.
+- A cron wake joins the same wait list (kind ``cron``, its body the invocation's payload, the
+  function ARN it came through), and its holder's release hands the session to it in arrival order
+  like any waiter (``agentwake.session.handoff``). Its fallback, for a hand-off that is lost, is a
+  one-time EventBridge Scheduler schedule ``at(...)`` with its own input plus the wait state,
+  targeting the function ARN it was invoked through, deleted after it fires: it comes back as the
+  same kind of asynchronous invocation, with Lambda's retries and the on-failure destination
+  unchanged. A copy older than the one the wait list knows (``agentwake-wait-gen``) retires.
 
 Past ``SessionWaitLimit`` the wake gives up: a failure ``SessionBusy`` naming the holder is
 recorded for the run (which never started), and the background result goes to the DLQ with
@@ -24,6 +27,7 @@ finally runs or gives up), ``SessionWaitExceeded`` (wakes that gave up).
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,8 +42,10 @@ from agentwake.session.copies import (
     ATTR_WAIT_COUNT,
     ATTR_WAIT_GEN,
     ATTR_WAITING_SINCE,
+    CRON_WAIT_FIELD,
     MessageAttributes,
 )
+from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,12 +96,17 @@ class WaitState:
             ATTR_WAIT_GEN: str(self.gen),
         }
 
-    # -- on a cron wake: one field of the invocation's input -------------------------------------
+    # -- on a cron wake: one field of the invocation's input, with the same names -------------------
 
     @classmethod
     def from_payload(cls, value: Any) -> WaitState:
+        """From a cron payload's ``session_wait``: the attributes' names and values; a missing or
+        garbled value means "not waiting yet". (``{"count", "since"}``: a one-time schedule created
+        before cron wakes joined the wait list.)"""
         if not isinstance(value, dict):
             return cls()
+        if ATTR_WAIT_COUNT in value:
+            return cls.from_attributes({k: None if v is None else str(v) for k, v in value.items()})
         try:
             count = max(0, int(value.get("count") or 0))
             since = float(value["since"]) if value.get("since") is not None else None
@@ -103,8 +114,8 @@ class WaitState:
             return cls()
         return cls(count=count, since=since) if count else cls()
 
-    def to_payload(self) -> dict[str, Any]:
-        return {"count": self.count, "since": self.since}
+    def to_payload(self) -> dict[str, str]:
+        return self.to_attributes()
 
 
 @dataclass(frozen=True)
@@ -191,6 +202,51 @@ def record_gave_up(
     store.ends.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
 
 
+def join_wait_list(
+    busy: SessionBusy,
+    decision: Wait,
+    *,
+    store: Store,
+    settings: Settings,
+    kind: str,
+    body: str,
+    attributes: dict[str, Any],
+    now: float,
+    target: str = "",
+) -> float:
+    """Put the run on its session's wait list (the holder's release hands the session to the
+    oldest waiter, whatever its kind) and return the pause of its fallback copy: not shorter than
+    ``ON_THE_LIST_DELAY_S`` (the hand-off is what brings it back), 0 when the session was released
+    before the run could mark it (nobody would hand it over). When the holder is another copy of
+    this very run, the run is not listed: the plain backoff stands."""
+    assert busy.session_id is not None and busy.run_id is not None
+    if busy.holder == busy.run_id:
+        return decision.delay_s
+    waited = decision.state.waited(now)
+    delay = min(
+        max(decision.delay_s, ON_THE_LIST_DELAY_S),
+        float(settings.session_wait_max_delay_s),
+        max(1.0, settings.session_wait_limit_s - waited),
+    )
+    store.leases.park_waiter(
+        session_id=busy.session_id,
+        run_id=busy.run_id,
+        gen=decision.state.gen,
+        body=body,
+        attributes=attributes,
+        wait=decision.state.to_attributes(),
+        ttl_s=settings.session_wait_limit_s,
+        kind=kind,
+        target=target,
+    )
+    if not store.leases.mark_parked(busy.session_id):
+        # released between the busy finding and the registration, by a holder that saw nobody
+        # waiting: come straight back instead of at the fallback's pace (a holder still there
+        # finds the mark, and reads the wait list again before it releases)
+        return 0.0
+    return delay
+
+
 # --------------------------------------------------------------------------------------------
 # a background result
 
@@ -262,27 +318,43 @@ def wait_cron(
     now: Callable[[], float],
     rng: Any = random,
 ) -> str:
-    """Schedule the same wake again ("waiting"), or record the failure and raise ``SessionBusy``."""
+    """Join the session's wait list ("waiting": the holder's release hands the session over) with a
+    one-time schedule of the same wake as the fallback; or, past SessionWaitLimit, take the run off
+    the list, record the failure and raise ``SessionBusy``."""
     decision = decide(busy, state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    assert busy.run_id is not None and busy.session_id is not None
     if isinstance(decision, GiveUp):
+        store.leases.drop_waiter(busy.session_id, busy.run_id)  # nobody's to hand the session to
         record_gave_up(store, busy, decision, kind="cron", job_id=job_id)
         raise SessionBusy(decision.detail, run_id=busy.run_id, session_id=busy.session_id, holder=busy.holder)
     if schedules is None or not schedules.group or not target_arn or not settings.scheduler_role_arn:
         # no scheduler to come back through (a bare test setup): Lambda's async retries it is
         logger.warning("session busy and no scheduler configured: raising for Lambda's async retry")
         raise busy
-    at = datetime.fromtimestamp(now() + decision.delay_s, UTC)
-    assert busy.run_id is not None
+    # the payload names the session: a copy reads its entry on the wait list in its first read
+    payload = {**payload, "session_id": busy.session_id}
+    delay = join_wait_list(
+        busy,
+        decision,
+        store=store,
+        settings=settings,
+        kind="cron",
+        body=json.dumps(payload),
+        attributes={},
+        now=now(),
+        target=target_arn,
+    )
+    at = datetime.fromtimestamp(now() + delay, UTC)
     schedules.create_once(
         name=schedule_name(busy.run_id, decision.state.count),
         at=at,
         target_arn=target_arn,
         role_arn=settings.scheduler_role_arn,
-        payload={**payload, "session_wait": decision.state.to_payload()},
+        payload={**payload, CRON_WAIT_FIELD: decision.state.to_payload()},
         dlq_arn=settings.scheduler_dlq_arn,
     )
     logger.info(
-        "session busy: the cron wake comes back later",
-        extra={"holder": busy.holder, "at": at.isoformat(), "wait_count": decision.state.count},
+        "session busy: the cron wake waits on the session's wait list",
+        extra={"holder": busy.holder, "fallback_at": at.isoformat(), "wait_count": decision.state.count},
     )
     return "waiting"

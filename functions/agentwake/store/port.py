@@ -260,6 +260,7 @@ class SessionLeasePort(Protocol):
         wait: dict[str, str],
         ttl_s: float,
         kind: str = "background",
+        target: str = "",
     ) -> None: ...
 
     def waiters(self, session_id: str) -> list[Waiter]: ...

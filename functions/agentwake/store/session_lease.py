@@ -93,6 +93,7 @@ def waiter_from_item(item: dict[str, Any]) -> Waiter:
         attributes=json.loads(text("attributes") or "{}"),
         wait=json.loads(text("wait") or "{}"),
         kind=text("kind") or "background",
+        target=text("target"),
     )
 
 
@@ -256,10 +257,12 @@ class SessionLeases:
         wait: dict[str, str],
         ttl_s: float,
         kind: str = "background",
+        target: str = "",
     ) -> None:
         """Put the run on the session's wait list (again): its first arrival is kept, its state is
         ``waiting``, its current copy the newer of ``gen`` and the one the list knows.
-        ``attributes``: the record's message attributes, stored shape (``session.copies``)."""
+        ``attributes``: the record's message attributes, stored shape (``session.copies``);
+        ``kind``/``target``: a cron waiter and the function ARN its copies are invoked through."""
         now = self.table.now()
         db = self.table.db
         db.update_item(
@@ -267,10 +270,10 @@ class SessionLeases:
             Key=key(*wait_key(session_id, run_id)),
             UpdateExpression=(
                 "SET arrived = if_not_exists(arrived, :now), #st = :waiting, session_id = :sid, run_id = :rid, "
-                "body = :body, attributes = :attrs, #w = :wait, expires_at = :ttl, #k = :kind, "
+                "body = :body, attributes = :attrs, #w = :wait, expires_at = :ttl, #k = :kind, #tg = :target, "
                 "gen = if_not_exists(gen, :gen)"
             ),
-            ExpressionAttributeNames={"#st": "state", "#w": "wait", "#k": "kind"},
+            ExpressionAttributeNames={"#st": "state", "#w": "wait", "#k": "kind", "#tg": "target"},
             ExpressionAttributeValues={
                 ":now": {"N": f"{now:.3f}"},
                 ":waiting": {"S": "waiting"},
@@ -282,6 +285,7 @@ class SessionLeases:
                 ":ttl": {"N": str(int(now + ttl_s + WAITER_TTL_MARGIN_S))},
                 ":gen": {"N": str(gen)},
                 ":kind": {"S": kind},
+                ":target": {"S": target},
             },
         )
         if gen:

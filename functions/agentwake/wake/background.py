@@ -1,7 +1,8 @@
 """Wake for a finished background task: one SQS record in, one of done / resend / dead-letter out.
 
-``on_background_record`` is the use case the handler calls: it parses the record, checks the task
-and its session, runs the wake, and says what becomes of the record — ``Done`` (it ran, or had
+``run_record`` runs one record (``wake.invocation.on_background_record``, the use case the handler
+calls, then runs the waiters its release hands the session to): it parses the record, checks the
+task and its session, runs the wake, and says what becomes of the record — ``Done`` (it ran, or had
 already), ``Resend`` (its session is busy: re-send it with a delay; the wait machinery loads only
 then) or ``DeadLetter`` (no retry can help: to the DLQ at once with the reason). A run that ended in
 ERROR raises (retryable), so the record alone is a batch item failure and is retried.
@@ -11,19 +12,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.domain.models import Task, background_run_id, truncate
 from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
-from agentwake.observability import LOG_REASON_CHARS, logger, permanent_failure_handed_over
-from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT, handed_copy
-from agentwake.session.lease import Waited, Waiter
+from agentwake.observability import logger, permanent_failure_handed_over
+from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT
+from agentwake.session.lease import Waiter
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
-from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
+from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
 
 if TYPE_CHECKING:
     from agentwake.session.waiting import ParkedRecord, WaitState
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
-#: the shortest pause of a result on its session's wait list (within SessionWaitMaxDelay)
-ON_THE_LIST_DELAY_S = 10.0
-#: a waiter runs in the invocation that handed it the session while this many runs' budgets
-#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch
-CHAIN_RESERVE_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -99,61 +95,12 @@ class DeadLetter:
             permanent_failure_handed_over(self.error, "the DLQ")
 
 
-def on_background_record(
-    record: SQSRecord,
-    deps: WakeDeps,
-    *,
-    remaining_ms: int | None = None,
-    time_left: Callable[[], int] | None = None,
-) -> Done | Resend | DeadLetter:
-    """What becomes of one record of the result queue. Raises a retryable AgentwakeError (RunFailed,
-    RunDeferred) or a crash: the record is then a batch item failure and SQS retries it.
-
-    ``time_left`` (the invocation's remaining milliseconds, asked when needed): when the run hands
-    its session to a waiter and enough time is left, this invocation runs that waiter next, and so
-    on (``run_waiters_here``)."""
-    if time_left is not None:
-        remaining_ms = time_left()
-    result, waiter = _on_record(record, deps, remaining_ms=remaining_ms, time_left=time_left)
-    if waiter is not None and time_left is not None and isinstance(result, Done):
-        return replace(result, ran_after=run_waiters_here(waiter, deps, time_left))
-    return result
-
-
-def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]) -> int:
-    """Run the session's waiters one after another in this invocation, from the one a release just
-    reserved the session for, while time is left: no queue round trip between two runs of a
-    session. Each waiter goes through the same use case as a received record. Its delayed copy
-    stays in the queue as it is, so anything that stops a run here (a crash, a failure, another
-    copy that took the session first, the time running out) leaves the run to that copy, as the
-    wait list's fallback does. Returns how many ran."""
-    ran = 0
-    waiter: Waiter | None = first
-    while waiter is not None:
-        logger.append_keys(message_id=f"handed:{waiter.run_id}")
-        try:
-            result, waiter = _on_record(
-                SQSRecord(handed_copy(waiter, gen=waiter.gen, handed_at=deps.clock.wall()).as_event_record()),
-                deps,
-                # the rest of the batch keeps a run's budget: this run's deadline comes before it
-                remaining_ms=time_left() - deps.settings.min_run_budget_ms,
-                time_left=time_left,
-            )
-        except Exception as exc:  # its own failure is recorded; one bounded line here
-            logger.warning(
-                "a waiter run in this invocation did not succeed; its delayed copy carries it",
-                extra={"error_type": type(exc).__name__, "detail": truncate(str(exc), LOG_REASON_CHARS)},
-            )
-            return ran
-        if not isinstance(result, Done):  # it waits again, or cannot run: its delayed copy carries it
-            return ran
-        ran += result.status == "succeeded"
-    return ran
-
-
-def _on_record(
-    record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None, time_left: Callable[[], int] | None
+def run_record(
+    record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None, run_next: Callable[[], bool] | None = None
 ) -> tuple[Done | Resend | DeadLetter, Waiter | None]:
+    """What becomes of one record of the result queue, and the waiter its run handed the session to
+    (for the invocation to run next: ``wake.invocation``). Raises a retryable AgentwakeError
+    (RunFailed, RunDeferred) or a crash: the record is then a batch item failure and SQS retries it."""
     # a copy that waited for its session carries its wait state (the machinery loads only then)
     parked = _parked(record) if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}) else None
     try:
@@ -164,7 +111,7 @@ def _on_record(
                 deps,
                 remaining_ms=remaining_ms,
                 waiting=parked.state if parked else None,
-                run_next=None if time_left is None else lambda: _time_for_another(deps, time_left),
+                run_next=run_next,
             )
         except SessionBusy as busy:
             wait = wait_for_session(
@@ -195,13 +142,6 @@ def _on_record(
 
         ran_after_waiting(parked.state, deps.clock.wall())
     return Done(outcome.status), outcome.next_waiter
-
-
-def _time_for_another(deps: WakeDeps, time_left: Callable[[], int]) -> bool:
-    """Enough of the invocation is left to run a waiter here (``min_run_budget_ms``) and still
-    leave the rest of the batch the time a run needs (as much again, kept out of the run's
-    deadline)."""
-    return time_left() >= CHAIN_RESERVE_RUNS * deps.settings.min_run_budget_ms
 
 
 def handed_first(event: dict[str, Any]) -> dict[str, Any]:
@@ -236,35 +176,23 @@ def wait_for_session(
     """A busy session: put the run on the session's wait list (its holder's release hands the
     session to the oldest waiter) and re-send the record later as the fallback; or (past
     SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy."""
-    from agentwake.session.waiting import Wait, wait_background
+    from agentwake.session.waiting import Wait, join_wait_list, wait_background
 
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
     assert busy.session_id is not None and busy.run_id is not None
     if isinstance(decision, Wait):
-        delay = decision.delay_s
-        if busy.holder != busy.run_id:  # not when the holder is another copy of this very run
-            # on the wait list, the release hands the session over: the delayed copy is only the
-            # fallback for a hand-off that is lost, and need not come back as often
-            waited = decision.state.waited(now())
-            delay = min(
-                max(delay, ON_THE_LIST_DELAY_S),
-                float(settings.session_wait_max_delay_s),
-                max(1.0, settings.session_wait_limit_s - waited),
-            )
-            store.leases.park_waiter(
-                session_id=busy.session_id,
-                run_id=busy.run_id,
-                gen=decision.state.gen,
-                body=record.body,
-                attributes=record.attributes.to_stored(),
-                wait=decision.state.to_attributes(),
-                ttl_s=settings.session_wait_limit_s,
-            )
-            if not store.leases.mark_parked(busy.session_id):
-                # released between the busy finding and the registration, by a holder that saw
-                # nobody waiting: come straight back instead of at the fallback's pace (a holder
-                # still there finds the mark, and reads the wait list again before it releases)
-                delay = 0.0
+        # on the wait list, the release hands the session over: the delayed copy is only the
+        # fallback for a hand-off that is lost, and need not come back as often
+        delay = join_wait_list(
+            busy,
+            decision,
+            store=store,
+            settings=settings,
+            kind="background",
+            body=record.body,
+            attributes=record.attributes.to_stored(),
+            now=now(),
+        )
         return Resend(record, delay, decision.state, holder=busy.holder)
     store.leases.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
     return DeadLetter(
@@ -342,13 +270,6 @@ def wake_for_background_result(
         note_head=background_note_head(msg, task),
         note_sep="\n\n",
         task_id=msg.task_id,
-        waited=_waited(waiting, deps.clock.wall()),
+        waited=waited_of(waiting, deps.clock.wall()),
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
-
-
-def _waited(waiting: WaitState | None, now: float) -> Waited | None:
-    if waiting is None:
-        return None
-    idle = None if waiting.handed_at is None else max(0.0, now - waiting.handed_at)
-    return Waited(waited_s=waiting.waited(now), idle_s=idle)

@@ -1,36 +1,62 @@
 """Wake for a cron job that came due: one invocation's event in, its result out.
 
-``on_cron_event`` is the use case the handler calls. A busy session schedules the same wake again
-(a one-time schedule; the wait machinery loads only then, or when the event is such a return).
+``run_cron_event`` runs one event (``wake.invocation.on_cron_event``, the use case the handler
+calls, then runs the waiters its release hands the session to). A busy session puts the wake on the
+session's wait list, like a background result, with a one-time schedule of the same wake as its
+fallback (the wait machinery loads only then, or when the event is such a copy).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from agentwake.domain.models import Job
 from agentwake.errors import InvalidMessage, RunDeferred, SessionBusy
 from agentwake.observability import logger, metrics
+from agentwake.session.copies import CRON_WAIT_FIELD
+from agentwake.session.lease import Waiter
 from agentwake.wake.job_policies import count_failed_run, record_missed_while_paused, skip_overlapping
 from agentwake.wake.messages import CronWakeInput
-from agentwake.wake.run import execute_run
-from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
+from agentwake.wake.run import decline_handed, execute_run
+from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
+
+if TYPE_CHECKING:
+    from agentwake.session.waiting import WaitState
 
 
-def on_cron_event(
-    event: Any, deps: WakeDeps, *, remaining_ms: int | None = None, target_arn: str | None = None
-) -> dict[str, Any]:
-    """Run the wake, or schedule it again while its session is busy (``target_arn``: the function
-    to come back through). Raises InvalidMessage (permanent), RunFailed, SessionBusy past its limit."""
+@dataclass(frozen=True)
+class CronResult:
+    """What became of one cron invocation's event: the handler's answer, and the waiter its run
+    handed the session to (for the invocation to run next, ``wake.invocation``)."""
+
+    response: dict[str, Any]
+    next_waiter: Waiter | None = None
+
+
+def run_cron_event(
+    event: Any,
+    deps: WakeDeps,
+    *,
+    remaining_ms: int | None = None,
+    target_arn: str | None = None,
+    run_next: Callable[[], bool] | None = None,
+) -> CronResult:
+    """Run the wake, or put it on its session's wait list while the session is busy (``target_arn``:
+    the function its fallback schedule invokes). Raises InvalidMessage (permanent), RunFailed,
+    SessionBusy past its limit."""
     try:
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:
         raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
-    waited = event.get("session_wait")
+    waited = event.get(CRON_WAIT_FIELD)
+    # a copy that waited for its session carries its wait state (the machinery loads only then)
+    waiting = _wait_state(waited) if waited is not None else None
     try:
-        outcome = wake_for_cron_job(wake, deps, remaining_ms=remaining_ms)
+        outcome = wake_for_cron_job(wake, deps, remaining_ms=remaining_ms, waiting=waiting, run_next=run_next)
     except SessionBusy as busy:
         from agentwake.session.waiting import WaitState, wait_cron
 
@@ -38,7 +64,7 @@ def on_cron_event(
             status = wait_cron(
                 busy,
                 {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time},
-                WaitState.from_payload(waited),
+                waiting or WaitState(),
                 store=deps.store,
                 settings=deps.settings,
                 schedules=deps.schedules,
@@ -49,14 +75,20 @@ def on_cron_event(
         except SessionBusy:  # gave up waiting: a buffered fire frees its place (overlap buffer_one)
             deps.store.jobs.release_job_buffer(wake.job_id, wake.run_id)
             raise
-        return {"run_id": wake.run_id, "status": status}
-    if waited is not None:
-        from agentwake.session.waiting import WaitState, ran_after_waiting
+        return CronResult({"run_id": wake.run_id, "status": status})
+    if waiting is not None and (outcome is None or outcome.status != "superseded"):
+        from agentwake.session.waiting import ran_after_waiting
 
-        ran_after_waiting(WaitState.from_payload(waited), deps.clock.wall())
+        ran_after_waiting(waiting, deps.clock.wall())
     if outcome is None:
-        return {"run_id": wake.run_id, "status": "skipped"}
-    return {"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}
+        return CronResult({"run_id": wake.run_id, "status": "skipped"})
+    return CronResult({"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}, outcome.next_waiter)
+
+
+def _wait_state(value: Any) -> WaitState:
+    from agentwake.session.waiting import WaitState
+
+    return WaitState.from_payload(value)
 
 
 def cron_note_head(job: Job, scheduled_time: str) -> str:
@@ -72,11 +104,23 @@ def wake_for_cron_job(
     deps: WakeDeps,
     *,
     remaining_ms: int | None = None,
+    waiting: WaitState | None = None,
+    run_next: Callable[[], bool] | None = None,
 ) -> WakeOutcome | None:
-    """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR."""
+    """None when the job is missing or disabled (logged, nothing written). Raises RunFailed on ERROR.
+
+    ``waiting``: the event is a copy that waited for its session (a handed copy, or the fallback
+    schedule); an older copy than the wait list's retires. ``run_next``: as ``execute_run``'s."""
     logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
     # one batch read: the job, the run, and the session config when the schedule names the session
-    read = deps.store.runs.read_wake(run_id=wake.run_id, job_id=wake.job_id, session_id=wake.session_id)
+    # and, for a waiting copy, the run's entry on the session's wait list
+    read = deps.store.runs.read_wake(
+        run_id=wake.run_id, job_id=wake.job_id, session_id=wake.session_id, waiter=waiting is not None
+    )
+    if waiting is not None and read.waiter_gen is not None and read.waiter_gen > waiting.gen:
+        # a release handed the session to a newer copy of this wake: that one carries the run
+        logger.info("a newer copy of this waiting cron wake was handed the session; this one retires")
+        return WakeOutcome(run_id=wake.run_id, status="superseded")
     job = read.job
     if job is None or not job.enabled:
         logger.warning(
@@ -87,6 +131,9 @@ def wake_for_cron_job(
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         if job is not None:
             record_missed_while_paused(job, wake, deps)
+        if waiting is not None and waiting.handed_at is not None and wake.session_id is not None:
+            # handed the session, which this wake will not take: give it on to the next waiter
+            decline_handed(deps, wake.session_id, wake.run_id)
         return None
     logger.append_keys(session_id=job.session_id)
     if read.session is None or read.session.session_id != job.session_id:
@@ -108,10 +155,11 @@ def wake_for_cron_job(
         note_head=cron_note_head(job, wake.scheduled_time),
         job_id=job.job_id,
         disable_job_on_success=job.run_once,
+        waited=waited_of(waiting, deps.clock.wall()),
     )
     ran = False
     try:
-        outcome = execute_run(spec, deps, remaining_ms=remaining_ms, read=read)
+        outcome = execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
         ran = True
     except SessionBusy as busy:
         if skip_overlapping(job, wake, busy, deps):

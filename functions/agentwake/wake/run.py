@@ -111,14 +111,14 @@ def execute_run(
         outcome = _run_leased(spec, deps, remaining_ms, held, read, first_attempt=existing is None)
     except BaseException:
         _release(spec, deps, held)
-        handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall)
+        handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall, cron=_cron(deps))
         raise
     _release(spec, deps, held)
     # released: the run that waited longest for the session gets it now, not at its next try —
-    # here, when the caller has the time for it; else through the queue
+    # here, when the caller has the time for it (whatever its kind); else its copy is sent on
     if held.lease.handed and run_next is not None and run_next():
         return replace(outcome, next_waiter=handoff.take(store.leases, held.lease))
-    handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall)
+    handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall, cron=_cron(deps))
     return outcome
 
 
@@ -138,10 +138,20 @@ def _release(spec: RunSpec, deps: WakeDeps, held: _Held) -> None:
         logger.exception("could not release the session's lease")
 
 
+def _cron(deps: WakeDeps) -> handoff.CronRoute | None:
+    """Where a cron waiter's copy goes when this invocation cannot run it: its one-time schedule."""
+    return handoff.cron_route(deps.schedules, deps.settings)
+
+
 def _decline_if_handed(spec: RunSpec, deps: WakeDeps) -> None:
     """This copy was handed the session and will not take it: give it on to the next waiter."""
     if spec.waited is not None and spec.waited.idle_s is not None:
-        handoff.decline(deps.store.leases, deps.result_queue, spec.session_id, spec.run_id, now=deps.clock.wall)
+        decline_handed(deps, spec.session_id, spec.run_id)
+
+
+def decline_handed(deps: WakeDeps, session_id: str, run_id: str) -> None:
+    """Run ``run_id``, handed ``session_id``, will not take it: the reservation goes to the next waiter."""
+    handoff.decline(deps.store.leases, deps.result_queue, session_id, run_id, now=deps.clock.wall, cron=_cron(deps))
 
 
 def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None) -> WakeOutcome:

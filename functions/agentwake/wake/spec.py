@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.agent.providers import build_provider
 from agentwake.clock import Clock, SystemClock
+from agentwake.session.lease import Waited
 from agentwake.settings import Settings
 
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
-    from agentwake.session.lease import Waited, Waiter
+    from agentwake.session.lease import Waiter
+    from agentwake.session.waiting import WaitState
     from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
     from agentwake.wake.prompt import WakeKind
 
@@ -76,3 +78,11 @@ class WakeOutcome:
     #: the waiter this run's commit handed the session to, for the caller to run itself
     #: (``execute_run(run_next=...)``); its delayed copy stays in the queue as the fallback
     next_waiter: Waiter | None = field(default=None, compare=False, repr=False)
+
+
+def waited_of(waiting: WaitState | None, now: float) -> Waited | None:
+    """How long a waiting copy waited, and (a handed copy) how long its session sat idle since."""
+    if waiting is None:
+        return None
+    idle = None if waiting.handed_at is None else max(0.0, now - waiting.handed_at)
+    return Waited(waited_s=waiting.waited(now), idle_s=idle)
