@@ -14,12 +14,12 @@ from typing import Any
 import boto3
 import pytest
 
+from agentwake.domain.models import Job
 from agentwake.errors import SessionBusy
 from agentwake.session.copies import ATTR_WAIT_GEN, CRON_WAIT_FIELD
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.domain.models import Job
 from agentwake.store.schedules import Schedules
 from agentwake.wake.background import Done
 from agentwake.wake.invocation import CHAIN_RESERVE_RUNS, on_background_record, on_cron_event

@@ -32,7 +32,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.domain.models import FailureRecord
 from agentwake.errors import SessionBusy
@@ -55,6 +55,12 @@ if TYPE_CHECKING:
 
 #: the first pause; each further busy finding doubles it, up to SessionWaitMaxDelay
 BASE_DELAY_S = 2.0
+
+
+class Jitter(Protocol):
+    """Where a pause's jitter comes from (the ``random`` module; a seeded ``random.Random`` in tests)."""
+
+    def uniform(self, a: float, b: float) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ class WaitState:
     # -- on a cron wake: one field of the invocation's input, with the same names -------------------
 
     @classmethod
-    def from_payload(cls, value: Any) -> WaitState:
+    def from_payload(cls, value: object) -> WaitState:
         """From a cron payload's ``session_wait``: the attributes' names and values; a missing or
         garbled value means "not waiting yet". (``{"count", "since"}``: a one-time schedule created
         before cron wakes joined the wait list.)"""
@@ -130,7 +136,7 @@ class WaitPolicy:
     def from_settings(cls, settings: Settings) -> WaitPolicy:
         return cls(limit_s=settings.session_wait_limit_s, max_delay_s=settings.session_wait_max_delay_s)
 
-    def delay(self, count: int, rng: random.Random | Any = random) -> float:
+    def delay(self, count: int, rng: Jitter = random) -> float:
         ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** min(count, 30))
         return float(ceiling / 2 + rng.uniform(0, ceiling / 2))
 
@@ -153,7 +159,9 @@ class GiveUp:
     state: WaitState = field(default_factory=WaitState)
 
 
-def decide(busy: SessionBusy, state: WaitState, policy: WaitPolicy, *, now: float, rng: Any = random) -> Wait | GiveUp:
+def decide(
+    busy: SessionBusy, state: WaitState, policy: WaitPolicy, *, now: float, rng: Jitter = random
+) -> Wait | GiveUp:
     """What a wake that found its session busy does next."""
     metrics.add_metric(name="SessionBusy", unit="Count", value=1)
     since = state.since if state.since is not None else now
@@ -285,7 +293,7 @@ def wait_background(
     settings: Settings,
     task_id: str,
     now: Callable[[], float],
-    rng: Any = random,
+    rng: Jitter = random,
 ) -> Wait | GiveUp:
     """Come back later (``Wait``: the caller re-sends the record with its delay), or give up
     (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy)."""
@@ -316,7 +324,7 @@ def wait_cron(
     target_arn: str | None,
     job_id: str,
     now: Callable[[], float],
-    rng: Any = random,
+    rng: Jitter = random,
 ) -> str:
     """Join the session's wait list ("waiting": the holder's release hands the session over) with a
     one-time schedule of the same wake as the fallback; or, past SessionWaitLimit, take the run off

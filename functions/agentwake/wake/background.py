@@ -27,7 +27,7 @@ from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
 
 if TYPE_CHECKING:
-    from agentwake.session.waiting import ParkedRecord, WaitState
+    from agentwake.session.waiting import Jitter, ParkedRecord, WaitState
     from agentwake.settings import Settings
     from agentwake.store.port import DeadLettersPort, ResultQueuePort, Store
 
@@ -171,7 +171,7 @@ def wait_for_session(
     settings: Settings,
     task_id: str,
     now: Callable[[], float],
-    rng: Any = random,
+    rng: Jitter = random,
 ) -> Resend | DeadLetter:
     """A busy session: put the run on the session's wait list (its holder's release hands the
     session to the oldest waiter) and re-send the record later as the fallback; or (past

@@ -38,7 +38,7 @@ class CronResult:
 
 
 def run_cron_event(
-    event: Any,
+    event: object,
     deps: WakeDeps,
     *,
     remaining_ms: int | None = None,
@@ -52,7 +52,7 @@ def run_cron_event(
         wake = CronWakeInput.model_validate(event)
     except ValidationError as exc:
         raise InvalidMessage(f"not a cron wake (expected job_id and scheduled_time): {exc}") from exc
-    waited = event.get(CRON_WAIT_FIELD)
+    waited = event.get(CRON_WAIT_FIELD) if isinstance(event, dict) else None
     # a copy that waited for its session carries its wait state (the machinery loads only then)
     waiting = _wait_state(waited) if waited is not None else None
     try:
@@ -85,7 +85,7 @@ def run_cron_event(
     return CronResult({"run_id": outcome.run_id, "status": outcome.status, "steps": outcome.steps}, outcome.next_waiter)
 
 
-def _wait_state(value: Any) -> WaitState:
+def _wait_state(value: object) -> WaitState:
     from agentwake.session.waiting import WaitState
 
     return WaitState.from_payload(value)

@@ -17,10 +17,10 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from agentwake.domain.models import truncate
 from agentwake.observability import LOG_REASON_CHARS, logger
 from agentwake.session.copies import handed_copy
 from agentwake.session.lease import Waiter
-from agentwake.domain.models import truncate
 from agentwake.wake.background import DeadLetter, Done, Resend, run_record
 from agentwake.wake.cron import run_cron_event
 from agentwake.wake.spec import WakeDeps
@@ -52,7 +52,7 @@ def on_background_record(
 
 
 def on_cron_event(
-    event: Any,
+    event: object,
     deps: WakeDeps,
     *,
     remaining_ms: int | None = None,
