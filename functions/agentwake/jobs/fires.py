@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentwake.domain.models import CatchUpPolicy, Job
+
+if TYPE_CHECKING:
+    from agentwake.store.port import SchedulesPort, Store
 
 #: at most this many missed fires are recorded per resume (the newest ones; the count is exact up to the look-back)
 MAX_MISSED_RECORDED = 500
@@ -95,7 +98,7 @@ def catch_up_choice(policy: CatchUpPolicy, window_s: int, missed: list[datetime]
 
 
 def pause_job(
-    store: Any, schedules: Any, job: Job, *, reason: str, now: datetime, run_id: str | None = None
+    store: Store, schedules: SchedulesPort | None, job: Job, *, reason: str, now: datetime, run_id: str | None = None
 ) -> Job | None:
     """Pause ``job``: its item marked paused and disabled (a fire that still arrives finds it so and
     does nothing), then its EventBridge Scheduler schedule disabled (no more fires). None if it

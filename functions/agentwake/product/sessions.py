@@ -21,13 +21,14 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from agentwake.domain.models import MAX_TEXT_CHARS, HistoryEntry
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
 from agentwake.store.session_lease import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
 
 if TYPE_CHECKING:
+    from agentwake.store.port import Store
     from agentwake.store.queues import ResultQueue
 
 __all__ = ["MAX_APPEND_MESSAGES", "Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
@@ -82,7 +83,7 @@ class ConversationPage:
 class SessionsService:
     def __init__(
         self,
-        store: Any,
+        store: Store,
         result_queue: ResultQueue | None = None,
         *,
         now: Callable[[], float] = time.time,
