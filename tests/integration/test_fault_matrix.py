@@ -1,33 +1,42 @@
 """A fault at every DynamoDB call of a wake, of every kind: no delivery twice, one note, no session
 left locked (issue 21, items 3 and 4; docs/durability.md, "The fault matrix").
 
-Each point injects one fault at the botocore level (``tests/support/faults.py``'s ``CallFaults``:
-the ``before-call`` event answers in place of the service, or ``after-call`` loses the answer of a
-call that landed) at the n-th call of a wake that runs clean with the calls ``CLEAN_CALLS`` lists,
-then the trigger retries as SQS would (the use case called again, up to maxReceiveCount). The
-webhook is a real HTTP receiver on 127.0.0.1 that counts arrivals by delivery id.
+The wake is built as deployed, by the composition root (``agentwake.bootstrap.wake_deps``): with
+the result queue, so its release reads the session's wait list for the hand-off, and that Query is
+faulted like every other call. Each point injects one fault at the botocore level
+(``tests/support/faults.py``'s ``CallFaults``: the ``before-call`` event answers in place of the
+service, or ``after-call`` loses the answer of a call that landed) at the n-th call of a wake that
+runs clean with the calls ``CLEAN_CALLS`` lists, then the trigger retries as SQS would (the use
+case called again, up to maxReceiveCount). The webhook is a real HTTP receiver on 127.0.0.1 that
+counts arrivals by delivery id.
 
-The whole matrix (two wakes × every call × five kinds: 55 points) runs with
-``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 25 of them: every kind at the start
-transaction and at the writes after the send.
+The whole matrix (two wakes × every call × five kinds: 65 points) runs with
+``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 35 of them: every kind at the start
+transaction, at the writes after the send, and at the read of the wait list.
+
+The wake's other calls, to the model, are faulted too (``ModelFaults``: every model call of both
+wakes, a transient and a permanent error, 6 points, always run): the chain absorbs a transient
+fault; a permanent one fails every provider of the attempt, which is one failed receive with its
+failure recorded and no note, never a success.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from agentwake.errors import SessionBusy
-from agentwake.settings import Settings
+from agentwake import bootstrap
+from agentwake.errors import RunFailed, SessionBusy
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.spec import WakeDeps, WakeOutcome
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
-from tests.support.faults import FAULT_KINDS, CallFaults
+from tests.support.faults import FAULT_KINDS, MODEL_FAULT_KINDS, CallFaults, ModelFaults
 from tests.support.probes import DynamoCalls
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import lease_holder
@@ -49,6 +58,7 @@ CLEAN_CALLS: dict[str, list[str]] = {
         "Query",  # history window
         "PutItem",  # 000.reply, which calls send_message_to_user: journaled before its tool runs
         "TransactWriteItems",  # 000.tool.00 with the delivery's marker and history entry
+        "Query",  # the session's wait list, read before the release (the hand-off)
         "TransactWriteItems",  # the commit: 001.reply, marker, note, run, task, lease release
     ],
     "deliver_final": [
@@ -56,13 +66,17 @@ CLEAN_CALLS: dict[str, list[str]] = {
         "TransactWriteItems",
         "Query",
         "PutItem",  # 000.reply, journaled before the final answer is sent
+        "Query",  # the wait list
         "TransactWriteItems",  # the commit, with final.delivery and the delivery's record
     ],
 }
-#: the points run by default (``make test``): every kind at the start transaction and at the
-#: writes after the send; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every call
-DEFAULT_CALLS = {"tool_delivery": {2, 5, 6}, "deliver_final": {2, 5}}
+#: the points run by default (``make test``): every kind at the start transaction, at the writes
+#: after the send and at the read of the wait list; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``)
+#: runs every call
+DEFAULT_CALLS = {"tool_delivery": {2, 5, 6, 7}, "deliver_final": {2, 5, 6}}
 FULL = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+#: the model calls each makes when nothing fails, by step (all of them run by default)
+MODEL_CALLS: dict[str, list[int]] = {"tool_delivery": [0, 1], "deliver_final": [0]}
 
 
 def _points() -> Iterator[Any]:
@@ -74,6 +88,13 @@ def _points() -> Iterator[Any]:
                 yield pytest.param(wake, n, kind, id=f"{wake}-{n}-{operation}-{kind}")
 
 
+def _model_points() -> Iterator[Any]:
+    for wake, steps in MODEL_CALLS.items():
+        for n, step in enumerate(steps, start=1):
+            for kind in MODEL_FAULT_KINDS:
+                yield pytest.param(wake, n, kind, id=f"{wake}-{n}-model-step{step}-{kind}")
+
+
 @pytest.fixture
 def receiver() -> Iterator[CountingReceiver]:
     with CountingReceiver() as r:
@@ -81,6 +102,8 @@ def receiver() -> Iterator[CountingReceiver]:
 
 
 def _setup(store: DynamoStore, receiver: CountingReceiver, wake: str) -> WakeDeps:
+    """The session and its finished task, and the wake's dependencies as the deployed function
+    builds them (its own DynamoDB client: the one ``CallFaults`` is given)."""
     seed_session(
         store,
         "s1",
@@ -88,7 +111,14 @@ def _setup(store: DynamoStore, receiver: CountingReceiver, wake: str) -> WakeDep
         delivery={"type": "webhook", "url": receiver.url},
     )
     seed_task(store, "t1", "s1")
-    return WakeDeps(store=store, settings=Settings.from_env())
+    deps = bootstrap.wake_deps()
+    assert deps.result_queue is not None and deps.result_queue.url, "the deployed wake hands off through its queue"
+    return deps
+
+
+def _db(deps: WakeDeps) -> Any:
+    """The DynamoDB client the wake's store calls through."""
+    return deps.store.table.db  # type: ignore[attr-defined]
 
 
 def _as_sqs_would(deps: WakeDeps) -> tuple[WakeOutcome | None, list[BaseException]]:
@@ -107,7 +137,7 @@ def _as_sqs_would(deps: WakeDeps) -> tuple[WakeOutcome | None, list[BaseExceptio
 def test_the_matrix_covers_every_call(wake: str, store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN a wake of the matrix, with no fault
     deps = _setup(store, receiver, wake)
-    counter = DynamoCalls(store.table.db)
+    counter = DynamoCalls(_db(deps))
     # WHEN it runs
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps))
     # THEN it makes exactly the calls the matrix injects faults at (the round-trip budget's calls)
@@ -121,7 +151,7 @@ def test_a_fault_at_any_call_sends_nothing_twice(
 ) -> None:
     # GIVEN a wake with one delivery, and one fault armed at its at-th DynamoDB call
     deps = _setup(store, receiver, wake)
-    faults = CallFaults(store.table.db)
+    faults = CallFaults(_db(deps))
     faults.arm(at, kind)
     # WHEN the record is received, and received again after each failure, as SQS would
     outcome, errors = _as_sqs_would(deps)
@@ -130,16 +160,50 @@ def test_a_fault_at_any_call_sends_nothing_twice(
     # AND the run succeeded within the retries, after one failed receive at most
     assert outcome is not None, [f"{type(e).__name__}: {e}" for e in errors]
     assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    _assert_delivered_once_with_one_note(store, receiver, wake)
+
+
+@pytest.mark.parametrize(("wake", "at", "kind"), list(_model_points()))
+def test_a_fault_at_any_model_call_is_a_recorded_failure_or_nothing(
+    wake: str, at: int, kind: str, store: DynamoStore, receiver: CountingReceiver
+) -> None:
+    # GIVEN a wake with one delivery, and one fault armed at its at-th model call
+    deps = _setup(store, receiver, wake)
+    faults = ModelFaults(deps.provider_factory)
+    deps = replace(deps, provider_factory=faults)
+    faults.arm(at, kind)
+    # WHEN the record is received, and received again after each failure, as SQS would
+    outcome, errors = _as_sqs_would(deps)
+    # THEN the fault fired where it was aimed
+    assert faults.fired is not None and faults.fired[1] == MODEL_CALLS[wake][at - 1], faults.fired
+    failures = [f.error_type for f in store.ends.failures("bg:t1")]
+    if kind == "auth":
+        # AND every provider of that attempt failed: that receive failed, its failure recorded
+        assert [type(e) for e in errors] == [RunFailed], [f"{type(e).__name__}: {e}" for e in errors]
+        assert failures == ["AllProvidersFailed"], failures
+    else:
+        # AND the chain asked the provider again within the attempt: nothing failed
+        assert errors == [] and failures == [], (errors, failures)
+    # AND the run succeeded once, on the receive after the failure if there was one
+    assert outcome is not None and outcome.status == "succeeded" and outcome.attempt == 1 + len(errors), outcome
+    _assert_delivered_once_with_one_note(store, receiver, wake)
+
+
+def _assert_delivered_once_with_one_note(store: DynamoStore, receiver: CountingReceiver, wake: str) -> None:
+    """What the user and the operator see after the retries: the run succeeded, each delivery
+    arrived once, history holds it once and then one note with the model's answer, and the
+    session is free."""
     run = store.records.get_run("bg:t1")
     assert run is not None and run.status == "succeeded"
-    # AND the receiver got each delivery exactly once, by delivery id
+    # the receiver got each delivery exactly once, by delivery id
     received = receiver.by_delivery_id()
     assert len(received) == 1 and set(received.values()) == {1}, received
-    # AND history holds that delivery once, then exactly one note
+    # history holds that delivery once, then exactly one note, which carries the model's answer
     history = store.history.history("s1")
     assert [e.kind for e in history] == ["delivery", "marker", "note"], [e.kind for e in history]
     assert [e.delivery_id for e in history if e.kind == "delivery"] == list(received)
-    # AND no session is left locked past the retry
+    assert SCRIPTS[wake][-1]["text"] in history[-1].content, history[-1].content
+    # no session is left locked past the retry
     assert lease_holder(store, "s1") is None
 
 
@@ -149,7 +213,7 @@ def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
 ) -> None:
     # GIVEN the start transaction (lease + attempt) lands, and its answer is lost (a read timeout)
     deps = _setup(store, receiver, wake)
-    faults = CallFaults(store.table.db)
+    faults = CallFaults(_db(deps))
     faults.arm(2, "timeout_after")
     # WHEN the record is received once
     try:
@@ -169,7 +233,7 @@ def test_a_lost_answer_to_the_tool_step_is_read_again_and_the_run_goes_on(
 ) -> None:
     # GIVEN the tool step's transaction after send_message_to_user sent lands, and its answer is lost
     deps = _setup(store, receiver, "tool_delivery")
-    faults = CallFaults(store.table.db)
+    faults = CallFaults(_db(deps))
     faults.arm(5, "timeout_after")
     # WHEN the record is received once
     outcome = wake_for_background_result(message("t1", "s1"), deps)
@@ -185,7 +249,7 @@ def test_a_tool_step_that_is_not_written_is_recorded_by_the_failure(
 ) -> None:
     # GIVEN the tool step's transaction after send_message_to_user sent fails and does not land
     deps = _setup(store, receiver, "tool_delivery")
-    faults = CallFaults(store.table.db)
+    faults = CallFaults(_db(deps))
     faults.arm(5, kind)
     # WHEN the record is received once, and fails
     with pytest.raises(Exception):  # noqa: B017 -- the fault, as the wake saw it
@@ -211,15 +275,16 @@ def test_a_hard_kill_between_the_send_and_its_step_is_the_one_resend(
     # GIVEN a Lambda killed after send_message_to_user sent, before the tool step's write: no
     # failure transaction runs (the documented at-least-once edge, docs/durability.md)
     deps = _setup(store, receiver, "tool_delivery")
-    real = store.journals.journal_put
+    wakes: Any = deps.store  # the store the wake writes through
+    real = wakes.journals.journal_put
 
     def killed_once(run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
-        if ".tool." in key and store.journals.journal_put is killed_once:
-            store.journals.journal_put = real  # type: ignore[method-assign]
+        if ".tool." in key and wakes.journals.journal_put is killed_once:
+            wakes.journals.journal_put = real
             raise HardKill(key)
         real(run_id, key, value, **kw)
 
-    store.journals.journal_put = killed_once  # type: ignore[method-assign]
+    wakes.journals.journal_put = killed_once
     with pytest.raises(HardKill):
         wake_for_background_result(message("t1", "s1"), deps)
     # WHEN the trigger retries after the killed holder's lease expired

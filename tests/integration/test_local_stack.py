@@ -281,10 +281,11 @@ def test_context_counts_down_from_the_template_timeout(local: LocalStackRuntime,
     # WHEN it is invoked and sleeps 0.2 s between two readings of the remaining time
     invocation = local.invoke("InfoFunction", {"sleep": 0.2})
 
-    # THEN the remaining time starts just under 7000 ms and decreases by about the sleep
+    # THEN the remaining time starts under 7000 ms and decreases by at least the sleep (the bounds
+    # leave a loaded machine seconds to start the handler and to wake from the sleep)
     first, second = invocation.response["remaining"]
-    assert 6500 < first <= 7000
-    assert 150 <= first - second <= 1000
+    assert 5000 < first <= 7000, first
+    assert 150 <= first - second < 3000, (first, second)
     # AND the rest of the context is Lambda's
     assert invocation.response["function_name"] == f"{STACK}-info"
     assert invocation.response["function_version"] == "$LATEST"

@@ -44,7 +44,7 @@ def deps(store: DynamoStore) -> WakeDeps:
     return WakeDeps(store=store, settings=settings, result_queue=ResultQueue(settings.result_queue_url))
 
 
-def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a session whose agent answers in one step, and its finished task
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -52,7 +52,8 @@ def test_a_one_step_background_wake_makes_four_calls(counted: tuple[DynamoStore,
     # WHEN the task's result wakes the agent
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
-    # one history query (under the lease, so it sees the previous wake's note), one commit
+    # one history query (under the lease, so it sees the previous wake's note), one query of the
+    # session's wait list (before the release, for the hand-off), one commit
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     assert len(calls) <= 5
     # AND the run really succeeded, with its note and its only step journaled by the commit
@@ -89,7 +90,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN the same four calls as a session without limits: today's counters come in the batch read,
+    # THEN the same five calls as a session without limits: today's counters come in the batch read,
     # are checked unchanged by the start transaction, and the tokens are counted by the commit
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     from agentwake.store.daily import DailyCounters
@@ -114,7 +115,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN 4 + 1 (the second step) + 1 (the delivery) calls at most
+    # THEN 5 + 1 (the second step) + 1 (the delivery) calls at most
     assert len(calls) <= 5 + 1 + 1, calls
     # AND everything a durable run needs is written: the delivery in history before the note,
     # both steps and the tool result journaled
@@ -123,7 +124,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     assert len(OK_SCRIPT) == 2
 
 
-def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_cron_wake_makes_five_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -131,7 +132,7 @@ def test_a_cron_wake_makes_four_calls(counted: tuple[DynamoStore, DynamoCalls]) 
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    # THEN the same four calls as a background wake
+    # THEN the same five calls as a background wake
     assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
     job = store.records.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
@@ -153,7 +154,7 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
         with pytest.raises(RunFailed):
             wake_for_background_result(message("t1", "s1"), deps(store))
 
-    # WHEN the first attempt fails: 4 calls, with the failure transaction in place of the commit,
+    # WHEN the first attempt fails: 5 calls, with the failure transaction in place of the commit,
     # plus one for the first step and one for its delivery
     first = counter.during(failing)
     assert len(first) <= 5 + 1 + 1, first

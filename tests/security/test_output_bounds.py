@@ -305,19 +305,41 @@ class _Slow(BaseModel):
     n: int = 0
 
 
+class RunClock:
+    """The monotonic clock the run's deadline is read on, moved only by the tools that take time:
+    how far a run gets before its deadline does not depend on how fast the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def run_clock(monkeypatch: pytest.MonkeyPatch) -> RunClock:
+    """The deadline's clock (``agentwake.deadline``) is a ``RunClock`` for the test."""
+    from agentwake import deadline
+
+    clock = RunClock()
+    monkeypatch.setattr(deadline, "time", clock)
+    return clock
+
+
 class SlowTool(Tool):
-    """A tool that takes 0.4 s, recording each call."""
+    """A tool that takes 0.4 s of the run's clock, recording each call."""
 
     name = "slow"
     description = "takes a while"
     Args = _Slow
 
-    def __init__(self) -> None:
+    def __init__(self, clock: RunClock) -> None:
+        self.clock = clock
         self.calls: list[tuple[int, int]] = []
 
     def invoke(self, args: Any, ctx: ToolContext) -> str:
         self.calls.append((ctx.step, ctx.call_index))
-        time.sleep(0.4)
+        self.clock.now += 0.4
         return "ok"
 
 
@@ -333,20 +355,21 @@ def slow_runner(tool: SlowTool, journal: InMemoryJournal) -> Runner:
     )
 
 
-def test_the_loop_over_a_replys_tool_calls_stops_at_the_runs_deadline(model_calls: Counter[str]) -> None:
-    # GIVEN a reply calling a 0.4 s tool five times (each call different), in a run 1 s from its deadline
-    tool, journal = SlowTool(), InMemoryJournal()
+def test_the_loop_over_a_replys_tool_calls_stops_at_the_runs_deadline(
+    model_calls: Counter[str], run_clock: RunClock
+) -> None:
+    # GIVEN a reply calling a 0.4 s tool five times (each call different), in a run 1 s from its
+    # deadline (on the run's clock, which only the tool moves: the same on a loaded machine)
+    tool, journal = SlowTool(run_clock), InMemoryJournal()
     runner = slow_runner(tool, journal)
-    started = time.monotonic()
     # WHEN it runs
-    with run_deadline(time.monotonic() + 1.0), pytest.raises(DeadlineExceeded, match="running tool call 4 of 5"):
+    with run_deadline(run_clock.now + 1.0), pytest.raises(DeadlineExceeded, match="running tool call 4 of 5"):
         runner.run()
     # THEN it stopped at the deadline, before the fourth call, with the calls made journaled
-    assert time.monotonic() - started < 2.0
     assert tool.calls == [(0, 0), (0, 1), (0, 2)]
     assert sorted(k for k in journal.entries if ".tool." in k) == ["000.tool.00", "000.tool.01", "000.tool.02"]
     # WHEN it is retried with time left
-    with run_deadline(time.monotonic() + 20.0):
+    with run_deadline(run_clock.now + 20.0):
         state = slow_runner(tool, journal).run()
     # THEN it continues at the fourth call, without asking the model again for the first reply
     assert state is AgentState.DONE
@@ -362,7 +385,7 @@ def test_a_replayed_verdict_and_a_journaled_oversized_reply_stop_without_a_model
     verdict = {"text": "", "tool_calls": [], "provider_id": "p", "malformed": "the model's reply made 99 tool calls"}
     old = {"text": "", "tool_calls": [{"id": f"c{i}", "name": "slow"} for i in range(MAX_TOOL_CALLS + 1)]}
     for entry, why in ((verdict, "made 99 tool calls"), (old, f"made {MAX_TOOL_CALLS + 1} tool calls")):
-        runner = slow_runner(SlowTool(), InMemoryJournal({"000.reply": entry}))
+        runner = slow_runner(SlowTool(RunClock()), InMemoryJournal({"000.reply": entry}))
         # WHEN the run is retried
         state = runner.run()
         # THEN it ends MalformedOutput from the journal: no model call, no tool call

@@ -186,3 +186,58 @@ def _error_answer(operation: str, kind: str, params: dict[str, Any]) -> tuple[An
             extra["CancellationReasons"] = reasons
     parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}
     return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", status, {}, None), parsed
+
+
+# --- faults at the model: one injected at the n-th model call of a wake ---------------------------
+
+#: what can go wrong with one model call, as the provider chain sees it
+MODEL_FAULT_KINDS = (
+    "throttling",  # a transient error (ThrottlingException): the chain tries the provider again
+    "auth",  # a permanent error (AccessDenied): the chain gives up on the provider; with one
+    # provider every provider failed, the attempt ends ERROR and records a failure
+)
+
+
+class ModelFaults:
+    """A provider factory for ``WakeDeps``: the providers ``inner`` builds, with one fault injected
+    at the ``at``-th model call after ``arm`` (counted across attempts: a retry's calls go on from
+    the last). Every call is listed in ``calls``, by step."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+        self.at: int | None = None
+        self.kind: str | None = None
+        #: (call number, step, kind) of the fault that fired
+        self.fired: tuple[int, int, str] | None = None
+
+    def arm(self, at: int | None, kind: str | None = None) -> None:
+        assert kind is None or kind in MODEL_FAULT_KINDS, kind
+        self.calls, self.at, self.kind, self.fired = [], at, kind, None
+
+    def __call__(self, spec: Any) -> Any:
+        return _FaultyProvider(self.inner(spec), self)
+
+    def _before(self, step: int) -> None:
+        self.calls.append(step)
+        if self.at is None or len(self.calls) != self.at or self.kind is None:
+            return
+        kind, self.at = self.kind, None
+        self.fired = (len(self.calls), step, kind)
+        from agentwake.errors import PermanentProviderError, TransientProviderError
+
+        if kind == "throttling":
+            raise TransientProviderError("injected: rate limit exceeded", code="ThrottlingException")
+        raise PermanentProviderError("injected: invalid credentials", code="AccessDenied")
+
+
+class _FaultyProvider:
+    def __init__(self, inner: Any, faults: ModelFaults) -> None:
+        self._inner, self._faults = inner, faults
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def complete(self, request: Any) -> Any:
+        self._faults._before(request.step)
+        return self._inner.complete(request)
