@@ -5,7 +5,7 @@ Checked after every step: at most one note per run, and none for a run that neve
 no delivery sent twice (beyond the documented send-before-journal duplicate, which carries the
 same delivery id); each delivery in history once; a session's notes are in the order its runs
 committed. A wake that finds its session busy goes through the real waiting logic
-(``wake.session_wait``, with in-memory queues): it writes nothing and spends no receive, and past
+(``session.waiting``, with in-memory queues): it writes nothing and spends no receive, and past
 the wait limit it is dead-lettered with a SessionBusy failure. At the end: no message lost — once
 providers are fixed and the DLQ redriven, every run succeeds.
 

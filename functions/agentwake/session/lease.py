@@ -43,7 +43,7 @@ class Waiter:
     state: str
     gen: int
     body: str = ""
-    #: the waiting record's message attributes, stored shape (``agentwake.store.attributes``)
+    #: the waiting record's message attributes, stored shape (``agentwake.session.copies.MessageAttributes``)
     attributes: dict[str, Any] | None = None
     #: the wait state of the copy that parked it (``agentwake-wait-count`` / ``-waiting-since``)
     wait: dict[str, str] | None = None
