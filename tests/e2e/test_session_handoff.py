@@ -190,7 +190,9 @@ def test_live_turns_and_wakes_interleaved_never_overlap_and_the_agent_sees_the_t
     session = f"interleaved-{uuid.uuid4().hex[:8]}"
     n = 20
     run_ids = burst(local, store, receiver, session, 0)  # the session config only
-    store.records.put_session(store.records.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules())  # type: ignore[union-attr]
+    store.records.put_session(
+        store.records.get_session(session).model_copy(update={"history_window": 200}), local_stack_rules()
+    )  # type: ignore[union-attr]
     requests = record_model_requests(monkeypatch)
     api = SessionsService(store, ResultQueue(local.outputs["BackgroundResultQueueUrl"], client=local.client("sqs")))
     tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))

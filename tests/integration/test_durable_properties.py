@@ -749,7 +749,9 @@ class DurableRuns(RuleBasedStateMachine):
             assert all(n == 1 for n in delivered.values()), delivered
         for task in TASKS:
             run = self.store.records.get_run(f"bg:{task}")
-            has_note = any(e.run_id == f"bg:{task}" and e.kind == "note" for e in self.store.history.history(SESSION_OF[task]))
+            has_note = any(
+                e.run_id == f"bg:{task}" and e.kind == "note" for e in self.store.history.history(SESSION_OF[task])
+            )
             assert has_note == (run is not None and run.status == "succeeded")
             assert self.successes[task] <= 1, (task, self.successes[task])
 
