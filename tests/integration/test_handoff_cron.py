@@ -204,3 +204,24 @@ def test_a_cron_waiter_past_the_limit_gives_up_with_a_session_busy_failure_and_r
         assert failure.error_type == "SessionBusy"
         assert store.leases.waiters("s") == []
         assert receiver.by_delivery_id() == {}
+
+
+def test_a_waiting_cron_wake_whose_job_was_paused_leaves_the_wait_list(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = cron_deps(resources, store, receiver, ())
+        # GIVEN session s held by another run, and job j's wake waiting for it on the wait list
+        token = acquire_lease(store, "s", "bg:other", 60)
+        assert token is not None
+        assert on_cron_event(dict(EVENT), deps, target_arn=ALIAS_ARN)["status"] == "waiting"
+        assert [w.run_id for w in store.leases.waiters("s")] == [CRON_RUN]
+        # WHEN the job is paused meanwhile, the session freed, and the wake's fallback schedule fires
+        store.jobs.update_job("j", enabled=False)
+        assert store.leases.release("s", token)
+        [fallback] = schedules_of(resources).values()
+        again = on_cron_event(json.loads(fallback["Target"]["Input"]), deps, target_arn=ALIAS_ARN)
+        # THEN it does not run, and it is nobody's to hand the session to any more
+        assert again["status"] == "skipped", again
+        assert store.leases.waiters("s") == []
+        assert store.records.get_run(CRON_RUN) is None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -352,7 +353,8 @@ def wait_cron(
         now=now(),
         target=target_arn,
     )
-    at = datetime.fromtimestamp(now() + delay, UTC)
+    # Scheduler takes whole seconds: the next one, never a time already past
+    at = datetime.fromtimestamp(math.ceil(now() + delay), UTC)
     schedules.create_once(
         name=schedule_name(busy.run_id, decision.state.count),
         at=at,

@@ -131,9 +131,12 @@ def wake_for_cron_job(
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         if job is not None:
             record_missed_while_paused(job, wake, deps)
-        if waiting is not None and waiting.handed_at is not None and wake.session_id is not None:
-            # handed the session, which this wake will not take: give it on to the next waiter
-            decline_handed(deps, wake.session_id, wake.run_id)
+        if waiting is not None and wake.session_id is not None:
+            # a wake that will never run is nobody's to hand the session to: off the wait list
+            deps.store.leases.drop_waiter(wake.session_id, wake.run_id)
+            if waiting.handed_at is not None:
+                # handed the session, which this wake will not take: give it on to the next waiter
+                decline_handed(deps, wake.session_id, wake.run_id)
         return None
     logger.append_keys(session_id=job.session_id)
     if read.session is None or read.session.session_id != job.session_id:
