@@ -7,9 +7,10 @@ instead of spelling ``"final.delivery"`` or matching ``".reply"`` / ``".tool."``
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
+
+from tests.support.literals import string_literals
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAMMAR = ROOT / "functions" / "agentwake" / "domain" / "steps.py"
@@ -20,23 +21,7 @@ STEP_KEY_LITERAL = re.compile(r"final\.delivery|#final\b|\.reply\b|\.tool\.")
 
 def _step_key_literals(source: str, name: str) -> list[str]:
     """Strings (f-string parts too) that spell part of a step key, docstrings left out."""
-    tree = ast.parse(source)
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        f"{name}:{node.lineno}: {node.value!r}"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-        and STEP_KEY_LITERAL.search(node.value)
-    ]
+    return [f"{name}:{line}: {text!r}" for line, text in string_literals(source) if STEP_KEY_LITERAL.search(text)]
 
 
 def test_only_the_journal_module_spells_a_step_key() -> None:

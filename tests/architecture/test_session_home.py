@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentwake.store import session_lease
 from agentwake.store.dynamo import DynamoStore
+from tests.support.literals import string_literals
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "functions" / "agentwake"
@@ -28,29 +29,11 @@ LEASE_ATTRIBUTES = {session_lease.UNTIL, session_lease.RESERVED_FOR, session_lea
 ATTRIBUTE_SHAPE_KEYS = {"stringValue", "binaryValue", "BinaryValue", "BinaryValue64"}
 
 
-def _strings(source: str) -> list[tuple[int, str]]:
-    """Every string literal (f-string parts too), docstrings and comments left out."""
-    tree = ast.parse(source)
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        (node.lineno, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-    ]
-
-
 def spells_the_lease(source: str) -> list[str]:
     """Where ``source`` names a lease attribute in a string (an item key, a condition, an update)."""
     words = {w for w in LEASE_ATTRIBUTES}
     hits = []
-    for line, text in _strings(source):
+    for line, text in string_literals(source):
         tokens = set(text.replace("(", " ").replace(")", " ").replace(",", " ").replace("=", " ").split())
         if tokens & words:
             hits.append(f"{line}: {text!r}")
@@ -59,7 +42,7 @@ def spells_the_lease(source: str) -> list[str]:
 
 def converts_attributes(source: str) -> list[str]:
     """Where ``source`` spells a message attribute shape's keys (a conversion of its own)."""
-    return [f"{line}: {text!r}" for line, text in _strings(source) if text in ATTRIBUTE_SHAPE_KEYS]
+    return [f"{line}: {text!r}" for line, text in string_literals(source) if text in ATTRIBUTE_SHAPE_KEYS]
 
 
 def _runtime_files() -> list[Path]:

@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.literals import string_literals
+
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "functions" / "agentwake" / "store"
 #: a string that starts like a key of the single table (``SESSION#…``, ``RUN#…``, ``MSG#…``, ...)
@@ -33,23 +35,7 @@ def test_the_store_port_imports_no_dynamodb_code() -> None:
 
 def _key_literals(source: str, name: str) -> list[str]:
     """Strings (f-string parts too) that start like a table key, docstrings left out."""
-    tree = ast.parse(source)
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        f"{name}:{node.lineno}: {node.value!r}"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-        and KEY_LITERAL.match(node.value)
-    ]
+    return [f"{name}:{line}: {text!r}" for line, text in string_literals(source) if KEY_LITERAL.match(text)]
 
 
 def test_every_table_key_is_built_in_store_keys() -> None:
