@@ -373,8 +373,10 @@ def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx:
     from agentwake_ops.sqs_scan import queue_name
 
     cloudwatch = boto3.client("cloudwatch", region_name=stack.store.table.db.meta.region_name)
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    points = [(now - timedelta(days=1), 3.0), (now - timedelta(days=1, hours=1), 1.0), (now, 5.0), (now, 2.0)]
+    # (anchored on today's midnight, so the points fall on two UTC days whatever the hour the test runs)
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    noon_before = midnight - timedelta(hours=12)
+    points = [(noon_before, 3.0), (noon_before - timedelta(hours=1), 1.0), (midnight, 5.0), (midnight, 2.0)]
     for moment, value in points:
         cloudwatch.put_metric_data(
             Namespace="AWS/SQS",
