@@ -225,3 +225,27 @@ def test_a_waiting_cron_wake_whose_job_was_paused_leaves_the_wait_list(
         assert again["status"] == "skipped", again
         assert store.leases.waiters("s") == []
         assert store.records.get_run(CRON_RUN) is None
+
+
+def test_a_live_turns_end_passes_a_cron_waiter_it_cannot_send_and_hands_the_session_to_the_result_behind_it(
+    resources: Resources, store: DynamoStore
+) -> None:
+    from agentwake.product.sessions import SessionsService
+
+    with CountingReceiver() as receiver:
+        deps = cron_deps(resources, store, receiver, ("a", "x"))
+        live = SessionsService(store, deps.result_queue)
+        # GIVEN a live turn holding s, the cron wake waiting first and x (a result) behind it
+        with live.live_turn("s") as turn:
+            assert on_cron_event(dict(EVENT), deps, target_arn=ALIAS_ARN)["status"] == "waiting"
+            park(deps, "x")
+            assert [w.run_id for w in store.leases.waiters("s")] == [CRON_RUN, "bg:x"]
+            sent_before = len(deps.result_queue.sent)  # type: ignore[union-attr]
+        # WHEN the turn ends (the product API has no route to send a cron wake's copy on)
+        # THEN the session is not given back to nobody: x, behind the cron wake, is handed it
+        assert lease_holder(store, "s") is not None and lease_holder(store, "s")[0] == "bg:x"  # type: ignore[index]
+        [copy] = deps.result_queue.sent[sent_before:]  # type: ignore[union-attr]
+        assert json.loads(copy["body"])["task_id"] == "x"
+        # and the cron wake keeps its place: its fallback schedule still carries it
+        assert [w.run_id for w in store.leases.waiters("s")][0] == CRON_RUN
+        assert any(not n.startswith("handed-") for n in schedules_of(resources)), turn

@@ -132,15 +132,16 @@ def send(
     now: Callable[[], float] = time.time,
     cron: CronRoute | None = None,
 ) -> str | None:
-    """Send on a newer copy of ``waiter``, the session reserved for it; its run id, or None (the
-    send failed, or a cron waiter has no route: the reservation is given back and its fallback
-    copy remains)."""
+    """Send on a newer copy of ``waiter``, the session reserved for it; the run id of the waiter
+    handed the session, or None. When that send fails (or a cron waiter has no route from here) the
+    reservation is given back, the waiter keeps its fallback copy, and the session goes to the next
+    waiter instead: nobody behind a waiter that cannot be sent waits for a delayed copy."""
     try:
         _send(leases, queue, waiter, now(), cron)
     except Exception:
         logger.exception("could not hand the session to its next waiter", extra={"session_id": waiter.session_id})
         _give_back(leases, waiter)
-        return None
+        return _pass_on(leases, queue, waiter.session_id, skip=waiter.run_id, now=now, cron=cron)
     return waiter.run_id
 
 
@@ -193,14 +194,50 @@ def decline(
     try:
         if not leases.release_reservation(session_id, run_id):
             return
-        if queue is None or not _can_send(queue):
-            return
-        for waiter in leases.waiters(session_id)[:3]:
-            if waiter.run_id != run_id and leases.reserve(session_id, waiter.run_id, RESERVATION_S):
-                send(leases, queue, waiter, now=now, cron=cron)
-                return
     except Exception:
         logger.exception("could not give back the session's reservation", extra={"session_id": session_id})
+        return
+    _pass_on(leases, queue, session_id, skip=run_id, now=now, cron=cron)
+
+
+#: how many waiters a hand-off tries after the first one it chose could not be sent
+PASS_ON_TRIES = 3
+
+
+def _pass_on(
+    leases: SessionLeasePort,
+    queue: ResultQueuePort | None,
+    session_id: str,
+    *,
+    skip: str,
+    now: Callable[[], float],
+    cron: CronRoute | None,
+) -> str | None:
+    """Reserve the free session for the oldest waiter other than ``skip`` that can be sent from
+    here (a cron waiter needs ``cron``) and send it on, trying up to ``PASS_ON_TRIES``; the run id
+    handed the session, or None (nobody else waits, or somebody else holds the session now)."""
+    if queue is None or not _can_send(queue):
+        return None
+    try:
+        waiting = [w for w in leases.waiters(session_id) if w.run_id != skip and _sendable(w, cron)]
+    except Exception:  # the waiters' delayed copies remain
+        logger.exception("could not read the session's wait list", extra={"session_id": session_id})
+        return None
+    for waiter in waiting[:PASS_ON_TRIES]:
+        try:
+            if not leases.reserve(session_id, waiter.run_id, RESERVATION_S):
+                return None  # taken meanwhile: its holder hands it on when it releases
+            _send(leases, queue, waiter, now(), cron)
+        except Exception:
+            logger.exception("could not hand the session to its next waiter", extra={"session_id": session_id})
+            _give_back(leases, waiter)
+            continue
+        return waiter.run_id
+    return None
+
+
+def _sendable(waiter: Waiter, cron: CronRoute | None) -> bool:
+    return waiter.kind != "cron" or (cron is not None and bool(waiter.target))
 
 
 def _send(
