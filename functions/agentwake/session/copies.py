@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from agentwake.session.lease import Waiter
+
+if TYPE_CHECKING:
+    from agentwake.store.port import SchedulesPort
 
 #: the wait state a waiting copy carries (message attributes, Number)
 ATTR_WAIT_COUNT = "agentwake-wait-count"
@@ -145,3 +150,23 @@ def handed_copy(waiter: Waiter, *, gen: int, handed_at: float) -> HandedCopy:
     return HandedCopy(
         run_id=waiter.run_id, body=waiter.body, attributes=MessageAttributes.from_stored(waiter.attributes), wait=wait
     )
+
+
+def schedule_cron_copy(
+    schedules: SchedulesPort,
+    *,
+    name: str,
+    at: float,
+    target: str,
+    role_arn: str,
+    dlq_arn: str | None,
+    payload: Mapping[str, Any],
+) -> datetime:
+    """The one-time schedule that carries a cron wake's copy (its fallback while it waits, or the
+    copy a release hands the session to) to the function it came through; returns its time.
+    Scheduler takes whole seconds: the next one after ``at``, never a time already past."""
+    when = datetime.fromtimestamp(math.ceil(at), UTC)
+    schedules.create_once(
+        name=name, at=when, target_arn=target, role_arn=role_arn, payload=dict(payload), dlq_arn=dlq_arn
+    )
+    return when

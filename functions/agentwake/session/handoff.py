@@ -21,15 +21,13 @@ existed, and a reservation nobody takes lapses after ``RESERVATION_S``.
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from agentwake.observability import logger, metrics
-from agentwake.session.copies import HandedCopy, handed_copy
+from agentwake.session.copies import HandedCopy, handed_copy, schedule_cron_copy
 from agentwake.session.lease import RESERVATION_S, Lease, Waiter
 
 if TYPE_CHECKING:
@@ -49,14 +47,14 @@ class CronRoute:
     dlq_arn: str | None = None
 
     def send(self, copy: HandedCopy, *, target: str, gen: int, at: float) -> None:
-        self.schedules.create_once(
+        schedule_cron_copy(
+            self.schedules,
             name=handed_schedule_name(copy.run_id, gen),
-            # Scheduler takes whole seconds: the next one, never a time already past
-            at=datetime.fromtimestamp(math.ceil(at), UTC),
-            target_arn=target,
+            at=at,
+            target=target,
             role_arn=self.role_arn,
-            payload=copy.as_cron_event(),
             dlq_arn=self.dlq_arn,
+            payload=copy.as_cron_event(),
         )
 
 

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.domain.models import FailureRecord
@@ -45,6 +43,7 @@ from agentwake.session.copies import (
     ATTR_WAITING_SINCE,
     CRON_WAIT_FIELD,
     MessageAttributes,
+    schedule_cron_copy,
 )
 from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.settings import Settings
@@ -353,15 +352,14 @@ def wait_cron(
         now=now(),
         target=target_arn,
     )
-    # Scheduler takes whole seconds: the next one, never a time already past
-    at = datetime.fromtimestamp(math.ceil(now() + delay), UTC)
-    schedules.create_once(
+    at = schedule_cron_copy(
+        schedules,
         name=schedule_name(busy.run_id, decision.state.count),
-        at=at,
-        target_arn=target_arn,
+        at=now() + delay,
+        target=target_arn,
         role_arn=settings.scheduler_role_arn,
-        payload={**payload, CRON_WAIT_FIELD: decision.state.to_payload()},
         dlq_arn=settings.scheduler_dlq_arn,
+        payload={**payload, CRON_WAIT_FIELD: decision.state.to_payload()},
     )
     logger.info(
         "session busy: the cron wake waits on the session's wait list",

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 from agentwake.domain.models import Job, JobFire, cron_run_id
@@ -61,9 +60,9 @@ def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseExc
             f"paused after {counted.consecutive_failures} failed runs in a row "
             f"(pause_after_failures {counted.pause_after_failures}); the last, {run_id}: {detail}"
         )
-        # wall time (deps.clock is monotonic), never before the fire that made it pause: the
-        # fires it misses are those after this run's
-        now = datetime.fromtimestamp(time.time(), UTC)
+        # wall time, never before the fire that made it pause: the fires it misses are those
+        # after this run's
+        now = datetime.fromtimestamp(deps.clock.wall(), UTC)
         try:
             now = max(now, parse_time(wake.scheduled_time))
         except ValueError:
