@@ -484,7 +484,8 @@ def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(t
         return [s for s in statements(policies(template, logical_id)) if "sqs:SendMessage" in as_list(s["Action"])]
 
     # THEN the cron function may send exactly to CronFailureQueue (a permanent failure goes there at
-    # once); SAM adds the same exact grant for the OnFailure destination (its
+    # once) and to the result queue (its release hands the session to a waiting result: a newer
+    # copy); SAM adds the same exact grant for the OnFailure destination (its
     # sqs_send_message_role_policy: sqs:SendMessage on the destination's ARN, nothing more)
     assert sends("CronWakeFunction") == [
         {
@@ -492,9 +493,18 @@ def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(t
             "Effect": "Allow",
             "Action": "sqs:SendMessage",
             "Resource": {"Fn::GetAtt": ["CronFailureQueue", "Arn"]},
-        }
+        },
+        {
+            "Sid": "HandOffToResults",
+            "Effect": "Allow",
+            "Action": "sqs:SendMessage",
+            "Resource": {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]},
+        },
     ]
-    assert sqs_grants(template, "CronWakeFunction") == {("sqs:SendMessage", "CronFailureQueue")}
+    assert sqs_grants(template, "CronWakeFunction") == {
+        ("sqs:SendMessage", "CronFailureQueue"),
+        ("sqs:SendMessage", "BackgroundResultQueue"),
+    }
     # AND the background function may not
     assert "CronFailureQueue" not in {queue for _, queue in sqs_grants(template, "BackgroundResultFunction")}
     # AND the handler finds the queue through the environment
