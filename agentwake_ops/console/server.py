@@ -248,7 +248,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
         # never format % args: http.server passes the raw request line, which holds the token
-        sys.stderr.write(f"{self._logged()} {format.split(' ', 1)[0]}\n")
+        sys.stderr.write(f"{self._logged()} ({format.split('%', 1)[0].strip()})\n")
 
     def _logged(self) -> str:
         """The method and the route of this request for the log: no token, no query, printable, bounded."""
