@@ -99,6 +99,9 @@ class Console:
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "agentwake-console"
+    #: seconds a request may take to arrive (a form shorter than its Content-Length does not hold a
+    #: thread for ever)
+    timeout = 120
     console: Console  # set on the subclass made by make_server
 
     # --- answers ------------------------------------------------------------------------------
@@ -195,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.FORBIDDEN, "refused: a form of another site cannot act on this console")
             return
         declared = (self.headers.get("Content-Length") or "0").strip()
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # "²" is a digit to str.isdigit, not to int()
             self._refuse(HTTPStatus.BAD_REQUEST, "refused: Content-Length must be a number of bytes")
             return
         length = int(declared)

@@ -423,6 +423,10 @@ def test_malformed_http_is_a_400_with_no_traceback_and_no_token_in_the_log(
                 console.port,
                 b"POST /" + token + b"/dlq/delete HTTP/1.1\r\n" + host + b"Content-Length: lots\r\n\r\ncsrf=x",
             ),
+            "length a superscript digit": _raw(
+                console.port,
+                b"POST /" + token + b"/dlq/delete HTTP/1.1\r\n" + host + b"Content-Length: \xb2\r\n\r\ncsrf=x",
+            ),
         }
         # THEN each is answered with a status line, 400 (431 for the header, 501 for a method it does not
         # serve), and a page that says it was refused without echoing the request (so never the token)
