@@ -139,7 +139,7 @@ def verify_delivery(
     if abs(skew) > tolerance_s:
         when = "old" if skew < 0 else "ahead of this receiver's clock"
         raise DeliveryRefused(
-            f"sent_at {fields['sent_at']} is {abs(skew):.0f} s {when}, outside the {tolerance_s:g} s tolerance: "
+            f"sent_at {fields['sent_at'][:40]} is {abs(skew):.0f} s {when}, outside the {tolerance_s:g} s tolerance: "
             "a replayed or delayed body, or a clock to fix"
         )
     delivery = Delivery(fields["delivery_id"], fields["run_id"], fields["session_id"], fields["text"])
