@@ -29,7 +29,7 @@ def console(
         raise OpsError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     typer.echo(f"agentwake console for {context.description}")
     typer.echo(f"open: {url(console_)}", err=False)
-    typer.echo("(the token in the URL is required on every request; Ctrl-C stops the console)")
+    typer.echo("(the URL holds a token made for this start: every request needs it; Ctrl-C stops the console)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

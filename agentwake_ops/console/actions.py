@@ -55,7 +55,7 @@ def confirm(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         parts.append(f"<p class='note'>{gone} of them are no longer in the DLQs (redriven or deleted since).</p>")
     parts.append(str(table(("message id", "queue", "run", "error type"), rows, cls="confirm")))
     parts.append(
-        f"<form method='post' action='/dlq/{action}'>{hidden('csrf', csrf)}{hidden('count', count)}"
+        f"<form method='post' action='dlq/{action}'>{hidden('csrf', csrf)}{hidden('count', count)}"
         + "".join(hidden("id", i) for i in ids)
         + f"<button id='confirm'>{h(action.capitalize())} {count} message(s)</button></form>"
         + "<p>"

@@ -4,6 +4,10 @@
 (``terminal.shown``: task tokens masked, control characters such as ESC written out as ``\\x1b``),
 then ``html.escape`` (``<script>`` in a DLQ body is text). Markup is built only from literals and
 ``h``-escaped values.
+
+Every link and form names a console route relative to the page's ``<base href="/TOKEN/">``
+(:func:`href`): the console lives under its per-start token, and a path starting with ``/`` would
+leave it.
 """
 
 from __future__ import annotations
@@ -42,10 +46,15 @@ def pretty(data: Any) -> Markup:
     return Markup(f"<pre>{h(text)}</pre>")
 
 
+def href(route: str) -> str:
+    """A console route (``/dlq``) as a URL relative to the page's base (the token's root)."""
+    return route.lstrip("/") or "./"
+
+
 def link(path: str, label: Any, /, **params: Any) -> Markup:
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    href = path + (f"?{query}" if query else "")
-    return Markup(f'<a href="{html.escape(href, quote=True)}">{h(label)}</a>')
+    target = href(path) + (f"?{query}" if query else "")
+    return Markup(f'<a href="{html.escape(target, quote=True)}">{h(label)}</a>')
 
 
 def table(
@@ -76,12 +85,14 @@ def hidden(name: str, value: Any) -> Markup:
 NAV = (("/dlq", "DLQ"), ("/runs", "Runs"), ("/sessions", "Sessions"), ("/jobs", "Jobs"), ("/charts", "Charts"))
 
 
-def layout(title: str, body: str, *, stack: str) -> str:
-    nav = "".join(f'<a href="{p}">{n}</a>' for p, n in NAV)
+def layout(title: str, body: str, *, stack: str, root: str) -> str:
+    """The page: ``root`` (``/TOKEN/``) is its base, which every link and form is relative to."""
+    nav = "".join(f'<a href="{href(p)}">{n}</a>' for p, n in NAV)
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<base href='{html.escape(root, quote=True)}'>"
         f"<title>{h(title)} · agentwake console</title>"
-        "<link rel='stylesheet' href='/static/console.css'><script src='/static/console.js'></script>"
+        "<link rel='stylesheet' href='static/console.css'><script src='static/console.js'></script>"
         f"</head><body><header><strong>agentwake</strong>{nav}<span class='stack'>{h(stack)}</span></header>"
         f"<main><h1>{h(title)}</h1>{body}</main></body></html>"
     )

@@ -112,7 +112,7 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         + "</div></div>"
     )
     parts.append(
-        "<form class='filters' method='get' action='/dlq'>"
+        "<form class='filters' method='get' action='dlq'>"
         f"<label>error type<input name='error_type' value='{h(error_type)}'></label>"
         f"<label>session<input name='session' value='{h(session)}'></label>"
         f"<label>in DLQ longer than (30m, 6h, 2d)<input name='older' value='{h(older)}'></label>"
@@ -131,7 +131,7 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     if last < len(shown_messages):
         nav.append(link("/dlq", "next page", **params, page=page + 1))
     parts.append("<p>" + " · ".join(nav) + "</p>")
-    parts.append(f"<form method='post' action='/dlq/confirm'>{hidden('csrf', csrf)}")
+    parts.append(f"<form method='post' action='dlq/confirm'>{hidden('csrf', csrf)}")
     parts.append(
         "<table id='dlq-messages'><thead><tr><th><input type='checkbox' id='select-all' aria-label='select all'></th>"
         "<th>id</th><th>queue</th><th>run</th><th>session</th><th>attempts</th><th>error type</th>"
@@ -157,7 +157,7 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         "the exact count first.</span></p></form>"
     )
     parts.append(
-        f"<h2>export</h2><form method='post' action='/dlq/export'>{hidden('csrf', csrf)}"
+        f"<h2>export</h2><form method='post' action='dlq/export'>{hidden('csrf', csrf)}"
         "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
         "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
         "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
@@ -190,7 +190,7 @@ def message(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     ]
     parts = [str(facts(rows))]
     parts.append(
-        f"<form method='post' action='/dlq/confirm'>{hidden('csrf', csrf)}{hidden('id', msg.message_id)}"
+        f"<form method='post' action='dlq/confirm'>{hidden('csrf', csrf)}{hidden('id', msg.message_id)}"
         "<button name='action' value='redrive'>Redrive this message…</button> "
         "<button name='action' value='delete'>Delete this message…</button></form>"
     )
@@ -314,7 +314,7 @@ def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
     providers = json.dumps(session.providers, indent=2) if session is not None else "[]"
     return (
         "<h2>replay with a fix (nothing is written, nothing delivered, no side-effecting tool called)</h2>"
-        f"<form method='post' action='/run/replay' id='replay-form'>{hidden('csrf', csrf)}{hidden('id', record.run_id)}"
+        f"<form method='post' action='run/replay' id='replay-form'>{hidden('csrf', csrf)}{hidden('id', record.run_id)}"
         f"<label>provider chain (JSON list; the session's now)<textarea name='providers' rows='6'>{h(providers)}"
         "</textarea></label>"
         f"<label>max steps <input name='max_steps' size='4' value='{h(session.max_steps if session else '')}'></label> "
@@ -360,7 +360,7 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         for r in page.runs
     ]
     parts = [
-        "<form class='filters' method='get' action='/runs'>"
+        "<form class='filters' method='get' action='runs'>"
         f"<label>session<input name='session' value='{h(session)}'></label>"
         f"<label>status (running, succeeded, failed)<input name='status' value='{h(status)}'></label>"
         f"<label>since (6h, 2d, ISO)<input name='since' value='{h(since)}'></label>"

@@ -3,16 +3,21 @@
 - **Loopback**: it binds 127.0.0.1 and answers only requests whose ``Host`` is
   ``127.0.0.1:PORT`` or ``localhost:PORT`` (a page of another site that rebinds its name to
   127.0.0.1 is refused).
-- **Token**: :func:`serve` makes a random token and prints the URL with it (as notebook servers
-  do). The first request carries it as ``?token=``; the answer sets it as an HttpOnly,
-  SameSite=Strict cookie and redirects to the same page without it (so it leaves the address
-  bar). Every request — pages, static files, actions — needs the token (cookie or query), or is
-  refused with 403.
+- **Token**: :func:`make_server` makes a random token per start, and the console lives under it:
+  ``http://127.0.0.1:PORT/TOKEN/dlq`` is the URL printed. Every request — pages, static files,
+  actions — names it as its path's first segment, or is refused with 403. No cookie: cookies do
+  not isolate by port, so a cookie would be sent to (and read by) any other service on
+  127.0.0.1. The path is this origin's own: a page on another port can neither read it (the
+  same-origin policy; no referrer leaves the console) nor guess it. Every page carries
+  ``<base href="/TOKEN/">`` and its links and forms are relative to it (``html.layout``).
 - **CSRF**: state-changing requests are POSTs whose form carries the per-start CSRF token (every
   form has it); an ``Origin`` header, when sent, must be this server.
 - **Headers**: a Content-Security-Policy that allows only this server's own stylesheet and script,
   no framing, no referrer to other sites (a same-origin one: with none, a browser's form POST
   carries ``Origin: null``).
+- **Malformed HTTP** (a bad request line, headers, ``Content-Length``) is a 400 page like every
+  refusal; the log names the method, the route without the token, and the status — never the raw
+  request line, which holds the token.
 
 One request at a time reaches the stack (a lock): two DLQ scans at once would hold each other's
 messages and both could not be sure they saw everything.
@@ -29,22 +34,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from agentwake_ops.console import actions, assets, charts, pages, sessions_jobs
 from agentwake_ops.console.html import Markup, h, layout
 from agentwake_ops.context import OpsContext
 
-COOKIE = "agentwake_console"
 #: the largest form a POST may send (selected ids, a provider chain)
 MAX_FORM_BYTES = 1 << 20
 CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "frame-ancestors 'none'; base-uri 'self'"
 )
+#: what the log shows of a request line (bounded; the route only, never the token)
+MAX_LOGGED_ROUTE = 200
 
 Page = Callable[[OpsContext, pages.Query, str], Markup]
 
@@ -83,12 +88,20 @@ class Console:
     def stack(self) -> str:
         return self.ctx.description or "agentwake"
 
+    @property
+    def root(self) -> str:
+        """The path every page, link and form lives under: ``/TOKEN/``."""
+        return f"/{self.token}/"
+
     def allowed_hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
 
 
 class Handler(BaseHTTPRequestHandler):
     server_version = "agentwake-console"
+    #: seconds a request may take to arrive (a form shorter than its Content-Length does not hold a
+    #: thread for ever)
+    timeout = 120
     console: Console  # set on the subclass made by make_server
 
     # --- answers ------------------------------------------------------------------------------
@@ -122,34 +135,36 @@ class Handler(BaseHTTPRequestHandler):
         )
 
     def _page(self, status: int, title: str, body: Markup) -> None:
-        self._send(status, layout(title, body, stack=self.console.stack))
+        self._send(status, layout(title, body, stack=self.console.stack, root=self.console.root))
 
     # --- checks --------------------------------------------------------------------------------
 
     def _host_ok(self) -> bool:
         return self.headers.get("Host", "") in self.console.allowed_hosts()
 
-    def _token_ok(self, query: pages.Query) -> bool:
-        given = (query.get("token") or [""])[0]
-        if not given:
-            cookie = SimpleCookie(self.headers.get("Cookie", ""))
-            given = cookie[COOKIE].value if COOKIE in cookie else ""
-        return bool(given) and hmac.compare_digest(given.encode(), self.console.token.encode())
+    def _route(self) -> tuple[str, str] | None:
+        """The route below the token (``/dlq``) and the query, when the path starts with the token."""
+        parts = urlsplit(getattr(self, "path", None) or "")
+        segments = parts.path.split("/", 2)  # "/TOKEN/dlq/message" -> ["", "TOKEN", "dlq/message"]
+        given = segments[1] if len(segments) > 1 and not segments[0] else ""
+        if not given or not hmac.compare_digest(given.encode(), self.console.token.encode()):
+            return None
+        return "/" + (segments[2] if len(segments) > 2 else "").strip("/"), parts.query
 
     def _checked(self) -> tuple[str, pages.Query] | None:
-        """The path and query of an allowed request; None when it was refused (already answered)."""
+        """The route and query of an allowed request; None when it was refused (already answered)."""
         if not self._host_ok():
             self._refuse(HTTPStatus.FORBIDDEN, "refused: the console answers only to 127.0.0.1 or localhost")
             return None
-        parts = urlsplit(self.path)
-        query = parse_qs(parts.query, keep_blank_values=True)
-        if not self._token_ok(query):
+        route = self._route()
+        if route is None:
             self._refuse(
                 HTTPStatus.FORBIDDEN,
                 "refused: this console needs its token; open the URL `agentwake console` printed when it started",
             )
             return None
-        return parts.path, query
+        path, query = route
+        return path, parse_qs(query, keep_blank_values=True)
 
     # --- methods -------------------------------------------------------------------------------
 
@@ -158,18 +173,12 @@ class Handler(BaseHTTPRequestHandler):
         if checked is None:
             return
         path, query = checked
-        if "token" in query:  # the first visit: keep the token in a cookie, out of the address bar
-            rest = {k: v for k, v in query.items() if k != "token"}
-            target = path + (f"?{urlencode(rest, doseq=True)}" if rest else "")
-            cookie = f"{COOKIE}={self.console.token}; HttpOnly; SameSite=Strict; Path=/"
-            self._send(HTTPStatus.SEE_OTHER, "", extra={"Location": target, "Set-Cookie": cookie})
-            return
         if path in STATIC:
             content_type, text = STATIC[path]
             self._send(HTTPStatus.OK, text, content_type=f"{content_type}; charset=utf-8")
             return
         if path == "/":
-            self._send(HTTPStatus.SEE_OTHER, "", extra={"Location": "/dlq"})
+            self._send(HTTPStatus.SEE_OTHER, "", extra={"Location": self.console.root + "dlq"})
             return
         if path not in GET_PAGES:
             self._page(HTTPStatus.NOT_FOUND, "Not found", Markup(f"<p>No page {h(path)}.</p>"))
@@ -188,7 +197,11 @@ class Handler(BaseHTTPRequestHandler):
         if origin is not None and urlsplit(origin).netloc not in self.console.allowed_hosts():
             self._refuse(HTTPStatus.FORBIDDEN, "refused: a form of another site cannot act on this console")
             return
-        length = int(self.headers.get("Content-Length") or "0")
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not (declared.isascii() and declared.isdigit()):  # "²" is a digit to str.isdigit, not to int()
+            self._refuse(HTTPStatus.BAD_REQUEST, "refused: Content-Length must be a number of bytes")
+            return
+        length = int(declared)
         if length > MAX_FORM_BYTES:
             self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"refused: a form of more than {MAX_FORM_BYTES} bytes")
             return
@@ -223,9 +236,30 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._page(HTTPStatus.OK, title, body)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's answer to malformed HTTP (a bad request line, headers too long): this
+        console's refusal page, which does not echo the request (it may hold the token)."""
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # a status line and headers, not a bare body
+        self.close_connection = True
+        status = HTTPStatus(code)
+        self._refuse(status, f"refused: {status.phrase.lower()} (malformed HTTP request)")
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        status = code.value if isinstance(code, HTTPStatus) else code
+        sys.stderr.write(f"{self._logged()} {status}\n")
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
-        # no query strings in the log: the first request carries the token
-        sys.stderr.write(f"{self.command} {urlsplit(self.path).path} {args[1] if len(args) > 1 else ''}\n")
+        # never format % args: http.server passes the raw request line, which holds the token
+        sys.stderr.write(f"{self._logged()} ({format.split('%', 1)[0].strip()})\n")
+
+    def _logged(self) -> str:
+        """The method and the route of this request for the log: no token, no query, printable, bounded."""
+        command = getattr(self, "command", None) or "-"
+        route = self._route() if getattr(self, "path", None) else None
+        where = route[0] if route else "(no console token)"
+        text = f"{command} {where}"[:MAX_LOGGED_ROUTE]
+        return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def make_server(ctx: OpsContext, port: int = 0, *, metrics: Any = None) -> tuple[ThreadingHTTPServer, Console]:
@@ -240,5 +274,5 @@ def make_server(ctx: OpsContext, port: int = 0, *, metrics: Any = None) -> tuple
 
 
 def url(console: Console, path: str = "/dlq") -> str:
-    """The URL to open, with the token."""
-    return f"http://127.0.0.1:{console.port}{path}?token={console.token}"
+    """The URL to open: the route under the token."""
+    return f"http://127.0.0.1:{console.port}{console.root}{path.lstrip('/')}"

@@ -32,7 +32,7 @@ def sessions(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     """Every session config (``sessions list``), or one's config (secrets masked) and history."""
     session_id = one(query, "id")
     parts = [
-        "<form class='filters' method='get' action='/sessions'>"
+        "<form class='filters' method='get' action='sessions'>"
         f"<label>session id<input name='id' value='{h(session_id)}'></label><button>Show</button></form>"
     ]
     if not session_id:

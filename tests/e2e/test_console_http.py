@@ -8,6 +8,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from html import unescape
 from typing import Any
 
 import pytest
@@ -345,10 +346,16 @@ def test_requests_without_the_token_another_host_or_the_csrf_token_are_refused(
     csrf = csrf_of(console.page("/dlq"))
     answers: dict[str, Any] = {
         "no token": console.get("/dlq", token=False),
-        "wrong token": console.get("/dlq?token=nope", token=False),
+        "wrong token": console.get("/nope/dlq", token=False),
+        "the token as a query": console.get(f"/dlq?token={console.token}", token=False),
+        "the token as a cookie": console.get(
+            "/dlq", token=False, headers={"Cookie": f"agentwake_console={console.token}"}
+        ),
+        "a prefix of the token": console.get(f"/{console.token[:-1]}/dlq", token=False),
         "static without token": console.get("/static/console.js", token=False),
         "other host": console.get("/dlq", host="evil.example:80"),
         "rebinding": console.get("/dlq", host=f"attacker.example:{console.port}"),
+        "post without token": console.post("/dlq/redrive", [*form, ("csrf", csrf)], token=False),
         "post without csrf": console.post("/dlq/redrive", form),
         "post from another site": console.post(
             "/dlq/redrive", [*form, ("csrf", csrf)], headers={"Origin": "http://evil.example"}
@@ -357,11 +364,87 @@ def test_requests_without_the_token_another_host_or_the_csrf_token_are_refused(
     assert {name: a.status for name, a in answers.items()} == dict.fromkeys(answers, 403)
     # AND nothing moved
     assert stack.counts(stack.res.dlq_url)[0] == 1
-    # AND the token in the URL becomes a cookie and leaves the address bar
-    first = console.get(f"/runs?token={console.token}", token=False)
-    assert first.status == 303 and first.headers["location"] == "/runs"
-    assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
+    # AND no answer sets a cookie (a cookie would reach every port of 127.0.0.1), nor names the token
+    assert all("set-cookie" not in a.headers and console.token not in a.text for a in answers.values())
     assert "default-src 'none'" in console.get("/dlq").headers["content-security-policy"]
+
+
+def test_every_link_form_and_asset_of_a_page_stays_under_the_token(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a dead-lettered run, so the pages have rows, links and forms
+    run_id = _dead_lettered_run(cli, stack, "s-web-l")
+    [row] = cli_json(cli, "dlq", "list")
+    # WHEN the console's root and its pages are opened
+    root = console.get("/")
+    assert root.status == 303 and root.headers["location"] == f"/{console.token}/dlq"
+    for route in ("/dlq", f"/dlq/message?id={row['message_id']}", f"/run?id={run_id}", "/runs", "/sessions", "/jobs"):
+        page = console.page(route)
+        # THEN each page's base is the token's root, and every link, form and asset is relative to it
+        assert f"<base href='/{console.token}/'>" in page, route
+        targets = re.findall(r"(?:href|action|src)=[\"']([^\"']*)[\"']", page)
+        assert targets and all(not t.startswith(("/", "http:", "https:", "//")) for t in targets[1:]), (route, targets)
+        # AND every link and asset answers under the token, as a browser resolves it against the base
+        for target in set(re.findall(r"(?:href|src)=[\"']([^\"']*)[\"']", page)[1:]):
+            assert console.get("/" + unescape(target)).status == 200, (route, target)
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    """Send ``data`` as it is on one connection to the console; its whole answer."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_malformed_http_is_a_400_with_no_traceback_and_no_token_in_the_log(
+    ctx: OpsContext, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with serving(ctx) as (console, client):
+        host = f"Host: 127.0.0.1:{console.port}\r\n".encode()
+        token = console.token.encode()
+        # GIVEN requests a browser never sends: a request line of one word, of four words (holding the
+        # token), a bad version, control bytes for a method, a header line too long, a form whose
+        # length is not a number
+        answers = {
+            "one word": _raw(console.port, b"GARBAGE\r\n\r\n"),
+            "four words": _raw(console.port, b"GET /" + token + b"/dlq HTTP/1.1 extra\r\n" + host + b"\r\n"),
+            "bad version": _raw(console.port, b"GET /" + token + b"/dlq HTTP/x.y\r\n" + host + b"\r\n"),
+            "control bytes": _raw(console.port, b"\x1b[2J\x00 /\x1b]0;t\x07 HTTP/1.1\r\n\r\n"),
+            "header too long": _raw(
+                console.port, b"GET /" + token + b"/dlq HTTP/1.1\r\n" + host + b"X: " + b"a" * 70000 + b"\r\n\r\n"
+            ),
+            "length not a number": _raw(
+                console.port,
+                b"POST /" + token + b"/dlq/delete HTTP/1.1\r\n" + host + b"Content-Length: lots\r\n\r\ncsrf=x",
+            ),
+            "length a superscript digit": _raw(
+                console.port,
+                b"POST /" + token + b"/dlq/delete HTTP/1.1\r\n" + host + b"Content-Length: \xb2\r\n\r\ncsrf=x",
+            ),
+        }
+        # THEN each is answered with a status line, 400 (431 for the header, 501 for a method it does not
+        # serve), and a page that says it was refused without echoing the request (so never the token)
+        statuses = {name: a.split(b"\r\n", 1)[0] for name, a in answers.items()}
+        assert statuses == {
+            **dict.fromkeys(answers, b"HTTP/1.0 400 Bad Request"),
+            "control bytes": b"HTTP/1.0 501 Not Implemented",
+            "header too long": b"HTTP/1.0 431 Request Header Fields Too Large",
+        }
+        assert all(b"refused: " in a for a in answers.values())
+        assert all(token not in a and b"Traceback" not in a for a in answers.values())
+        # AND the console still answers a well-formed request
+        assert client.get("/dlq").status == 200
+    # AND its log holds no traceback, no token, and no control byte
+    log = capfd.readouterr().err
+    assert "Traceback" not in log and "Exception" not in log and console.token not in log
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", log)
+    assert "GET /dlq 200" in log
 
 
 def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx: OpsContext) -> None:

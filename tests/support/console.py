@@ -1,5 +1,5 @@
 """The operator console for tests: served in a thread on 127.0.0.1, and a plain HTTP client
-(``http.client``) that carries the console's token cookie as a browser would."""
+(``http.client``) that asks for each route under the console's token, as the pages' links do."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from html import unescape
 from typing import Any
 from urllib.parse import urlencode
 
-from agentwake_ops.console.server import COOKIE, Console, make_server
+from agentwake_ops.console.server import Console, make_server
 from agentwake_ops.context import OpsContext
 
 
@@ -41,9 +41,11 @@ class ConsoleClient:
         headers: dict[str, str] | None = None,
     ) -> Answer:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        """``path`` is a console route (``/dlq?x=1``); with ``token`` it is asked for under the token
+        (``/TOKEN/dlq?x=1``), without it as it is."""
         sent = {"Host": host or f"127.0.0.1:{self.port}", **(headers or {})}
         if token:
-            sent["Cookie"] = f"{COOKIE}={self.token}"
+            path = f"/{self.token}{path}"
         body = None
         if form is not None:
             body = urlencode(form).encode()

@@ -15,7 +15,14 @@ from werkzeug import Request, Response
 from agentwake.delivery import Delivery
 from agentwake.delivery.factory import build_channel
 from agentwake.delivery.log import LogChannel
-from agentwake.delivery.webhook import WebhookChannel, verify_signature
+from agentwake.delivery.webhook import (
+    SENT_AT_TOLERANCE_S,
+    DeliveryRefused,
+    SignatureRefused,
+    WebhookChannel,
+    verify_delivery,
+    verify_signature,
+)
 from agentwake.errors import ConfigError, DeliveryError
 
 #: adapters built here, with no stack, read the outbound policy from Settings as in a function
@@ -120,9 +127,59 @@ def test_a_retry_sends_the_same_delivery_id_so_the_receiver_can_drop_it(httpserv
     hook.send(DELIVERY)
     hook.send(DELIVERY)
 
-    # THEN both requests carry the same delivery id header
+    # THEN both requests carry the same delivery id header, and the same id inside the signed body
+    # (the receiver's dedupe key: verify_delivery reads it from there)
     ids = [req.headers["X-Agentwake-Delivery-Id"] for req, _ in httpserver.log]
     assert ids == ["bg:t-1#0#0", "bg:t-1#0#0"]
+    verified = [
+        verify_delivery(req.get_data(), req.headers["X-Agentwake-Signature"], SECRET, now=SENT_AT)
+        for req, _ in httpserver.log
+    ]
+    assert [v.delivery for v in verified] == [DELIVERY, DELIVERY]
+
+
+def test_verify_delivery_checks_the_signature_then_sent_at_within_the_tolerance(httpserver):
+    # GIVEN a delivery as the channel sends it
+    httpserver.expect_request("/hook").respond_with_data("ok")
+    channel(httpserver.url_for("/hook")).send(DELIVERY)
+    request = received(httpserver)
+    body, header = request.get_data(), request.headers["X-Agentwake-Signature"]
+    edge = timedelta(seconds=SENT_AT_TOLERANCE_S)
+
+    # WHEN / THEN it verifies up to the tolerance either side of the receiver's clock, with its signed id
+    for now in (SENT_AT, SENT_AT + edge, SENT_AT - edge):
+        verified = verify_delivery(body, header, SECRET, now=now)
+        assert verified.delivery == DELIVERY and verified.sent_at == SENT_AT
+    # AND a second past it either way is refused, saying why
+    with pytest.raises(DeliveryRefused, match=r"is 301 s old, outside the 300 s tolerance"):
+        verify_delivery(body, header, SECRET, now=SENT_AT + edge + timedelta(seconds=1))
+    with pytest.raises(DeliveryRefused, match=r"301 s ahead of this receiver's clock"):
+        verify_delivery(body, header, SECRET, now=SENT_AT - edge - timedelta(seconds=1))
+    assert verify_delivery(body, header, SECRET, now=SENT_AT + 2 * edge, tolerance_s=2 * SENT_AT_TOLERANCE_S)
+    # AND a wrong signature is refused before the body is read, naming the header and not the secret
+    with pytest.raises(SignatureRefused, match="X-Agentwake-Signature") as refused:
+        verify_delivery(body, header, "another-secret", now=SENT_AT)
+    assert SECRET not in str(refused.value) and "another-secret" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (b"[1]", "not a JSON object"),
+        (b"{", "not a JSON object"),
+        (b"[" * 100_000, "not a JSON object"),
+        (json.dumps({**DELIVERY.to_dict(), "delivery_id": ""}).encode(), "no delivery_id, sent_at"),
+        (json.dumps({**DELIVERY.to_dict(), "sent_at": "yesterday"}).encode(), "'yesterday' is not an ISO-8601"),
+        (json.dumps({**DELIVERY.to_dict(), "sent_at": "2026-11-30T06:00:00"}).encode(), "with a zone"),
+        (json.dumps({**DELIVERY.to_dict(), "sent_at": "9" * 5000}).encode(), "'" + "9" * 40 + "' is not"),
+    ],
+)
+def test_verify_delivery_refuses_a_signed_body_that_is_not_a_delivery(payload, why):
+    from agentwake.delivery.webhook import sign
+
+    with pytest.raises(DeliveryRefused, match=why) as refused:
+        verify_delivery(payload, sign(payload, SECRET), SECRET, now=SENT_AT)
+    assert len(str(refused.value)) < 300
 
 
 # --- failures ---------------------------------------------------------------------------------

@@ -22,9 +22,15 @@ Two kinds of failure:
 
 At least once, not exactly once: if the Lambda dies, or the outcome is uncertain, between sending
 and recording, the retry or redrive of the run sends the same delivery again with the same
-``delivery_id`` (run id + step + call index, stable across retries and redrives). Receivers must
-drop duplicates by the ``X-Agentwake-Delivery-Id`` header, and should check the signature with
-:func:`verify_signature` before trusting the body.
+``delivery_id`` (run id + step + call index, stable across retries and redrives), in a new body
+(a new ``sent_at``, so a new signature).
+
+A receiver checks each request with :func:`verify_delivery` (docs/operations.md, "Receiving
+webhook deliveries"): the signature over the exact body bytes, then ``sent_at`` within a
+tolerance of its own clock (``SENT_AT_TOLERANCE_S`` by default), then it drops a ``delivery_id``
+**from the signed body** it has already seen — never by the ``X-Agentwake-Delivery-Id`` header,
+which is not signed (a replayed body under another header would pass as new) — keeping the ids it
+saw for as long as a redrive may resend them.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import json
 import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agentwake.delivery import Delivery
@@ -54,6 +61,9 @@ DELIVERY_ID_HEADER = "X-Agentwake-Delivery-Id"
 SIGNATURE_PREFIX = "sha256="
 USER_AGENT = "agentwake-webhook/1"
 _MAX_ERROR_BODY = 200
+#: how far a delivery's ``sent_at`` may be from a receiver's clock, by default (seconds): a retry
+#: resends with a fresh ``sent_at``, so only a replayed or badly delayed body falls outside it
+SENT_AT_TOLERANCE_S = 300.0
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -73,6 +83,67 @@ def verify_signature(body: bytes, header: str | None, secret: str) -> bool:
     expected = sign(body, secret).encode("ascii")
     given = header.strip().encode("utf-8", errors="replace")
     return hmac.compare_digest(expected, given)
+
+
+class DeliveryRefused(ValueError):
+    """A receiver's verdict: this request is not a delivery to accept (the message says why and
+    holds nothing of the secret; at most a bounded part of what was sent)."""
+
+
+class SignatureRefused(DeliveryRefused):
+    """The signature is missing or does not sign the body: nothing in it can be trusted."""
+
+
+@dataclass(frozen=True)
+class ReceivedDelivery:
+    """A delivery whose signature and ``sent_at`` were checked: dedupe by ``delivery.delivery_id``."""
+
+    delivery: Delivery
+    sent_at: datetime
+
+
+def verify_delivery(
+    body: bytes,
+    signature: str | None,
+    secret: str,
+    *,
+    now: datetime | None = None,
+    tolerance_s: float = SENT_AT_TOLERANCE_S,
+) -> ReceivedDelivery:
+    """For receivers: the delivery in ``body`` (the raw request bytes) once ``signature`` (the
+    ``X-Agentwake-Signature`` header) signs it with ``secret`` and its ``sent_at`` is within
+    ``tolerance_s`` of ``now`` (the receiver's clock); ``SignatureRefused`` when the signature
+    fails, ``DeliveryRefused`` when the signed body is not a delivery or outside the tolerance.
+
+    Its ``delivery.delivery_id`` is the signed one: the key to drop duplicates by."""
+    if not verify_signature(body, signature, secret):
+        raise SignatureRefused(f"the {SIGNATURE_HEADER} header does not sign this body with the webhook's secret")
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        payload = None
+    if not isinstance(payload, dict):
+        raise DeliveryRefused("the signed body is not a JSON object")
+    names = ("delivery_id", "run_id", "session_id", "text", "sent_at")
+    missing = [name for name in names if not isinstance(payload.get(name), str) or not payload[name]]
+    if missing:
+        raise DeliveryRefused(f"the signed body has no {', '.join(missing)} (each a non-empty string)")
+    fields: dict[str, str] = {name: payload[name] for name in names}
+    try:
+        sent_at = datetime.fromisoformat(fields["sent_at"])
+    except ValueError:
+        sent_at = None
+    if sent_at is None or sent_at.tzinfo is None:
+        raise DeliveryRefused(f"sent_at {fields['sent_at'][:40]!r} is not an ISO-8601 time with a zone")
+    skew = (sent_at - (now or _utc_now())).total_seconds()
+    if abs(skew) > tolerance_s:
+        when = "old" if skew < 0 else "ahead of this receiver's clock"
+        raise DeliveryRefused(
+            f"sent_at {fields['sent_at'][:40]} is {abs(skew):.0f} s {when}, outside the {tolerance_s:g} s tolerance: "
+            "a replayed or delayed body, or a clock to fix"
+        )
+    delivery = Delivery(fields["delivery_id"], fields["run_id"], fields["session_id"], fields["text"])
+    return ReceivedDelivery(delivery=delivery, sent_at=sent_at.astimezone(UTC))
 
 
 def _utc_now() -> datetime:
