@@ -163,12 +163,15 @@ class SessionsService:
         try:
             until = self.store.leases.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
         except LiveTurnCapped as capped:
-            handed = self.end_live_turn(turn)
+            try:
+                handed = self.end_live_turn(turn)
+                then = f"was handed to {handed}, which waited for it" if handed else "is free"
+            except Exception:  # the table did not answer: the lease ends at the cap all the same
+                then = "is freed when the turn's lease ends"
             raise LiveTurnCapped(
                 f"a live turn holds its session at most {self.max_hold_s:.0f} s, renewals included "
-                f"(AGENTWAKE_LIVE_TURN_MAX_HOLD_S); this one has: it is ended and session {turn.session_id} "
-                + (f"was handed to {handed}, which waited for it" if handed else "is free")
-                + ". Begin a new turn to go on."
+                f"(AGENTWAKE_LIVE_TURN_MAX_HOLD_S), and this one has held it that long: it is ended and session "
+                f"{turn.session_id} {then}. Begin a new turn to go on."
             ) from capped
         return LiveTurn(session_id=turn.session_id, turn_id=turn.turn_id, token=turn.token, expires_at=until)
 
