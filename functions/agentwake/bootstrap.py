@@ -107,7 +107,7 @@ class Root:
         """Live turns and the conversation; ending a turn hands the session on through the result queue."""
         from agentwake.product.sessions import SessionsService
 
-        return SessionsService(self.store, self.result_queue)
+        return SessionsService(self.store, self.result_queue, max_hold_s=self.settings.live_turn_max_hold_s)
 
     @cached_property
     def tasks(self) -> TasksService:

@@ -249,3 +249,24 @@ class TaskExists(AgentwakeError, ValueError):
     """A task id is registered already; reusing it would make the new result look like a duplicate."""
 
     retryable = False
+
+
+class LiveTurnLost(AgentwakeError):
+    """The live turn does not hold its session any more (it ended, or its lease expired and another
+    writer took the session), or that is not its token: begin a new one. Nothing of the call was
+    written."""
+
+    retryable = False
+
+
+class LiveTurnCapped(LiveTurnLost):
+    """The live turn has held its session as long as one turn may (renewals included): the renewal
+    is refused and the session goes to the next waiter. Begin a new turn (it queues like any other
+    writer)."""
+
+
+class AppendTooLarge(AgentwakeError):
+    """An append larger than one entry may be, or than DynamoDB writes in one item or transaction:
+    refused before any write (nothing was appended)."""
+
+    retryable = False

@@ -87,6 +87,14 @@ class Settings(BaseModel):
         description="longest pause between two tries of a waiting wake (stack parameter SessionWaitMaxDelay; "
         "SQS allows 900)",
     )
+    live_turn_max_hold_s: int = Field(
+        default=300,
+        ge=1,
+        le=86400,
+        validation_alias=_env("AGENTWAKE_LIVE_TURN_MAX_HOLD_S", "live_turn_max_hold_s"),
+        description="the most one live turn holds its session, renewals included; a renewal past it is refused "
+        "and the session handed to the next waiter",
+    )
     scheduler_role_arn: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_SCHEDULER_ROLE_ARN", "scheduler_role_arn"),

@@ -22,7 +22,7 @@ COPIES = RUNTIME / "session" / "copies.py"
 
 #: the lease item's attribute names, as the home's constants spell them (not ``HOLDER`` nor ``TOKEN``: "holder" is
 #: also the public name of who holds a session, in SessionBusy, a 409 and log lines; "token" names task tokens too)
-LEASE_ATTRIBUTES = {session_lease.UNTIL, session_lease.RESERVED_FOR, session_lease.PARKED}
+LEASE_ATTRIBUTES = {session_lease.UNTIL, session_lease.RESERVED_FOR, session_lease.PARKED, session_lease.HOLD_UNTIL}
 #: the keys only a conversion between the attribute shapes spells (the event's, the stored binary,
 #: the API's binary): only the codec converts. The queue adapters still build their own string
 #: attributes in the API shape (``StringValue``) for what agentwake itself attaches.

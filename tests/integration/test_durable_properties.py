@@ -176,10 +176,10 @@ class ModelStore(FaultyStore):
         self._held(kw["session_id"], kw["run_id"])
         return lease
 
-    def _take_live_turn(self, take: Any, session_id: str, turn_id: str, seconds: float) -> str:
-        token = take(session_id, turn_id, seconds)
+    def _take_live_turn(self, take: Any, session_id: str, turn_id: str, seconds: float, **kw: Any) -> Any:
+        taken = take(session_id, turn_id, seconds, **kw)
         self._held(session_id, LIVE_HOLDER_PREFIX + turn_id)
-        return token
+        return taken
 
 
 class DyingStore:

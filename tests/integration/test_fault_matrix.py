@@ -18,6 +18,10 @@ The wake's other calls, to the model, are faulted too (``ModelFaults``: every mo
 wakes, a transient and a permanent error, 6 points, always run): the chain absorbs a transient
 fault; a permanent one fails every provider of the attempt, which is one failed receive with its
 failure recorded and no note, never a success.
+
+A live turn's begin over the product API is faulted the same way (every call × every kind, 10
+points, always run), retried as a chat app retries a 500 or a 409: it gets the turn, and no lease is
+left that nobody holds the token of (issue 32).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from agentwake.wake.spec import WakeDeps, WakeOutcome
 from tests.support.builders import OK_SCRIPT, message, seed_session, seed_task
 from tests.support.faults import FAULT_KINDS, MODEL_FAULT_KINDS, CallFaults, ModelFaults
 from tests.support.probes import DynamoCalls
+from tests.support.product_api import call, fresh_services
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import lease_holder
 
@@ -294,3 +299,73 @@ def test_a_hard_kill_between_the_send_and_its_step_is_the_one_resend(
     assert outcome.status == "succeeded"
     assert list(receiver.by_delivery_id().values()) == [2]
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
+
+
+# --- the live turn's begin (product API): every call, every kind, no phantom hold ------------------
+
+#: the DynamoDB calls of a live turn's begin when nothing fails
+BEGIN_CALLS = [
+    "GetItem",  # the session's config
+    "PutItem",  # the lease, for the turn
+]
+#: begins a chat app makes before it gives up (the first, and a retry of a 500 or a 409)
+BEGIN_TRIES = 3
+
+
+def _begin_points() -> Iterator[Any]:
+    for n, operation in enumerate(BEGIN_CALLS, start=1):
+        for kind in FAULT_KINDS:
+            yield pytest.param(n, kind, id=f"begin-{n}-{operation}-{kind}")
+
+
+@pytest.fixture
+def api(resources: Any, store: DynamoStore) -> Iterator[Any]:
+    """The product API's own DynamoDB client (the one the faults are injected at), session s1 seeded."""
+    fresh_services()
+    seed_session(store, "s1")
+    yield bootstrap.sessions().store.table.db
+    fresh_services()
+
+
+def test_the_begin_matrix_covers_every_call(api: Any) -> None:
+    # GIVEN the API's client, counted WHEN a live turn begins with no fault
+    faults = CallFaults(api)
+    faults.arm(None)
+    status, _ = call("POST", "/sessions/s1/live-turns", {"wait_s": 0})
+    # THEN it makes exactly the calls the matrix injects faults at
+    assert status == 201 and faults.calls == BEGIN_CALLS, faults.calls
+
+
+@pytest.mark.parametrize(("at", "kind"), list(_begin_points()))
+def test_a_fault_at_any_call_of_a_begin_leaves_no_phantom_turn(
+    at: int, kind: str, api: Any, store: DynamoStore
+) -> None:
+    # GIVEN one fault armed at the at-th DynamoDB call of a live turn's begin
+    faults = CallFaults(api)
+    faults.arm(at, kind)
+    # WHEN the chat app begins, and begins again after a 500 or a 409, as it would
+    answers: list[tuple[int, dict[str, Any]]] = []
+    while len(answers) < BEGIN_TRIES and (not answers or answers[-1][0] != 201):
+        answers.append(call("POST", "/sessions/s1/live-turns", {"wait_s": 0}))
+    # THEN the fault fired where it was aimed
+    assert faults.fired is not None and faults.fired[1] == BEGIN_CALLS[at - 1], faults.fired
+    # AND the app got a turn at the first or the second begin (a lost answer that landed is read
+    # back: the first begin gets the turn it wrote), each failed begin a 500 without details or a 409
+    assert len(answers) <= 2 and answers[-1][0] == 201, answers
+    if kind == "timeout_after" and BEGIN_CALLS[at - 1] == "PutItem":
+        assert len(answers) == 1, answers
+    assert all(status in (409, 500) for status, _ in answers[:-1]), answers
+    # AND the session is held by that turn alone: its token appends, its end frees the session
+    turn = answers[-1][1]
+    assert lease_holder(store, "s1")[0] == f"live:{turn['turn_id']}"  # type: ignore[index]
+    append = {
+        "turn_id": turn["turn_id"],
+        "token": turn["token"],
+        "messages": [{"role": "user", "content": "hi"}],
+        "idempotency_key": "k1",
+    }
+    assert call("POST", "/sessions/s1/messages", append)[0] == 201
+    ended = call(
+        "DELETE", f"/sessions/s1/live-turns/{turn['turn_id']}", headers={"x-agentwake-turn-token": turn["token"]}
+    )
+    assert ended[0] == 200 and lease_holder(store, "s1") is None

@@ -6,6 +6,7 @@ must lapse."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -13,7 +14,7 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.errors import SessionBusy
-from agentwake.product.sessions import LiveTurnLost, SessionsService
+from agentwake.product.sessions import LiveTurnCapped, LiveTurnLost, SessionsService
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
@@ -166,6 +167,57 @@ def test_a_live_turn_that_is_never_ended_releases_the_session_after_its_ttl(
     assert acquire_lease(timed, "s1", "bg:next", 60) is not None
     with pytest.raises(LiveTurnLost):
         api.append(turn, [("user", "too late")], idempotency_key="k")
+
+
+def test_a_turn_renewed_past_its_cap_loses_the_session_to_the_waiter_which_runs(
+    resources: Resources, store: DynamoStore
+) -> None:
+    # GIVEN a live turn of 2 s on a session whose turns may hold it 10 s in all (a clock we move,
+    # started at the real time so the wake's own clock sees the turn's lease as held)
+    clock = [time.time()]
+    timed = DynamoStore(resources.table, client=store.table.db, now=lambda: clock[0])
+    seed_session(store, "s1")
+    seed_task(store, "t1", "s1")
+    api = sessions(resources, timed, now=lambda: clock[0], max_hold_s=10)
+    began = clock[0]
+    turn = api.begin_live_turn("s1", ttl_s=2)
+    # AND a task's completion that arrives during the turn and waits for the session
+    assert invoke_background(records_of([_sent(resources, "t1")])) == {"batchItemFailures": []}
+    assert [w.run_id for w in store.leases.waiters("s1")] == ["bg:t1"]
+    purge(resources)  # its delayed fallback copy: the hand-off must carry it
+    # WHEN the turn renews every second for as long as it is let
+    granted: list[float] = []
+    with pytest.raises(LiveTurnCapped) as capped:
+        for _ in range(30):
+            clock[0] += 1
+            granted.append(api.renew_live_turn(turn, ttl_s=2).expires_at)
+    # THEN renewals were granted, none past the cap, and the one past it was refused saying the cap
+    assert granted and max(granted) <= began + 10 + 1e-3, [g - began for g in granted]
+    assert clock[0] - began <= 10, "renewed past the cap"
+    assert "at most 10 s" in str(capped.value) and "bg:t1" in str(capped.value)
+    # AND the session was handed to the waiting completion, whose copy is in the queue at once
+    assert lease_holder(store, "s1")[0] == "bg:t1"  # type: ignore[index]
+    [handed] = drain(resources.queue_url)
+    assert ATTR_HANDED_AT in handed["MessageAttributes"]
+    # AND that copy runs: the woken agent's note is in the session's history
+    assert invoke_background(records_of([handed])) == {"batchItemFailures": []}
+    assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
+    assert [e.run_id for e in store.history.history("s1") if e.kind == "note"] == ["bg:t1"]
+    # AND the capped turn can write nothing more
+    with pytest.raises(LiveTurnLost):
+        api.append(turn, [("user", "still here?")], idempotency_key="late")
+
+
+def test_a_turn_asking_for_more_than_its_cap_is_granted_the_cap(resources: Resources, store: DynamoStore) -> None:
+    # GIVEN turns that may hold the session 30 s in all
+    seed_session(store, "s1")
+    api = sessions(resources, store, max_hold_s=30)
+    # WHEN a turn asks for 900 s at its begin, and again when it renews
+    turn = api.begin_live_turn("s1", ttl_s=900)
+    renewed = api.renew_live_turn(turn, ttl_s=900)
+    # THEN its lease ends within the cap both times, and the lease on the table says the same
+    assert turn.expires_at - time.time() <= 30 and renewed.expires_at <= turn.expires_at + 1e-3
+    assert abs(lease_holder(store, "s1")[1] - renewed.expires_at) < 1e-2  # type: ignore[index]
 
 
 def test_the_conversation_pages_newest_first_with_a_cursor(resources: Resources, store: DynamoStore) -> None:

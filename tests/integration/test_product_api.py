@@ -275,3 +275,96 @@ def test_the_api_and_the_sessions_service_take_the_same_live_turns(store: Dynamo
 
 def _turn_token(turn: dict[str, Any]) -> dict[str, str]:
     return {"x-agentwake-turn-token": turn["token"]}
+
+
+def _append(
+    turn: dict[str, Any], messages: list[tuple[str, str]], key: str, token: str | None = None
+) -> dict[str, Any]:
+    return {
+        "turn_id": turn["turn_id"],
+        "token": token or turn["token"],
+        "messages": [{"role": r, "content": c} for r, c in messages],
+        "idempotency_key": key,
+    }
+
+
+def test_an_append_too_large_to_store_is_a_413_before_any_write(store: DynamoStore) -> None:
+    seed_session(store, "alice")
+    turn = begin()
+    # WHEN one message is 60,000 emoji (240,000 bytes: more than one entry holds)
+    status, err = call("POST", "/sessions/alice/messages", _append(turn, [("user", "😀" * 60_000)], "k1"))
+    # THEN 413 saying which message, how large and the cap, never echoing it
+    assert status == 413 and err["type"] == "AppendTooLarge", err
+    assert "message 1 is 240,000 bytes" in err["error"] and "200,000" in err["error"] and "😀" not in err["error"]
+    # WHEN 25 messages of 60,000 characters of 3 bytes each (4.5 MB: over one DynamoDB transaction)
+    status, err = call("POST", "/sessions/alice/messages", _append(turn, [("user", "€" * 60_000)] * 25, "k1"))
+    # THEN 413 saying the transaction's limit
+    assert status == 413 and "4,194,304 bytes in one transaction" in err["error"], err
+    # AND nothing was written, not even the key: the same key appends what fits
+    assert call("GET", "/sessions/alice/conversation")[1]["entries"] == []
+    assert call("POST", "/sessions/alice/messages", _append(turn, [("user", "€" * 60_000)] * 20, "k1")) == (
+        201,
+        {"written": True, "entries": 20},
+    )
+
+
+def test_a_bogus_token_is_refused_alike_whether_or_not_the_key_was_used(store: DynamoStore) -> None:
+    # GIVEN a turn that appended under key "used"
+    seed_session(store, "alice")
+    turn = begin()
+    assert call("POST", "/sessions/alice/messages", _append(turn, [("user", "hi")], "used"))[0] == 201
+    # WHEN someone without the token appends under that key, and under a key nobody used
+    bogus = "f" * 32
+    used = call("POST", "/sessions/alice/messages", _append(turn, [("user", "x")], "used", token=bogus))
+    unused = call("POST", "/sessions/alice/messages", _append(turn, [("user", "x")], "unused", token=bogus))
+    # THEN both get the same refusal: the key tells nothing to a caller who does not hold the turn
+    assert used == unused and used[0] == 409 and used[1]["type"] == "LiveTurnLost", (used, unused)
+    # AND the turn's own retry of its append is still answered with what it wrote, even after it ended
+    assert call("POST", "/sessions/alice/messages", _append(turn, [("user", "hi")], "used")) == (
+        200,
+        {"written": False, "entries": 1},
+    )
+    call("DELETE", f"/sessions/alice/live-turns/{turn['turn_id']}", headers=_turn_token(turn))
+    assert call("POST", "/sessions/alice/messages", _append(turn, [("user", "hi")], "used")) == (
+        200,
+        {"written": False, "entries": 1},
+    )
+    assert [e["content"] for e in call("GET", "/sessions/alice/conversation")[1]["entries"]] == ["hi"]
+
+
+@pytest.mark.parametrize("depth", [40, 900, 5000])
+def test_arguments_nested_past_the_bound_are_a_400(store: DynamoStore, depth: int) -> None:
+    seed_session(store, "alice")
+    nested = "[" * depth + "]" * depth
+    raw = '{"session_id": "alice", "tool_name": "research", "task_id": "t-deep", "args": {"a": ' + nested + "}}"
+    # WHEN a task is registered with arguments nested `depth` levels deep
+    status, err = call("POST", "/tasks", raw)
+    # THEN 400 saying the bound, and no task
+    assert status == 400 and "nests deeper than 32 levels" in err["error"], (status, err)
+    assert store.records.get_task("t-deep") is None
+    # AND arguments within the bound register
+    within = "[" * 30 + "]" * 30
+    raw = '{"session_id": "alice", "tool_name": "research", "args": {"a": ' + within + "}}"
+    assert call("POST", "/tasks", raw)[0] == 201
+
+
+def test_a_renewal_past_the_turns_cap_is_a_409_that_says_the_cap(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a stack whose live turns hold a session at most 1 s (renewals included)
+    from agentwake.bootstrap import reset_caches
+
+    monkeypatch.setenv("AGENTWAKE_LIVE_TURN_MAX_HOLD_S", "1")
+    reset_caches()
+    seed_session(store, "alice")
+    # WHEN a turn asks for 60 s, then renews
+    turn = begin(ttl_s=60)
+    status, err = call(
+        "POST", f"/sessions/alice/live-turns/{turn['turn_id']}/renew", {"token": turn["token"], "ttl_s": 60}
+    )
+    # THEN it was granted the cap, not 60 s; the renewal is refused naming the cap, and the session is free
+    assert turn["expires_at"] - time.time() <= 1
+    assert status == 409 and err["type"] == "LiveTurnCapped", err
+    assert "at most 1 s" in err["error"] and "AGENTWAKE_LIVE_TURN_MAX_HOLD_S" in err["error"]
+    assert turn["token"] not in json.dumps(err)
+    assert begin(wait_s=0)["turn_id"] != turn["turn_id"]

@@ -6,9 +6,13 @@ Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error o
 
 - ``POST /sessions/{session_id}/live-turns`` begin a live turn → 201 turn_id, token, expires_at;
   409 with ``holder`` when the session stays busy past the wait (product/sessions.py)
-- ``POST /sessions/{session_id}/live-turns/{turn_id}/renew`` → 200 expires_at; 409 when lost
+- ``POST /sessions/{session_id}/live-turns/{turn_id}/renew`` → 200 expires_at (never past the turn's
+  cap); 409 when lost, or ``LiveTurnCapped`` once the turn has held the session as long as one may
+  (the session is then handed to the next waiter)
 - ``DELETE /sessions/{session_id}/live-turns/{turn_id}`` (header ``X-Agentwake-Turn-Token``) → 200
-- ``POST /sessions/{session_id}/messages`` append under the turn, once per idempotency key → 201
+- ``POST /sessions/{session_id}/messages`` append under the turn, once per idempotency key → 201;
+  409 for a token that does not hold the session (whether or not the key was used); 413 for a
+  message or an append larger than the store takes, before any write
 - ``GET /sessions/{session_id}/conversation?cursor=&limit=`` newest first
 - ``POST /tasks`` register (never overwrites an existing task id: 409) → 201 with the token, once
 - ``GET /tasks/{task_id}`` status only; with the task's token in ``X-Agentwake-Task-Token`` also its
@@ -47,18 +51,39 @@ from agentwake.product.sessions import (
     MAX_TURN_ID_CHARS,
     MAX_TURN_TTL_S,
     MAX_TURN_WAIT_S,
+    AppendTooLarge,
     LiveTurn,
+    LiveTurnCapped,
     LiveTurnLost,
     Role,
 )
-from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
+from agentwake.wake.messages import ID_PATTERN, MAX_DEPTH, MAX_RESULT_CHARS
 
 TITLE = "agentwake product API"
 VERSION = "1"
 TURN_TOKEN_HEADER = "X-Agentwake-Turn-Token"
 TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
 
-app = APIGatewayHttpResolver(enable_validation=True)
+
+class BodyTooDeep(ValueError):
+    """A request body that nests deeper than ``MAX_DEPTH`` (a 400, before the parser recurses)."""
+
+
+def _bounded_json(body: str) -> Any:
+    """The request body parsed, once its nesting is known to be within ``MAX_DEPTH`` (a linear scan
+    of the text, as a model's tool arguments are scanned): no depth exhausts the parser's recursion."""
+    import json
+
+    from agentwake.agent.bounds import json_depth
+
+    if json_depth(body, MAX_DEPTH) > MAX_DEPTH:
+        raise BodyTooDeep(
+            f"the request body nests deeper than {MAX_DEPTH} levels (tool arguments included); send flatter JSON"
+        )
+    return json.loads(body)
+
+
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_bounded_json)
 
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 TurnId = Annotated[str, Path(min_length=1, max_length=MAX_TURN_ID_CHARS)]
@@ -275,7 +300,8 @@ def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
 
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (SessionBusy, 409),
-    (LiveTurnLost, 409),
+    (LiveTurnLost, 409),  # and LiveTurnCapped: a renewal past the turn's cap
+    (AppendTooLarge, 413),
     (TaskExists, 409),
     (UnknownTask, 404),
     (ForgedCompletion, 403),
@@ -285,7 +311,17 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
 
 
 @app.exception_handler(
-    [SessionBusy, LiveTurnLost, TaskExists, UnknownTask, ForgedCompletion, ConfigError, InvalidMessage]
+    [
+        SessionBusy,
+        LiveTurnLost,
+        LiveTurnCapped,
+        AppendTooLarge,
+        TaskExists,
+        UnknownTask,
+        ForgedCompletion,
+        ConfigError,
+        InvalidMessage,
+    ]
 )
 def _known(exc: AgentwakeError) -> Response[Any]:
     status = next(code for cls, code in _STATUS if isinstance(exc, cls))

@@ -25,13 +25,29 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from agentwake.domain.models import MAX_TEXT_CHARS, HistoryEntry
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
-from agentwake.store.session_lease import MAX_APPEND_MESSAGES, Appended, LiveTurnLost
+from agentwake.store.itemsize import HISTORY_CONTENT_BYTES, utf8_len
+from agentwake.store.session_lease import (
+    MAX_APPEND_MESSAGES,
+    Appended,
+    AppendTooLarge,
+    LiveTurnCapped,
+    LiveTurnLost,
+)
 
 if TYPE_CHECKING:
     from agentwake.store.port import Store
     from agentwake.store.queues import ResultQueue
 
-__all__ = ["MAX_APPEND_MESSAGES", "Appended", "ConversationPage", "LiveTurn", "LiveTurnLost", "SessionsService"]
+__all__ = [
+    "MAX_APPEND_MESSAGES",
+    "AppendTooLarge",
+    "Appended",
+    "ConversationPage",
+    "LiveTurn",
+    "LiveTurnCapped",
+    "LiveTurnLost",
+    "SessionsService",
+]
 
 # What a live turn may ask for: one definition, checked by SessionsService below and declared by the
 # product API's request models (product/api.py, and so schemas/product-api.openapi.json), so both ways
@@ -48,6 +64,13 @@ Role = Literal["user", "assistant"]
 ROLES: tuple[str, ...] = get_args(Role)
 #: the most text of one message the history keeps (the product API refuses more; it would be cut)
 MAX_CONTENT_CHARS = MAX_TEXT_CHARS
+#: ... and the most UTF-8 bytes of it (60,000 characters of emoji are 240,000): one entry's cap, so
+#: that no entry is cut and an append of 25 ASCII messages at the character limit still fits its
+#: transaction
+MAX_CONTENT_BYTES = HISTORY_CONTENT_BYTES
+#: the most one live turn holds its session, renewals included, unless the service is told otherwise
+#: (the default of ``AGENTWAKE_LIVE_TURN_MAX_HOLD_S``)
+DEFAULT_MAX_HOLD_S = 300.0
 #: an append's idempotency key, a turn's token and a turn's id: at most this many characters
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 MAX_TOKEN_CHARS = 256
@@ -88,11 +111,14 @@ class SessionsService:
         *,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        max_hold_s: float = DEFAULT_MAX_HOLD_S,
     ) -> None:
         """``store``: the DynamoStore; ``result_queue``: the result queue, through which ending a live
-        turn hands the session to a waiting result (None: no hand-off, waiters come back later)."""
+        turn hands the session to a waiting result (None: no hand-off, waiters come back later);
+        ``max_hold_s``: the most one live turn holds the session, renewals included."""
         self.store = store
         self.result_queue = result_queue
+        self.max_hold_s = float(max_hold_s)
         self.now = now
         self.sleep = sleep
 
@@ -103,7 +129,8 @@ class SessionsService:
     ) -> LiveTurn:
         """Hold the session for a live turn. While a run holds it, wait up to ``wait_s`` (the
         session's ``live_turn_wait_s`` when None) for the run to end, then raise SessionBusy naming
-        the run. ConfigError for a session with no config, or a TTL out of (0, 900] s."""
+        the run. ConfigError for a session with no config, or a TTL out of (0, 900] s. The lease
+        lasts ``ttl_s``, or less when that is past the turn's cap (``expires_at`` says)."""
         ttl = _ttl(ttl_s)
         config = self.store.records.get_session(session_id)
         if config is None:
@@ -114,7 +141,7 @@ class SessionsService:
         pause = 0.1
         while True:
             try:
-                token = self.store.leases.take_live_turn(session_id, turn_id, ttl)
+                token, until = self.store.leases.take_live_turn(session_id, turn_id, ttl, hold_s=self.max_hold_s)
             except LeaseHeld as held:
                 if self.now() + pause > deadline:
                     raise SessionBusy(
@@ -126,11 +153,26 @@ class SessionsService:
                 self.sleep(pause)
                 pause = min(1.0, pause * 2)
                 continue
-            return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=self.now() + ttl)
+            return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=until)
 
     def renew_live_turn(self, turn: LiveTurn, *, ttl_s: float = DEFAULT_TURN_TTL_S) -> LiveTurn:
-        """Hold the session ``ttl_s`` longer from now; LiveTurnLost if the turn no longer holds it."""
-        until = self.store.leases.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
+        """Hold the session ``ttl_s`` longer from now, but not past the turn's cap (``expires_at``
+        says how long); LiveTurnLost if the turn no longer holds it. LiveTurnCapped once the turn
+        has held it ``max_hold_s``: the turn is ended, the session handed to the run that waited
+        longest."""
+        try:
+            until = self.store.leases.renew_live_turn(turn.session_id, turn.token, _ttl(ttl_s))
+        except LiveTurnCapped as capped:
+            try:
+                handed = self.end_live_turn(turn)
+                then = f"was handed to {handed}, which waited for it" if handed else "is free"
+            except Exception:  # the table did not answer: the lease ends at the cap all the same
+                then = "is freed when the turn's lease ends"
+            raise LiveTurnCapped(
+                f"a live turn holds its session at most {self.max_hold_s:.0f} s, renewals included "
+                f"(AGENTWAKE_LIVE_TURN_MAX_HOLD_S), and this one has held it that long: it is ended and session "
+                f"{turn.session_id} {then}. Begin a new turn to go on."
+            ) from capped
         return LiveTurn(session_id=turn.session_id, turn_id=turn.turn_id, token=turn.token, expires_at=until)
 
     def end_live_turn(self, turn: LiveTurn) -> str | None:
@@ -156,7 +198,9 @@ class SessionsService:
     def append(self, turn: LiveTurn, messages: Sequence[tuple[str, str]], *, idempotency_key: str) -> Appended:
         """Append the live turn's messages (role ``user`` or ``assistant``, content) to the session's
         history, in order, once per ``idempotency_key`` (a retried append writes nothing and returns
-        what the first wrote). LiveTurnLost if the turn no longer holds the session."""
+        what the first wrote). LiveTurnLost if the turn no longer holds the session, or the token is
+        not the turn's (whether or not the key was used); AppendTooLarge, before any write, for a
+        message over ``MAX_CONTENT_BYTES`` or an append larger than one DynamoDB transaction."""
         if not idempotency_key or len(idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS:
             raise ValueError(f"idempotency_key: 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters")
         if not messages or len(messages) > MAX_APPEND_MESSAGES:
@@ -166,6 +210,12 @@ class SessionsService:
                 raise ValueError(f"role {role!r}: a live turn appends {' or '.join(ROLES)} messages")
             if not isinstance(content, str):
                 raise ValueError("content: text")
+        for n, (_, content) in enumerate(messages, start=1):
+            if (size := utf8_len(content)) > MAX_CONTENT_BYTES:
+                raise AppendTooLarge(
+                    f"message {n} is {size:,} bytes (UTF-8); one entry holds at most {MAX_CONTENT_BYTES:,}. "
+                    "Nothing was appended: split it into shorter messages"
+                )
         return self.store.leases.append_live(turn.session_id, turn.token, list(messages), idempotency_key)
 
     def read_conversation(

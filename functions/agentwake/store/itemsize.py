@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: C0 controls but tab and newline, DEL, and C1 controls: what makes a terminal act rather than print
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
-#: DynamoDB's hard limit (400 KB)
+#: DynamoDB's hard limits: one item (400 KB), the items of one transaction summed (4 MB)
 MAX_ITEM_BYTES = 400 * 1024
+MAX_TRANSACTION_BYTES = 4 * 1024 * 1024
 #: a journal step's value (JSON, UTF-8) stays below this: the item keeps room for keys and times
 JOURNAL_VALUE_BYTES = 300_000
 #: a history entry's content / a delivery's text / a failure's detail stay below these
@@ -135,3 +137,17 @@ def bound_json(value: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         # JSON escapes may make a string longer than its UTF-8 bytes: cut a little more than the excess
         parent[path[-1]] = cut_text(parent[path[-1]], max(0, length - (size - max_bytes) - 256))
     raise ValueError(f"cannot bound a value of {json_bytes(out)} bytes below {max_bytes}")
+
+
+def oversize(items: Sequence[tuple[str, dict[str, Any]]]) -> str | None:
+    """Why DynamoDB would refuse the transaction ``items`` ((tag, write) pairs) for its size, or
+    None: an item over 400 KB, or items over 4 MB in all. Checked before the call, so the caller
+    can refuse with a clear reason instead of a ``ValidationException`` after it."""
+    sizes = [(tag, item_size(next(iter(write.values())).get("Item") or {})) for tag, write in items]
+    for n, (tag, size) in enumerate(sizes, start=1):
+        if size > MAX_ITEM_BYTES:
+            return f"its item {n} ({tag}) is {size:,} bytes; DynamoDB stores at most {MAX_ITEM_BYTES:,} in one item"
+    total = sum(size for _, size in sizes)
+    if total > MAX_TRANSACTION_BYTES:
+        return f"it is {total:,} bytes; DynamoDB writes at most {MAX_TRANSACTION_BYTES:,} bytes in one transaction"
+    return None

@@ -18,15 +18,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from agentwake.domain.models import HistoryEntry, utcnow_iso
-from agentwake.errors import AgentwakeError, LeaseHeld
+from agentwake.domain.models import HistoryEntry, task_token_hash, utcnow_iso
+from agentwake.errors import AppendTooLarge, LeaseHeld, LiveTurnCapped, LiveTurnLost
 from agentwake.session.lease import RESERVATION_S, Lease, Waiter, live_holder
 from agentwake.store.codec import key
 from agentwake.store.history import History
+from agentwake.store.itemsize import oversize
 from agentwake.store.keys import WAIT_PREFIX, append_key, history_sk, lease_key, session_pk, wait_key
+from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.table import Table
 
 #: the lease item's attributes
@@ -37,6 +40,9 @@ RESERVED_FOR = "reserved_for"
 #: set on the lease item by a run that joins the session's wait list while the lease is held: a
 #: release to nobody fails on it, so a holder that read the list before that run joined reads it again
 PARKED = "waiter_parked"
+#: set on a live turn's lease: the latest it may hold the session, renewals included (its begin plus
+#: the cap, ``AGENTWAKE_LIVE_TURN_MAX_HOLD_S``); a renewal never moves ``lease_until`` past it
+HOLD_UNTIL = "hold_until"
 
 #: the session can be taken: no lease, or an expired one
 FREE = f"attribute_not_exists(pk) OR {UNTIL} < :now"
@@ -57,13 +63,8 @@ RESERVED_FOR_ME = f"{RESERVED_FOR} = :me"
 WAITER_TTL_MARGIN_S = 86400.0
 #: the most messages one append may carry (each is one item of its transaction)
 MAX_APPEND_MESSAGES = 25
-
-
-class LiveTurnLost(AgentwakeError):
-    """The live turn does not hold its session any more (it ended, or its lease expired and another
-    writer took the session): begin a new one. Nothing of the call was written."""
-
-    retryable = False
+#: a renewal within this much of the turn's cap is refused rather than granted a sliver of a lease
+HOLD_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -353,45 +354,86 @@ class SessionLeases:
 
     # --- live turns --------------------------------------------------------------------------------
 
-    def take_live_turn(self, session_id: str, turn_id: str, seconds: float) -> str:
-        """The session's lease for the live turn ``turn_id``: returns its token, or raises LeaseHeld
-        naming the holder (a run id, or ``live:{turn}``)."""
+    def take_live_turn(self, session_id: str, turn_id: str, seconds: float, *, hold_s: float) -> tuple[str, float]:
+        """The session's lease for the live turn ``turn_id``: returns its token and when it ends
+        (epoch seconds), or raises LeaseHeld naming the holder (a run id, or ``live:{turn}``).
+        ``hold_s``: the most the turn may hold the session, renewals included; the lease is at most
+        that long.
+
+        An unknown outcome (the answer lost) is read back as the wake's start is: the lease carries
+        this take's token, so a take that landed is recognised (``taken_with``) and returned; one
+        that did not raises (nothing holds the session for it). If even the read-back fails, the
+        take is undone (a release with its token): no lease is left that nobody holds the token of."""
         token = uuid.uuid4().hex
-        put = self.take_item(session_id=session_id, holder=live_holder(turn_id), token=token, seconds=seconds)
+        holder = live_holder(turn_id)
+        now = self.table.now()
+        until = now + min(seconds, hold_s)
+        put = self.take_item(session_id=session_id, holder=holder, token=token, seconds=until - now)["Put"]
+        put["Item"][HOLD_UNTIL] = {"N": f"{now + hold_s:.3f}"}
         db = self.table.db
         try:
-            db.put_item(**put["Put"])
+            db.put_item(**put)
         except db.exceptions.ConditionalCheckFailedException as exc:
             raise LeaseHeld(session_id, holder_of(getattr(exc, "response", {}).get("Item"))) from exc
-        return token
+        except Exception as exc:
+            if not outcome_unknown(exc):
+                raise  # throttled, refused before it was applied: nothing landed
+            try:  # one consistent read
+                landed = self.taken_with(self.table.read_item(*lease_key(session_id)), holder=holder, token=token)
+            except Exception:
+                with suppress(Exception):  # else it lapses at its end: the most a turn could hold it
+                    self.release(session_id, token)
+                raise exc from None
+            if not landed:
+                raise
+        return token, until
 
     def renew_live_turn(self, session_id: str, token: str, seconds: float) -> float:
-        """Hold the session ``seconds`` longer from now; returns the new end (epoch seconds)."""
+        """Hold the session ``seconds`` longer from now, but never past the turn's cap
+        (``HOLD_UNTIL``); returns the new end (epoch seconds). LiveTurnLost when the turn does not
+        hold the session; LiveTurnCapped when it has held it as long as it may (then the lease is
+        still its own: its end hands the session on)."""
         now = self.table.now()
         until = now + seconds
         db = self.table.db
-        try:
-            db.update_item(
-                TableName=self.table.name,
-                Key=key(*lease_key(session_id)),
-                UpdateExpression=f"SET {UNTIL} = :until",
-                ConditionExpression=HELD_NOW,
-                ExpressionAttributeNames={"#t": TOKEN},
-                ExpressionAttributeValues={
-                    ":me": {"S": token},
-                    ":now": {"N": f"{now:.3f}"},
-                    ":until": {"N": f"{until:.3f}"},
-                },
-            )
-        except db.exceptions.ConditionalCheckFailedException as exc:
-            raise LiveTurnLost(f"the live turn does not hold session {session_id} any more") from exc
-        return until
+        for _ in range(2):
+            try:
+                db.update_item(
+                    TableName=self.table.name,
+                    Key=key(*lease_key(session_id)),
+                    UpdateExpression=f"SET {UNTIL} = :until",
+                    ConditionExpression=f"{HELD_NOW} AND (attribute_not_exists({HOLD_UNTIL}) OR {HOLD_UNTIL} >= :until)",
+                    ExpressionAttributeNames={"#t": TOKEN},
+                    ExpressionAttributeValues={
+                        ":me": {"S": token},
+                        ":now": {"N": f"{now:.3f}"},
+                        ":until": {"N": f"{until:.3f}"},
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return until
+            except db.exceptions.ConditionalCheckFailedException as exc:
+                old = getattr(exc, "response", {}).get("Item") or {}
+                if old.get(TOKEN, {}).get("S") != token:
+                    raise LiveTurnLost(f"the live turn does not hold session {session_id} any more") from exc
+                cap = float(old.get(HOLD_UNTIL, {}).get("N", "inf"))
+                if cap - now <= HOLD_SLACK_S:
+                    raise LiveTurnCapped(
+                        f"the live turn has held session {session_id} as long as one turn may"
+                    ) from exc
+                if float(old.get(UNTIL, {}).get("N", "0")) < now:
+                    raise LiveTurnLost(f"the live turn's lease on session {session_id} has expired") from exc
+                until = cap  # renewed up to the cap, not past it
+        raise LiveTurnLost(f"the live turn does not hold session {session_id} any more")
 
     def append_live(
         self, session_id: str, token: str, messages: Sequence[tuple[str, str]], idempotency_key: str
     ) -> Appended:
         """Append ``messages`` (role, content) to the session's history, under the live turn's lease
-        and once per ``idempotency_key``: one transaction (lease check, append marker, entries)."""
+        and once per ``idempotency_key``: one transaction (lease check, append marker, entries).
+        A token that does not hold the session is LiveTurnLost whether or not the key was used,
+        unless the key's append was made with this token (its marker keeps the hash): the turn's own
+        retry. AppendTooLarge, before any write, for more than DynamoDB takes in one transaction."""
         now = self.table.now()
         pk, marker_sk = append_key(session_id, idempotency_key)
         entries = [
@@ -421,6 +463,7 @@ class SessionLeases:
                             "pk": {"S": pk},
                             "sk": {"S": marker_sk},
                             "sort_keys": {"S": json.dumps(sort_keys)},
+                            "turn_token_sha256": {"S": task_token_hash(token)},  # a token's hash, as a task's
                             "at": {"S": utcnow_iso()},
                             "expires_at": {"N": str(int(now + self.table.journal_ttl_s))},
                         },
@@ -431,15 +474,22 @@ class SessionLeases:
             ),
             *(("entry", self.history.entry_put(e)) for e in entries),
         ]
+        if (why := oversize(items)) is not None:
+            raise AppendTooLarge(
+                f"the append is too large: {why}. Nothing was appended: send fewer or shorter messages"
+            )
         try:
             self.table.transact(items)
         except self.table.db.exceptions.TransactionCanceledException as exc:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
             marker = failed.get("marker") or {}
-            if marker.get("Code") == "ConditionalCheckFailed" and marker.get("Item"):
-                # appended before with this key: what it wrote then, nothing now
+            used = marker.get("Code") == "ConditionalCheckFailed" and bool(marker.get("Item"))
+            lost = (failed.get("lease") or {}).get("Code") == "ConditionalCheckFailed"  # not a conflict: lost
+            if used and (not lost or marker["Item"].get("turn_token_sha256", {}).get("S") == task_token_hash(token)):
+                # appended before with this key (by this turn, or by whoever holds the session now):
+                # what it wrote then, nothing now
                 return Appended(tuple(json.loads(marker["Item"]["sort_keys"]["S"])), written=False)
-            if (failed.get("lease") or {}).get("Code") == "ConditionalCheckFailed":  # not a conflict: lost
+            if lost:
                 raise LiveTurnLost(
                     f"the live turn does not hold session {session_id} any more; nothing was appended"
                 ) from exc
