@@ -45,6 +45,7 @@ from agentwake.domain.models import cron_run_id
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.itemsize import safe_text
 from agentwake.store.queues import (
+    ATTR_ATTEMPTS_SPENT,
     ATTR_DEAD_LETTERED_AT,
     ATTR_ERROR_TYPE,
     ATTR_ORIGINAL_ID,
@@ -347,9 +348,11 @@ def _read_background(msg: DlqMessage) -> None:
         msg.session_id = data.get("session_id") if isinstance(data.get("session_id"), str) else None
         msg.payload = data
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
-    run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES else None
+    spent = _attr(msg.message_attributes, ATTR_ATTEMPTS_SPENT)
+    run_id = _valid_run_id(msg.body) if dead_lettered_type in PERMANENT_RUN_FAILURES or spent else None
     if run_id is not None:
-        # a run that failed for good (its budget) was dead-lettered by the handler: its record is joined
+        # a run that failed for good (its budget), or that spent its attempts across the copies of a
+        # result that waited for its session, was dead-lettered by the handler: its record is joined
         msg.kind = "background"
         msg.run_id = run_id
         msg.error_type = dead_lettered_type

@@ -79,6 +79,14 @@ class Settings(BaseModel):
         description="how long a wake waits for its busy session before it gives up as SessionBusy "
         "(stack parameter SessionWaitLimit)",
     )
+    max_receive_count: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="the result queue's maxReceiveCount (template MaxReceiveCount): the attempts a result gets, "
+        "counted across the copies re-sent while it waited for its session",
+        validation_alias=_env("AGENTWAKE_MAX_RECEIVE_COUNT", "max_receive_count"),
+    )
     session_wait_max_delay_s: int = Field(
         default=300,
         ge=1,

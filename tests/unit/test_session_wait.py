@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from agentwake.errors import SessionBusy
-from agentwake.session.copies import ATTR_WAIT_COUNT, ATTR_WAIT_GEN, ATTR_WAITING_SINCE, MessageAttributes
+from agentwake.session.copies import (
+    ATTR_FIRST_MESSAGE_ID,
+    ATTR_WAIT_COUNT,
+    ATTR_WAIT_GEN,
+    ATTR_WAITING_SINCE,
+    MessageAttributes,
+)
 from agentwake.session.lease import ON_THE_LIST_DELAY_S
 from agentwake.session.waiting import (
     GiveUp,
@@ -135,7 +141,13 @@ def test_a_waiting_result_is_re_sent_with_its_attributes_and_wait_state() -> Non
     [(name, sent)] = queue.calls
     assert name == "send_later" and sent["body"] == '{"task_id": "t2"}'
     assert sent["attributes"] == {"trace": {"DataType": "String", "StringValue": "abc"}}
-    assert sent["wait"] == {ATTR_WAIT_COUNT: "1", ATTR_WAITING_SINCE: str(int(NOW * 1000)), ATTR_WAIT_GEN: "0"}
+    # (and the producer's message id: the copy is shown as that message; no receive was spent yet)
+    assert sent["wait"] == {
+        ATTR_WAIT_COUNT: "1",
+        ATTR_WAITING_SINCE: str(int(NOW * 1000)),
+        ATTR_WAIT_GEN: "0",
+        ATTR_FIRST_MESSAGE_ID: "m-1",
+    }
     assert dlq.calls == [] and store.failures == []
     # AND the run is on its session's wait list with what a hand-off re-sends
     [entry] = store.parked

@@ -34,6 +34,11 @@ ATTR_WAITING_SINCE = "agentwake-waiting-since"
 ATTR_WAIT_GEN = "agentwake-wait-gen"
 #: when a release handed the session to this copy (epoch ms)
 ATTR_HANDED_AT = "agentwake-handed-at"
+#: the receives earlier copies of a waiting result spent on attempts: they count toward its
+#: ``maxReceiveCount`` as SQS counts its own (a re-sent copy starts a new receive count)
+ATTR_SPENT_RECEIVES = "agentwake-spent-receives"
+#: the message id the producer's record had: a re-sent copy is shown as that message
+ATTR_FIRST_MESSAGE_ID = "agentwake-first-message-id"
 #: the field of a cron wake's payload that carries its wait state (the same names as the attributes)
 CRON_WAIT_FIELD = "session_wait"
 
@@ -109,8 +114,10 @@ class MessageAttributes:
         return {name: v for name, (_, v) in self.values.items() if isinstance(v, str)}
 
     def with_numbers(self, numbers: Mapping[str, str]) -> MessageAttributes:
-        """These attributes with ``numbers`` set (Number attributes: the wait state)."""
-        return MessageAttributes({**self.values, **{name: ("Number", v) for name, v in numbers.items()}})
+        """These attributes with the wait state ``numbers`` set (Number attributes; a text value,
+        the first message id, as a String)."""
+        typed = {name: ("Number" if v.isdigit() else "String", v) for name, v in numbers.items()}
+        return MessageAttributes({**self.values, **typed})
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,16 @@ import hashlib
 import json
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.domain.models import FailureRecord
 from agentwake.errors import SessionBusy
 from agentwake.observability import logger, metrics
 from agentwake.session.copies import (
+    ATTR_FIRST_MESSAGE_ID,
     ATTR_HANDED_AT,
+    ATTR_SPENT_RECEIVES,
     ATTR_WAIT_COUNT,
     ATTR_WAIT_GEN,
     ATTR_WAITING_SINCE,
@@ -52,6 +54,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from agentwake.store.port import SchedulesPort, Store
+
+#: the longest first message id a copy carries (SQS's are 36 characters)
+MAX_MESSAGE_ID_CHARS = 128
 
 #: the first pause; each further busy finding doubles it, up to SessionWaitMaxDelay
 BASE_DELAY_S = 2.0
@@ -73,6 +78,14 @@ class WaitState:
     gen: int = 0
     #: when a release handed the session to this copy (epoch seconds); None if it was not handed
     handed_at: float | None = None
+    #: a result's receives spent on attempts by its earlier copies (they count toward maxReceiveCount)
+    spent: int = 0
+    #: the message id of the producer's record, which this copy stands for ("": this is it)
+    first_id: str = ""
+
+    def attempts(self, receive_count: int) -> int:
+        """The receives of a result's run that count toward maxReceiveCount, this copy's included."""
+        return self.spent + receive_count
 
     def waited(self, now: float) -> float:
         return 0.0 if self.since is None else max(0.0, now - self.since)
@@ -90,17 +103,26 @@ class WaitState:
             gen = max(0, int(attributes.get(ATTR_WAIT_GEN) or 0))
             handed_ms = attributes.get(ATTR_HANDED_AT)
             handed_at = int(handed_ms) / 1000 if handed_ms else None
+            spent = max(0, int(attributes.get(ATTR_SPENT_RECEIVES) or 0))
         except (ValueError, OverflowError):  # a producer-set value of any size ends here
             return cls()
-        return cls(count=count, since=since, gen=gen, handed_at=handed_at) if count else cls()
+        first_id = str(attributes.get(ATTR_FIRST_MESSAGE_ID) or "")[:MAX_MESSAGE_ID_CHARS]
+        if not count:
+            return cls()
+        return cls(count=count, since=since, gen=gen, handed_at=handed_at, spent=spent, first_id=first_id)
 
     def to_attributes(self) -> dict[str, str]:
         """What a re-sent copy carries (not ``handed_at``: a re-sent copy was not handed anything)."""
-        return {
+        carried = {
             ATTR_WAIT_COUNT: str(self.count),
             ATTR_WAITING_SINCE: str(int((self.since or 0) * 1000)),
             ATTR_WAIT_GEN: str(self.gen),
         }
+        if self.spent:
+            carried[ATTR_SPENT_RECEIVES] = str(self.spent)
+        if self.first_id:
+            carried[ATTR_FIRST_MESSAGE_ID] = self.first_id
+        return carried
 
     # -- on a cron wake: one field of the invocation's input, with the same names -------------------
 
@@ -271,6 +293,24 @@ class ParkedRecord:
     attributes: MessageAttributes
     state: WaitState
 
+    @property
+    def receives(self) -> int:
+        """This copy's own receive count (SQS's ApproximateReceiveCount; 1 if unreadable)."""
+        try:
+            return max(1, int(self.receive_count))
+        except ValueError:
+            return 1
+
+    @property
+    def first_id(self) -> str:
+        """The message id of the producer's record this copy stands for."""
+        return self.state.first_id or self.message_id
+
+    @property
+    def attempts(self) -> int:
+        """The receives that count toward maxReceiveCount, this one's included."""
+        return self.state.attempts(self.receives)
+
     @classmethod
     def from_sqs(cls, record: SQSRecord) -> ParkedRecord:
         """The record as it would be re-sent: body, the producer's attributes, the wait state."""
@@ -300,7 +340,17 @@ def wait_background(
     decision = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
     if isinstance(decision, GiveUp):
         record_gave_up(store, busy, decision, kind="background", task_id=task_id)
-    return decision
+        return decision
+    # the copy carries the receives this one spent before it found the session busy (each was an
+    # attempt: a busy finding always ends a copy), and the producer's message id
+    return replace(
+        decision,
+        state=replace(
+            decision.state,
+            spent=record.state.attempts(max(0, record.receives - 1)),
+            first_id=record.first_id,
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------

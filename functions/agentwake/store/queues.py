@@ -19,6 +19,9 @@ ATTR_SOURCE = "agentwake-source-queue"
 ATTR_RECEIVE_COUNT = "agentwake-receive-count"
 #: when agentwake dead-lettered it (ISO-8601 UTC): the operator's "in the DLQ since"
 ATTR_DEAD_LETTERED_AT = "agentwake-dead-lettered-at"
+#: a run whose attempts (maxReceiveCount, counted across the copies of a result that waited for its
+#: session) are spent, dead-lettered by the handler: how many it made
+ATTR_ATTEMPTS_SPENT = "agentwake-attempts-spent"
 #: SQS's largest DelaySeconds
 MAX_DELAY_SECONDS = 900
 

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.domain.models import Task, background_run_id, truncate
-from agentwake.errors import AgentwakeError, ForgedCompletion, SessionBusy, SessionMismatch, UnknownTask
+from agentwake.errors import (
+    AgentwakeError,
+    ForgedCompletion,
+    RunDeferred,
+    SessionBusy,
+    SessionMismatch,
+    UnknownTask,
+)
 from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT
 from agentwake.session.lease import Waiter
@@ -103,6 +110,19 @@ def run_record(
     (RunFailed, RunDeferred) or a crash: the record is then a batch item failure and SQS retries it."""
     # a copy that waited for its session carries its wait state (the machinery loads only then)
     parked = _parked(record) if ATTR_WAIT_COUNT in (record.raw_event.get("messageAttributes") or {}) else None
+    most = deps.settings.max_receive_count
+    if parked is not None and parked.state.spent and parked.attempts > most:
+        # its last attempt ended without an outcome (the function timed out or was stopped): SQS
+        # would give this copy a count of its own, so the run's count ends it here
+        return _dead_letter(
+            parked,
+            error_type="AttemptsSpent",
+            reason=(
+                f"run {background_run_id_of(record)} used its {most} attempts (maxReceiveCount), "
+                f"{parked.state.spent} of them before it waited for its session; the last ended without "
+                f"an outcome (a timeout or a crash: see runs show)"
+            ),
+        ), None
     try:
         msg = BackgroundResultMessage.parse_body(record.body)
         try:
@@ -124,14 +144,23 @@ def run_record(
             )
             return wait, None
     except AgentwakeError as exc:
-        if exc.retryable:  # a failed run, a deferred record: the batch item fails and SQS retries it
-            raise
+        # a failed run, a deferred record: the batch item fails and SQS retries it, unless this was
+        # the last of the attempts a copy that waited for its session had left (SQS counts each
+        # copy's receives from 1: the run's count carried by the copy says when it is spent)
+        if exc.retryable:
+            if parked is None or not parked.state.spent or parked.attempts < most or isinstance(exc, RunDeferred):
+                raise  # (a deferred record made no attempt)
+            reason = (
+                f"{exc} (the last of its {most} attempts, maxReceiveCount; {parked.state.spent} of them "
+                f"before it waited for its session)"
+            )
+            return _dead_letter(parked, error_type=getattr(exc, "failure_type", exc.error_type), reason=reason), None
         # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
         dead = DeadLetter(
             body=record.body,
-            message_id=record.message_id,
+            message_id=parked.first_id if parked else record.message_id,
             source=record.event_source_arn,
-            receive_count=str(record.attributes.approximate_receive_count),
+            receive_count=str(parked.attempts if parked else record.attributes.approximate_receive_count),
             error_type=exc.error_type,
             reason=str(exc),
             error=exc,
@@ -142,6 +171,30 @@ def run_record(
 
         ran_after_waiting(parked.state, deps.clock.wall())
     return Done(outcome.status), outcome.next_waiter
+
+
+def _dead_letter(parked: ParkedRecord, *, error_type: str, reason: str) -> DeadLetter:
+    """A copy whose run spent its attempts, dead-lettered as the producer's message it stands for."""
+    from agentwake.store.queues import ATTR_ATTEMPTS_SPENT  # the DLQ's attribute names: only here
+
+    logger.warning("a result's attempts are spent: dead-lettered", extra={"error_type": error_type})
+    return DeadLetter(
+        body=parked.body,
+        message_id=parked.first_id,
+        source=parked.source,
+        receive_count=str(parked.attempts),
+        error_type=error_type,
+        reason=reason,
+        extra={ATTR_ATTEMPTS_SPENT: str(parked.attempts)},
+    )
+
+
+def background_run_id_of(record: SQSRecord) -> str:
+    """The run id a result record names, for a reason text (``?`` if its body does not say)."""
+    try:
+        return background_run_id(BackgroundResultMessage.parse_body(record.body).task_id)
+    except Exception:
+        return "?"
 
 
 def handed_first(event: dict[str, Any]) -> dict[str, Any]:
@@ -197,9 +250,9 @@ def wait_for_session(
     store.leases.drop_waiter(busy.session_id, busy.run_id)  # a dead-lettered run is nobody's to hand off to
     return DeadLetter(
         body=record.body,
-        message_id=record.message_id,
+        message_id=record.first_id,
         source=record.source,
-        receive_count=record.receive_count,
+        receive_count=str(record.state.attempts(record.receives - 1)),  # this receive made no attempt
         error_type="SessionBusy",
         reason=decision.detail,
         extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
