@@ -222,7 +222,9 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line("the message the user already received is in history all the same")
 
         p.section("The operator fixes the provider and redrives")
-        store.records.put_session(SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}]))
+        store.records.put_session(
+            SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}])
+        )
         p.cmd('agentwake sessions put bob --provider \'{"type": "scripted", ...}\'')
         p.cmd("agentwake dlq redrive --session bob")
         report = act.redrive(ctx, select.Selection(session_id="bob"), queue="results")
