@@ -46,7 +46,7 @@ def http_api_event(
     iam: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An HTTP API event (payload format 2.0) as API Gateway passes it to the function; ``iam``: the
-    verified caller an ``AWS_IAM`` route puts in ``requestContext.authorizer.iam`` (:func:`iam_identity`)."""
+    verified caller an ``AWS_IAM`` route puts in ``requestContext.authorizer.iam`` (``sigv4.iam_identity``)."""
     lowered = {k.lower(): v for k, v in (headers or {}).items()}
     is_b64 = False
     text: str | None = None
@@ -93,20 +93,6 @@ def http_api_event(
     if text is not None:
         event["body"] = text
     return event
-
-
-def iam_identity(arn: str, *, access_key: str = "", user_id: str = "") -> dict[str, Any]:
-    """``requestContext.authorizer.iam`` as API Gateway fills it for a SigV4-verified caller."""
-    account = arn.split(":")[4] if arn.count(":") >= 5 else ""
-    return {
-        "accessKey": access_key,
-        "accountId": account,
-        "callerId": user_id,
-        "cognitoIdentity": None,
-        "principalOrgId": None,
-        "userArn": arn,
-        "userId": user_id,
-    }
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,20 @@ _AUTH = re.compile(
 )
 
 
+def iam_identity(arn: str, *, access_key: str = "", user_id: str = "") -> dict[str, Any]:
+    """``requestContext.authorizer.iam`` as API Gateway fills it for a SigV4-verified caller."""
+    account = arn.split(":")[4] if arn.count(":") >= 5 else ""
+    return {
+        "accessKey": access_key,
+        "accountId": account,
+        "callerId": user_id,
+        "cognitoIdentity": None,
+        "principalOrgId": None,
+        "userArn": arn,
+        "userId": user_id,
+    }
+
+
 class Refused(Exception):
     """403: why the request's signature was not accepted (never the secret, never the signature)."""
 
@@ -63,8 +77,6 @@ class SigV4Verifier:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
-
-        from agentwake_local.http_api import iam_identity
 
         lowered = {k.lower(): v for k, v in headers.items()}
         found = _AUTH.match(lowered.get("authorization", "").strip())

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
-from agentwake_local.http_api import http_api_event, iam_identity
-from agentwake_local.sigv4 import SigV4Verifier
+from agentwake_local.http_api import http_api_event
+from agentwake_local.sigv4 import SigV4Verifier, iam_identity
 from tests.support.aws import FakeLambdaContext
 from tests.support.builders import PRODUCT_CALLER
 
