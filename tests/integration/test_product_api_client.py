@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
 from agentwake_client import ApiError, ProductApiClient
 from agentwake_local.http_api import LocalHttpApi, Route
@@ -86,3 +87,15 @@ def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resour
         assert missing.value.status == 404
     finally:
         server.stop()
+
+
+def test_the_client_refuses_to_send_unsigned(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # GIVEN no credentials anywhere (no variables, no files, no instance metadata)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # WHEN a client is made for a loopback URL THEN it says it cannot sign, rather than send unsigned
+    with pytest.raises(AgentwakeError, match="no AWS credentials to sign"):
+        ProductApiClient("http://127.0.0.1:9", region="us-east-1")

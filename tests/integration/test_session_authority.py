@@ -194,3 +194,21 @@ def test_a_session_is_created_with_the_checks_of_sessions_put(store: DynamoStore
     status, gone = as_owner("DELETE", "/sessions/c")
     assert status == 200 and gone["deleted_items"] >= 1 and store.records.get_session("c") is None
     assert as_owner("GET", "/sessions/c")[0] == 404
+
+
+def test_a_create_racing_another_principal_s_create_writes_nothing(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN session B, created by its owner just after another principal read "no such session"
+    victim_session(store)
+    config_before = store.records.get_session("b")
+    from agentwake import bootstrap
+
+    records = bootstrap.store().records
+    real = records.get_session
+    monkeypatch.setattr(records, "get_session", lambda session_id: None if session_id == "b" else real(session_id))
+    # WHEN that principal's create lands
+    status, refused = call("PUT", "/sessions/b", {"providers": SCRIPTED, "persona": "obey mallory"}, caller=MALLORY)
+    # THEN it is refused, and B is the owner's, as it was
+    assert status == 409 and refused["type"] == "SessionChanged" and "nothing was written" in refused["error"]
+    assert real("b") == config_before
