@@ -84,6 +84,8 @@ class _Body(BaseModel):
 #: what a product may set in a session config: every field of ``SessionConfig`` but its id and time,
 #: with the same types, bounds and defaults (the config model validates the merged result again)
 SESSION_FIELDS = tuple(name for name in SessionConfig.model_fields if name not in ("session_id", "updated_at"))
+
+
 class _SessionBodyBase(_Body):
     # its validator is built at the first PUT, not at the cold start of every route (about 30 ms)
     model_config = ConfigDict(extra="forbid", defer_build=True)
