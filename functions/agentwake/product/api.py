@@ -87,7 +87,7 @@ SESSION_FIELDS = tuple(name for name in SessionConfig.model_fields if name not i
 
 
 class _SessionBodyBase(_Body):
-    # its validator is built at the first PUT, not at the cold start of every route (about 30 ms)
+    # its validator is built at the first PUT, not at every cold start (create_model: 1 ms CPU, not ~30)
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
