@@ -8,6 +8,12 @@ The embedded IAM is moto's IAM and STS in this process: an IAM user's access key
 credentials of an assumed role (``sts assume-role``), each with the principal ARN
 ``sts get-caller-identity`` returns for it; besides those, the stack's own credentials
 (``server.FAKE_CREDENTIALS``, the local caller of the CLI, the seed, the demo and the chat app).
+
+Given the API's ARN (``api_arn``), the caller's IAM policies are evaluated too, as API Gateway does:
+an IAM user or role session of the embedded IAM needs ``execute-api:Invoke`` on
+``{api_arn}/$default/METHOD/path`` (``ProducerPolicy`` grants the routes), evaluated by moto's own
+policy engine; an explicit Deny wins. The stack's own credentials are the account's administrator
+here, as moto treats them.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentwake_local.server import ACCOUNT_ID, DEFAULT_REGION, FAKE_CREDENTIALS
 
@@ -54,6 +61,8 @@ class HeldKey:
     secret: str
     token: str | None
     arn: str
+    #: the principal's IAM policy documents; None: the stack's own credentials (not evaluated)
+    policies: list[Any] | None = None
 
 
 @dataclass
@@ -70,6 +79,8 @@ class SigV4Verifier:
             )
         }
     )
+    #: ``arn:aws:execute-api:REGION:ACCOUNT:API_ID``: evaluate the caller's policies on each route
+    api_arn: str | None = None
     now: Any = time.time
 
     def verify(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
@@ -101,7 +112,24 @@ class SigV4Verifier:
         expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
         if not hmac.compare_digest(expected, found["signature"]):
             raise Refused("the request signature does not match (wrong secret, or the request changed after signing)")
+        if self.api_arn is not None and held.policies is not None:
+            self._authorize(held, f"{self.api_arn}/$default/{method.upper()}{urlsplit(url).path}")
         return iam_identity(held.arn, access_key=found["key"], user_id=held.arn.rsplit("/", 1)[-1])
+
+    @staticmethod
+    def _authorize(held: HeldKey, resource: str) -> None:
+        """``execute-api:Invoke`` on ``resource`` by the principal's policies, as moto evaluates them."""
+        from moto.iam.access_control import IAMPolicy, PermissionResult
+
+        allowed = False
+        for policy in held.policies or ():
+            result = IAMPolicy(policy).is_action_permitted("execute-api:Invoke", resource)
+            if result == PermissionResult.DENIED:
+                allowed = False
+                break
+            allowed = allowed or result == PermissionResult.PERMITTED
+        if not allowed:
+            raise Refused(f"{held.arn} is not authorized to perform execute-api:Invoke on {resource}")
 
     def _held(self, access_key: str, token: str | None) -> HeldKey:
         """The secret and principal the embedded IAM holds for ``access_key``."""
@@ -120,4 +148,4 @@ class SigV4Verifier:
         except CreateAccessKeyFailure:
             raise Refused("the security token included in the request is invalid") from None
         creds = key.create_credentials()
-        return HeldKey(creds.secret_key, creds.token, key.arn)
+        return HeldKey(creds.secret_key, creds.token, key.arn, list(key.collect_policies()))

@@ -8,6 +8,7 @@ an unsigned request, one signed with another secret and another principal are al
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -132,9 +133,49 @@ def test_unsigned_wrongly_signed_and_foreign_requests_are_refused(local: LocalSt
     assert owner.read_conversation("web-2")["entries"] == []
 
 
-def _second_producer(local: LocalStackRuntime) -> tuple[str, str]:
+def _second_producer(local: LocalStackRuntime, name: str = "producer-2") -> tuple[str, str]:
     iam = local.client("iam")
-    iam.create_user(UserName="producer-2")
-    iam.put_user_policy(UserName="producer-2", PolicyName="ProducerPolicy", PolicyDocument=producer_policy(local))
-    key = iam.create_access_key(UserName="producer-2")["AccessKey"]
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName="ProducerPolicy", PolicyDocument=producer_policy(local))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
     return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+def test_the_callers_policies_are_evaluated_and_a_completions_only_worker_must_be_named(
+    local: LocalStackRuntime,
+) -> None:
+    # GIVEN a producer's session and task, and a worker whose role holds only docs/producers.md's
+    # completions-only statement (the API part), on this stack's API
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "producers.md").read_text()
+    [block] = re.findall(r"<!-- completions-only-policy -->\s*```json\n(.*?)```", doc, flags=re.S)
+    policy = json.loads(block)
+    [through_api] = [s for s in policy["Statement"] if s["Action"] == "execute-api:Invoke"]
+    api_arn = local.stack.template.arn("execute-api", local.stack.resources["ProductApi"].ref)
+    through_api["Resource"] = api_arn + "/*/POST/tasks/*/completion"
+    iam = local.client("iam")
+    iam.create_user(UserName="worker")
+    iam.put_user_policy(
+        UserName="worker", PolicyName="completions", PolicyDocument=json.dumps({**policy, "Statement": [through_api]})
+    )
+    key = iam.create_access_key(UserName="worker")["AccessKey"]
+    worker = ProductApiClient(
+        local.api_url, region=local.region, credentials=Credentials(key["AccessKeyId"], key["SecretAccessKey"])
+    )
+    owner = ProductApiClient(
+        local.api_url, region=local.region, credentials=Credentials(*_second_producer(local, "producer-3"))
+    )
+    owner.put_session("web-3", providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}])
+    task = owner.register_task("web-3", "render", {"page": 1})
+    # WHEN the worker calls a route its policy does not grant THEN IAM refuses it (no function runs)
+    with pytest.raises(ApiError) as denied:
+        worker.put_session("web-4", providers=[{"type": "scripted"}])
+    assert denied.value.status == 403 and "not authorized to perform execute-api:Invoke" in str(denied.value)
+    # a route it is granted, on a session that does not name it: refused by the session's owners
+    with pytest.raises(ApiError) as not_named:
+        worker.complete_task(task.task_id, task.task_token, "succeeded", "page 1 rendered")
+    assert not_named.value.status == 403 and f"task {task.task_id}" in str(not_named.value)
+    # once the owner names the worker, its completion is accepted
+    owner.put_session(
+        "web-3", owners=[owner.get_session("web-3")["owners"][0], "arn:aws:iam::123456789012:user/worker"]
+    )
+    assert worker.complete_task(task.task_id, task.task_token, "succeeded", "page 1 rendered")
