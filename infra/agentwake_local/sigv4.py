@@ -138,7 +138,7 @@ class SigV4Verifier:
 
         if access_key in self.own:
             secret, own_token = self.own[access_key]
-            if own_token is not None and token != own_token:
+            if token is not None and token != own_token:  # the fake credentials' token may be left out
                 raise Refused("the security token included in the request is invalid")
             _, arn, _ = sts_backends[ACCOUNT_ID]["aws"].get_caller_identity(access_key, self.region)
             return HeldKey(secret, own_token, arn)
