@@ -4,13 +4,14 @@ dependency beyond botocore, which boto3 brings. Its own package, installed with 
 outside the functions' CodeUri: no function imports it, so it ships in no Lambda bundle.
 
     api = ProductApiClient("https://abc123.execute-api.us-east-1.amazonaws.com")
+    api.put_session("alice", providers=[{"type": "bedrock", "model_id": "amazon.nova-lite-v1:0"}])
     with api.live_turn("alice") as turn:
         api.append(turn, [("user", "hi"), ("assistant", "hello!")], idempotency_key="msg-41")
     task = api.register_task("alice", "web_research", {"query": "aurora"})
     api.complete_task(task.task_id, task.task_token, "succeeded", "3 offers")
 
-Against the local stack (``agentwake local up``, where authorization is not enforced) requests to a
-loopback URL are sent unsigned when no AWS credentials are configured.
+Every request is signed, against the local stack too (``agentwake local up`` verifies signatures
+against its embedded IAM: its fake credentials, or an access key created there; docs/local.md). Without credentials the client refuses to start.
 """
 
 from __future__ import annotations
@@ -66,7 +67,6 @@ class ProductApiClient:
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
         host = urlsplit(self.url).hostname or ""
-        self._loopback = host in ("127.0.0.1", "localhost", "::1")
         if self.credentials is None or self.region is None:
             import botocore.session
 
@@ -75,8 +75,26 @@ class ProductApiClient:
             parts = host.split(".")
             from_url = parts[2] if len(parts) > 3 and parts[1] == "execute-api" else None
             self.region = self.region or from_url or session.get_config_variable("region") or "us-east-1"
-        if self.credentials is None and not self._loopback:
-            raise AgentwakeError("no AWS credentials to sign product API requests with (SigV4)")
+        if self.credentials is None:
+            raise AgentwakeError(
+                "no AWS credentials to sign product API requests with (SigV4): configure a profile or "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the local stack's: docs/local.md)"
+            )
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def put_session(self, session_id: str, **config: Any) -> dict[str, Any]:
+        """Create a session (the caller becomes its owner, with any ``owners`` named) or update the
+        given fields of one the caller owns; ``config``: the session's settings (``providers``,
+        ``persona``, ``delivery``, ... docs/product-api.md). Returns the stored config."""
+        return self._call("PUT", f"/sessions/{_seg(session_id)}", config)
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/sessions/{_seg(session_id)}")
+
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        """Delete the session's config and history (for good)."""
+        return self._call("DELETE", f"/sessions/{_seg(session_id)}")
 
     # -- live turns -------------------------------------------------------------------------------
 
@@ -182,8 +200,6 @@ class ProductApiClient:
         return dict(json.loads(raw)) if raw else {}
 
     def _signed(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
-        if self.credentials is None:  # loopback only: the local stack does not check
-            return headers
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 

@@ -612,6 +612,7 @@ def session_panel(config: SessionConfig) -> None:
         ("history window", config.history_window),
         ("delivery", json.dumps(config.delivery)),
         ("role", config.role),
+        ("owners", ", ".join(config.owners) or "none: the product API refuses it (--owner ARN)"),
         ("deliver final", config.deliver_final),
         ("repeated calls", f"the model is told at {config.max_repeated_tool_calls} identical calls in a row"),
         ("deliveries", f"{config.max_deliveries_per_run} per run, {dash(config.max_deliveries_per_day)} per day"),

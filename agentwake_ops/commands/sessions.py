@@ -84,6 +84,18 @@ def sessions_put(
     tools: Annotated[
         str | None, typer.Option("--tools", help="HTTP/Python tools as a JSON list (docs/tools.md); [] for none.")
     ] = None,
+    owner: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--owner",
+            help=(
+                "An IAM principal ARN the product API acts on this session for (role or user; a role's "
+                "sessions count as the role). Repeatable; given, it replaces the owners. Without any, the "
+                "API refuses every call for the session."
+            ),
+            metavar="ARN",
+        ),
+    ] = None,
     setting: Annotated[
         list[str] | None,
         typer.Option(
@@ -133,6 +145,8 @@ def sessions_put(
         for spec in specs:
             parse_tool_spec(spec)  # ConfigError naming the problem
         data["tools"] = specs
+    if owner:
+        data["owners"] = list(owner)  # normalised and checked by the config model below
     settable = sorted(set(SessionConfig.model_fields) - {"session_id", "updated_at"})
     for item in setting or ():
         name, sep, raw = item.partition("=")

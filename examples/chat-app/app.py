@@ -284,6 +284,7 @@ def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: f
     from agentwake.domain.models import SessionConfig
     from agentwake.store.dynamo import DynamoStore
     from agentwake.trust.session_checks import ConfigRules
+    from agentwake_local.server import LOCAL_CALLER_ARN
     from agentwake_local.stack import LOCAL_OUTBOUND_ENV
 
     runtime.client("ssm").put_parameter(Name=SECRET_PARAMETER, Value=secret, Type="SecureString", Overwrite=True)
@@ -297,6 +298,7 @@ def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: f
             delivery={"type": "webhook", "url": webhook_url, "secret_ref": f"ssm:{SECRET_PARAMETER}", "timeout": 60},
             live_turn_wait_s=live_turn_wait_s,
             retry_base_delay_ms=0,
+            owners=[LOCAL_CALLER_ARN],  # the app signs its API calls with the stack's credentials
         ),
         ConfigRules.from_env(LOCAL_OUTBOUND_ENV),
     )
@@ -314,6 +316,7 @@ def running(
     """The local stack, the chat session and the app's server: yields (page URL, app, runtime).
     ``state``: the folder of the seen delivery ids and the webhook secret (:func:`state_dir`)."""
     from agentwake_client import ProductApiClient
+    from agentwake_local.server import boto3_session
     from agentwake_local.stack import LocalStackRuntime
 
     runtime = LocalStackRuntime(async_retry_delays=0, write_state=False)
@@ -322,7 +325,10 @@ def running(
         assert runtime.api_url, "the template serves no product API"
         folder = state or state_dir()
         app = ChatApp(
-            api=ProductApiClient(runtime.api_url, region=runtime.region),
+            # signed with the stack's credentials, as the local HTTP API verifies them
+            api=ProductApiClient(
+                runtime.api_url, region=runtime.region, credentials=boto3_session(runtime.region).get_credentials()
+            ),
             webhook_secret=webhook_secret(folder),
             seen=SeenDeliveries(folder / "seen-deliveries.sqlite3"),
             task_seconds=task_seconds,

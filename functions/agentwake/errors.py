@@ -245,6 +245,21 @@ class LeaseHeld(AgentwakeError):
         self.holder = holder
 
 
+class NotAnOwner(PermanentInputError):
+    """The caller of the product API is not among the session's owners (or the request carries no
+    identity): nothing was read or written. The message names the session and why, nothing else."""
+
+
+class UnknownSession(PermanentInputError):
+    """The product API was asked about a session that has no config."""
+
+
+class SessionChanged(AgentwakeError):
+    """A session config changed (or was created) between the read and the write: read it again."""
+
+    retryable = True
+
+
 class TaskExists(AgentwakeError, ValueError):
     """A task id is registered already; reusing it would make the new result look like a duplicate."""
 

@@ -74,6 +74,7 @@ class Printer:
 
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
     from agentwake.domain.models import SessionConfig
+    from agentwake_local.server import LOCAL_CALLER_ARN
     from agentwake_local.stack import LocalStackRuntime
     from agentwake_ops import stack_settings
     from agentwake_ops.context import Discovery, build_context
@@ -115,12 +116,15 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line("functions: " + ", ".join(sorted(runtime.functions)) + " (run in-process, as Lambda would)")
 
         p.section("A session with the scripted model")
-        p.cmd('agentwake sessions put alice --provider \'{"type": "scripted", ...}\'')
+        p.cmd(
+            'agentwake sessions put alice --owner arn:aws:sts::123456789012:user/moto --provider \'{"type": "scripted", ...}\''
+        )
         store.records.put_session(
             SessionConfig(
                 session_id="alice",
                 persona="You are Alice's assistant.",
                 providers=[{"type": "scripted", "id": "scripted", "script": GOOD_SCRIPT}],
+                owners=[LOCAL_CALLER_ARN],  # the product API acts on it for the stack's own credentials
             )
         )
         p.line("session alice: provider chain [scripted], max 8 steps, delivery: log")
@@ -222,7 +226,9 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line("the message the user already received is in history all the same")
 
         p.section("The operator fixes the provider and redrives")
-        store.records.put_session(SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}]))
+        store.records.put_session(
+            SessionConfig(session_id="bob", providers=[{"type": "scripted", "script": GOOD_SCRIPT}])
+        )
         p.cmd('agentwake sessions put bob --provider \'{"type": "scripted", ...}\'')
         p.cmd("agentwake dlq redrive --session bob")
         report = act.redrive(ctx, select.Selection(session_id="bob"), queue="results")

@@ -3,9 +3,10 @@
 answer written back as API Gateway would. Routes come from the functions' SAM ``Type: HttpApi``
 events (``functions.HttpApiRoute``).
 
-Authorization is NOT enforced locally: an ``AWS_IAM`` route accepts unsigned requests (the
-``local up`` banner says so). Deployed, API Gateway checks the SigV4 signature before the function
-runs.
+Authorization is enforced as API Gateway's ``AWS_IAM`` authorizer does: each request's SigV4
+signature is verified against the credentials the embedded IAM holds (``sigv4.SigV4Verifier``) and
+the caller goes into ``requestContext.authorizer.iam``; an unsigned or wrongly signed request is a
+403 and no function runs.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from agentwake_local.sigv4 import Refused, SigV4Verifier
+
 logger = logging.getLogger(__name__)
 
 #: API Gateway refuses request bodies over 10 MB; the local server too
 MAX_BODY_BYTES = 10 * 1024 * 1024
-AUTHORIZATION_NOTE = "authorization is not enforced locally (deployed: AWS_IAM, SigV4)"
+AUTHORIZATION_NOTE = "AWS_IAM: SigV4-signed requests only, verified against the local IAM"
 
 
 def http_api_event(
@@ -40,8 +43,10 @@ def http_api_event(
     route_key: str | None = None,
     path_parameters: Mapping[str, str] | None = None,
     source_ip: str = "127.0.0.1",
+    iam: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An HTTP API event (payload format 2.0) as API Gateway passes it to the function."""
+    """An HTTP API event (payload format 2.0) as API Gateway passes it to the function; ``iam``: the
+    verified caller an ``AWS_IAM`` route puts in ``requestContext.authorizer.iam`` (``sigv4.iam_identity``)."""
     lowered = {k.lower(): v for k, v in (headers or {}).items()}
     is_b64 = False
     text: str | None = None
@@ -79,6 +84,8 @@ def http_api_event(
         },
         "isBase64Encoded": is_b64,
     }
+    if iam is not None:
+        event["requestContext"]["authorizer"] = {"iam": dict(iam)}
     if query:
         event["queryStringParameters"] = dict(query)
     if path_parameters:
@@ -126,9 +133,18 @@ Invoke = Callable[[str, dict[str, Any]], Any]
 class LocalHttpApi:
     """A threaded HTTP server on ``host:port`` serving ``routes`` by invoking their functions."""
 
-    def __init__(self, routes: Sequence[Route], invoke: Invoke, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        invoke: Invoke,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        verifier: SigV4Verifier | None = None,
+    ) -> None:
         self.routes = list(routes)
         self.invoke = invoke
+        self.verifier = verifier or SigV4Verifier()
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -158,6 +174,11 @@ class LocalHttpApi:
         if found is None:
             return _json(404, {"message": "Not Found"})
         route, params = found
+        host = next((v for k, v in headers.items() if k.lower() == "host"), self.url.split("//", 1)[1])
+        try:
+            caller = self.verifier.verify(method, f"http://{host}{target}", headers, body)
+        except Refused as refused:
+            return _json(403, {"message": "Forbidden", "error": str(refused)})
         query = dict(parse_qsl(split.query, keep_blank_values=True))
         event = http_api_event(
             method,
@@ -167,6 +188,7 @@ class LocalHttpApi:
             query=query or None,
             route_key=route.route_key,
             path_parameters=params or None,
+            iam=caller,
         )
         event["rawQueryString"] = split.query
         invocation = self.invoke(route.function_id, event)

@@ -14,6 +14,7 @@ from typing import Any
 from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash
 from agentwake.errors import TaskExists
 from agentwake.store.dynamo import DynamoStore
+from agentwake_local.server import LOCAL_CALLER_ARN
 
 #: a session whose scripted agent tells the user, then answers
 DEMO_SCRIPT = [
@@ -54,7 +55,10 @@ def seed(store: DynamoStore) -> list[str]:
     created: list[str] = []
     for session_id, providers in SESSIONS.items():
         if store.records.get_session(session_id) is None:
-            store.records.put_session(SessionConfig(session_id=session_id, providers=providers, retry_base_delay_ms=0))
+            config = SessionConfig(
+                session_id=session_id, providers=providers, retry_base_delay_ms=0, owners=[LOCAL_CALLER_ARN]
+            )
+            store.records.put_session(config)
             created.append(f"session:{session_id}")
     for task_id, session_id in TASKS.items():
         try:

@@ -21,6 +21,10 @@ FAKE_CREDENTIALS = {
     "AWS_SECURITY_TOKEN": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
+#: the principal of those credentials: what moto's STS answers ``get-caller-identity`` with for a key
+#: it did not issue. The local HTTP API verifies requests signed with them as this caller
+#: (sigv4.py), and the sessions the seed, the demo and the chat app create name it as their owner.
+LOCAL_CALLER_ARN = f"arn:aws:sts::{ACCOUNT_ID}:user/moto"
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,7 @@ from agentwake_local.poller import PollResult, SqsPoller
 from agentwake_local.provision import LocalStack, provision
 from agentwake_local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
 from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
+from agentwake_local.sigv4 import SigV4Verifier
 from agentwake_local.template import DEFAULT_STACK_NAME, load_template
 from agentwake_local.timing import Timing
 
@@ -404,10 +405,23 @@ class LocalStackRuntime:
             self.scheduler.start()
 
     def start_http_api(self) -> str | None:
-        """Serve the functions' HttpApi routes on 127.0.0.1 (no authorization); their URL, or None."""
+        """Serve the functions' HttpApi routes on 127.0.0.1, each request's SigV4 signature verified
+        against the embedded IAM (sigv4.py); their URL, or None."""
         routes = [Route(r.method, r.path, f.logical_id) for f in self.functions.values() for r in f.http_routes]
+        apis = {r.api_id for f in self.functions.values() for r in f.http_routes}
+        # one API (the template's ProductApi): its ARN, for the callers' execute-api:Invoke policies
+        api = self.stack.resources.get(next(iter(apis))) if len(apis) == 1 and None not in apis else None
         if routes and self.http_api is None:
-            self.http_api = LocalHttpApi(routes, self.invoke, host=self.server_host, port=self.api_port).start()
+            self.http_api = LocalHttpApi(
+                routes,
+                self.invoke,
+                host=self.server_host,
+                port=self.api_port,
+                verifier=SigV4Verifier(
+                    region=self.region,
+                    api_arn=self.stack.template.arn("execute-api", api.ref) if api is not None else None,
+                ),
+            ).start()
             if "ProductApiUrl" in self.stack.outputs:  # the deployed URL means nothing here
                 self.stack.outputs["ProductApiUrl"] = self.http_api.url
         return self.api_url

@@ -111,6 +111,23 @@ def test_sessions_put_updates_only_what_is_given(cli: Cli) -> None:
     assert "You are terse." in cli("sessions", "show", "s1").stdout
 
 
+def test_sessions_put_names_the_owners_the_product_api_acts_for(cli: Cli) -> None:
+    # GIVEN a session an operator created without owners
+    created = cli_json(cli, "sessions", "put", "s3", "--provider", '{"type": "scripted", "id": "a"}')
+    assert created["owners"] == []
+    assert "refuses" in cli("sessions", "show", "s3").stdout
+    # WHEN the operator names a role (by a role session's ARN) and a user with a path
+    owners = ("arn:aws:sts::111122223333:assumed-role/product/i-1", "arn:aws:iam::111122223333:user/ops/bot")
+    cli("sessions", "put", "s3", "--owner", owners[0], "--owner", owners[1])
+    # THEN they are stored in their normal form, and the rest of the config is kept
+    shown = cli_json(cli, "sessions", "show", "s3")
+    assert shown["owners"] == ["arn:aws:iam::111122223333:role/product", "arn:aws:iam::111122223333:user/bot"]
+    assert shown["providers"][0]["id"] == "a"
+    # an owner that is not a principal ARN is refused, saying what one looks like
+    refused = cli("sessions", "put", "s3", "--owner", "bob", expect=1)
+    assert "IAM principal ARN" in refused.stdout + refused.stderr
+
+
 def test_sessions_put_reads_a_providers_file_and_refuses_bad_specs(cli: Cli, stack: Stack) -> None:
     path = stack.tmp / "providers.json"
     path.write_text(json.dumps([{"type": "scripted", "id": "from-file"}]))

@@ -115,10 +115,12 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     reader.start()
     try:
         running.wait_for_output("Ctrl-C to stop")
-        # the product API is served, and the banner says its authorization is not enforced here
+        # the product API is served, and the banner says it verifies SigV4 as deployed
         assert any(
-            "product API on http://127.0.0.1:" in line and "not enforced locally" in line for line in running.output
+            "product API on http://127.0.0.1:" in line and "SigV4-signed requests only" in line
+            for line in running.output
         )
+        assert not [line for line in running.output if "not enforced" in line]
         # a job every minute, created first: it fires while the README's commands run
         ok(run(running, '.venv/bin/agentwake sessions put minutely --provider \'{"type": "scripted"}\''))
         created = ok(
@@ -601,21 +603,24 @@ def test_the_links_of_the_readme_and_the_docs_resolve() -> None:
                 )
 
 
-def test_the_aws_cli_producer_recipe_wakes_the_agent(local_up: Running) -> None:
-    # GIVEN the AWS CLI (a producer without Python) and the session the recipe names
+def test_the_curl_and_aws_cli_producer_recipe_wakes_the_agent(local_up: Running) -> None:
+    # GIVEN curl (SigV4) and the AWS CLI: a producer without Python, and without table access
     import shutil
 
     if shutil.which("aws", path=local_up.env.get("PATH")) is None or run(local_up, "aws --version").returncode:
         pytest.skip("the aws CLI is not installed here: docs/producers.md's AWS CLI recipe was not run")
-    ok(run(local_up, '.venv/bin/agentwake sessions put alice --provider \'{"type": "scripted"}\''))
     # WHEN docs/producers.md's recipe runs as written (one shell: its variables carry over)
-    [block] = re.findall(r"## From a shell: the AWS CLI\n.*?```sh\n(.*?)```", _read("docs/producers.md"), flags=re.S)
+    [block] = re.findall(
+        r"## From a shell: curl \(SigV4\) and the AWS CLI\n.*?```sh\n(.*?)```", _read("docs/producers.md"), flags=re.S
+    )
     # (run as is, not through `run`: its names TASK_ID and TOKEN are the recipe's own variables here)
     proc = subprocess.run(
         ["bash", "-c", "set -e\n" + block], cwd=ROOT, env=local_up.env, capture_output=True, text=True, timeout=WAIT_S
     )
     sent = ok(Result(proc.returncode, proc.stdout, proc.stderr))
-    task_id = re.search(r"sent the completion of (task-\d+)", sent.stdout).group(1)  # type: ignore[union-attr]
+    found = re.search(r"sent the completion of (task-\w+) in session (web-\d+)", sent.stdout)
+    assert found, sent.stdout
+    task_id, session = found.groups()
     # THEN the agent woke for its run, which succeeded, with the registered tool's note
     done = eventually(
         local_up,
@@ -623,5 +628,5 @@ def test_the_aws_cli_producer_recipe_wakes_the_agent(local_up: Running) -> None:
         lambda r: r.returncode == 0 and json.loads(r.stdout)["run"]["status"] == "succeeded",
     )
     assert json.loads(ok(done).stdout)["run"]["status"] == "succeeded"
-    history = agentwake_json(local_up, "history", "show", "alice")
+    history = agentwake_json(local_up, "history", "show", session)
     assert any(e["run_id"] == f"bg:{task_id}" and "web_research" in e["content"] for e in history)

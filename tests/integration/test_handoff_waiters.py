@@ -65,7 +65,9 @@ def seed(resources: Resources, store: DynamoStore, receiver: CountingReceiver, t
         )
     )
     for task_id in task_ids:
-        store.records.put_task(Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id)))
+        store.records.put_task(
+            Task(task_id=task_id, session_id="s", tool_name="job", token_sha256=token_hash_for(task_id))
+        )
     return WakeDeps(store=store, settings=Settings(table_name=resources.table), result_queue=Queue())
 
 

@@ -24,7 +24,7 @@ from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import REGION, Resources
-from tests.support.builders import seed_session
+from tests.support.builders import LOCAL_CALLER, OK_SCRIPT, seed_session
 from tests.support.product_api import served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +91,9 @@ def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.M
     doc = json.loads((SCHEMAS / contract.OPENAPI_FILE).read_text())
     routes = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
     assert routes == {
+        ("PUT", "/sessions/{session_id}"),
+        ("GET", "/sessions/{session_id}"),
+        ("DELETE", "/sessions/{session_id}"),
         ("POST", "/sessions/{session_id}/live-turns"),
         ("POST", "/sessions/{session_id}/live-turns/{turn_id}/renew"),
         ("DELETE", "/sessions/{session_id}/live-turns/{turn_id}"),
@@ -289,9 +292,10 @@ def test_the_boto3_example_registers_through_the_api_and_completes_a_task_that_w
     namespace["sqs"].meta.events.register(
         "provide-client-params.sqs.*", lambda model, **_: calls.append(f"sqs:{model.name}")
     )
-    seed_session(store, "s-boto3")
-    # WHEN it registers a task and sends its completion
+    # WHEN it creates its session, registers a task and sends its completion
     with served(resources) as api_url:
+        created = namespace["create_session"](api_url, "s-boto3", [{"type": "scripted", "script": OK_SCRIPT}])
+        assert created["owners"] == [LOCAL_CALLER]  # the principal it signed as
         task_id, token = namespace["register_task"](api_url, "s-boto3", "web_research", {"query": "aurora"})
     namespace["finish_task"](resources.queue_url, task_id, token, "s-boto3", "succeeded", "3 offers", "Aurora")
     # THEN its one AWS call is what ProducerPolicy (or the completions-only policy) allows

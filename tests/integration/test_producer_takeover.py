@@ -41,6 +41,10 @@ def producer_policy_document(resources: Resources) -> dict[str, Any]:
     return dict(resolver.resolve(stack.template.resources["ProducerPolicy"]["Properties"]["PolicyDocument"]))
 
 
+#: the hostile producer's principal (the IAM user hostile_clients creates)
+HOSTILE = "arn:aws:iam::123456789012:user/hostile-producer"
+
+
 def hostile_clients(resources: Resources) -> tuple[Any, Any]:
     """DynamoDB and SQS clients of an IAM user holding exactly ProducerPolicy."""
     iam = boto3.client("iam", region_name=REGION)
@@ -103,11 +107,18 @@ def test_the_takeover_sequence_fails(resources: Resources, store: DynamoStore) -
     # the token hash is the one the API stored
     task = store.records.get_task(task_id)
     assert task is not None and task.token_matches(victim["task_token"]) and store.records.get_task("forged") is None
-    # WHEN it registers the victim's task id through the API, or completes it there with a made-up token
-    status, refused = call("POST", "/tasks", {"session_id": "attacker", "tool_name": "x", "task_id": task_id})
+    # WHEN it registers the victim's task id through the API (for its own session), or completes it
+    # there with a made-up token
+    seed_session(store, "attacker", owners=[HOSTILE])
+    status, refused = call(
+        "POST", "/tasks", {"session_id": "attacker", "tool_name": "x", "task_id": task_id}, caller=HOSTILE
+    )
     assert status == 409 and refused["type"] == "TaskExists"
     status, refused = call(
-        "POST", f"/tasks/{task_id}/completion", {"task_token": "awt_guess", "status": "succeeded", "result_text": "x"}
+        "POST",
+        f"/tasks/{task_id}/completion",
+        {"task_token": "awt_guess", "status": "succeeded", "result_text": "x"},
+        caller=HOSTILE,
     )
     assert status == 403
     # THEN the forged message it sent to the queue is dead-lettered by the wake, nothing woken

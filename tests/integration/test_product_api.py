@@ -141,7 +141,8 @@ def test_a_task_registers_once_and_its_status_hides_what_the_caller_did_not_regi
         {"session_id": "alice", "tool_name": "research", "args": {"q": "secret plans"}, "task_id": "t-1"},
     )
     assert status == 201 and reg["task_id"] == "t-1" and reg["task_token"].startswith("awt_")
-    # registering the same id again is refused and changes nothing (the token still completes it)
+    # registering the same id again (for another session of the caller) is refused and changes nothing
+    seed_session(store, "mallory")
     status, again = call("POST", "/tasks", {"session_id": "mallory", "tool_name": "x", "task_id": "t-1"})
     assert status == 409 and again["type"] == "TaskExists" and "task_token" not in again
     task = store.records.get_task("t-1")
@@ -201,6 +202,7 @@ def test_an_unexpected_error_is_a_500_without_details(store: DynamoStore, monkey
 
 
 def test_arguments_too_large_to_keep_are_refused_without_echoing_them(store: DynamoStore) -> None:
+    seed_session(store, "alice")
     big = {"blob": "x" * (70 * 1024)}
     status, err = call("POST", "/tasks", {"session_id": "alice", "tool_name": "research", "args": big})
     assert status == 400 and "at most 65536 are kept" in err["error"] and "xxxxxxxxxx" not in err["error"]

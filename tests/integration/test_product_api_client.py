@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
 from agentwake_client import ApiError, ProductApiClient
 from agentwake_local.http_api import LocalHttpApi, Route
 from tests.support.aws import Resources, drain
-from tests.support.builders import seed_session
-from tests.support.product_api import served
+from tests.support.builders import LOCAL_CALLER, OK_SCRIPT
+from tests.support.product_api import served, verifier
 
 
 @pytest.fixture
@@ -31,7 +32,12 @@ def test_every_route_through_the_client(
     api: tuple[ProductApiClient, list[dict]], store: DynamoStore, resources: Resources
 ) -> None:
     client, seen = api
-    seed_session(store, "alice")
+    # sessions: created through the API, owned by the client's principal
+    scripted = [{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}]
+    created = client.put_session("alice", providers=scripted, persona="terse")
+    assert created["owners"] == [LOCAL_CALLER] and client.get_session("alice")["persona"] == "terse"
+    assert client.put_session("alice", persona="kind")["providers"] == scripted  # only the given fields
+    client.put_session("mallory", providers=scripted)
     # live turns: begin, a busy second begin, append twice with one key, renew, end
     turn = client.begin_live_turn("alice", ttl_s=30)
     with pytest.raises(ApiError) as busy:
@@ -70,7 +76,7 @@ def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resour
     def failing(_function_id: str, _event: dict[str, Any]) -> Any:
         return SimpleNamespace(response=None, error={"errorType": "RuntimeError", "errorMessage": "x"})
 
-    server = LocalHttpApi([Route("GET", "/tasks/{task_id}", "F")], failing).start()
+    server = LocalHttpApi([Route("GET", "/tasks/{task_id}", "F")], failing, verifier=verifier()).start()
     try:
         client = ProductApiClient(server.url, region="us-east-1")
         with pytest.raises(ApiError) as failed:
@@ -81,3 +87,15 @@ def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resour
         assert missing.value.status == 404
     finally:
         server.stop()
+
+
+def test_the_client_refuses_to_send_unsigned(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    # GIVEN no credentials anywhere (no variables, no files, no instance metadata)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # WHEN a client is made for a loopback URL THEN it says it cannot sign, rather than send unsigned
+    with pytest.raises(AgentwakeError, match="no AWS credentials to sign"):
+        ProductApiClient("http://127.0.0.1:9", region="us-east-1")

@@ -135,7 +135,9 @@ def test_commit_is_atomic(store: DynamoStore) -> None:
     store.table.db.delete_item(TableName=store.table.name, Key=store.table.key("TASK#task-ok-1", "TASK"))
     # WHEN the commit is attempted
     with pytest.raises(store.table.db.exceptions.TransactionCanceledException):
-        store.ends.commit_success(run_id="bg:task-ok-1", session_id="session-demo", note="n", steps=1, task_id="task-ok-1")
+        store.ends.commit_success(
+            run_id="bg:task-ok-1", session_id="session-demo", note="n", steps=1, task_id="task-ok-1"
+        )
     # THEN neither history entry landed and the run is not marked succeeded
     assert store.history.history("session-demo") == []
     assert store.records.get_run("bg:task-ok-1").status == "running"  # type: ignore[union-attr]

@@ -39,6 +39,13 @@ def local_stack_rules() -> ConfigRules:
     return ConfigRules.from_env(LOCAL_OUTBOUND_ENV)
 
 
+#: the principal the tests' product signs as: the owner of the sessions they seed
+PRODUCT_CALLER = "arn:aws:iam::123456789012:role/product"
+#: the principal of the stack's own (fake) credentials: what moto's STS answers for a key it did not
+#: issue, and so what the local HTTP API verifies a request signed with them as
+LOCAL_CALLER = "arn:aws:sts::123456789012:user/moto"
+
+
 def seed_session(
     store: DynamoStore,
     session_id: str,
@@ -47,8 +54,9 @@ def seed_session(
     rules: ConfigRules | None = None,
     **kw: object,
 ) -> None:
-    """A session with the scripted provider unless ``providers``; ``rules``: what ``put_session``
-    checks it against (None: this process's settings)."""
+    """A session with the scripted provider unless ``providers``, owned by ``PRODUCT_CALLER`` unless
+    ``owners``; ``rules``: what ``put_session`` checks it against (None: this process's settings)."""
+    kw.setdefault("owners", [PRODUCT_CALLER])
     store.records.put_session(
         SessionConfig(
             session_id=session_id,

@@ -64,7 +64,7 @@ DeliverFinal = Literal["if_nothing_sent", "always", "never"]
 class SessionConfig(_Stored):
     """How a session's agent is built when it is woken."""
 
-    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools"})
+    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools", "owners"})
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
@@ -99,7 +99,18 @@ class SessionConfig(_Stored):
     #: a live turn beginning while a run holds the session waits this long for it, then is told
     #: "busy" with the holder's run id (0: busy at once). docs/durability.md, "Live turns"
     live_turn_wait_s: float = Field(default=10.0, ge=0, le=25)
+    #: the IAM principals that may act on the session over the product API: the one that created it
+    #: there, and those it names (normalised: a role's sessions belong to the role). None: the API
+    #: refuses every call for it until an operator adds one (agentwake.trust.principals, docs/security.md)
+    owners: list[str] = Field(default=[], max_length=20)
     updated_at: str = Field(default_factory=utcnow_iso)
+
+    @field_validator("owners")
+    @classmethod
+    def _normal_owners(cls, value: list[str]) -> list[str]:
+        from agentwake.trust.principals import normal_owners
+
+        return normal_owners(value)
 
     @property
     def has_daily_limits(self) -> bool:

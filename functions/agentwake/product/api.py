@@ -2,8 +2,14 @@
 front of ProductApiFunction; docs/product-api.md). Validation comes from the pydantic models below,
 and the OpenAPI document ``schemas/product-api.openapi.json`` is generated from them.
 
-Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error or a log line):
+Every route acts for the caller API Gateway verified (``requestContext.authorizer.iam``), and only
+on sessions the caller owns (``agentwake.product.authority``): anything else is 403 naming the session
+and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error or a log line):
 
+- ``PUT /sessions/{session_id}`` create a session (the caller becomes its owner, with any ``owners``
+  named) → 201, or update the given fields of one the caller owns → 200; the checks of
+  ``agentwake sessions put`` (``Records.put_session``)
+- ``GET /sessions/{session_id}`` its config; ``DELETE /sessions/{session_id}`` its config and history
 - ``POST /sessions/{session_id}/live-turns`` begin a live turn → 201 turn_id, token, expires_at;
   409 with ``holder`` when the session stays busy past the wait (product/sessions.py)
 - ``POST /sessions/{session_id}/live-turns/{turn_id}/renew`` → 200 expires_at (never past the turn's
@@ -22,24 +28,30 @@ Routes (every error is JSON ``{"error": "..."}``; no token is ever in an error o
 
 from __future__ import annotations
 
+from copy import copy
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agentwake import bootstrap
+from agentwake.domain.models import SessionConfig, utcnow_iso
 from agentwake.errors import (
     AgentwakeError,
     ConfigError,
     ForgedCompletion,
     InvalidMessage,
+    NotAnOwner,
     SessionBusy,
+    SessionChanged,
     TaskExists,
+    UnknownSession,
     UnknownTask,
 )
 from agentwake.observability import logger
+from agentwake.product.authority import caller, require_owner
 from agentwake.product.sessions import (
     DEFAULT_PAGE,
     DEFAULT_TURN_TTL_S,
@@ -92,6 +104,36 @@ TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: what a product may set in a session config: every field of ``SessionConfig`` but its id and time,
+#: with the same types, bounds and defaults (the config model validates the merged result again)
+SESSION_FIELDS = tuple(name for name in SessionConfig.model_fields if name not in ("session_id", "updated_at"))
+
+
+class _SessionBodyBase(_Body):
+    # its validator is built at the first PUT, not at every cold start (create_model: 1 ms CPU, not ~30)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+SessionBody = create_model(  # type: ignore[call-overload]
+    "SessionBody",
+    __base__=_SessionBodyBase,
+    **{
+        name: (SessionConfig.model_fields[name].annotation, copy(SessionConfig.model_fields[name]))
+        for name in SESSION_FIELDS
+    },
+)
+#: an admin session's agent may message other sessions: only an operator makes one
+ADMIN_BY_OPERATOR = (
+    "role admin (its agent may message other sessions) is set only by an operator: agentwake sessions put "
+    "SESSION --role admin"
+)
+
+
+class SessionDeleted(BaseModel):
+    session_id: str
+    deleted_items: int = Field(description="config, history entries and lease removed")
 
 
 class BeginTurn(_Body):
@@ -199,8 +241,65 @@ def _turn(session_id: str, turn_id: str, token: str) -> LiveTurn:
     return LiveTurn(session_id=session_id, turn_id=turn_id, token=token, expires_at=0.0)
 
 
+def _caller() -> str | None:
+    return caller(app.current_event.raw_event)
+
+
+def _owned(session_id: str, *, subject: str = "") -> SessionConfig:
+    """The session's config when the caller owns it (else 403/404: product/authority.py)."""
+    config = bootstrap.store().records.get_session(session_id)
+    return require_owner(session_id, config, _caller(), subject=subject)
+
+
+# -- sessions -------------------------------------------------------------------------------------
+
+
+@app.put(
+    "/sessions/<session_id>",
+    responses={403: {"description": "not an owner"}, 409: {"description": "changed meanwhile"}},
+)
+def put_session(session_id: SessionId, body: SessionBody) -> Response[SessionConfig]:  # type: ignore[valid-type]
+    records = bootstrap.store().records
+    existing = records.get_session(session_id)
+    given = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
+    if given.get("role") == "admin" and (existing is None or existing.role != "admin"):
+        raise ValueError(ADMIN_BY_OPERATOR)
+    if existing is None:
+        principal = _caller()
+        if principal is None:
+            require_owner(session_id, None, None)  # NotAnOwner: no identity
+        data = {**given, "session_id": session_id, "owners": [principal, *given.get("owners", [])]}
+    else:
+        require_owner(session_id, existing, _caller())
+        if "owners" in given and not given["owners"]:
+            raise ValueError("owners: a session keeps at least one owner (to leave it, name the others)")
+        data = {**existing.model_dump(), **given, "updated_at": utcnow_iso()}
+    config = SessionConfig.model_validate(data)
+    records.put_session(config, replacing=existing)  # the checks of `agentwake sessions put`
+    return _json(201 if existing is None else 200, config.model_dump(mode="json"))
+
+
+@app.get("/sessions/<session_id>")
+def get_session(session_id: SessionId) -> SessionConfig:
+    return _owned(session_id)
+
+
+@app.delete("/sessions/<session_id>")
+def delete_session(session_id: SessionId) -> SessionDeleted:
+    from agentwake.store.operator import OperatorStore
+
+    _owned(session_id)
+    return SessionDeleted(
+        session_id=session_id, deleted_items=OperatorStore(bootstrap.store()).delete_session(session_id)
+    )
+
+
+# -- live turns and the conversation --------------------------------------------------------------
+
+
 @app.post("/sessions/<session_id>/live-turns", responses={409: {"description": "the session is busy"}})
 def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response[Turn]:
+    _owned(session_id)
     body = body or BeginTurn()  # no body: the defaults
     turn = bootstrap.sessions().begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
     return _json(201, Turn(turn_id=turn.turn_id, token=turn.token, expires_at=turn.expires_at).model_dump())
@@ -208,6 +307,7 @@ def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response
 
 @app.post("/sessions/<session_id>/live-turns/<turn_id>/renew")
 def renew_turn(session_id: SessionId, turn_id: TurnId, body: RenewTurn) -> Renewed:
+    _owned(session_id)
     turn = bootstrap.sessions().renew_live_turn(_turn(session_id, turn_id, body.token), ttl_s=body.ttl_s)
     return Renewed(turn_id=turn_id, expires_at=turn.expires_at)
 
@@ -218,12 +318,14 @@ def end_turn(
     turn_id: TurnId,
     token: Annotated[str, Header(alias=TURN_TOKEN_HEADER.lower(), min_length=1, max_length=MAX_TOKEN_CHARS)],
 ) -> Ended:
+    _owned(session_id)
     handed = bootstrap.sessions().end_live_turn(_turn(session_id, turn_id, token))
     return Ended(turn_id=turn_id, handed_to=handed)
 
 
 @app.post("/sessions/<session_id>/messages")
 def append_messages(session_id: SessionId, body: AppendBody) -> Response[AppendResult]:
+    _owned(session_id)
     done = bootstrap.sessions().append(
         _turn(session_id, body.turn_id, body.token),
         [(m.role, m.content) for m in body.messages],
@@ -240,6 +342,7 @@ def conversation(
     cursor: Annotated[str | None, Query(max_length=256)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> Conversation:
+    _owned(session_id)
     page = bootstrap.sessions().read_conversation(session_id, cursor=cursor, limit=limit)
     return Conversation(
         entries=[
@@ -259,6 +362,7 @@ def conversation(
 
 @app.post("/tasks", responses={409: {"description": "the task id is registered already"}})
 def register_task(body: RegisterBody) -> Response[Registered]:
+    _owned(body.session_id)  # 404 for a session that does not exist: its wake could never run
     task = bootstrap.tasks().register_task(body.session_id, body.tool_name, body.args, task_id=body.task_id)
     return _json(201, Registered(task_id=task.task_id, task_token=task.task_token).model_dump())
 
@@ -270,6 +374,7 @@ def task_status(
     task = bootstrap.store().records.get_task(task_id)
     if task is None:
         raise UnknownTask(f"no task is registered with id {task_id!r}")
+    _owned(task.session_id, subject=f"task {task_id}")
     out = TaskStatusOut(
         task_id=task.task_id,
         tool_name=task.tool_name,
@@ -284,6 +389,10 @@ def task_status(
 
 @app.post("/tasks/<task_id>/completion")
 def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
+    task = bootstrap.store().records.get_task(task_id)
+    if task is None:
+        raise UnknownTask(f"no task is registered with id {task_id!r}")
+    _owned(task.session_id, subject=f"task {task_id}")
     message_id = bootstrap.tasks().finish_task(
         task_id,
         body.status,
@@ -303,9 +412,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (LiveTurnLost, 409),  # and LiveTurnCapped: a renewal past the turn's cap
     (AppendTooLarge, 413),
     (TaskExists, 409),
+    (SessionChanged, 409),
     (UnknownTask, 404),
+    (UnknownSession, 404),
     (ForgedCompletion, 403),
-    (ConfigError, 404),  # begin_live_turn: the session has no config (the TTL is validated above)
+    (NotAnOwner, 403),
+    (ConfigError, 400),  # a session config its wakes would refuse (secret scope, outbound policy)
     (InvalidMessage, 400),
 )
 
@@ -317,8 +429,11 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
         LiveTurnCapped,
         AppendTooLarge,
         TaskExists,
+        SessionChanged,
         UnknownTask,
+        UnknownSession,
         ForgedCompletion,
+        NotAnOwner,
         ConfigError,
         InvalidMessage,
     ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
-from agentwake.errors import TaskExists
+from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
 from agentwake.store.keys import JOBS_GSI_PK, config_key, job_key, run_key, task_key
 from agentwake.store.table import Table, pages
@@ -22,14 +22,34 @@ class Records:
 
     # --- sessions -----------------------------------------------------------------------------
 
-    def put_session(self, config: SessionConfig, rules: ConfigRules | None = None) -> None:
+    def put_session(
+        self, config: SessionConfig, rules: ConfigRules | None = None, *, replacing: SessionConfig | None | bool = True
+    ) -> None:
         """Write a session config its wakes can run: refused (ConfigError, nothing written) when it
         names no providers, a secret outside the stack's scope or a URL the outbound policy refuses
-        (``rules``: the stack's; this process's Settings by default)."""
+        (``rules``: the stack's; this process's Settings by default).
+
+        ``replacing``: True (the operator's write) whatever is there; None only if there is no config
+        yet; a config only if that one is still there (the product API checked its owners):
+        otherwise SessionChanged and nothing written."""
         from agentwake.trust.session_checks import check_session
 
         check_session(config, rules)
-        self.table.db.put_item(TableName=self.table.name, Item=self.table.item(config, *config_key(config.session_id)))
+        request: dict[str, Any] = {
+            "TableName": self.table.name,
+            "Item": self.table.item(config, *config_key(config.session_id)),
+        }
+        if replacing is None:
+            request["ConditionExpression"] = "attribute_not_exists(pk)"
+        elif not isinstance(replacing, bool):
+            request["ConditionExpression"] = "updated_at = :seen"
+            request["ExpressionAttributeValues"] = {":seen": {"S": replacing.updated_at}}
+        try:
+            self.table.db.put_item(**request)
+        except self.table.db.exceptions.ConditionalCheckFailedException as exc:
+            raise SessionChanged(
+                f"session {config.session_id} was created or changed meanwhile: nothing was written; read it and try again"
+            ) from exc
 
     def get_session(self, session_id: str) -> SessionConfig | None:
         item = self.table.read_item(*config_key(session_id))
