@@ -243,7 +243,9 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
     job_id = str(
         cli_json(cli, "jobs", "create", "--session", "s-web-j", "--name", "Digest", "--cron", "0 6 * * ? *")["job_id"]
     )
-    deps = SimpleNamespace(store=stack.store, schedules=ctx.jobs.schedules)
+    from agentwake.clock import SystemClock
+
+    deps = SimpleNamespace(store=stack.store, schedules=ctx.jobs.schedules, clock=SystemClock())
     failed = []
     for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
         wake = CronWakeInput(job_id=job_id, scheduled_time=f"{day}T06:00:00Z", session_id="s-web-j")

@@ -22,7 +22,6 @@ from agentwake.observability import LOG_REASON_CHARS, logger
 from agentwake.session.copies import handed_copy
 from agentwake.session.lease import Waiter
 from agentwake.wake.background import DeadLetter, Done, Resend, run_record
-from agentwake.wake.cron import run_cron_event
 from agentwake.wake.spec import WakeDeps
 
 #: a waiter runs in the invocation that handed it the session while this many runs' budgets
@@ -65,6 +64,8 @@ def on_cron_event(
     (the answer then says how many waiters ran after it, ``ran_after``, when any did)."""
     if time_left is not None:
         remaining_ms = time_left()
+    from agentwake.wake.cron import run_cron_event  # the cron use case: not at the background function's cold start
+
     result = run_cron_event(
         event, deps, remaining_ms=remaining_ms, target_arn=target_arn, run_next=_run_next(deps, time_left)
     )
@@ -92,6 +93,8 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
         run_next = _run_next(deps, time_left)
         try:
             if waiter.kind == "cron":
+                from agentwake.wake.cron import run_cron_event  # only when a cron wake waited
+
                 # a cron waiter's fallback is its one-time schedule: no function ARN is needed here
                 cron = run_cron_event(copy.as_cron_event(), deps, remaining_ms=remaining_ms, run_next=run_next)
                 succeeded = cron.response.get("status") == "succeeded"
