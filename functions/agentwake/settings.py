@@ -87,6 +87,14 @@ class Settings(BaseModel):
         description="longest pause between two tries of a waiting wake (stack parameter SessionWaitMaxDelay; "
         "SQS allows 900)",
     )
+    session_wait_list_max: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        validation_alias=_env("AGENTWAKE_SESSION_WAIT_LIST_MAX", "session_wait_list_max"),
+        description="how many wakes may wait on one session's wait list; one more is dead-lettered as "
+        "WaitListFull (stack parameter SessionWaitListMax)",
+    )
     scheduler_role_arn: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_SCHEDULER_ROLE_ARN", "scheduler_role_arn"),

@@ -200,7 +200,7 @@ def wait_for_session(
         message_id=record.message_id,
         source=record.source,
         receive_count=record.receive_count,
-        error_type="SessionBusy",
+        error_type=decision.error_type,
         reason=decision.detail,
         extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
     )
@@ -270,6 +270,6 @@ def wake_for_background_result(
         note_head=background_note_head(msg, task),
         note_sep="\n\n",
         task_id=msg.task_id,
-        waited=waited_of(waiting, deps.clock.wall()),
+        waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
