@@ -19,7 +19,7 @@ from agentwake.session.waiting import WaitState, wait_cron
 from agentwake.settings import Settings
 from agentwake.store.codec import key
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import queue_key, session_pk, wait_key
+from agentwake.store.keys import QUEUE_PREFIX, queue_key, session_pk, wait_key
 from agentwake.wake.background import DeadLetter, Resend
 from agentwake_ops.dlq.describe import describe
 from tests.integration.test_handoff_waiters import Queue, message, seed
@@ -58,7 +58,7 @@ def park_many(store: DynamoStore, session_id: str, n: int, *, first: str) -> Non
     if n <= 2:
         return
     waiter = store.table.read_item(*wait_key(session_id, waiter_id(1)))
-    [place] = [i for i in store.table.query(session_pk(session_id), "QUEUE#") if i["run_id"]["S"] == waiter_id(1)]
+    [place] = [i for i in store.table.query(session_pk(session_id), QUEUE_PREFIX) if i["run_id"]["S"] == waiter_id(1)]
     assert waiter is not None
     items = []
     for i in range(2, n):
@@ -117,7 +117,7 @@ def test_a_place_whose_run_left_the_list_is_removed_and_the_next_waiter_is_hande
     handed, _, _ = release_to_the_next(store, DynamoTraffic(store.table.db), "s")
     # THEN the next waiter in arrival order gets it, and the left-over place is gone
     assert handed == waiter_id(1)
-    places = [i["run_id"]["S"] for i in store.table.query(session_pk("s"), "QUEUE#")]
+    places = [i["run_id"]["S"] for i in store.table.query(session_pk("s"), QUEUE_PREFIX)]
     assert places == [waiter_id(2)]
 
 

@@ -74,7 +74,7 @@ class WaitPlaces:
                     skipped = True
                     continue
                 if len(found) >= first or checked >= MAX_PLACES_CHECKED:
-                    break
+                    continue  # the page is read: only ``skip`` is looked for in the rest of it
                 checked += 1
                 waiter = read_waiter(run_id)
                 if waiter is None or waiter.state != "waiting":
