@@ -332,7 +332,8 @@ def wait_background(
     rng: Jitter = random,
 ) -> Wait | GiveUp:
     """Come back later (``Wait``: the caller re-sends the record with its delay), or give up
-    (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy)."""
+    (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy, or
+    as WaitListFull when the session's wait list had no room for it)."""
     decision: Wait | GiveUp = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
     if isinstance(decision, Wait):
         decision = room_on_the_list(busy, decision, store=store, settings=settings, now=now()) or decision
@@ -366,7 +367,8 @@ def wait_cron(
 ) -> str:
     """Join the session's wait list ("waiting": the holder's release hands the session over) with a
     one-time schedule of the same wake as the fallback; or, past SessionWaitLimit, take the run off
-    the list, record the failure and raise ``SessionBusy``."""
+    the list, record the failure and raise ``SessionBusy`` (``WaitListFull``, a permanent error, when
+    the list had no room for it)."""
     decision: Wait | GiveUp = decide(busy, state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
     assert busy.run_id is not None and busy.session_id is not None
     if isinstance(decision, Wait):

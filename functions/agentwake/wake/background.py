@@ -175,7 +175,8 @@ def wait_for_session(
 ) -> Resend | DeadLetter:
     """A busy session: put the run on the session's wait list (its holder's release hands the
     session to the oldest waiter) and re-send the record later as the fallback; or (past
-    SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy."""
+    SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy;
+    or, when the list already holds SessionWaitListMax waiters, dead-letter it as WaitListFull."""
     from agentwake.session.waiting import Wait, join_wait_list, wait_background
 
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
