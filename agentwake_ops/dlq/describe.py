@@ -58,6 +58,8 @@ from agentwake_ops.runs import RunSummary, run_summary
 
 #: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
 PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+#: a result the handler dead-lettered because its session was busy: the run never started (why)
+NEVER_RAN_BUSY = {"SessionBusy": "the session was busy", "WaitListFull": "the session's wait list was full"}
 #: the ids a message body may name, and every field that may hold text from it: printable text only
 _ID_FIELDS = ("run_id", "session_id", "task_id", "job_id")
 _TEXT_FIELDS = (*_ID_FIELDS, "error_type", "error_detail")
@@ -359,7 +361,7 @@ def _read_background(msg: DlqMessage) -> None:
         msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
         msg.error_source = "message-attributes"
         _stamp_dead_lettered(msg)
-    elif dead_lettered_type == "SessionBusy":
+    elif dead_lettered_type in NEVER_RAN_BUSY:
         _read_gave_up_waiting(msg)
         _stamp_dead_lettered(msg)
     elif dead_lettered_type:
@@ -388,8 +390,9 @@ def _read_background(msg: DlqMessage) -> None:
 
 
 def _read_gave_up_waiting(msg: DlqMessage) -> None:
-    """A result the handler dead-lettered after waiting past SessionWaitLimit: a run that never
-    started because another run held its session (the reason names that run)."""
+    """A result the handler dead-lettered after waiting past SessionWaitLimit, or refused because
+    its session's wait list was full (WaitListFull): a run that never started because another run
+    held its session (the reason names that run)."""
     from agentwake.errors import InvalidMessage
     from agentwake.wake.messages import BackgroundResultMessage
 
@@ -401,7 +404,7 @@ def _read_gave_up_waiting(msg: DlqMessage) -> None:
     if msg.run_id is None:
         _gave_up_waiting_error(msg)
     msg.trigger = {
-        "never_ran": "the session was busy",
+        "never_ran": NEVER_RAN_BUSY.get(_attr(msg.message_attributes, ATTR_ERROR_TYPE) or "", "the session was busy"),
         "holder_run_id": _attr(msg.message_attributes, "agentwake-holder-run-id"),
         "wait_count": _int(_attr(msg.message_attributes, "agentwake-wait-count")),
         "original_message_id": _attr(msg.message_attributes, ATTR_ORIGINAL_ID),
@@ -409,8 +412,9 @@ def _read_gave_up_waiting(msg: DlqMessage) -> None:
 
 
 def _gave_up_waiting_error(msg: DlqMessage) -> None:
-    """SessionBusy, with the reason the handler attached (else what the run's records say)."""
-    msg.error_type = "SessionBusy"
+    """SessionBusy (or WaitListFull), with the reason the handler attached (else what the run's records say)."""
+    dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
+    msg.error_type = dead_lettered_type if dead_lettered_type in NEVER_RAN_BUSY else "SessionBusy"
     msg.error_detail = _attr(msg.message_attributes, ATTR_REASON) or msg.error_detail
     msg.error_source = "message-attributes"
 
@@ -419,7 +423,7 @@ def _join_background(msg: DlqMessage, store: DynamoStore) -> None:
     dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
     if msg.run_id is not None:
         _join_run(msg, store)
-        if dead_lettered_type == "SessionBusy":
+        if dead_lettered_type in NEVER_RAN_BUSY:
             # the run never started: no attempt (the SQS receive count says nothing here)
             msg.attempts = msg.summary.run.attempts if msg.summary and msg.summary.run else 0
             _gave_up_waiting_error(msg)

@@ -127,6 +127,14 @@ class SessionBusy(AgentwakeError):
         self.holder = holder
 
 
+class WaitListFull(SessionBusy):
+    """The session is busy and its wait list already holds ``SessionWaitListMax`` waiting wakes:
+    this one never runs. Permanent: it is dead-lettered (a cron wake: CronFailureQueue) at once with
+    a reason naming the session and the cap; redrive it once the session's backlog has drained."""
+
+    retryable = False
+
+
 class ConfigError(AgentwakeError):
     """The agent could not be built (bad session config, unknown provider, missing secret).
 

@@ -103,6 +103,14 @@ class Settings(BaseModel):
         description="the most one live turn holds its session, renewals included; a renewal past it is refused "
         "and the session handed to the next waiter",
     )
+    session_wait_list_max: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        validation_alias=_env("AGENTWAKE_SESSION_WAIT_LIST_MAX", "session_wait_list_max"),
+        description="how many wakes may wait on one session's wait list; one more is dead-lettered as "
+        "WaitListFull (stack parameter SessionWaitListMax)",
+    )
     scheduler_role_arn: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_SCHEDULER_ROLE_ARN", "scheduler_role_arn"),

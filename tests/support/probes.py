@@ -57,3 +57,22 @@ def seed_history(store: DynamoStore, session_id: str, n: int, *, padding: int = 
                     "created_at": "2026-01-01T00:00:00Z",
                 }
             )
+
+
+class DynamoTraffic(DynamoCalls):
+    """``DynamoCalls`` and the bytes of every answer the client received (botocore's
+    ``after-call`` event: the HTTP response's body as it came over the wire)."""
+
+    def __init__(self, client: object) -> None:
+        super().__init__(client)
+        self.received: list[int] = []
+        client.meta.events.register("after-call.dynamodb", self._measure)  # type: ignore[attr-defined]
+
+    def _measure(self, http_response: object = None, **_: object) -> None:
+        self.received.append(len(getattr(http_response, "content", b"") or b""))
+
+    def measure(self, fn: Callable[[], object]) -> tuple[list[str], int]:
+        """The calls ``fn`` made and the bytes their answers carried."""
+        start, got = len(self.calls), len(self.received)
+        fn()
+        return self.calls[start:], sum(self.received[got:])

@@ -100,6 +100,8 @@ class FakeStore:
         self.failures: list[Any] = []
         self.parked: list[dict[str, Any]] = []
         self.dropped: list[tuple[str, str]] = []
+        #: the run ids on the session's wait list
+        self.listed: list[str] = []
         self.records = self.leases = self.ends = self
 
     def park_waiter(self, **kw: Any) -> None:
@@ -107,6 +109,9 @@ class FakeStore:
 
     def drop_waiter(self, session_id: str, run_id: str) -> None:
         self.dropped.append((session_id, run_id))
+
+    def first_places(self, session_id: str, *, limit: int) -> list[str]:
+        return self.listed[:limit]
 
     def mark_parked(self, session_id: str) -> bool:
         return True  # the session is held: its holder will hand it over

@@ -3,7 +3,8 @@ sent. Plain data (no agent, no store): both the agent and the store import it fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -53,3 +54,39 @@ class Message:
             tool_call_id=d.get("tool_call_id"),
             name=d.get("name"),
         )
+
+
+#: the default of a session's ``history_window_bytes``: the woken agent's history window holds at
+#: most this many bytes of message text (UTF-8), besides at most ``history_window`` entries
+HISTORY_WINDOW_BYTES = 32_000
+#: a message that would cross the window's bound is cut to what is left when at least this much is
+#: left (else the window ends before it)
+MIN_CUT_BYTES = 512
+
+
+def fit_window(messages: Sequence[Message], max_bytes: int) -> list[Message]:
+    """The newest of ``messages`` (oldest first, as given) whose texts take at most ``max_bytes``
+    (UTF-8) together, oldest first. Newer messages win; the one that would cross the bound is cut
+    to what is left, with a marker saying so, when ``MIN_CUT_BYTES`` are left — so the newest
+    message always appears, cut if it is bigger than the whole window — and older ones are left
+    out, as the count bound leaves them out."""
+    kept: list[Message] = []
+    left = max_bytes
+    for message in reversed(messages):
+        size = len(message.content.encode("utf-8", errors="surrogatepass"))
+        if size <= left:
+            kept.append(message)
+            left -= size
+            continue
+        if left >= MIN_CUT_BYTES or not kept:
+            kept.append(replace(message, content=_cut(message.content, size, left, max_bytes)))
+        break
+    return kept[::-1]
+
+
+def _cut(text: str, size: int, room: int, max_bytes: int) -> str:
+    """``text`` (``size`` bytes) cut to at most ``room`` bytes, the marker included."""
+    marker = f"\n…[cut: this message has {size:,} bytes; the history window holds {max_bytes:,}]"
+    keep = max(0, room - len(marker.encode("utf-8")))
+    head = text.encode("utf-8", errors="surrogatepass")[:keep].decode("utf-8", errors="ignore")
+    return head + marker

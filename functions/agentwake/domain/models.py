@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentwake.domain.conversation import Message
+from agentwake.domain.conversation import HISTORY_WINDOW_BYTES, Message
 
 #: DynamoDB items are capped at 400 KB; long text is cut well below that, with a visible marker
 MAX_TEXT_CHARS = 60_000
@@ -74,6 +74,9 @@ class SessionConfig(_Stored):
     providers: list[dict[str, Any]] = []
     max_steps: int = Field(default=8, ge=1, le=50)
     history_window: int = Field(default=20, ge=0, le=200)
+    #: the history window's bound in bytes of message text (UTF-8), besides its count: newer entries
+    #: win, the one crossing it is cut with a marker (docs/woken-agent.md, "The history window")
+    history_window_bytes: int = Field(default=HISTORY_WINDOW_BYTES, ge=1024, le=1_000_000)
     delivery: dict[str, Any] = Field(default_factory=lambda: {"type": "log"})
     role: Literal["user", "admin"] = "user"
     #: per-provider retries of transient errors (the chain's backoff is bounded by the Lambda deadline)

@@ -73,19 +73,19 @@ def handed_schedule_name(run_id: str, gen: int) -> str:
 
 
 def prepare(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Lease, run_id: str | None = None) -> Lease:
-    """``lease`` naming the session's oldest waiter (one Query), so that its release reserves the
-    session for it. Nobody when there is no queue to re-send through. ``run_id``: the run releasing
-    the lease, never its own next holder; when it is on the list itself (``Lease.listed``) its
-    commit takes it off."""
+    """``lease`` naming the session's oldest waiter, so that its release reserves the session for
+    it: one Query of the list's first places (nobody waits: that is all), then that waiter's item —
+    not the other waiters' bodies, however many wait. Nobody when there is no queue to re-send
+    through. ``run_id``: the run releasing the lease, never its own next holder; when it is on the
+    list itself (``Lease.listed``) its commit takes it off."""
     if lease.hand_to is not None or not _can_send(queue):
         return lease
     try:
-        waiting = leases.waiters(lease.session_id)
+        waiting, listed = leases.head(lease.session_id, first=1, skip=run_id)
     except Exception:  # the waiters' delayed copies remain
         logger.exception("could not read the session's wait list", extra={"session_id": lease.session_id})
         return lease
-    listed = run_id is not None and any(w.run_id == run_id for w in waiting)
-    return lease.naming(next((w for w in waiting if w.run_id != run_id), None), listed=listed)
+    return lease.naming(waiting[0] if waiting else None, listed=listed)
 
 
 def complete(
@@ -111,7 +111,7 @@ def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
     if waiter is None or not lease.handed:
         return None
     try:
-        leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen)
+        leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen, waiter.arrived)
     except Exception:  # it stays a candidate; the reservation is its own either way
         logger.exception("could not mark the next waiter handed", extra={"session_id": waiter.session_id})
     metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
@@ -217,7 +217,7 @@ def _pass_on(
     if queue is None or not _can_send(queue):
         return None
     try:
-        waiting = [w for w in leases.waiters(session_id) if w.run_id != skip and _sendable(w, cron)]
+        waiting = [w for w in leases.waiters(session_id, first=PASS_ON_TRIES, skip=skip) if _sendable(w, cron)]
     except Exception:  # the waiters' delayed copies remain
         logger.exception("could not read the session's wait list", extra={"session_id": session_id})
         return None
@@ -253,7 +253,7 @@ def _send(
     logger.info(
         "session handed to the next waiter", extra={"session_id": waiter.session_id, "next_run_id": waiter.run_id}
     )
-    leases.mark_handed(waiter.session_id, waiter.run_id, gen)
+    leases.mark_handed(waiter.session_id, waiter.run_id, gen, waiter.arrived)
 
 
 def _give_back(leases: SessionLeasePort, waiter: Waiter) -> None:

@@ -61,6 +61,8 @@ class Waited:
 
     waited_s: float
     idle_s: float | None = None
+    #: when it first waited, as its entry on the wait list says (None: not read): where its place is
+    arrived: float | None = None
 
 
 @dataclass(frozen=True)

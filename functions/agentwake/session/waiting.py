@@ -18,7 +18,9 @@ back later, with backoff and jitter, carrying how often and since when it waits.
 
 Past ``SessionWaitLimit`` the wake gives up: a failure ``SessionBusy`` naming the holder is
 recorded for the run (which never started), and the background result goes to the DLQ with
-``agentwake-error-type: SessionBusy``; the cron wake raises, so it ends on CronFailureQueue.
+``agentwake-error-type: SessionBusy``; the cron wake raises, so it ends on CronFailureQueue. A wake
+that finds the session's wait list full (``SessionWaitListMax`` waiting wakes) does not join it: it
+is refused the same way at once, as ``WaitListFull``, with a reason naming the session and the cap.
 
 Metrics: ``SessionBusy`` (count of busy findings), ``SessionWait`` (seconds waited, when the wake
 finally runs or gives up), ``SessionWaitExceeded`` (wakes that gave up).
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.domain.models import FailureRecord
-from agentwake.errors import SessionBusy
+from agentwake.errors import SessionBusy, WaitListFull
 from agentwake.observability import logger, metrics
 from agentwake.session.copies import (
     ATTR_FIRST_MESSAGE_ID,
@@ -179,6 +181,8 @@ class GiveUp:
     holder: str | None
     detail: str
     state: WaitState = field(default_factory=WaitState)
+    #: why: waited past the limit (``SessionBusy``), or no room on the wait list (``WaitListFull``)
+    error_type: str = "SessionBusy"
 
 
 def decide(
@@ -200,6 +204,34 @@ def decide(
     # the last pause ends at the limit, so the final try happens when the limit is reached
     delay = min(policy.delay(state.count, rng), max(1.0, policy.limit_s - waited))
     return Wait(delay_s=delay, state=WaitState(count=state.count + 1, since=since, gen=state.gen))
+
+
+def room_on_the_list(
+    busy: SessionBusy, decision: Wait, *, store: Store, settings: Settings, now: float
+) -> GiveUp | None:
+    """None when the run may join its session's wait list: it has fewer than
+    ``SessionWaitListMax`` places, or this run has one already (a copy waiting again, or one handed
+    the session before: ``gen``). Otherwise the refusal (one Query of at most that many places)."""
+    assert busy.session_id is not None and busy.run_id is not None
+    cap = settings.session_wait_list_max
+    if decision.state.gen or busy.holder == busy.run_id:
+        return None
+    places = store.leases.first_places(busy.session_id, limit=cap)
+    if len(places) < cap or busy.run_id in places:
+        return None
+    metrics.add_metric(name="SessionWaitListFull", unit="Count", value=1)
+    detail = (
+        f"never ran: session {busy.session_id} is busy (held by run {busy.holder or '?'}) and its wait list "
+        f"already holds {cap} waiting wakes (SessionWaitListMax {cap}). Redrive it once the session's "
+        f"backlog has drained."
+    )
+    return GiveUp(
+        waited_s=decision.state.waited(now),
+        holder=busy.holder,
+        detail=detail,
+        state=decision.state,
+        error_type="WaitListFull",
+    )
 
 
 def ran_after_waiting(state: WaitState, now: float) -> None:
@@ -224,10 +256,13 @@ def record_gave_up(
         run_id=busy.run_id,
         session_id=busy.session_id,
         attempt=run.attempts if run is not None else 0,
-        error_type="SessionBusy",
+        error_type=decision.error_type,
         detail=decision.detail,
     )
-    logger.error("gave up waiting for the session", extra={"holder": busy.holder, "waited_s": decision.waited_s})
+    logger.error(
+        "gave up waiting for the session",
+        extra={"holder": busy.holder, "waited_s": decision.waited_s, "error_type": decision.error_type},
+    )
     usage = run.usage if run is not None else None  # what earlier attempts used, unchanged
     store.ends.record_failure(failure, task_id=task_id, job_id=job_id, kind=kind, usage=usage)
 
@@ -336,8 +371,11 @@ def wait_background(
     rng: Jitter = random,
 ) -> Wait | GiveUp:
     """Come back later (``Wait``: the caller re-sends the record with its delay), or give up
-    (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy)."""
-    decision = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    (``GiveUp``: the failure is recorded here; the caller dead-letters the record as SessionBusy, or
+    as WaitListFull when the session's wait list had no room for it)."""
+    decision: Wait | GiveUp = decide(busy, record.state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    if isinstance(decision, Wait):
+        decision = room_on_the_list(busy, decision, store=store, settings=settings, now=now()) or decision
     if isinstance(decision, GiveUp):
         record_gave_up(store, busy, decision, kind="background", task_id=task_id)
         return decision
@@ -378,13 +416,17 @@ def wait_cron(
 ) -> str:
     """Join the session's wait list ("waiting": the holder's release hands the session over) with a
     one-time schedule of the same wake as the fallback; or, past SessionWaitLimit, take the run off
-    the list, record the failure and raise ``SessionBusy``."""
-    decision = decide(busy, state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
+    the list, record the failure and raise ``SessionBusy`` (``WaitListFull``, a permanent error, when
+    the list had no room for it)."""
+    decision: Wait | GiveUp = decide(busy, state, WaitPolicy.from_settings(settings), now=now(), rng=rng)
     assert busy.run_id is not None and busy.session_id is not None
+    if isinstance(decision, Wait):
+        decision = room_on_the_list(busy, decision, store=store, settings=settings, now=now()) or decision
     if isinstance(decision, GiveUp):
         store.leases.drop_waiter(busy.session_id, busy.run_id)  # nobody's to hand the session to
         record_gave_up(store, busy, decision, kind="cron", job_id=job_id)
-        raise SessionBusy(decision.detail, run_id=busy.run_id, session_id=busy.session_id, holder=busy.holder)
+        error = WaitListFull if decision.error_type == "WaitListFull" else SessionBusy
+        raise error(decision.detail, run_id=busy.run_id, session_id=busy.session_id, holder=busy.holder)
     if schedules is None or not schedules.group or not target_arn or not settings.scheduler_role_arn:
         # no scheduler to come back through (a bare test setup): Lambda's async retries it is
         logger.warning("session busy and no scheduler configured: raising for Lambda's async retry")

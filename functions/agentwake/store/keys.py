@@ -7,6 +7,7 @@
 | session lease | ``SESSION#{session}`` | ``LEASE`` |
 | daily counters | ``SESSION#{session}`` | ``USAGE#{yyyy-mm-dd}`` (UTC) |
 | waiter (a run waiting for the session) | ``SESSION#{session}`` | ``WAIT#{run}`` |
+| its place on the wait list (while it waits) | ``SESSION#{session}`` | ``QUEUE#{arrived}#{run}`` |
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
@@ -38,6 +39,7 @@ TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
 SESSION_PREFIX = "SESSION#"
 WAIT_PREFIX = "WAIT#"
+QUEUE_PREFIX = "QUEUE#"
 APPEND_PREFIX = "APPEND#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
@@ -87,6 +89,12 @@ def lease_key(session_id: str) -> tuple[str, str]:
 def wait_key(session_id: str, run_id: str) -> tuple[str, str]:
     """A run waiting for its session (the session's wait list, docs/durability.md)."""
     return session_pk(session_id), WAIT_PREFIX + run_id
+
+
+def queue_key(session_id: str, arrived: float, run_id: str) -> tuple[str, str]:
+    """A waiting run's place on its session's wait list: sorted by when it first waited (epoch
+    seconds, zero-padded to sort as text), then by run id."""
+    return session_pk(session_id), f"{QUEUE_PREFIX}{arrived:017.3f}#{run_id}"
 
 
 def append_key(session_id: str, idempotency_key: str) -> tuple[str, str]:

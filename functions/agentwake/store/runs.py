@@ -107,6 +107,7 @@ class Runs:
                 read.usage = usage_from_item(session_id, day, item)
             elif name == "waiter":
                 read.waiter_gen = self.leases.waiter_gen(item)
+                read.waiter_arrived = self.leases.waiter_arrived(item)
             elif name is not None:
                 setattr(read, name, self.table.load(models[name], item))
         return read
@@ -271,7 +272,8 @@ class Runs:
         )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
         if waited is not None:
-            items.append(("waiter", self.leases.started_item(session_id, run_id)))
+            tags = ("waiter", "waiter:place")
+            items += zip(tags, self.leases.started_items(session_id, run_id, waited.arrived), strict=False)
         if previous is None and wake is not None:
             items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:

@@ -7,7 +7,10 @@ The lease is one item per session (``SESSION#{id}`` / ``LEASE``): its holder (a 
 (a release handed the session to that waiting run) or the parked mark (a run joined the wait list
 while it was held). A waiter is one item per run (``SESSION#{session}`` / ``WAIT#{run}``): when it
 first waited (``arrived``, never changed by a later wait of the same run), its state (``waiting`` →
-``handed`` → ``started``), which copy of its record is current (``gen``) and what to re-send.
+``handed`` → ``started``), which copy of its record is current (``gen``) and what to re-send. While
+it is ``waiting`` it also has a small place on the list (``agentwake.store.wait_places``), so that a
+release finds the oldest waiter by reading the first few places and then that one waiter's item,
+whatever the list's length and its waiters' sizes.
 
 Other store parts never spell these: they ask this module for the write items that take, release
 or check the lease (the start, the commit and the failure record carry them in their transactions).
@@ -28,9 +31,10 @@ from agentwake.session.lease import RESERVATION_S, Lease, Waiter, live_holder
 from agentwake.store.codec import key
 from agentwake.store.history import History
 from agentwake.store.itemsize import oversize
-from agentwake.store.keys import WAIT_PREFIX, append_key, history_sk, lease_key, session_pk, wait_key
+from agentwake.store.keys import append_key, history_sk, lease_key, wait_key
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.table import Table
+from agentwake.store.wait_places import PLACES_PAGE, WaitPlaces, waiter_from_item
 
 #: the lease item's attributes
 HOLDER = "holder"
@@ -59,8 +63,6 @@ HELD_BY_SOMEONE = f"attribute_exists(pk) AND {UNTIL} >= :now"
 #: reserved for the run ``:me``
 RESERVED_FOR_ME = f"{RESERVED_FOR} = :me"
 
-#: a waiter's item outlives the longest wait by this much, then DynamoDB's TTL removes it
-WAITER_TTL_MARGIN_S = 86400.0
 #: the most messages one append may carry (each is one item of its transaction)
 MAX_APPEND_MESSAGES = 25
 #: a renewal within this much of the turn's cap is refused rather than granted a sliver of a lease
@@ -80,24 +82,6 @@ def holder_of(item: dict[str, Any] | None) -> str | None:
     return (item or {}).get(HOLDER, {}).get("S")
 
 
-def waiter_from_item(item: dict[str, Any]) -> Waiter:
-    def text(name: str) -> str:
-        return str(item.get(name, {}).get("S", ""))
-
-    return Waiter(
-        session_id=text("session_id"),
-        run_id=text("run_id"),
-        arrived=float(item.get("arrived", {}).get("N", "0")),
-        state=text("state") or "waiting",
-        gen=int(item.get("gen", {}).get("N", "0")),
-        body=text("body"),
-        attributes=json.loads(text("attributes") or "{}"),
-        wait=json.loads(text("wait") or "{}"),
-        kind=text("kind") or "background",
-        target=text("target"),
-    )
-
-
 class SessionLeases:
     """The session lease, its wait list and the live turns, on the one table."""
 
@@ -105,6 +89,8 @@ class SessionLeases:
         self.table = table
         #: where a live turn's messages are appended, under its lease
         self.history = history
+        #: the wait list's order: a place per waiting run
+        self.places = WaitPlaces(table)
 
     # --- the lease: taken, released, reserved ------------------------------------------------------
 
@@ -261,64 +247,60 @@ class SessionLeases:
         target: str = "",
     ) -> None:
         """Put the run on the session's wait list (again): its first arrival is kept, its state is
-        ``waiting``, its current copy the newer of ``gen`` and the one the list knows.
+        ``waiting``, its current copy the newer of ``gen`` and the one the list knows, and its place
+        on the list (by that first arrival) is written after its item.
         ``attributes``: the record's message attributes, stored shape (``session.copies``);
         ``kind``/``target``: a cron waiter and the function ARN its copies are invoked through."""
-        now = self.table.now()
-        db = self.table.db
-        db.update_item(
-            TableName=self.table.name,
-            Key=key(*wait_key(session_id, run_id)),
-            UpdateExpression=(
-                "SET arrived = if_not_exists(arrived, :now), #st = :waiting, session_id = :sid, run_id = :rid, "
-                "body = :body, attributes = :attrs, #w = :wait, expires_at = :ttl, #k = :kind, #tg = :target, "
-                "gen = if_not_exists(gen, :gen)"
-            ),
-            ExpressionAttributeNames={"#st": "state", "#w": "wait", "#k": "kind", "#tg": "target"},
-            ExpressionAttributeValues={
-                ":now": {"N": f"{now:.3f}"},
-                ":waiting": {"S": "waiting"},
-                ":sid": {"S": session_id},
-                ":rid": {"S": run_id},
-                ":body": {"S": body},
-                ":attrs": {"S": json.dumps(attributes)},
-                ":wait": {"S": json.dumps(wait)},
-                ":ttl": {"N": str(int(now + ttl_s + WAITER_TTL_MARGIN_S))},
-                ":gen": {"N": str(gen)},
-                ":kind": {"S": kind},
-                ":target": {"S": target},
-            },
+        self.places.park(
+            session_id=session_id,
+            run_id=run_id,
+            gen=gen,
+            body=body,
+            attributes=attributes,
+            wait=wait,
+            ttl_s=ttl_s,
+            kind=kind,
+            target=target,
         )
-        if gen:
-            # a newer copy (a hand-off that lost its race) is the current one from now on
-            try:
-                db.update_item(
-                    TableName=self.table.name,
-                    Key=key(*wait_key(session_id, run_id)),
-                    UpdateExpression="SET gen = :gen",
-                    ConditionExpression="gen < :gen",
-                    ExpressionAttributeValues={":gen": {"N": str(gen)}},
-                )
-            except db.exceptions.ConditionalCheckFailedException:
-                pass
 
-    def waiters(self, session_id: str) -> list[Waiter]:
-        """The runs still waiting (state ``waiting``), oldest arrival first, with what to re-send:
-        one Query (a wait list holds a few small items: the records of one session's results)."""
-        found = [waiter_from_item(i) for i in self.table.query(session_pk(session_id), WAIT_PREFIX)]
-        return sorted((w for w in found if w.state == "waiting"), key=lambda w: (w.arrived, w.run_id))
+    def waiters(self, session_id: str, *, first: int = PLACES_PAGE, skip: str | None = None) -> list[Waiter]:
+        """The first ``first`` runs still waiting (state ``waiting``), oldest arrival first, with what
+        to re-send; ``skip``: a run left out. Reads the list's first places and the items of those
+        runs only (``WaitPlaces.head``): not more for a longer list nor for bigger bodies."""
+        return self.head(session_id, first=first, skip=skip)[0]
+
+    def head(self, session_id: str, *, first: int = 1, skip: str | None = None) -> tuple[list[Waiter], bool]:
+        """``waiters``, and whether ``skip`` has a place among those read (it waits on the list
+        itself: its commit removes its item, and a later read of the list its place)."""
+
+        def read(run_id: str) -> Waiter | None:
+            item = self.table.read_item(*wait_key(session_id, run_id))
+            return None if item is None else waiter_from_item(item)
+
+        return self.places.head(session_id, read, first=first, skip=skip)
+
+    def first_places(self, session_id: str, *, limit: int) -> list[str]:
+        """The run ids of the wait list's first ``limit`` places (one Query of places alone)."""
+        return self.places.first(session_id, limit=limit)
 
     def drop_waiter(self, session_id: str, run_id: str) -> None:
-        self.table.db.delete_item(TableName=self.table.name, Key=key(*wait_key(session_id, run_id)))
+        """Take the run off the wait list: its item, then its place."""
+        db = self.table.db
+        old = db.delete_item(
+            TableName=self.table.name, Key=key(*wait_key(session_id, run_id)), ReturnValues="ALL_OLD"
+        ).get("Attributes")
+        if old is not None:
+            self.places.delete(session_id, run_id, waiter_from_item(old).arrived)
 
     def drop_waiter_item(self, session_id: str, run_id: str) -> dict[str, Any]:
         """The transaction item that takes the run off the wait list (its commit)."""
         return {"Delete": {"TableName": self.table.name, "Key": key(*wait_key(session_id, run_id))}}
 
-    def started_item(self, session_id: str, run_id: str) -> dict[str, Any]:
-        """The transaction item marking the run's waiter started (in the start transaction): no
-        candidate for a hand-off any more (its copies stay current)."""
-        return {
+    def started_items(self, session_id: str, run_id: str, arrived: float | None) -> list[dict[str, Any]]:
+        """The transaction items marking the run's waiter started (in the start transaction): no
+        candidate for a hand-off any more (its copies stay current); its place (``arrived``, as the
+        wake's batch read found it) leaves the list."""
+        started = {
             "Update": {
                 "TableName": self.table.name,
                 "Key": key(*wait_key(session_id, run_id)),
@@ -330,26 +312,39 @@ class SessionLeases:
                 },
             }
         }
+        return [started] if arrived is None else [started, self.places.delete_item(session_id, run_id, arrived)]
 
     def waiter_gen(self, item: dict[str, Any]) -> int:
         """The current copy number of a waiter item (read in the wake's batch read)."""
         return int(item.get("gen", {}).get("N", "0"))
 
-    def mark_handed(self, session_id: str, run_id: str, gen: int) -> None:
-        """The waiter was handed the session with its copy ``gen``: no longer a candidate; its
-        older copies retire when they come back (``gen`` unchanged: the invocation that released
-        the session runs it, and its delayed copy stays current)."""
+    def waiter_arrived(self, item: dict[str, Any]) -> float | None:
+        """When a waiter item's run first waited (read in the wake's batch read): where its place is."""
+        value = item.get("arrived", {}).get("N")
+        return None if value is None else float(value)
+
+    def mark_handed(self, session_id: str, run_id: str, gen: int, arrived: float | None = None) -> None:
+        """The waiter was handed the session with its copy ``gen``: no longer a candidate (its place,
+        ``arrived``, leaves the list in the same transaction); its older copies retire when they come
+        back (``gen`` unchanged: the invocation that released the session runs it, and its delayed
+        copy stays current)."""
         db = self.table.db
+        handed = {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": key(*wait_key(session_id, run_id)),
+                "UpdateExpression": "SET #st = :handed, gen = :gen",
+                "ConditionExpression": "attribute_exists(pk) AND gen <= :gen",
+                "ExpressionAttributeNames": {"#st": "state"},
+                "ExpressionAttributeValues": {":handed": {"S": "handed"}, ":gen": {"N": str(gen)}},
+            }
+        }
+        items = [("waiter", handed)]
+        if arrived is not None:
+            items.append(("place", self.places.delete_item(session_id, run_id, arrived)))
         try:
-            db.update_item(
-                TableName=self.table.name,
-                Key=key(*wait_key(session_id, run_id)),
-                UpdateExpression="SET #st = :handed, gen = :gen",
-                ConditionExpression="attribute_exists(pk) AND gen <= :gen",
-                ExpressionAttributeNames={"#st": "state"},
-                ExpressionAttributeValues={":handed": {"S": "handed"}, ":gen": {"N": str(gen)}},
-            )
-        except db.exceptions.ConditionalCheckFailedException:
+            self.table.transact(items)
+        except db.exceptions.TransactionCanceledException:
             pass  # started or dropped meanwhile
 
     # --- live turns --------------------------------------------------------------------------------

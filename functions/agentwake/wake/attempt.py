@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentwake.domain.conversation import fit_window
 from agentwake.domain.steps import is_tool_result
 from agentwake.errors import DeliveryError, StepInterrupted
 from agentwake.wake.agent_factory import session_agent
@@ -61,11 +62,14 @@ def build_attempt(
     (a replay); ``dry_run``: side-effecting tools are not called.
     """
     store = deps.store
-    history = [
-        e.to_message()
-        for e in store.history.history_window(spec.session_id, session.history_window)
-        if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
-    ]
+    history = fit_window(
+        [
+            e.to_message()
+            for e in store.history.history_window(spec.session_id, session.history_window)
+            if e.run_id != spec.run_id  # this run's own deliveries come back through the journal
+        ],
+        session.history_window_bytes,
+    )
     # today's counters of a session with daily limits: as the lease's transaction checked them
     # (counted on the day they were read), else read below
     checked = usage if usage is not None and usage.session_id == session.session_id else None

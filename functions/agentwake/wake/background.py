@@ -228,7 +228,8 @@ def wait_for_session(
 ) -> Resend | DeadLetter:
     """A busy session: put the run on the session's wait list (its holder's release hands the
     session to the oldest waiter) and re-send the record later as the fallback; or (past
-    SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy."""
+    SessionWaitLimit, the failure recorded) take it off the list and dead-letter it as SessionBusy;
+    or, when the list already holds SessionWaitListMax waiters, dead-letter it as WaitListFull."""
     from agentwake.session.waiting import Wait, join_wait_list, wait_background
 
     decision = wait_background(busy, record, store=store, settings=settings, task_id=task_id, now=now, rng=rng)
@@ -253,7 +254,7 @@ def wait_for_session(
         message_id=record.first_id,
         source=record.source,
         receive_count=str(record.state.attempts(record.receives - 1)),  # this receive made no attempt
-        error_type="SessionBusy",
+        error_type=decision.error_type,
         reason=decision.detail,
         extra={**record.state.to_attributes(), "agentwake-holder-run-id": decision.holder or "?"},
     )
@@ -323,6 +324,6 @@ def wake_for_background_result(
         note_head=background_note_head(msg, task),
         note_sep="\n\n",
         task_id=msg.task_id,
-        waited=waited_of(waiting, deps.clock.wall()),
+        waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)

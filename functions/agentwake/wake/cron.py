@@ -158,7 +158,7 @@ def wake_for_cron_job(
         note_head=cron_note_head(job, wake.scheduled_time),
         job_id=job.job_id,
         disable_job_on_success=job.run_once,
-        waited=waited_of(waiting, deps.clock.wall()),
+        waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
     )
     ran = False
     try:

@@ -80,9 +80,10 @@ class WakeOutcome:
     next_waiter: Waiter | None = field(default=None, compare=False, repr=False)
 
 
-def waited_of(waiting: WaitState | None, now: float) -> Waited | None:
-    """How long a waiting copy waited, and (a handed copy) how long its session sat idle since."""
+def waited_of(waiting: WaitState | None, now: float, arrived: float | None = None) -> Waited | None:
+    """How long a waiting copy waited, and (a handed copy) how long its session sat idle since;
+    ``arrived``: when it first waited, as its entry on the wait list says (its place there)."""
     if waiting is None:
         return None
     idle = None if waiting.handed_at is None else max(0.0, now - waiting.handed_at)
-    return Waited(waited_s=waiting.waited(now), idle_s=idle)
+    return Waited(waited_s=waiting.waited(now), idle_s=idle, arrived=arrived)
