@@ -86,8 +86,15 @@ class ProductApiClient:
     def put_session(self, session_id: str, **config: Any) -> dict[str, Any]:
         """Create a session (the caller becomes its owner, with any ``owners`` named) or update the
         given fields of one the caller owns; ``config``: the session's settings (``providers``,
-        ``persona``, ``delivery``, ... docs/product-api.md). Returns the stored config."""
+        ``persona``, ``delivery``, ... docs/product-api.md). Returns the stored config. To be sure
+        the session is a new one of your own, use ``create_session``."""
         return self._call("PUT", f"/sessions/{_seg(session_id)}", config)
+
+    def create_session(self, session_id: str, **config: Any) -> dict[str, Any]:
+        """Create a session that does not exist yet (``If-None-Match: *``): the caller becomes its
+        owner, with any ``owners`` named. ApiError 409 when a session of that id exists already —
+        whoever made it, it is not yours to fill in. Returns the stored config."""
+        return self._call("PUT", f"/sessions/{_seg(session_id)}", config, headers={"If-None-Match": "*"})
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         return self._call("GET", f"/sessions/{_seg(session_id)}")

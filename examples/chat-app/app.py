@@ -187,7 +187,8 @@ class ChatApp:
 
     def webhook(self, body: bytes, headers: Any) -> tuple[int, dict[str, Any]]:
         """A delivery, checked as docs/operations.md says: signature, then ``sent_at``, then the
-        signed ``delivery_id`` as the dedupe key (the header is not signed: it is not read)."""
+        signed ``session_id`` (one of this app's), then the signed ``delivery_id`` as the dedupe key
+        (the header is not signed: it is not read)."""
         from agentwake.delivery.webhook import SIGNATURE_HEADER, DeliveryRefused, SignatureRefused, verify_delivery
 
         try:
@@ -197,6 +198,9 @@ class ChatApp:
         except DeliveryRefused as exc:
             return 400, {"error": str(exc)}
         delivery = received.delivery
+        if delivery.session_id != SESSION_ID:
+            # signed by the stack, but for a session this app does not show: not ours to display
+            return 400, {"error": f"a delivery for session {delivery.session_id[:128]!r}, not this app's"}
         duplicate = not self.seen.first_time(delivery.delivery_id)
         if not duplicate:
             self._event("delivery", "assistant", delivery.text, delivery_id=delivery.delivery_id)
@@ -365,7 +369,7 @@ def main() -> int:
         signal.signal(signum, lambda *_: stop.set())
     with running(args.port, task_seconds=args.task_seconds, state=args.state_dir) as (url, _app, runtime):
         print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True)
-        print("the product API's authorization is not enforced locally; Ctrl-C to stop", flush=True)
+        print("requests to the product API are SigV4-signed and verified, as deployed; Ctrl-C to stop", flush=True)
         stop.wait()
     return 0
 

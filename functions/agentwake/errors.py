@@ -262,6 +262,10 @@ class UnknownSession(PermanentInputError):
     """The product API was asked about a session that has no config."""
 
 
+class SessionExists(PermanentInputError):
+    """A create-only request (``If-None-Match: *``) for a session id that is taken: nothing written."""
+
+
 class SessionChanged(AgentwakeError):
     """A session config changed (or was created) between the read and the write: read it again."""
 

@@ -18,6 +18,7 @@ here, as moto treats them.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import time
@@ -105,6 +106,11 @@ class SigV4Verifier:
             raise Refused("x-amz-date is not a SigV4 timestamp") from None
         if abs(self.now() - when) > MAX_SKEW_S:
             raise Refused("the signature is expired or dated in the future (more than 15 minutes)")
+        claimed = lowered.get("x-amz-content-sha256")
+        if claimed is not None and claimed != hashlib.sha256(body or b"").hexdigest():
+            # botocore takes this header as the payload's hash: a claim that is not the body's own
+            # (or UNSIGNED-PAYLOAD) would let a captured signature carry another body
+            raise Refused("x-amz-content-sha256 is not the SHA-256 of the body: the body is not the one signed")
         held = self._held(found["key"], lowered.get("x-amz-security-token"))
         request = AWSRequest(method=method, url=url, data=body or None, headers={h: lowered.get(h, "") for h in signed})
         request.context["timestamp"] = stamp

@@ -180,3 +180,21 @@ def test_the_app_keeps_its_webhook_secret_and_seen_ids_in_its_state_folder(
     assert (folder / "webhook-secret").stat().st_mode & 0o077 == 0
     assert chat_app.SeenDeliveries(folder / "seen.sqlite3").first_time("d-1")
     assert not chat_app.SeenDeliveries(folder / "seen.sqlite3").first_time("d-1")
+
+
+def test_a_signed_delivery_for_another_session_is_not_shown(chat_app: ModuleType, tmp_path: Path) -> None:
+    state = tmp_path / "chat-app"
+    state.mkdir()
+    (state / "webhook-secret").write_text(SECRET)
+    with receiver(chat_app, state) as (url, app):
+        # GIVEN a delivery signed with the app's secret, for a session that is not the app's
+        other = Delivery("bg:x#0#0", "bg:x", "someone-else", "text another product's agent sent")
+        body = signed_at(lambda: datetime.now(UTC), other)
+        # WHEN it is posted THEN it is refused, and nothing is shown
+        status, answer = post(url, body, {SIGNATURE_HEADER: sign(body, SECRET)})
+        assert status == 400 and "someone-else" in answer["error"], answer
+        assert shown(app) == []
+        # AND the app's own session's delivery is shown
+        mine = signed_at(lambda: datetime.now(UTC))
+        assert post(url, mine, {SIGNATURE_HEADER: sign(mine, SECRET)}) == (200, {"duplicate": False})
+        assert shown(app) == [DELIVERY.text]

@@ -106,3 +106,34 @@ def test_a_role_s_credentials_call_as_the_role_and_the_caller_reaches_the_functi
     # and the same key with another session token is refused
     wrong = Credentials(c["AccessKeyId"], c["SecretAccessKey"], "not-the-token")
     assert send(url, "GET", "/sessions/s-role", wrong)[0] == 403
+
+
+@pytest.mark.parametrize("claim", ["of the signed body", "UNSIGNED-PAYLOAD"])
+def test_a_signed_payload_hash_header_cannot_carry_another_body(
+    api: tuple[str, list[dict[str, Any]]], claim: str
+) -> None:
+    import hashlib
+
+    url, seen = api
+    creds = user_credentials(f"producer-{len(claim)}")
+    body = json.dumps({"providers": [{"type": "scripted"}]}).encode()
+    other = json.dumps({"providers": [{"type": "scripted"}], "persona": "the attacker's"}).encode()
+    # GIVEN a request that signs x-amz-content-sha256 (botocore then takes the header as the body's hash)
+    value = hashlib.sha256(body).hexdigest() if claim != "UNSIGNED-PAYLOAD" else claim
+    request = AWSRequest(
+        method="PUT",
+        url=url + "/sessions/s-h",
+        data=body,
+        headers={"Content-Type": "application/json", "X-Amz-Content-SHA256": value},
+    )
+    SigV4Auth(creds, "execute-api", REGION).add_auth(request)
+    # WHEN it is replayed with another body
+    sent = urllib.request.Request(request.url, data=other, headers=dict(request.headers.items()), method="PUT")
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as resp:  # noqa: S310 - 127.0.0.1
+            status, answer = resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        status, answer = exc.code, json.loads(exc.read() or b"{}")
+    # THEN it is refused before the function runs
+    assert status == 403 and "SHA-256" in answer["error"], answer
+    assert seen == []

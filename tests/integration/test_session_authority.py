@@ -106,11 +106,16 @@ def test_another_principal_gets_403_on_every_route_for_the_session_and_nothing_c
     ]
     for method, path, body, headers in attempts:
         status, refused = call(method, path, body, headers=headers, caller=MALLORY)
-        # THEN each is 403, saying which session (or task) and why, and nothing of B's
+        said = json.dumps(refused)
+        if path.startswith("/tasks/"):
+            # THEN another's task answers as one that does not exist: task ids say nothing
+            assert status == 404 and refused["type"] == "UnknownTask", (method, path, status, refused)
+            assert "t-b" in refused["error"] and "private plans" not in said and task["task_token"] not in said
+            continue
+        # THEN each is 403, saying which session and why, and nothing of B's
         assert status == 403, (method, path, status, refused)
         assert refused["type"] == "NotAnOwner"
-        assert ("session b" in refused["error"] or "task t-b" in refused["error"]) and MALLORY in refused["error"]
-        said = json.dumps(refused)
+        assert "session b" in refused["error"] and MALLORY in refused["error"]
         assert "private plans" not in said and OWNER not in said and task["task_token"] not in said
     # AND B's config, history and task are as they were, nothing was enqueued, the turn still holds B
     assert store.history.history("b") == history_before
@@ -212,3 +217,139 @@ def test_a_create_racing_another_principal_s_create_writes_nothing(
     # THEN it is refused, and B is the owner's, as it was
     assert status == 409 and refused["type"] == "SessionChanged" and "nothing was written" in refused["error"]
     assert real("b") == config_before
+
+
+def test_a_create_only_request_never_fills_in_a_session_someone_else_made(store: DynamoStore) -> None:
+    # GIVEN Mallory created "acme-alice" first, naming the victim as co-owner
+    status, _ = call("PUT", "/sessions/acme-alice", {"providers": SCRIPTED, "owners": [OWNER]}, caller=MALLORY)
+    assert status == 201
+    # WHEN the victim creates it create-only (If-None-Match: *, as agentwake_client.create_session does)
+    status, refused = as_owner("PUT", "/sessions/acme-alice", {"providers": SCRIPTED}, headers={"if-none-match": "*"})
+    # THEN it is refused and nothing was written: the victim knows the id is not a new one of theirs
+    assert status == 409 and refused["type"] == "SessionExists", refused
+    config = store.records.get_session("acme-alice")
+    assert config is not None and config.owners[0] == MALLORY
+    # AND a free id is created the same way
+    assert as_owner("PUT", "/sessions/mine", {"providers": SCRIPTED}, headers={"if-none-match": "*"})[0] == 201
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {
+            "providers": [
+                {
+                    "type": "openai",
+                    "id": "o",
+                    "base_url": "https://models.example.com/v1",
+                    "model": "m",
+                    "api_key_ref": "secretsmanager:agentwake/tenant-b/openai-key",
+                }
+            ]
+        },
+        {
+            "delivery": {
+                "type": "webhook",
+                "url": "https://hooks.example.com/in",
+                "secret_ref": "ssm:/agentwake/chat-app/webhook-secret",
+            }
+        },
+        {
+            "delivery": {
+                "type": "webhook",
+                "url": "https://hooks.example.com/in",
+                "secret_ref": "env:AGENTWAKE_SECRET_WEBHOOK",
+            }
+        },
+    ],
+)
+def test_over_the_api_a_session_names_only_its_own_secrets(store: DynamoStore, field: dict[str, Any]) -> None:
+    # WHEN Mallory writes a session naming a secret of the stack's prefixes that is not her session's
+    status, refused = call("PUT", "/sessions/m1", {"providers": SCRIPTED, **field}, caller=MALLORY)
+    # THEN it is refused before anything is written, saying where the session's own secrets live
+    assert status == 400 and refused["type"] == "SecretRefRefused", refused
+    assert "sessions/m1/" in refused["error"] and store.records.get_session("m1") is None
+    # AND the same reference under the session's own path is accepted
+    own = json.loads(
+        json.dumps(field)
+        .replace("agentwake/tenant-b/openai-key", "agentwake/sessions/m1/openai-key")
+        .replace("/agentwake/chat-app/webhook-secret", "/agentwake/sessions/m1/webhook-secret")
+        .replace("env:AGENTWAKE_SECRET_WEBHOOK", "ssm:/agentwake/sessions/m1/webhook-secret")
+    )
+    assert call("PUT", "/sessions/m1", {"providers": SCRIPTED, **own}, caller=MALLORY)[0] == 201
+
+
+def test_a_secret_an_operator_set_stays_when_an_owner_updates_other_fields(store: DynamoStore) -> None:
+    # GIVEN a session whose delivery secret an operator set (outside the session's own path)
+    seed_session(store, "ops-set", owners=[OWNER])
+    config = store.records.get_session("ops-set")
+    assert config is not None
+    store.records.put_session(
+        config.model_copy(
+            update={
+                "delivery": {
+                    "type": "webhook",
+                    "url": "https://hooks.example.com/in",
+                    "secret_ref": "ssm:/agentwake/chat-app/webhook-secret",
+                }
+            }
+        )
+    )
+    # WHEN its owner changes the persona over the API THEN the operator's reference is kept
+    status, updated = as_owner("PUT", "/sessions/ops-set", {"persona": "kinder"})
+    assert status == 200 and updated["delivery"]["secret_ref"] == "ssm:/agentwake/chat-app/webhook-secret"
+
+
+def test_a_deleted_sessions_id_is_not_given_to_another_principal(store: DynamoStore) -> None:
+    # GIVEN B deleted by its owner while its task t-b is still registered
+    victim_session(store)
+    assert as_owner("DELETE", "/sessions/b")[0] == 200
+    # WHEN Mallory creates B THEN she is refused: its tasks' results would land in her session
+    status, refused = call("PUT", "/sessions/b", {"providers": SCRIPTED}, caller=MALLORY)
+    assert status == 403 and refused["type"] == "NotAnOwner" and "deleted" in refused["error"], refused
+    assert call("GET", "/tasks/t-b", caller=MALLORY)[0] == 404
+    # AND its owner may create it again
+    assert as_owner("PUT", "/sessions/b", {"providers": SCRIPTED})[0] == 201
+
+
+def test_a_delete_cut_short_leaves_the_session_its_owners_hold(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.operator import OperatorStore
+
+    turn = victim_session(store)["turn"]
+    # (more items than one batch: the delete's first batch is its whole first 25 items)
+    for n in range(2):
+        messages = [{"role": "user", "content": f"secret {n}-{i}"} for i in range(15)]
+        append = {"turn_id": turn["turn_id"], "token": turn["token"], "messages": messages, "idempotency_key": f"k{n}"}
+        assert as_owner("POST", "/sessions/b/messages", append)[0] == 201
+    real = OperatorStore.delete_session
+
+    def cut_short(self: Any, session_id: str, **kw: Any) -> int:
+        # the delete stops after its first batch of 25 (a timeout, a throttle)
+        db = self.db
+        calls = {"n": 0}
+        original = db.batch_write_item
+
+        def once(**request: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] > 1:
+                raise RuntimeError("cut short")
+            return original(**request)
+
+        monkeypatch.setattr(db, "batch_write_item", once)
+        return real(self, session_id, **kw)
+
+    monkeypatch.setattr(OperatorStore, "delete_session", cut_short)
+    assert as_owner("DELETE", "/sessions/b")[0] == 500
+    # THEN the config is still there (it goes last): B is its owner's, Mallory can neither create it
+    # nor read what is left of its history
+    assert store.records.get_session("b") is not None
+    assert call("PUT", "/sessions/b", {"providers": SCRIPTED}, caller=MALLORY)[0] == 403
+    assert call("GET", "/sessions/b/conversation", caller=MALLORY)[0] == 403
+
+
+def test_a_validation_error_is_bounded_whatever_keys_were_sent(store: DynamoStore) -> None:
+    body = {"providers": SCRIPTED, **{f"k{i}" + "x" * 200_000: 1 for i in range(10)}}
+    status, refused = as_owner("PUT", "/sessions/big", body)
+    assert status == 422 and len(json.dumps(refused)) < 5_000, len(json.dumps(refused))

@@ -37,7 +37,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agentwake import bootstrap
-from agentwake.domain.models import SessionConfig, utcnow_iso
+from agentwake.domain.models import SessionConfig, Task, utcnow_iso
 from agentwake.errors import (
     AgentwakeError,
     ConfigError,
@@ -46,6 +46,7 @@ from agentwake.errors import (
     NotAnOwner,
     SessionBusy,
     SessionChanged,
+    SessionExists,
     TaskExists,
     UnknownSession,
     UnknownTask,
@@ -256,26 +257,53 @@ def _owned(session_id: str, *, subject: str = "") -> SessionConfig:
 
 @app.put(
     "/sessions/<session_id>",
-    responses={403: {"description": "not an owner"}, 409: {"description": "changed meanwhile"}},
+    responses={
+        403: {"description": "not an owner"},
+        409: {"description": "changed meanwhile, or (If-None-Match: *) the id is taken"},
+    },
 )
-def put_session(session_id: SessionId, body: SessionBody) -> Response[SessionConfig]:  # type: ignore[valid-type]
+def put_session(
+    session_id: SessionId,
+    body: SessionBody,  # type: ignore[valid-type]
+    if_none_match: Annotated[str | None, Header(alias="if-none-match", max_length=16)] = None,
+) -> Response[SessionConfig]:
+    from dataclasses import replace
+
+    from agentwake.trust.session_checks import default_rules, secret_refs
+
     records = bootstrap.store().records
     existing = records.get_session(session_id)
     given = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise ValueError("If-None-Match: only * is understood (create the session only if its id is free)")
     if given.get("role") == "admin" and (existing is None or existing.role != "admin"):
         raise ValueError(ADMIN_BY_OPERATOR)
+    principal = _caller()
     if existing is None:
-        principal = _caller()
         if principal is None:
             require_owner(session_id, None, None)  # NotAnOwner: no identity
+        before = records.deleted_owners(session_id)
+        if before is not None and principal not in before:
+            raise NotAnOwner(
+                f"session {session_id}: its owners deleted it, and its id is not given to another principal "
+                "(a task registered for it may still complete); choose another id"
+            )
         data = {**given, "session_id": session_id, "owners": [principal, *given.get("owners", [])]}
+    elif if_none_match is not None:
+        raise SessionExists(
+            f"session {session_id} exists already (If-None-Match: *): nothing was written; choose another id"
+        )
     else:
-        require_owner(session_id, existing, _caller())
+        require_owner(session_id, existing, principal)
         if "owners" in given and not given["owners"]:
             raise ValueError("owners: a session keeps at least one owner (to leave it, name the others)")
         data = {**existing.model_dump(), **given, "updated_at": utcnow_iso()}
     config = SessionConfig.model_validate(data)
-    records.put_session(config, replacing=existing)  # the checks of `agentwake sessions put`
+    # the checks of `agentwake sessions put`, and: a secret reference added over the API names one of
+    # the session's own secrets (those an operator set stay)
+    kept = secret_refs(existing) if existing is not None else frozenset()
+    rules = replace(default_rules(), own_secrets_of=session_id, kept=kept)
+    records.put_session(config, rules, replacing=existing)
     return _json(201 if existing is None else 200, config.model_dump(mode="json"))
 
 
@@ -288,9 +316,11 @@ def get_session(session_id: SessionId) -> SessionConfig:
 def delete_session(session_id: SessionId) -> SessionDeleted:
     from agentwake.store.operator import OperatorStore
 
-    _owned(session_id)
+    config = _owned(session_id)
+    store = bootstrap.store()
+    store.records.mark_deleted(session_id, config.owners)  # first: the id stays its owners'
     return SessionDeleted(
-        session_id=session_id, deleted_items=OperatorStore(bootstrap.store()).delete_session(session_id)
+        session_id=session_id, deleted_items=OperatorStore(store).delete_session(session_id, keep_deleted_mark=True)
     )
 
 
@@ -367,14 +397,27 @@ def register_task(body: RegisterBody) -> Response[Registered]:
     return _json(201, Registered(task_id=task.task_id, task_token=task.task_token).model_dump())
 
 
+def _owned_task(task_id: str) -> Task:
+    """The task when the caller owns its session. Another owner's task answers as one that does not
+    exist (404), so that task ids — one namespace for every product on the stack — say nothing."""
+    task = bootstrap.store().records.get_task(task_id)
+    unknown = UnknownTask(f"no task is registered with id {task_id!r} for a session of yours")
+    if task is None:
+        raise unknown
+    principal = _caller()
+    if principal is None:
+        require_owner(task.session_id, None, None)  # NotAnOwner: no identity
+    config = bootstrap.store().records.get_session(task.session_id)
+    if config is None or principal not in config.owners:
+        raise unknown
+    return task
+
+
 @app.get("/tasks/<task_id>")
 def task_status(
     task_id: TaskId, token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER.lower(), max_length=256)] = None
 ) -> TaskStatusOut:
-    task = bootstrap.store().records.get_task(task_id)
-    if task is None:
-        raise UnknownTask(f"no task is registered with id {task_id!r}")
-    _owned(task.session_id, subject=f"task {task_id}")
+    task = _owned_task(task_id)
     out = TaskStatusOut(
         task_id=task.task_id,
         tool_name=task.tool_name,
@@ -389,10 +432,7 @@ def task_status(
 
 @app.post("/tasks/<task_id>/completion")
 def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
-    task = bootstrap.store().records.get_task(task_id)
-    if task is None:
-        raise UnknownTask(f"no task is registered with id {task_id!r}")
-    _owned(task.session_id, subject=f"task {task_id}")
+    _owned_task(task_id)
     message_id = bootstrap.tasks().finish_task(
         task_id,
         body.status,
@@ -413,6 +453,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (AppendTooLarge, 413),
     (TaskExists, 409),
     (SessionChanged, 409),
+    (SessionExists, 409),
     (UnknownTask, 404),
     (UnknownSession, 404),
     (ForgedCompletion, 403),
@@ -430,6 +471,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
         AppendTooLarge,
         TaskExists,
         SessionChanged,
+        SessionExists,
         UnknownTask,
         UnknownSession,
         ForgedCompletion,
@@ -460,7 +502,11 @@ def _bad_value(exc: ValueError) -> Response[Any]:
 @app.exception_handler(RequestValidationError)
 def _invalid(exc: RequestValidationError) -> Response[Any]:
     # where and what, never the input itself (it may hold a token)
-    problems = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors()[:10]]
+    # each part of a location at most 64 characters, each message 200: a location may be a key the
+    # caller sent, of any size (an error is public, and bounded)
+    problems = [
+        {"loc": [_cut(str(p), 64) for p in e["loc"][:8]], "msg": _cut(str(e["msg"]), 200)} for e in exc.errors()[:10]
+    ]
     said = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
     return _json(422, {"error": f"invalid request: {said}", "type": "ValidationError", "detail": problems})
 
@@ -482,3 +528,7 @@ def openapi_json() -> str:
 
     doc = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION))
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -44,6 +44,9 @@ APPEND_PREFIX = "APPEND#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
 CONFIG_SK = "CONFIG"
+#: what is left of a session its owners deleted over the product API: who owned it (its id is not
+#: given to another principal)
+DELETED_SK = "DELETED"
 TASK_SK = "TASK"
 WAKE_SK = "WAKE"
 LEASE_SK = "LEASE"
@@ -80,6 +83,10 @@ def job_fire_key(job_id: str, kind: str, scheduled_time: str) -> tuple[str, str]
 
 def config_key(session_id: str) -> tuple[str, str]:
     return session_pk(session_id), CONFIG_SK
+
+
+def deleted_key(session_id: str) -> tuple[str, str]:
+    return session_pk(session_id), DELETED_SK
 
 
 def lease_key(session_id: str) -> tuple[str, str]:

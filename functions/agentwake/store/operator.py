@@ -15,6 +15,7 @@ from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
     CONFIG_SK,
+    DELETED_SK,
     RUNS_PREFIX,
     SESSION_PREFIX,
     TASK_PREFIX,
@@ -225,8 +226,11 @@ class OperatorStore:
             (load_item(SessionConfig, item) for item in pages(self.db.scan, kwargs)), key=lambda c: c.session_id
         )
 
-    def delete_session(self, session_id: str) -> int:
-        """Delete the session's partition (config, history, lease); returns how many items went."""
+    def delete_session(self, session_id: str, *, keep_deleted_mark: bool = False) -> int:
+        """Delete the session's partition (config, history, lease); returns how many items went.
+        The config goes last, so a delete cut short leaves a session its owners still hold and can
+        delete again. ``keep_deleted_mark``: the product API's delete keeps who owned it
+        (``Records.mark_deleted``)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk",
@@ -234,7 +238,12 @@ class OperatorStore:
             "ProjectionExpression": "pk, sk",
             "ConsistentRead": True,
         }
-        keys = [{"pk": i["pk"], "sk": i["sk"]} for i in pages(self.db.query, kwargs)]
+        keys = [
+            {"pk": i["pk"], "sk": i["sk"]}
+            for i in pages(self.db.query, kwargs)
+            if not (keep_deleted_mark and i["sk"]["S"] == DELETED_SK)
+        ]
+        keys.sort(key=lambda k: k["sk"]["S"] == CONFIG_SK)  # the config last
         for start in range(0, len(keys), 25):
             requests = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
             pending: dict[str, Any] = {self.table: requests}

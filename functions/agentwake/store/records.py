@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
-from agentwake.store.keys import JOBS_GSI_PK, config_key, job_key, run_key, task_key
+from agentwake.store.keys import JOBS_GSI_PK, config_key, deleted_key, job_key, run_key, task_key
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
@@ -50,6 +51,22 @@ class Records:
             raise SessionChanged(
                 f"session {config.session_id} was created or changed meanwhile: nothing was written; read it and try again"
             ) from exc
+
+    def mark_deleted(self, session_id: str, owners: list[str]) -> None:
+        """Before its owners delete a session over the product API: keep who owned it, so that its
+        id is never given to another principal (a task registered for it may still complete)."""
+        self.table.db.put_item(
+            TableName=self.table.name,
+            Item={**key(*deleted_key(session_id)), "owners": {"S": json.dumps(owners)}},
+        )
+
+    def deleted_owners(self, session_id: str) -> list[str] | None:
+        """The owners of a session deleted over the product API; None if it never was."""
+        item = self.table.read_item(*deleted_key(session_id))
+        if item is None:
+            return None
+        owners = json.loads(item.get("owners", {}).get("S", "[]"))
+        return [o for o in owners if isinstance(o, str)] if isinstance(owners, list) else []
 
     def get_session(self, session_id: str) -> SessionConfig | None:
         item = self.table.read_item(*config_key(session_id))

@@ -69,6 +69,27 @@ def secret_name(target: str) -> str:
     return target
 
 
+def own_prefixes(scope: SecretScope, session_id: str) -> tuple[str, str]:
+    """Where a session's own secrets live: a Secrets Manager name prefix and an SSM path."""
+    return f"{scope.secrets_prefix}sessions/{session_id}/", f"{scope.ssm_path_prefix}sessions/{session_id}/"
+
+
+def check_own_ref(ref: str, scheme: str, target: str, scope: SecretScope, session_id: str) -> None:
+    """A reference a product writes over the API (``scheme``/``target``: as ``check_ref`` parsed it)
+    must name one of the session's own secrets: the stack's prefixes are shared by every product on
+    the stack, and a reference to another's secret would send it wherever this config says.
+    Raises SecretRefRefused."""
+    secrets_at, ssm_at = own_prefixes(scope, session_id)
+    if scheme == "secretsmanager" and secret_name(target).startswith(secrets_at):
+        return
+    if scheme == "ssm" and target.startswith(ssm_at):
+        return
+    raise SecretRefRefused(
+        f"secret reference {ref[:200]!r} is refused: over the product API a session names only its own secrets, "
+        f"secretsmanager:{secrets_at}NAME or ssm:{ssm_at}NAME (an operator may set others with agentwake sessions put)"
+    )
+
+
 def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
     """``(scheme, target)`` of a reference inside the scope; raises ConfigError / SecretRefRefused."""
     scheme, sep, target = ref.partition(":")

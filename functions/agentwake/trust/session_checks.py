@@ -53,6 +53,13 @@ class ConfigRules:
     #: the stack's functions run in this Python environment (the local stack, seen from its CLI):
     #: a Python tool must then be installed here. Elsewhere (a Lambda bundle) it is checked at the wake.
     python_tools_here: bool = False
+    #: a config written over the product API for this session: a secret reference it adds must name
+    #: the session's own secrets (``trust.secrets.check_own_ref``); those in ``kept`` (on the session
+    #: already, set by an operator) stay as they are
+    own_secrets_of: str | None = None
+    kept: frozenset[str] = frozenset()
+    #: not a check: the walk collects the config's secret references here (``secret_refs``)
+    collect: list[str] | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConfigRules:
@@ -94,14 +101,34 @@ def check_session(config: SessionConfig, rules: ConfigRules | None = None) -> No
         _check_tool(raw, rules, config.session_id)
 
 
-def _check_ref(ref: str | None, rules: ConfigRules) -> None:
-    if ref is not None:
-        from agentwake.trust.secrets import check_ref
+def secret_refs(config: SessionConfig) -> frozenset[str]:
+    """Every secret reference ``config`` names (providers, delivery, tools): the same walk as the checks."""
+    found: list[str] = []
+    collecting = ConfigRules(collect=found)
+    for raw in config.providers:
+        _check_provider(raw, collecting)
+    _check_delivery(config.delivery, collecting)
+    for raw in config.tools:
+        _check_tool(raw, collecting, config.session_id)
+    return frozenset(found)
 
-        check_ref(ref, rules.scope)
+
+def _check_ref(ref: str | None, rules: ConfigRules) -> None:
+    if ref is None:
+        return
+    if rules.collect is not None:
+        rules.collect.append(ref)
+        return
+    from agentwake.trust.secrets import check_own_ref, check_ref
+
+    scheme, target = check_ref(ref, rules.scope)
+    if rules.own_secrets_of is not None and ref not in rules.kept:
+        check_own_ref(ref, scheme, target, rules.scope, rules.own_secrets_of)
 
 
 def _check_url(url: str, what: str, rules: ConfigRules) -> None:
+    if rules.collect is not None:
+        return
     from agentwake.trust.outbound import check_url
 
     check_url(url, rules.policy, what=what, resolve=False)
