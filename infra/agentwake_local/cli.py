@@ -456,8 +456,7 @@ def invoke(
                 typer.echo(f"ignoring variables the template does not declare: {', '.join(undeclared)}", err=True)
             # over everything, the local stack's allowances included (as sam's --env-vars win)
             runtime.override_env(function, {k: v for k, v in overrides.items() if k in spec.environment})
-        queues = dead_letters.dead_letter_queues(runtime)
-        before = dead_letters.counts(runtime, queues)
+        before = dead_letters.watch(runtime, dead_letters.dead_letter_queues(runtime))
         # like sam local invoke: the function's logs on stderr, only the response on stdout
         with contextlib.redirect_stdout(sys.stderr):
             if asynchronous:
@@ -478,7 +477,7 @@ def invoke(
         else:
             _echo_json(result.error if result.error is not None else result.response)
             failed = result.error is not None
-        lost = [] if (asynchronous and failed) else dead_letters.arrived(runtime, queues, before, payload)
+        lost = [] if (asynchronous and failed) else dead_letters.arrived(runtime, before, payload)
     finally:
         if owned:
             runtime.stop()
