@@ -104,6 +104,8 @@ class WakeLines:
         self._queues: dict[str, str] | None = None
         self._limits: dict[str, tuple[int, str]] | None = None
         self._store: Any = None
+        #: what the last line found dead-lettered (``agentwake invoke`` exits 1 on it); None: unknown
+        self.dead_lettered: list[dead_letters.DeadLettered] | None = None
 
     def __call__(self, function: Any, event: Any) -> Callable[[Any], None]:
         try:
@@ -112,6 +114,7 @@ class WakeLines:
             before = None
 
         def done(invocation: Any) -> None:
+            self.dead_lettered = None
             try:
                 line = self.line(function.logical_id, event, invocation, before)
             except Exception as exc:  # the line is a courtesy: never fail the invocation for it
@@ -143,6 +146,7 @@ class WakeLines:
             f" (+{len(runs) - _SHOWN_RUNS})" if len(runs) > _SHOWN_RUNS else ""
         )
         lost = dead_letters.arrived(self.runtime, watch, event, store=self._table()) if watch is not None else []
+        self.dead_lettered = lost
         words = [self._run_words(run, attempts.get(run, _NO_RUN), event, invocation, lost) for run in runs]
         words += [item.line() for item in lost if item.run_id not in runs]
         if not words:

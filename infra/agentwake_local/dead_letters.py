@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON
@@ -103,8 +103,8 @@ def arrived(runtime: Any, before: Watch, event: Any, *, store: Any = None) -> li
     (the agent table) joins a message with the run it names, for its recorded failure."""
     from agentwake_ops.sqs_scan import peek
 
-    ids = _record_ids(event)
-    runs = _run_ids(event)
+    ids = _record_ids(event)  # message id -> the run its record wakes (None: a body that names none)
+    runs = set(filter(None, ids.values())) | _run_ids(event)
     short = _short_names(runtime)
     sqs = runtime.client("sqs")
     found: list[DeadLettered] = []
@@ -119,7 +119,10 @@ def arrived(runtime: Any, before: Watch, event: Any, *, store: Any = None) -> li
         for message in messages:
             item = _described(message, lid, short.get(url), url, store)
             if ids:  # agentwake marks what it dead-letters with the record's message id
-                ours = _attributes(message).get(ATTR_ORIGINAL_ID) in ids
+                original = _attributes(message).get(ATTR_ORIGINAL_ID)
+                ours = original in ids
+                if ours and item.run_id is None:  # a record that never became a run names its run here
+                    item = replace(item, run_id=ids[str(original)])
             else:  # an on-failure record: the run it names (any, for an event that names none), sent since
                 ours = (item.run_id in runs or not runs) and _sent_since(message, before.since)
             if ours:
@@ -161,16 +164,23 @@ def _attributes(message: dict[str, Any]) -> dict[str, str]:
 
 
 def _sent_since(message: dict[str, Any], since: float) -> bool:
-    sent = (message.get("Attributes") or {}).get("SentTimestamp")
+    sent = str((message.get("Attributes") or {}).get("SentTimestamp"))
     try:
         return int(sent) >= int(since * 1000) - 1000  # a second of slack: the two clocks are this host's
     except (TypeError, ValueError):
         return True
 
 
-def _record_ids(event: Any) -> set[str]:
+def _record_ids(event: Any) -> dict[str, str | None]:
+    """Message id -> the run its record wakes, for every record of an SQS event."""
+    from agentwake_local.activity import run_ids
+
     records = event.get("Records") if isinstance(event, dict) else None
-    return {str(r["messageId"]) for r in records or [] if isinstance(r, dict) and r.get("messageId")}
+    return {
+        str(r["messageId"]): next(iter(run_ids({"Records": [r]})), None)
+        for r in records or []
+        if isinstance(r, dict) and r.get("messageId")
+    }
 
 
 def _run_ids(event: Any) -> set[str]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +27,7 @@ from agentwake_local import activity
 from agentwake_local.http_api import http_api_event
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
-from tests.support.builders import FAILING_PROVIDERS, seed_session
+from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_QUEUE = "BackgroundResultQueue"
@@ -197,8 +200,63 @@ def test_invoke_reports_a_dead_lettered_record_among_50_other_dlq_messages(
     assert result.exit_code == 1, result.output
     assert "error: dead-lettered to BackgroundResultDLQ: " in result.stderr
     assert task_id in result.stderr.split("dead-lettered to BackgroundResultDLQ: ")[1]
+    # AND its one line for the wake says so too (it never became a run: not "waiting")
+    [line] = [text for text in result.stderr.splitlines() if f"BackgroundResultFunction bg:{task_id} " in text]
+    assert f"bg:{task_id} dead-lettered to BackgroundResultDLQ: UnknownTask: " in line and "waiting" not in line
     # AND the 51 messages are all still on the DLQ (the scan consumed none)
     attrs = local.client("sqs").get_queue_attributes(
         QueueUrl=local.stack.queue_url(RESULT_DLQ), AttributeNames=["ApproximateNumberOfMessages"]
     )["Attributes"]
     assert attrs["ApproximateNumberOfMessages"] == "51"
+
+
+# --- the CLI's own runs, in real processes: one line per wake, the JSON logs in a file -------------
+
+AGENTWAKE = str(Path(sys.executable).parent / "agentwake")
+
+
+def agentwake(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTWAKE_", "AWS_"))}
+    env = {**clean, "AGENTWAKE_HOME": str(home), "COLUMNS": "200"}
+    return subprocess.run([AGENTWAKE, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def json_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("{")]
+
+
+def test_jobs_trigger_and_backfill_print_wake_lines_and_no_json_logs(home: Path, store: DynamoStore) -> None:
+    # GIVEN a job of a healthy session on the running local stack
+    session, job_id = uid("s-jobs"), uid("job")
+    seed_session(store, session)
+    seed_job(store, job_id, session)
+    # WHEN the operator triggers one fire, then backfills two days, from another terminal
+    trigger = agentwake(home, "jobs", "trigger", job_id, "--time", "2026-11-03T06:00:00Z")
+    backfill = agentwake(
+        home, "jobs", "backfill", job_id, "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-02T23:59:59Z", "--yes"
+    )
+    # THEN each prints local up's one line per run, then its summary, and no JSON log line
+    for result, times in ((trigger, ["2026-11-03"]), (backfill, ["2026-11-01", "2026-11-02"])):
+        assert result.returncode == 0, result.stderr
+        assert json_lines(result.stdout + result.stderr) == [], result.stdout + result.stderr
+        for day in times:
+            assert f"CronWakeFunction cron:{job_id}:{day}T06:00:00Z succeeded " in result.stderr
+        assert f"the functions' JSON logs: {home / 'functions.log'}" in result.stderr
+    assert "Invoked CronWakeFunction" in trigger.stdout and "Invoked 2:" in backfill.stdout
+    # AND the logs are in the file it named
+    assert '"message":"run succeeded"' in (home / "functions.log").read_text()
+
+
+def test_invoke_prints_the_response_and_one_line_not_the_json_logs(home: Path, local: LocalStackRuntime) -> None:
+    # GIVEN the running local stack, seeded as local up seeds it
+    local.seed()
+    # WHEN the sample event is invoked from another terminal
+    result = agentwake(
+        home, "invoke", "BackgroundResultFunction", "-e", str(ROOT / "events" / "background-result-success.json")
+    )
+    # THEN stdout is the response, stderr one line for the wake and where the logs are, and no JSON log line
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"batchItemFailures": []}
+    assert json_lines(result.stderr) == [], result.stderr
+    assert "BackgroundResultFunction bg:task-ok-1 succeeded " in result.stderr
+    assert "UserWarning" not in result.stderr
