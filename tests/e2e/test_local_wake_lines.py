@@ -118,6 +118,24 @@ def test_a_failed_wake_line_names_the_error_type_and_reason_and_no_traceback(
     assert "Traceback" not in line and "BatchProcessingError" not in line and 'File "' not in line
 
 
+def test_a_function_that_fails_before_any_run_names_its_error_type_and_reason(
+    local: LocalStackRuntime, store: DynamoStore, lines: io.StringIO
+) -> None:
+    # GIVEN a finished task of a healthy session, and the function's table setting lost (a broken config)
+    session = uid("s-config")
+    seed_session(store, session)
+    task_id = finish_task(local, store, session)
+    function = local.functions["BackgroundResultFunction"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(function.environment, "AGENTWAKE_TABLE", "")
+        # WHEN the poller gives the record to the function
+        local.poller("BackgroundResultFunction").poll_once()
+    # THEN the line says the wake failed with ConfigError and why, in one line, no traceback
+    [line] = printed(lines)
+    assert f"BackgroundResultFunction bg:{task_id} failed: ConfigError: " in line and "AGENTWAKE_TABLE" in line
+    assert "Traceback" not in line
+
+
 def test_a_wake_whose_session_is_busy_says_it_is_waiting(
     local: LocalStackRuntime, store: DynamoStore, lines: io.StringIO
 ) -> None:
