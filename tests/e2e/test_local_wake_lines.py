@@ -118,6 +118,30 @@ def test_a_failed_wake_line_names_the_error_type_and_reason_and_no_traceback(
     assert "Traceback" not in line and "BatchProcessingError" not in line and 'File "' not in line
 
 
+def test_the_last_attempt_says_sqs_moves_the_record_to_the_dlq(
+    local: LocalStackRuntime, store: DynamoStore, lines: io.StringIO
+) -> None:
+    # GIVEN a failing session's finished task, and the results queue's MaxReceiveCount
+    redrive = local.client("sqs").get_queue_attributes(
+        QueueUrl=local.stack.queue_url(RESULT_QUEUE), AttributeNames=["RedrivePolicy"]
+    )["Attributes"]["RedrivePolicy"]
+    limit = int(json.loads(redrive)["maxReceiveCount"])
+    session = uid("s-spent")
+    seed_session(store, session, FAILING_PROVIDERS)
+    task_id = finish_task(local, store, session)
+    # WHEN the poller gives it to the function MaxReceiveCount times
+    for _ in range(limit):
+        local.poller("BackgroundResultFunction").poll_once()
+    # THEN every line but the last says it is retried, and the last says where it goes now
+    said = [line.rsplit(" ", 1)[0] for line in printed(lines)]  # without the duration
+    assert len(said) == limit
+    assert all(f"bg:{task_id} failed: AllProvidersFailed: " in text for text in said)
+    assert [text.endswith(f"(attempt {n}, retried)") for n, text in enumerate(said, 1)] == [True] * (limit - 1) + [
+        False
+    ]
+    assert said[-1].endswith(f"(attempt {limit}, the last: SQS moves it to {RESULT_DLQ})")
+
+
 def test_a_function_that_fails_before_any_run_names_its_error_type_and_reason(
     local: LocalStackRuntime, store: DynamoStore, lines: io.StringIO
 ) -> None:
