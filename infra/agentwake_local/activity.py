@@ -123,6 +123,32 @@ class WakeLines:
 
         return done
 
+    def outcome(self, outcome: Any) -> None:
+        """``AsyncInvoker.on_outcome``: an asynchronous invocation whose retries are spent gets a
+        line of its own (each attempt had one): where its event went, after how many attempts."""
+        if outcome.ok:
+            return
+        from agentwake_ops.runs import failure_line
+        from agentwake_ops.terminal import shown
+
+        woken = run_ids(outcome.event)
+        runs = ", ".join(woken[:_SHOWN_RUNS]) or "-"
+        why = f"{outcome.condition} after {outcome.approximate_invoke_count} attempt(s)"
+        store = self._table()
+        run = store.records.get_run(woken[0]) if store is not None and woken else None
+        if run is not None and run.status == "failed" and run.last_error_type:  # the run's own words
+            why += f": {failure_line(run.last_error_type, run.last_error)}"
+        elif outcome.error is not None:
+            why += f": {error_words(outcome.error)}"
+        destination = outcome.destination
+        where = (
+            f"dead-lettered to {destination.logical_id or destination.arn}"
+            if destination is not None
+            else "dropped (no on-failure destination)"
+        )
+        line = shown(f"{outcome.function} {runs} {_cut(f'{where}: {why}')}")
+        print(f"{time.strftime('%H:%M:%S')} {line}", file=self.out, flush=True)
+
     def before(self, event: Any) -> tuple[dead_letters.Watch | None, dict[str, int]]:
         """What the line compares with: the dead-letter queues' counts, each run's attempts."""
         if _is_request(event):

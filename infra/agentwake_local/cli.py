@@ -235,7 +235,9 @@ def up(
     except (TemplateError, MotoPatchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    runtime.on_invocation = activity.WakeLines(runtime, terminal)
+    runtime.on_invocation = lines = activity.WakeLines(runtime, terminal)
+    if runtime.async_invoker is not None:
+        runtime.async_invoker.on_outcome = lines.outcome
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -61,7 +61,9 @@ class LocalInvoker:
                 self._runtime = LocalStackRuntime.attach(state=self.state)
             except Exception as exc:
                 raise OpsError(f"cannot invoke on the local stack: {exc}") from exc
-            self._runtime.on_invocation = activity.WakeLines(self._runtime, sys.stderr)
+            self._runtime.on_invocation = lines = activity.WakeLines(self._runtime, sys.stderr)
+            if self._runtime.async_invoker is not None:
+                self._runtime.async_invoker.on_outcome = lines.outcome
         log = function_output.default_log()
         if not self._named_log:
             print(f"running on the local stack here; the functions' JSON logs: {log}", file=sys.stderr, flush=True)

@@ -289,6 +289,29 @@ def test_jobs_trigger_and_backfill_print_wake_lines_and_no_json_logs(home: Path,
     assert '"message":"run succeeded"' in (home / "functions.log").read_text()
 
 
+def test_a_triggered_cron_wake_whose_retries_are_spent_says_where_it_went(
+    home: Path, local: LocalStackRuntime, store: DynamoStore
+) -> None:
+    # GIVEN a job of a session whose every provider fails, and Lambda's retry count for the cron function
+    session, job_id = uid("s-cron-fail"), uid("job")
+    seed_session(store, session, FAILING_PROVIDERS)
+    seed_job(store, job_id, session)
+    tries = local.functions["CronWakeFunction"].async_config.maximum_retry_attempts + 1
+    # WHEN the operator triggers one fire from another terminal
+    result = agentwake(home, "jobs", "trigger", job_id, "--time", "2026-11-04T06:00:00Z")
+    # THEN each attempt has its line saying it failed and why, and a last line says where the event went
+    run = f"cron:{job_id}:2026-11-04T06:00:00Z"
+    attempts = [
+        line for line in result.stderr.splitlines() if f"CronWakeFunction {run} failed: AllProvidersFailed" in line
+    ]
+    assert len(attempts) == tries, result.stderr
+    assert (
+        f"CronWakeFunction {run} dead-lettered to CronFailureQueue: RetriesExhausted after {tries} attempt(s): "
+        "AllProvidersFailed: All chat models failed"
+    ) in result.stderr
+    assert json_lines(result.stdout + result.stderr) == [] and "Traceback" not in result.stderr
+
+
 def test_invoke_prints_the_response_and_one_line_not_the_json_logs(home: Path, local: LocalStackRuntime) -> None:
     # GIVEN the running local stack, seeded as local up seeds it
     local.seed()
