@@ -6,13 +6,15 @@
     12:01:00 CronWakeFunction cron:job-nightly:2026-12-01T06:00:00Z succeeded 1.2s
     12:01:05 BackgroundResultFunction - dead-lettered to BackgroundResultDLQ: InvalidMessage: ... 0.1s
     12:01:09 ProductApiFunction POST /sessions/chat/live-turns 409: the session is busy ... 0.2s
+    12:02:30 CronWakeFunction cron:job-x:... dead-lettered to CronFailureQueue: RetriesExhausted after 3 attempt(s): ...
 
 The line names the function, the run(s) the event wakes (``bg:{task}``, ``cron:{job}:{time}``) or the
 request it answered, what became of them in words and how long the invocation took. A run that
 started an attempt says how it ended as its run record tells (a failure: its type and the first line
 of its reason, never a traceback: those stay in the log); a record that started none was waiting for
 its session, or was dead-lettered (with the reason ``agentwake dlq list`` gives), or the function
-failed before any run (its error type and message). ``quiet_output`` sends everything else the
+failed before any run (its error type and message). An asynchronous invocation whose retries are
+spent gets a line of its own (``outcome``, the async invoker's ``on_outcome``). ``quiet_output`` sends everything else the
 process prints (the functions' JSON log and EMF lines, the emulator's INFO logs) to a log file;
 ``agentwake invoke`` and the CLI's in-process runs print the same lines (``function_output``).
 """
