@@ -35,6 +35,8 @@ from agentwake_local import dead_letters
 _SHOWN_RUNS = 3
 #: at most this many characters of one line's words (a reason is cut, never wrapped)
 _SHOWN_CHARS = 300
+#: at most this many characters of one run id
+_SHOWN_ID_CHARS = 120
 #: the run did not exist before the invocation
 _NO_RUN = -1
 #: the last ``Type: message`` line of a traceback (what Powertools' BatchProcessingError wraps)
@@ -134,7 +136,7 @@ class WakeLines:
         from agentwake_ops.terminal import shown
 
         woken = run_ids(outcome.event)
-        runs = ", ".join(woken[:_SHOWN_RUNS]) or "-"
+        runs = _listed(woken)
         why = f"{outcome.condition} after {outcome.approximate_invoke_count} attempt(s)"
         store = self._table()
         run = store.records.get_run(woken[0]) if store is not None and woken else None
@@ -170,9 +172,6 @@ class WakeLines:
             return shown(f"{function} {_cut(request_words(event, invocation))} {seconds}")
         watch, attempts = before if before is not None else (None, {})
         runs = run_ids(event)
-        shown_runs = ", ".join(runs[:_SHOWN_RUNS]) + (
-            f" (+{len(runs) - _SHOWN_RUNS})" if len(runs) > _SHOWN_RUNS else ""
-        )
         lost = dead_letters.arrived(self.runtime, watch, event, store=self._table()) if watch is not None else []
         self.dead_lettered = lost
         words = [self._run_words(run, attempts.get(run, _NO_RUN), event, invocation, lost) for run in runs]
@@ -180,7 +179,7 @@ class WakeLines:
         if not words:
             words = [f"failed: {error_words(invocation.error)}" if invocation.error is not None else "succeeded"]
         outcome = "; ".join(dict.fromkeys(words))  # each outcome once, in the runs' order
-        return shown(f"{function} {shown_runs or '-'} {_cut(outcome)} {seconds}")
+        return shown(f"{function} {_listed(runs)} {_cut(outcome)} {seconds}")
 
     def _run_words(
         self, run_id: str, attempts_before: int, event: Any, invocation: Any, lost: list[dead_letters.DeadLettered]
@@ -260,9 +259,16 @@ def _record_failed(run_id: str, event: Any, response: Any) -> bool:
     )
 
 
-def _cut(text: str) -> str:
+def _listed(runs: list[str]) -> str:
+    """The runs of a line: at most ``_SHOWN_RUNS``, each cut (a body may name a task id of any length)."""
+    shown = ", ".join(_cut(run, _SHOWN_ID_CHARS) for run in runs[:_SHOWN_RUNS])
+    return (shown + (f" (+{len(runs) - _SHOWN_RUNS})" if len(runs) > _SHOWN_RUNS else "")) or "-"
+
+
+def _cut(text: str, limit: int = 0) -> str:
+    limit = limit or _SHOWN_CHARS
     text = " ".join(text.split())  # one line, whatever the reason held
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def quiet_output(log_path: Path) -> IO[str]:

@@ -194,6 +194,17 @@ def test_a_poison_body_nested_2000_deep_is_described_as_dead_lettered(
     assert "nests deeper than" in line and "RecursionError" not in line
 
 
+def test_a_body_naming_a_huge_task_id_gets_a_bounded_line(local: LocalStackRuntime, lines: io.StringIO) -> None:
+    # GIVEN a result whose task id is 100,000 characters long
+    body = json.dumps({"task_id": "t" * 100_000, "status": "succeeded"})
+    local.client("sqs").send_message(QueueUrl=local.stack.queue_url(RESULT_QUEUE), MessageBody=body)
+    # WHEN the poller gives it to the function
+    local.poller("BackgroundResultFunction").poll_once()
+    # THEN its line says it was dead-lettered, in one bounded line
+    [line] = printed(lines)
+    assert "dead-lettered to BackgroundResultDLQ: InvalidMessage: " in line and len(line) < 600
+
+
 def test_a_live_turn_refused_with_409_is_not_logged_ok(
     local: LocalStackRuntime, store: DynamoStore, lines: io.StringIO
 ) -> None:
