@@ -474,6 +474,8 @@ def invoke(
         if not verbose:
             typer.echo(f"the function's JSON logs: {log} (--verbose prints them here)", err=True)
             runtime.on_invocation = lines = activity.WakeLines(runtime, sys.stderr)
+            if runtime.async_invoker is not None:
+                runtime.async_invoker.on_outcome = lines.outcome
         with contextlib.redirect_stdout(sys.stderr) if verbose else function_output.to_log(log):
             if asynchronous:
                 outcome: Any = runtime.invoke_async(function, payload, wait=True).wait()
