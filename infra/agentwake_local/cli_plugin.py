@@ -66,7 +66,12 @@ class LocalInvoker:
                 self._runtime.async_invoker.on_outcome = lines.outcome
         log = function_output.default_log()
         if not self._named_log:
-            print(f"running on the local stack here; the functions' JSON logs: {log}", file=sys.stderr, flush=True)
+            print(
+                f"running here on the local stack (its `local up` terminal does not show these runs); "
+                f"the functions' JSON logs: {log}",
+                file=sys.stderr,
+                flush=True,
+            )
             self._named_log = True
         with function_output.to_log(log):
             pending = self._runtime.invoke_async(logical_id, payload, wait=True)
