@@ -129,7 +129,7 @@ def list_runs(
 def failure_line(error_type: str | None, reason: str | None, limit: int = 200) -> str:
     """A failure as a person reads it, in one line: ``ErrorType: the first line of its reason``
     (``local up``'s wake lines, ``agentwake invoke``, the CLI's in-process runs)."""
-    from agentwake_ops.dlq.describe import first_line
+    from agentwake_ops.terminal import first_line
 
     said = first_line(reason, limit)
     return f"{error_type or 'failure'}: {said}" if said else (error_type or "failure")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentwake_local import dead_letters
+from agentwake_local.dead_letters import run_ids
 
 #: at most this many run ids on one line
 _SHOWN_RUNS = 3
@@ -41,25 +42,6 @@ _SHOWN_ID_CHARS = 120
 _NO_RUN = -1
 #: the last ``Type: message`` line of a traceback (what Powertools' BatchProcessingError wraps)
 _RAISED = re.compile(r"^([A-Za-z_][\w.]*): (.+)$")
-
-
-def run_ids(event: Any) -> list[str]:
-    """The runs an event wakes: a background result per SQS record, or a cron firing."""
-    from agentwake.domain.models import background_run_id, cron_run_id
-    from agentwake_ops.dlq.describe import safe_json
-
-    if not isinstance(event, dict):
-        return []
-    if isinstance(event.get("Records"), list):
-        found = []
-        for record in event["Records"]:
-            body = safe_json(record.get("body") if isinstance(record, dict) else None)
-            if isinstance(body, dict) and isinstance(body.get("task_id"), str):
-                found.append(background_run_id(body["task_id"]))
-        return found
-    if isinstance(event.get("job_id"), str) and isinstance(event.get("scheduled_time"), str):
-        return [cron_run_id(event["job_id"], event["scheduled_time"])]
-    return []
 
 
 def error_words(error: dict[str, Any]) -> str:

@@ -51,6 +51,25 @@ class Watch:
     since: float = field(default_factory=time.time)
 
 
+def run_ids(event: Any) -> list[str]:
+    """The runs an event wakes: a background result per SQS record, or a cron firing."""
+    from agentwake.domain.models import background_run_id, cron_run_id
+    from agentwake_ops.dlq.describe import safe_json
+
+    if not isinstance(event, dict):
+        return []
+    if isinstance(event.get("Records"), list):
+        found = []
+        for record in event["Records"]:
+            body = safe_json(record.get("body") if isinstance(record, dict) else None)
+            if isinstance(body, dict) and isinstance(body.get("task_id"), str):
+                found.append(background_run_id(body["task_id"]))
+        return found
+    if isinstance(event.get("job_id"), str) and isinstance(event.get("scheduled_time"), str):
+        return [cron_run_id(event["job_id"], event["scheduled_time"])]
+    return []
+
+
 def dead_letter_queues(runtime: Any) -> dict[str, str]:
     """Logical id -> URL of every dead-letter queue of the stack."""
     stack = runtime.stack
@@ -104,7 +123,7 @@ def arrived(runtime: Any, before: Watch, event: Any, *, store: Any = None) -> li
     from agentwake_ops.sqs_scan import peek
 
     ids = _record_ids(event)  # message id -> the run its record wakes (None: a body that names none)
-    runs = set(filter(None, ids.values())) | _run_ids(event)
+    runs = set(filter(None, ids.values())) | set(run_ids(event))
     short = _short_names(runtime)
     sqs = runtime.client("sqs")
     found: list[DeadLettered] = []
@@ -173,17 +192,9 @@ def _sent_since(message: dict[str, Any], since: float) -> bool:
 
 def _record_ids(event: Any) -> dict[str, str | None]:
     """Message id -> the run its record wakes, for every record of an SQS event."""
-    from agentwake_local.activity import run_ids
-
     records = event.get("Records") if isinstance(event, dict) else None
     return {
         str(r["messageId"]): next(iter(run_ids({"Records": [r]})), None)
         for r in records or []
         if isinstance(r, dict) and r.get("messageId")
     }
-
-
-def _run_ids(event: Any) -> set[str]:
-    from agentwake_local.activity import run_ids
-
-    return set(run_ids(event))
