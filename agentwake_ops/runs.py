@@ -126,6 +126,15 @@ def list_runs(
     )
 
 
+def failure_line(error_type: str | None, reason: str | None, limit: int = 200) -> str:
+    """A failure as a person reads it, in one line: ``ErrorType: the first line of its reason``
+    (``local up``'s wake lines, ``agentwake invoke``, the CLI's in-process runs)."""
+    from agentwake_ops.terminal import first_line
+
+    said = first_line(reason, limit)
+    return f"{error_type or 'failure'}: {said}" if said else (error_type or "failure")
+
+
 def runs_page_note(page: RunsPage) -> str | None:
     """What a runs page cannot show, in words (the CLI and the console print the same)."""
     if page.looked_back_to is None:

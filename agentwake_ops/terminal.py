@@ -61,3 +61,12 @@ def _masked_text(text: str) -> str:
         if isinstance(parsed, dict):
             return json.dumps(masked(parsed), ensure_ascii=False)
     return _TOKEN_SHAPE.sub(MASKED, text)
+
+
+def first_line(text: str | None, limit: int = 200) -> str:
+    """The first non-blank line of ``text``, stripped and cut to ``limit`` characters."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""

@@ -55,6 +55,7 @@ from agentwake.store.queues import (
 )
 from agentwake.trust.redact import redact
 from agentwake_ops.runs import RunSummary, run_summary
+from agentwake_ops.terminal import first_line as first_line
 
 #: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
 PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
@@ -63,14 +64,6 @@ NEVER_RAN_BUSY = {"SessionBusy": "the session was busy", "WaitListFull": "the se
 #: the ids a message body may name, and every field that may hold text from it: printable text only
 _ID_FIELDS = ("run_id", "session_id", "task_id", "job_id")
 _TEXT_FIELDS = (*_ID_FIELDS, "error_type", "error_detail")
-
-
-def first_line(text: str | None, limit: int = 200) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            line = line.strip()
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
 
 
 def safe_json(text: str | None) -> Any:

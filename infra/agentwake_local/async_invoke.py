@@ -160,6 +160,8 @@ class AsyncInvoker:
         self._threads: list[threading.Thread] = []
         self._idle = threading.Condition()
         self._in_progress = 0
+        #: told every finished asynchronous invocation (``local up``'s line for retries spent)
+        self.on_outcome: Callable[[AsyncOutcome], None] | None = None
 
     def _delay(self, retry: int) -> float:
         if not self.retry_delays:
@@ -223,6 +225,11 @@ class AsyncInvoker:
                 outcome.condition,
                 len(outcome.attempts),
             )
+        if self.on_outcome is not None:
+            try:
+                self.on_outcome(outcome)
+            except Exception:  # a courtesy line must never fail the invocation
+                logger.exception("async %s request_id=%s: on_outcome failed", function.logical_id, request_id)
         return outcome
 
     # -- the queue ------------------------------------------------------------------------

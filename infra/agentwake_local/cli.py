@@ -235,7 +235,9 @@ def up(
     except (TemplateError, MotoPatchError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    runtime.on_invocation = activity.WakeLines(runtime, terminal)
+    runtime.on_invocation = lines = activity.WakeLines(runtime, terminal)
+    if runtime.async_invoker is not None:
+        runtime.async_invoker.on_outcome = lines.outcome
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
@@ -405,16 +407,25 @@ def invoke(
     ] = True,
     deployed_outbound: DeployedOutboundOption = False,
     name: NameOption = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Print the function's JSON log lines and warnings on stderr (default: they go to "
+            "$AGENTWAKE_HOME/functions.log, and stderr gets one line saying how the wake ended).",
+        ),
+    ] = False,
 ) -> None:
     """Run FUNCTION with an event as `sam local invoke` would, without Docker.
 
-    Handler, timeout and environment come from the template; variables from --env-vars win over the local stack's own (its outbound allowances too, so an env file with AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false gets the deployed policy). It runs on the local stack that `agentwake local up` keeps running (--name picks one), or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on a fresh stack, seeded as `local up` seeds it (--no-seed: empty), removed afterwards. Prints the response; a function error, or a record the function dead-lettered, exits with status 1 and says why.
+    Handler, timeout and environment come from the template; variables from --env-vars win over the local stack's own (its outbound allowances too, so an env file with AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK=false gets the deployed policy). It runs on the local stack that `agentwake local up` keeps running (--name picks one), or on the endpoint AWS_ENDPOINT_URL names (resources missing there are provisioned from the template), or with --throwaway on a fresh stack, seeded as `local up` seeds it (--no-seed: empty), removed afterwards. Prints the response on stdout and, on stderr, one line saying how the wake ended (as `local up` prints it; the function's JSON logs go to $AGENTWAKE_HOME/functions.log unless --verbose); a function error, or a record the function dead-lettered, exits with status 1 and says why.
 
     Example: agentwake invoke BackgroundResultFunction -e events/background-result-success.json
     """
     import os
 
-    from agentwake_local import dead_letters
+    from agentwake_local import dead_letters, function_output
 
     payload = _read_event(event)
     strict: dict[str, Any] = {"deployed_outbound": True} if deployed_outbound else {}
@@ -456,10 +467,16 @@ def invoke(
                 typer.echo(f"ignoring variables the template does not declare: {', '.join(undeclared)}", err=True)
             # over everything, the local stack's allowances included (as sam's --env-vars win)
             runtime.override_env(function, {k: v for k, v in overrides.items() if k in spec.environment})
-        queues = dead_letters.dead_letter_queues(runtime)
-        before = dead_letters.counts(runtime, queues)
-        # like sam local invoke: the function's logs on stderr, only the response on stdout
-        with contextlib.redirect_stdout(sys.stderr):
+        before = dead_letters.watch(runtime, dead_letters.dead_letter_queues(runtime))
+        # only the response on stdout; the function's logs in a file (--verbose: on stderr, as sam prints them)
+        log = function_output.default_log()
+        lines = None
+        if not verbose:
+            typer.echo(f"the function's JSON logs: {log} (--verbose prints them here)", err=True)
+            runtime.on_invocation = lines = activity.WakeLines(runtime, sys.stderr)
+            if runtime.async_invoker is not None:
+                runtime.async_invoker.on_outcome = lines.outcome
+        with contextlib.redirect_stdout(sys.stderr) if verbose else function_output.to_log(log):
             if asynchronous:
                 outcome: Any = runtime.invoke_async(function, payload, wait=True).wait()
             else:
@@ -478,7 +495,12 @@ def invoke(
         else:
             _echo_json(result.error if result.error is not None else result.response)
             failed = result.error is not None
-        lost = [] if (asynchronous and failed) else dead_letters.arrived(runtime, queues, before, payload)
+        if asynchronous and failed:
+            lost = []
+        elif lines is not None and lines.dead_lettered is not None and not asynchronous:
+            lost = lines.dead_lettered  # its line read the dead-letter queues already
+        else:
+            lost = dead_letters.arrived(runtime, before, payload)
     finally:
         if owned:
             runtime.stop()

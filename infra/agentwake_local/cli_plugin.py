@@ -6,7 +6,6 @@ The CLI never imports this package; it loads this function through its entry poi
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from typing import Any
 
@@ -41,13 +40,19 @@ class LocalInvoker:
 
     The local stack's async queue lives in the process that runs it; from another process the
     invocation runs here (retries, then the on-failure destination on the same local queues).
+    Each invocation prints ``local up``'s one line (``activity.WakeLines``) on stderr; the
+    function's JSON logs go to ``$AGENTWAKE_HOME/functions.log`` (named once), so that stdout
+    stays the CLI's own output (--json must stay parseable) and stderr stays readable.
     """
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
         self._runtime: Any = None
+        self._named_log = False
 
     def __call__(self, logical_id: str, payload: dict[str, Any]) -> str:
+        from agentwake_local import activity, function_output
+
         if self._runtime is None:
             from agentwake_local.stack import LocalStackRuntime
             from agentwake_ops.context import OpsError  # here: `agentwake --help` need not load the store
@@ -56,9 +61,19 @@ class LocalInvoker:
                 self._runtime = LocalStackRuntime.attach(state=self.state)
             except Exception as exc:
                 raise OpsError(f"cannot invoke on the local stack: {exc}") from exc
-        # the function runs in this process: its logs and metrics go to stderr, so that stdout
-        # stays the CLI's own output (--json must stay parseable)
-        with contextlib.redirect_stdout(sys.stderr):
+            self._runtime.on_invocation = lines = activity.WakeLines(self._runtime, sys.stderr)
+            if self._runtime.async_invoker is not None:
+                self._runtime.async_invoker.on_outcome = lines.outcome
+        log = function_output.default_log()
+        if not self._named_log:
+            print(
+                f"running here on the local stack (its `local up` terminal does not show these runs); "
+                f"the functions' JSON logs: {log}",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._named_log = True
+        with function_output.to_log(log):
             pending = self._runtime.invoke_async(logical_id, payload, wait=True)
             outcome = pending.wait() if hasattr(pending, "wait") else pending
         attempts = len(getattr(outcome, "attempts", []) or [])

@@ -117,6 +117,15 @@ class EnvironmentGate:
 
 _GATE = EnvironmentGate()
 
+#: per thread: how many invocations it is running now (``running_function``)
+_RUNNING = threading.local()
+
+
+def running_function() -> bool:
+    """This thread is running a function's code now (what it prints is the function's output:
+    ``function_output`` keeps that apart from what a person reads)."""
+    return getattr(_RUNNING, "depth", 0) > 0
+
 
 class LambdaContext:
     """The context object the Python runtime passes to a handler."""
@@ -302,7 +311,11 @@ def invoke(
         if hook_error is not None:  # the init phase failed (a cache reset hook)
             result.error = _error(hook_error, request_id)
         else:
-            result.response, result.error = _call(function, payload, request_id, invoked_function_arn)
+            _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
+            try:
+                result.response, result.error = _call(function, payload, request_id, invoked_function_arn)
+            finally:
+                _RUNNING.depth -= 1
     finally:
         result.duration_ms = (time.monotonic() - started) * 1000
         _GATE.leave()

@@ -673,9 +673,22 @@ def test_invoke_prints_only_the_response_on_stdout(local: LocalStackRuntime, hom
         cwd=ROOT,
         env={**os.environ, "AGENTWAKE_HOME": str(home)},
     )
-    # THEN it found the running stack through $AGENTWAKE_HOME, and stdout is exactly the response JSON
-    # (the function's logs are on stderr, as with `sam local invoke`), so `| jq` works
+    # THEN it found the running stack through $AGENTWAKE_HOME, and stdout is exactly the response JSON,
+    # so `| jq` works; stderr says how the wake ended in one line, the function's logs are in a file
     assert proc.returncode == 0, proc.stderr
     assert local.endpoint_url in proc.stderr
-    assert "job that does not exist" in proc.stderr
     assert json.loads(proc.stdout) == {"run_id": f"cron:job-does-not-exist:{SCHEDULED_TIME}", "status": "skipped"}
+    assert f"CronWakeFunction cron:job-does-not-exist:{SCHEDULED_TIME} skipped " in proc.stderr
+    assert "job that does not exist" not in proc.stderr
+    assert "job that does not exist" in (home / "functions.log").read_text()
+    # AND with --verbose the function's logs are on stderr, as with `sam local invoke`
+    verbose = subprocess.run(
+        [str(AGENTWAKE_BIN), "invoke", "CronWakeFunction", "-e", str(EVENTS / "cron-wake-missing-job.json"), "-v"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "AGENTWAKE_HOME": str(home)},
+    )
+    assert verbose.returncode == 0 and "job that does not exist" in verbose.stderr
+    assert json.loads(verbose.stdout)["status"] == "skipped"

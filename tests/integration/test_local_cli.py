@@ -79,6 +79,11 @@ def test_invoke_async_reports_the_destination_record_and_exits_1(home: Path, eve
     outcome = json.loads(result.stdout)
     assert (outcome["condition"], outcome["approximateInvokeCount"]) == ("RetriesExhausted", 3)
     assert outcome["record"]["requestPayload"] == {"job_id": "cli-job", "sleep": 0}
+    # AND stderr says, in local up's words, that each attempt failed and where the event went
+    assert len([line for line in result.stderr.splitlines() if " AsyncFunction - failed: " in line]) == 3
+    assert (
+        " AsyncFunction - dead-lettered to " in result.stderr and "RetriesExhausted after 3 attempt(s)" in result.stderr
+    )
 
 
 def test_status_env_and_invoke_use_the_running_stack(home: Path, event_file: Path) -> None:
