@@ -158,3 +158,26 @@ def test_resume_catches_up_the_fires_the_scheduler_could_not_deliver(cli: Cli, s
     assert missed[times[1]]["outcome"] == "caught up" and missed[times[0]]["outcome"].startswith("not caught up")
     # AND with nothing missed, resuming a running job is refused
     assert "is not paused" in cli("jobs", "resume", job_id, expect=1).stderr
+
+
+def test_an_active_recurring_job_whose_run_succeeded_is_active_not_completed(cli: Cli, job_id: str) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.aws import FakeLambdaContext
+
+    # GIVEN an hourly job whose last run succeeded (the cron function ran one fire)
+    cli("jobs", "update", job_id, "--cron", "0 * * * ? *")
+    out = cron_wake.handler(
+        {"job_id": job_id, "scheduled_time": "2026-11-30T06:00:00Z", "session_id": "s-ops"}, FakeLambdaContext()
+    )
+    assert out["status"] == "succeeded"
+    # WHEN the operator reads it in `jobs show`, `jobs list` and their JSON
+    shown = cli("jobs", "show", job_id).stdout
+    listed = cli("jobs", "list").stdout
+    [as_json] = cli_json(cli, "jobs", "list")
+    # THEN its status says it is active and what its last run did, never that the job is "completed"
+    for text in (shown, listed):
+        assert "active; last run succeeded" in text and "completed" not in text, text
+    assert as_json["state"] == "active; last run succeeded"
+    # AND once paused, the same words say paused, why, and what the last run did
+    cli("jobs", "pause", job_id)
+    assert "paused: paused by an operator; last run succeeded" in cli("jobs", "list").stdout
