@@ -303,9 +303,14 @@ def summary_tables(summary: RunSummary) -> None:
     else:
         out.print("No failed attempt is recorded.")
     if summary.steps:
-        table = _table(f"steps journaled ({len(summary.steps)})", ("step", "time", "what"), title_justify="left")
+        table = _table(
+            f"steps journaled ({len(summary.steps)})", ("step", "attempt", "time", "what"), title_justify="left"
+        )
+        sent = {d["delivery_id"]: d["text"] for d in summary.deliveries}
         for step in summary.steps:
-            table.add_row(escape(step["key"]), when(step.get("at")), escape(_step_summary(step)))
+            table.add_row(
+                escape(step["key"]), dash(step_attempt(step)), when(step.get("at")), escape(_step_summary(step, sent))
+            )
         out.print(table)
     else:
         out.print("No step is journaled: a redrive starts this run from its first step.")
@@ -359,13 +364,33 @@ def usage_table(summary: RunSummary) -> None:
     console().print(table)
 
 
-def _step_summary(step: dict[str, Any]) -> str:
-    parts = []
+def step_attempt(step: dict[str, Any]) -> int | None:
+    """The run's attempt that journaled ``step`` (None for a step journaled before it was recorded)."""
+    from agentwake.domain.steps import STEP_ATTEMPT
+
+    value = step.get(STEP_ATTEMPT)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def sent_texts(step: dict[str, Any], sent: dict[str, str]) -> list[str]:
+    """What a tool step delivered to the user, each text bounded to one line and redacted."""
+    from agentwake.trust.redact import redact
+
+    return [
+        f'"{_first_line(redact(sent[d]), 100)}" ({d})' if d in sent else f"delivery {d}"
+        for d in (str(x) for x in step.get("deliveries") or ())
+    ]
+
+
+def _step_summary(step: dict[str, Any], sent: dict[str, str]) -> str:
+    """One journaled step in a line: a reply's text and calls, or a tool's result (for a step that
+    delivered, what was sent), and the model call's tokens."""
+    text = _first_line(str(step.get("text") or step.get("content") or ""), 120)
     if step.get("tool"):
-        parts.append(f"tool {step['tool']} ->")
-    text = step.get("text") or step.get("content") or ""
-    if text:
-        parts.append(_first_line(str(text), 120))
+        delivered = sent_texts(step, sent)
+        parts = [f"tool {step['tool']} -> " + ("sent " + "; ".join(delivered) if delivered else text or "-")]
+    else:
+        parts = [text] if text else []
     calls = step.get("tool_calls") or []
     if calls:
         names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
@@ -374,9 +399,16 @@ def _step_summary(step: dict[str, Any]) -> str:
     if isinstance(usage, dict):
         parts.append(
             f"[{step.get('provider_id') or '?'}: {usage.get('input_tokens', 0)} in / "
-            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms, attempt {usage.get('attempt', 1)}]"
+            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms{_provider_try(usage)}]"
         )
     return " ".join(parts) or "-"
+
+
+def _provider_try(usage: dict[str, Any]) -> str:
+    """Which try on the provider answered, when it was not the first (the chain's own retries;
+    the run's attempt is the ``attempt`` column)."""
+    tried = usage.get("attempt")
+    return f", try {tried} on this provider" if isinstance(tried, int) and tried > 1 else ""
 
 
 def history_table(session: str, entries: list[Any]) -> None:
@@ -399,10 +431,16 @@ def history_table(session: str, entries: list[Any]) -> None:
 
 
 def job_dict(job: Any) -> dict[str, Any]:
-    """A job as ``--json`` prints it: the record and its next fire times."""
+    """A job as ``--json`` prints it: the record (whose ``status`` is its last run's), the job's
+    status in words (``state``) and its next fire times."""
     from agentwake.jobs.service import next_fire_times
+    from agentwake.jobs.views import job_state
 
-    return {**job.model_dump(mode="json"), "next_fire_times": [t.isoformat() for t in next_fire_times(job)]}
+    return {
+        **job.model_dump(mode="json"),
+        "state": job_state(job),
+        "next_fire_times": [t.isoformat() for t in next_fire_times(job)],
+    }
 
 
 def fires(job: Any) -> str:
@@ -430,7 +468,7 @@ JOB_COLUMNS = (
 
 
 def job_row(job: Any) -> tuple[str, ...]:
-    """A job as :data:`JOB_COLUMNS` (plain text; its status says ``paused: <why>`` while paused)."""
+    """A job as :data:`JOB_COLUMNS` (plain text; its status says whether it is active or paused and what its last run did)."""
     return (
         job.job_id,
         job.name,
@@ -456,8 +494,10 @@ def jobs_table(jobs: list[Any]) -> None:
 
 
 def job_status(job: Any) -> str:
-    """``paused: <why>``, or the job's last status."""
-    return f"paused: {job.pause_reason}" if job.paused_at else job.status
+    """The job's status in words: active / paused (why) / done, and what its last run did."""
+    from agentwake.jobs.views import job_state
+
+    return job_state(job)
 
 
 #: the columns of a job's runs and of its skipped / missed fires (`jobs show`, the console's job page)
