@@ -437,6 +437,24 @@ def test_runs_list_is_newest_first_filtered_and_paginated(cli: Cli, stack: Stack
     assert len(recent) == 4 and future == []
 
 
+def test_the_runs_list_footer_says_what_it_searched_and_agrees_with_its_rows(cli: Cli, stack: Stack) -> None:
+    # GIVEN two runs of today, and none in the month before
+    for session in ("s-f1", "s-f2"):
+        make_failed_background_run(cli, stack, session, FIXED_CHAIN)
+        stack.poll_until_dead_lettered()
+    # WHEN every run is listed (the by-day index, walked back until a quiet month)
+    listed = cli_json(cli, "runs", "list")
+    text = " ".join(cli("runs", "list").stdout.split())
+    # THEN the footer says where the search stopped and that the two rows are all there is from then on
+    assert len(listed["runs"]) == 2
+    note = listed["note"]
+    assert "these 2 run(s) are all there is" in note, note
+    assert note in text and "found no run" not in text
+    # AND a list with no row says there is none, the same way
+    empty = cli_json(cli, "runs", "list", "--status", "running")
+    assert empty["runs"] == [] and "no run is there" in empty["note"]
+
+
 FIXED_CHAIN = [FIXED]
 
 
