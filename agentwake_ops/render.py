@@ -453,6 +453,14 @@ def fires(job: Any) -> str:
     return ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times)
 
 
+def next_fires_line(job: Any) -> str:
+    """``Next fire times: 2026-12-02 16:52 UTC, …``: the zone said once (its name too, when the
+    times' abbreviation is not it: ``(Europe/Berlin): … 08:00 CET``)."""
+    times = fires(job)
+    zone = "" if job.timezone == "UTC" else f" ({job.timezone})"
+    return f"Next fire times{zone}: {times}"
+
+
 #: the columns of ``jobs list`` (the console's jobs page adds each job's pause and fire counters)
 JOB_COLUMNS = (
     "job id",

@@ -181,3 +181,18 @@ def test_an_active_recurring_job_whose_run_succeeded_is_active_not_completed(cli
     # AND once paused, the same words say paused, why, and what the last run did
     cli("jobs", "pause", job_id)
     assert "paused: paused by an operator; last run succeeded" in cli("jobs", "list").stdout
+
+
+def test_resume_and_update_say_what_happened_in_words(cli: Cli, job_id: str) -> None:
+    # GIVEN a daily job paused a moment ago (it has missed no fire)
+    cli("jobs", "pause", job_id)
+    # WHEN it is resumed
+    resumed = " ".join(cli("jobs", "resume", job_id).stdout.split())
+    # THEN it says nothing was missed, not "catch-up latest ran 0: -."
+    assert f"Resumed job {job_id}: it missed no fire, so there is nothing to catch up." in resumed
+    assert "ran 0" not in resumed and ": -." not in resumed
+    # AND its next fire times name the zone once
+    assert "Next fire times: " in resumed and resumed.count("UTC") == 3, resumed
+    # AND a job in another zone names the zone and the times' abbreviation
+    updated = " ".join(cli("jobs", "update", job_id, "--timezone", "Europe/Berlin").stdout.split())
+    assert "Next fire times (Europe/Berlin): " in updated and ("CET" in updated or "CEST" in updated)
