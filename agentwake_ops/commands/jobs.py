@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, ops
+from agentwake_ops.cli_common import JsonOpt, WideOpt, YesOpt, check_id, confirm, ops
 
 app = typer.Typer(
     help=(
@@ -98,13 +98,13 @@ def jobs_create(
 
 
 @app.command("list", epilog="Example: agentwake jobs list --json")
-def jobs_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def jobs_list(ctx: typer.Context, as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """List every job with its schedule, status, last run and last error."""
     jobs = ops(ctx).jobs.list()
     if as_json:
         render.print_json([render.job_dict(j) for j in jobs])
         return
-    render.jobs_table(jobs)
+    render.jobs_table(jobs, wide=wide)
 
 
 @app.command("delete", epilog="Example: agentwake jobs delete job-0123abcd --yes")
