@@ -415,12 +415,13 @@ def step_attempt(step: dict[str, Any]) -> int | None:
 
 
 def sent_texts(step: dict[str, Any], sent: dict[str, str]) -> list[str]:
-    """What a tool step delivered to the user, each text bounded to one line and redacted."""
+    """What a step delivered to the user (a tool step's deliveries, or deliver_final's answer),
+    each text bounded to one line and redacted."""
     from agentwake.trust.redact import redact
 
+    ids = step.get("deliveries") or ([step["delivery_id"]] if step.get("delivery_id") else [])
     return [
-        f'"{_first_line(redact(sent[d]), 100)}" ({d})' if d in sent else f"delivery {d}"
-        for d in (str(x) for x in step.get("deliveries") or ())
+        f'"{_first_line(redact(sent[d]), 100)}" ({d})' if d in sent else f"delivery {d}" for d in (str(x) for x in ids)
     ]
 
 
@@ -430,7 +431,8 @@ def _step_summary(step: dict[str, Any], sent: dict[str, str]) -> str:
     text = _first_line(str(step.get("text") or step.get("content") or ""), 120)
     if step.get("tool"):
         delivered = sent_texts(step, sent)
-        parts = [f"tool {step['tool']} -> " + ("sent " + "; ".join(delivered) if delivered else text or "-")]
+        why = f"not sent: {step['not_delivered']}" if step.get("not_delivered") else "-"
+        parts = [f"tool {step['tool']} -> " + ("sent " + "; ".join(delivered) if delivered else text or why)]
     else:
         parts = [text] if text else []
     calls = step.get("tool_calls") or []
@@ -624,14 +626,15 @@ def job_view(view: Any) -> None:
     table = _table(f"last {len(view.runs)} run(s)", JOB_RUN_COLUMNS)
     for run in view.runs:
         table.add_row(*(escape(cell) for cell in job_run_row(run)))
-    out.print(table)
+    print_table(table, drop=("cost", "duration", "started"), whole=("run id",))
     for title, fires_ in (("skipped fires", view.skipped), ("missed fires", view.missed)):
         if not fires_:
             continue
         table = _table(f"{title} (newest first)", JOB_FIRE_COLUMNS)
         for fire in fires_:
             table.add_row(*(escape(cell) for cell in job_fire_row(fire)))
-        out.print(table)
+        # the run id ends with the scheduled time: it goes first
+        print_table(table, drop=("scheduled time",), whole=("run id",))
 
 
 def dead_lettered_fires(messages: list[Any], note: str | None) -> None:

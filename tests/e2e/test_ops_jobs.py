@@ -196,3 +196,18 @@ def test_resume_and_update_say_what_happened_in_words(cli: Cli, job_id: str) -> 
     # AND a job in another zone names the zone and the times' abbreviation
     updated = " ".join(cli("jobs", "update", job_id, "--timezone", "Europe/Berlin").stdout.split())
     assert "Next fire times (Europe/Berlin): " in updated and ("CET" in updated or "CEST" in updated)
+
+
+def test_runs_show_says_what_the_final_answer_sent_to_the_user(cli: Cli, job_id: str) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.aws import FakeLambdaContext
+
+    # GIVEN a run of the job whose model answered in plain text, sent to the user by deliver_final
+    at = "2026-11-30T06:00:00Z"
+    cron_wake.handler({"job_id": job_id, "scheduled_time": at, "session_id": "s-ops"}, FakeLambdaContext())
+    run_id = f"cron:{job_id}:{at}"
+    [delivery] = cli_json(cli, "runs", "show", run_id)["deliveries"]
+    # WHEN the run is shown
+    text = " ".join(cli("runs", "show", run_id).stdout.split())
+    # THEN the final step says what was sent, and under which delivery id (not an empty arrow)
+    assert f'tool send_message_to_user -> sent "{delivery["text"]}" ({run_id}#final)' in text, text
