@@ -56,6 +56,34 @@ def _plain_metavars() -> None:
 _plain_metavars()
 
 
+def _option_names_whole() -> None:
+    """At 80 columns an option's help gives way, never its name. Rich shares a row that does not
+    fit by narrowing its widest wrappable columns together, the option names' column too
+    (``--visibility-timeout-ov…``): every column of typer's help tables but the last (the help
+    text) is made unwrappable, and a help word longer than its column folds rather than ending
+    in an ellipsis (``$AGENTWAKE_HOME/local.log``)."""
+    from rich.table import Table
+    from rich.text import Text
+    from typer import rich_utils
+
+    if getattr(rich_utils.Table, "_agentwake_names_whole", False):
+        return
+
+    class HelpTable(Table):
+        _agentwake_names_whole = True
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*renderables, **kwargs)
+            for column in self.columns[:-1]:
+                column.no_wrap = True
+            last = renderables[-1] if renderables else None
+            for part in getattr(last, "renderables", [last]):
+                if isinstance(part, Text):
+                    part.overflow = "fold"
+
+    rich_utils.Table = HelpTable  # type: ignore[misc]
+
+
 class OpsGroup(TyperGroup):
     """Turns the errors an operator can fix into ``error: <one line>`` and exit code 1 (no traceback).
 
@@ -73,6 +101,11 @@ class OpsGroup(TyperGroup):
         if command is None:
             command = _plugin_commands().get(cmd_name)
         return command
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--help" in args or len(args) < 2:  # help is printed (a group without a command prints it)
+            _option_names_whole()  # here, not at import: a command that prints no help never loads rich
+        return list(super().parse_args(ctx, args))
 
     def invoke(self, ctx: Any) -> Any:
         try:

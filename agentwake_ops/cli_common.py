@@ -32,6 +32,8 @@ JSON_HELP = "Print machine-parseable JSON instead of a table."
 YES_HELP = "Do not ask for confirmation (required when stdin is not a terminal)."
 JsonOpt = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)]
+WIDE_HELP = "Every column, nothing folded, however wide (ids whole); by default the table fits the terminal."
+WideOpt = Annotated[bool, typer.Option("--wide", help=WIDE_HELP)]
 
 
 @dataclass

@@ -61,7 +61,7 @@ def runs_replay(
     from agentwake.agent.transcript import TranscriptPrinter
     from agentwake_ops import replay as replay_mod
 
-    printer = None if as_json else TranscriptPrinter(out=cast("TextIO", _ShownStdout()), indent="  ")
+    printer = None if as_json else TranscriptPrinter(out=cast("TextIO", _ShownStdout()), indent="  ", dry=True)
     if printer is not None:
         console().print(
             f"Replaying {escape(run_id)} (nothing is written or delivered, no side-effecting tool is called):"

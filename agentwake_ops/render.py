@@ -134,27 +134,40 @@ def _header_width(header: str) -> int:
 _NARROWEST = 10
 
 
-def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
+def fit(
+    table: Any,
+    out: Console,
+    drop: Iterable[str],
+    *,
+    whole: Iterable[str] = (),
+    minimum: dict[str, int] | None = None,
+) -> list[str]:
     """Make ``table`` fit ``out.width``: drop columns in the order ``drop`` names them until each
-    column left gets at least its header's longest word (and up to 10 characters of its cells), then
-    give the columns fixed widths, sharing what is left so that the columns needing least get all
-    they need first. Headers then wrap
-    between words, never inside one; long cells fold. Returns the headers dropped, in that order.
+    column left gets at least its floor, then give the columns fixed widths, sharing what is left
+    so that the columns needing least get all they need first. Headers then wrap between words,
+    never inside one; long cells fold. Returns the headers dropped, in that order.
+
+    A column's floor is its header's longest word and up to 10 characters of its cells (up to
+    ``minimum[header]`` for a text worth reading, e.g. history's content); a column of ``whole``
+    (an id a person copies) gets its widest cell and never folds.
 
     A table is its columns plus 3 characters of border and padding each, and 1 more."""
-    from rich.measure import Measurement
-
-    def natural(column: Any) -> int:
-        cells = [column.header, *column.cells]
-        return max(Measurement.get(out, out.options, cell).maximum for cell in cells)
+    keep = set(whole)
+    least = minimum or {}
 
     def floor(column: Any) -> int:
-        return max(_header_width(str(column.header)), min(natural(column), _NARROWEST))
+        if column.header in keep:
+            return _natural(out, column)
+        narrowest = least.get(str(column.header), _NARROWEST)
+        return max(_header_width(str(column.header)), min(_natural(out, column), narrowest))
 
     def needed(widths: Iterable[int]) -> int:
         return sum(w + 3 for w in widths) + 1
 
-    if needed(natural(c) for c in table.columns) <= out.width:
+    for column in table.columns:
+        if column.header in keep:
+            column.no_wrap = True
+    if natural_width(table, out) <= out.width:
         return []
     dropped: list[str] = []
     for header in drop:
@@ -166,7 +179,7 @@ def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
                 dropped.append(header)
                 break
     floors = [floor(c) for c in table.columns]
-    wants = [max(0, natural(c) - f) for c, f in zip(table.columns, floors, strict=True)]
+    wants = [max(0, _natural(out, c) - f) for c, f in zip(table.columns, floors, strict=True)]
     room = max(0, out.width - needed(floors))
     # the room left, shared fairly: the columns that want least get all they want first, the
     # widest (a detail, an error text) what remains
@@ -180,15 +193,42 @@ def fit(table: Any, out: Console, drop: Iterable[str]) -> list[str]:
     return dropped
 
 
-def print_table(table: Any, drop: Iterable[str] = ()) -> None:
+def _natural(out: Console, column: Any) -> int:
+    """A column's width with every cell on one line."""
+    from rich.measure import Measurement
+
+    return max(Measurement.get(out, out.options, cell).maximum for cell in [column.header, *column.cells])
+
+
+def natural_width(table: Any, out: Console) -> int:
+    """The width ``table`` takes with no cell folded."""
+    return sum(_natural(out, c) + 3 for c in table.columns) + 1
+
+
+def print_table(
+    table: Any,
+    drop: Iterable[str] = (),
+    *,
+    whole: Iterable[str] = (),
+    minimum: dict[str, int] | None = None,
+    wide: bool = False,
+) -> None:
     """Print ``table`` in the console's width (80 in a pipe, unless COLUMNS says otherwise): the
-    columns of ``drop`` go first, in that order, and a line says which went and where to see them."""
+    columns of ``drop`` go first, in that order, and a line says which went and where to see them;
+    ids (``whole``) stay on one line. ``wide`` (``--wide``): every column, no cell folded, however
+    wide that is."""
     out = console()
-    dropped = fit(table, out, drop)
+    if wide:
+        from rich.console import Console
+
+        out = Console(highlight=False, soft_wrap=False, width=max(out.width, natural_width(table, out)))
+        out.print(table)
+        return
+    dropped = fit(table, out, drop, whole=whole, minimum=minimum)
     out.print(table)
     if dropped:
         out.print(
-            f"Not shown at {out.width} columns: {', '.join(dropped)} (a wider terminal or --json shows them)",
+            f"Not shown at {out.width} columns: {', '.join(dropped)} (a wider terminal, --wide or --json shows them)",
             style="dim",
         )
 
@@ -203,7 +243,9 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 # runs and history
 
 
-def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool, note: str | None = None) -> None:
+def runs_table(
+    runs: list[Any], next_before: str | None, *, filtered: bool, note: str | None = None, wide: bool = False
+) -> None:
     out = console()
     if not runs:
         out.print("No runs" + (" match the filters." if filtered else "."))
@@ -229,7 +271,7 @@ def runs_table(runs: list[Any], next_before: str | None, *, filtered: bool, note
                 else "-"
             ),
         )
-    print_table(table, drop=("ended", "steps", "attempts", "last error"))
+    print_table(table, drop=("ended", "steps", "attempts", "last error", "session"), whole=("run id",), wide=wide)
     if next_before:
         out.print(f"More: add --before '{escape(next_before)}'", style="dim")
     if note:
@@ -303,9 +345,14 @@ def summary_tables(summary: RunSummary) -> None:
     else:
         out.print("No failed attempt is recorded.")
     if summary.steps:
-        table = _table(f"steps journaled ({len(summary.steps)})", ("step", "time", "what"), title_justify="left")
+        table = _table(
+            f"steps journaled ({len(summary.steps)})", ("step", "attempt", "time", "what"), title_justify="left"
+        )
+        sent = {d["delivery_id"]: d["text"] for d in summary.deliveries}
         for step in summary.steps:
-            table.add_row(escape(step["key"]), when(step.get("at")), escape(_step_summary(step)))
+            table.add_row(
+                escape(step["key"]), dash(step_attempt(step)), when(step.get("at")), escape(_step_summary(step, sent))
+            )
         out.print(table)
     else:
         out.print("No step is journaled: a redrive starts this run from its first step.")
@@ -359,13 +406,35 @@ def usage_table(summary: RunSummary) -> None:
     console().print(table)
 
 
-def _step_summary(step: dict[str, Any]) -> str:
-    parts = []
+def step_attempt(step: dict[str, Any]) -> int | None:
+    """The run's attempt that journaled ``step`` (None for a step journaled before it was recorded)."""
+    from agentwake.domain.steps import STEP_ATTEMPT
+
+    value = step.get(STEP_ATTEMPT)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def sent_texts(step: dict[str, Any], sent: dict[str, str]) -> list[str]:
+    """What a step delivered to the user (a tool step's deliveries, or deliver_final's answer),
+    each text bounded to one line and redacted."""
+    from agentwake.trust.redact import redact
+
+    ids = step.get("deliveries") or ([step["delivery_id"]] if step.get("delivery_id") else [])
+    return [
+        f'"{_first_line(redact(sent[d]), 100)}" ({d})' if d in sent else f"delivery {d}" for d in (str(x) for x in ids)
+    ]
+
+
+def _step_summary(step: dict[str, Any], sent: dict[str, str]) -> str:
+    """One journaled step in a line: a reply's text and calls, or a tool's result (for a step that
+    delivered, what was sent), and the model call's tokens."""
+    text = _first_line(str(step.get("text") or step.get("content") or ""), 120)
     if step.get("tool"):
-        parts.append(f"tool {step['tool']} ->")
-    text = step.get("text") or step.get("content") or ""
-    if text:
-        parts.append(_first_line(str(text), 120))
+        delivered = sent_texts(step, sent)
+        why = f"not sent: {step['not_delivered']}" if step.get("not_delivered") else "-"
+        parts = [f"tool {step['tool']} -> " + ("sent " + "; ".join(delivered) if delivered else text or why)]
+    else:
+        parts = [text] if text else []
     calls = step.get("tool_calls") or []
     if calls:
         names = ", ".join(str(c.get("name")) for c in calls if isinstance(c, dict))
@@ -374,12 +443,19 @@ def _step_summary(step: dict[str, Any]) -> str:
     if isinstance(usage, dict):
         parts.append(
             f"[{step.get('provider_id') or '?'}: {usage.get('input_tokens', 0)} in / "
-            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms, attempt {usage.get('attempt', 1)}]"
+            f"{usage.get('output_tokens', 0)} out tokens, {usage.get('latency_ms', 0)} ms{_provider_try(usage)}]"
         )
     return " ".join(parts) or "-"
 
 
-def history_table(session: str, entries: list[Any]) -> None:
+def _provider_try(usage: dict[str, Any]) -> str:
+    """Which try on the provider answered, when it was not the first (the chain's own retries;
+    the run's attempt is the ``attempt`` column)."""
+    tried = usage.get("attempt")
+    return f", try {tried} on this provider" if isinstance(tried, int) and tried > 1 else ""
+
+
+def history_table(session: str, entries: list[Any], *, wide: bool = False) -> None:
     out = console()
     if not entries:
         out.print(f"No history for session {escape(session)} yet.")
@@ -391,7 +467,8 @@ def history_table(session: str, entries: list[Any]) -> None:
     )
     for e in entries:
         table.add_row(when(e.created_at), escape(e.role), escape(e.kind), escape(dash(e.run_id)), escape(e.content))
-    print_table(table, drop=("run id",))
+    # the content is what a person reads: at least 40 characters of it a line
+    print_table(table, drop=("run id", "kind"), minimum={"content": 40}, wide=wide)
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,20 +476,34 @@ def history_table(session: str, entries: list[Any]) -> None:
 
 
 def job_dict(job: Any) -> dict[str, Any]:
-    """A job as ``--json`` prints it: the record and its next fire times."""
+    """A job as ``--json`` prints it: the record (whose ``status`` is its last run's), the job's
+    status in words (``state``) and its next fire times."""
+    from agentwake.jobs.service import next_fire_times
+    from agentwake.jobs.views import job_state
+
+    return {
+        **job.model_dump(mode="json"),
+        "state": job_state(job),
+        "next_fire_times": [t.isoformat() for t in next_fire_times(job)],
+    }
+
+
+def fires(job: Any, count: int = 3) -> str:
+    """The job's next ``count`` fire times in its time zone, or a dash."""
     from agentwake.jobs.service import next_fire_times
 
-    return {**job.model_dump(mode="json"), "next_fire_times": [t.isoformat() for t in next_fire_times(job)]}
-
-
-def fires(job: Any) -> str:
-    """The job's next fire times in its time zone, or a dash."""
-    from agentwake.jobs.service import next_fire_times
-
-    times = next_fire_times(job)
+    times = next_fire_times(job, count)
     if not times:
         return "-"
     return ", ".join(t.strftime("%Y-%m-%d %H:%M %Z") for t in times)
+
+
+def next_fires_line(job: Any) -> str:
+    """``Next fire times: 2026-12-02 16:52 UTC, …``: the zone said once (its name too, when the
+    times' abbreviation is not it: ``(Europe/Berlin): … 08:00 CET``)."""
+    times = fires(job)
+    zone = "" if job.timezone == "UTC" else f" ({job.timezone})"
+    return f"Next fire times{zone}: {times}"
 
 
 #: the columns of ``jobs list`` (the console's jobs page adds each job's pause and fire counters)
@@ -421,7 +512,7 @@ JOB_COLUMNS = (
     "name",
     "session",
     "schedule",
-    "next fire times",
+    "next fire",
     "status",
     "enabled",
     "last run",
@@ -430,13 +521,13 @@ JOB_COLUMNS = (
 
 
 def job_row(job: Any) -> tuple[str, ...]:
-    """A job as :data:`JOB_COLUMNS` (plain text; its status says ``paused: <why>`` while paused)."""
+    """A job as :data:`JOB_COLUMNS` (plain text; its status says whether it is active or paused and what its last run did)."""
     return (
         job.job_id,
         job.name,
         job.session_id,
         f"{job.schedule_expression} {job.timezone}",
-        fires(job),
+        fires(job, 1),
         job_status(job),
         "yes" if job.enabled else "no",
         when(job.last_run_at),
@@ -444,7 +535,7 @@ def job_row(job: Any) -> tuple[str, ...]:
     )
 
 
-def jobs_table(jobs: list[Any]) -> None:
+def jobs_table(jobs: list[Any], *, wide: bool = False) -> None:
     out = console()
     if not jobs:
         out.print("No jobs.")
@@ -452,12 +543,15 @@ def jobs_table(jobs: list[Any]) -> None:
     table = _table(f"{len(jobs)} job(s)", JOB_COLUMNS)
     for j in jobs:
         table.add_row(*(escape(cell) for cell in job_row(j)))
-    print_table(table, drop=("enabled", "last run", "next fire times", "last error"))
+    # whether a job fires, and when next, are what a person acts on: they stay
+    print_table(table, drop=("last error", "last run", "session", "schedule", "name"), whole=("job id",), wide=wide)
 
 
 def job_status(job: Any) -> str:
-    """``paused: <why>``, or the job's last status."""
-    return f"paused: {job.pause_reason}" if job.paused_at else job.status
+    """The job's status in words: active / paused (why) / done, and what its last run did."""
+    from agentwake.jobs.views import job_state
+
+    return job_state(job)
 
 
 #: the columns of a job's runs and of its skipped / missed fires (`jobs show`, the console's job page)
@@ -532,14 +626,15 @@ def job_view(view: Any) -> None:
     table = _table(f"last {len(view.runs)} run(s)", JOB_RUN_COLUMNS)
     for run in view.runs:
         table.add_row(*(escape(cell) for cell in job_run_row(run)))
-    out.print(table)
+    print_table(table, drop=("cost", "duration", "started"), whole=("run id",))
     for title, fires_ in (("skipped fires", view.skipped), ("missed fires", view.missed)):
         if not fires_:
             continue
         table = _table(f"{title} (newest first)", JOB_FIRE_COLUMNS)
         for fire in fires_:
             table.add_row(*(escape(cell) for cell in job_fire_row(fire)))
-        out.print(table)
+        # the run id ends with the scheduled time: it goes first
+        print_table(table, drop=("scheduled time",), whole=("run id",))
 
 
 def dead_lettered_fires(messages: list[Any], note: str | None) -> None:
@@ -641,7 +736,7 @@ def session_row(config: SessionConfig) -> tuple[str, ...]:
     )
 
 
-def sessions_table(configs: list[SessionConfig]) -> None:
+def sessions_table(configs: list[SessionConfig], *, wide: bool = False) -> None:
     out = console()
     if not configs:
         out.print("No sessions. Create one: agentwake sessions put SESSION --provider JSON")
@@ -649,7 +744,7 @@ def sessions_table(configs: list[SessionConfig]) -> None:
     table = _table(f"{len(configs)} session(s)", SESSION_COLUMNS)
     for c in configs:
         table.add_row(*(escape(cell) for cell in session_row(c)))
-    print_table(table, drop=("updated", "role", "tools"))
+    print_table(table, drop=("updated", "role", "tools"), whole=("session",), wide=wide)
     out.print("Show one: agentwake sessions show SESSION", style="dim")
 
 
@@ -659,7 +754,7 @@ def task_dict(task: Any) -> dict[str, Any]:
     return masked({**data, "run_id": task.run_id})
 
 
-def tasks_table(tasks: list[Any], *, filtered: bool) -> None:
+def tasks_table(tasks: list[Any], *, filtered: bool, wide: bool = False) -> None:
     out = console()
     if not tasks:
         out.print("No tasks" + (" match the filters." if filtered else "."))
@@ -676,7 +771,7 @@ def tasks_table(tasks: list[Any], *, filtered: bool) -> None:
             when(t.created_at),
             when(t.finished_at),
         )
-    print_table(table, drop=("finished", "tool"))
+    print_table(table, drop=("finished", "tool"), whole=("task id",), wide=wide)
     out.print("Show one: agentwake tasks show TASK_ID", style="dim")
 
 
@@ -699,7 +794,7 @@ def task_panel(task: Any, run: Any) -> None:
 # the DLQ
 
 
-def dlq_table(messages: list[DlqMessage], *, filtered: bool) -> None:
+def dlq_table(messages: list[DlqMessage], *, filtered: bool, wide: bool = False) -> None:
     out = console()
     if not messages:
         out.print("No messages in the dead-letter queues" + (" matching the filters." if filtered else "."))
@@ -720,7 +815,7 @@ def dlq_table(messages: list[DlqMessage], *, filtered: bool) -> None:
             escape(dash(m.error_type)),
             escape(_first_line(m.error_detail) or "-"),
         )
-    print_table(table, drop=("detail", "in DLQ for", "attempts"))
+    print_table(table, drop=("detail", "in DLQ for", "attempts", "session"), whole=("id", "run id"), wide=wide)
     out.print("Show one in full: agentwake dlq show ID", style="dim")
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.domain.models import FailureRecord, RunRecord
-from agentwake.domain.steps import is_final_delivery, is_model_reply, parse_step_key
+from agentwake.domain.steps import STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after
@@ -136,12 +136,16 @@ def failure_line(error_type: str | None, reason: str | None, limit: int = 200) -
 
 
 def runs_page_note(page: RunsPage) -> str | None:
-    """What a runs page cannot show, in words (the CLI and the console print the same)."""
+    """What a runs page searched, in words consistent with its rows (the CLI and the console print
+    the same): the by-day walk went back until ``QUIET_DAYS`` days in a row had no run to list."""
     if page.looked_back_to is None:
         return None
+    day = page.looked_back_to
+    found = f"these {len(page.runs)} run(s) are all there is" if page.runs else "no run is there"
     return (
-        f"looked back day by day to {page.looked_back_to} and found no run in its last {QUIET_DAYS} days: "
-        "older runs are listed with --since WHEN; runs written before the by-day index with --scan or --session"
+        f"Searched the by-day index back to {day}, where it stopped after {QUIET_DAYS} days in a row "
+        f"with no run to list: {found} from {day} on. Older runs: --since WHEN; "
+        "runs written before the by-day index: --scan or --session."
     )
 
 
@@ -182,9 +186,11 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
         key = step["key"]
         parsed = parse_step_key(key)
         number = parsed.step if parsed is not None and parsed.step is not None else -1
+        by = step.get(STEP_ATTEMPT)
+        of = f" (attempt {by})" if isinstance(by, int) else ""
         if is_model_reply(key):
             via = step.get("provider_id") or "?"
-            entry = TranscriptEntry("reply", step.get("at"), f"step {number}: model reply via {via}")
+            entry = TranscriptEntry("reply", step.get("at"), f"step {number}{of}: model reply via {via}")
             if step.get("text"):
                 entry.lines.append(f"says: {step['text']}")
             if step.get("truncated"):
@@ -205,13 +211,13 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                 )
         elif is_final_delivery(key):
             delivered = step.get("delivery_id")
-            title = f"final answer delivered as {delivered}" if delivered else "final answer not delivered"
+            title = f"final answer delivered as {delivered}{of}" if delivered else f"final answer not delivered{of}"
             entry = TranscriptEntry("final", step.get("at"), title)
             if step.get("not_delivered"):
                 entry.lines.append(f"why: {step['not_delivered']}")
         else:
             tool = step.get("tool") or "?"
-            entry = TranscriptEntry("tool", step.get("at"), f"step {number}: tool {tool} returned")
+            entry = TranscriptEntry("tool", step.get("at"), f"step {number}{of}: tool {tool} returned")
             entry.lines.append(str(step.get("content", "")))
             if step.get("deliveries"):
                 entry.lines.append(f"deliveries made: {', '.join(str(d) for d in step['deliveries'])}")

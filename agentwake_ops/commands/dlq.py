@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, fail, ops, progress
+from agentwake_ops.cli_common import JsonOpt, WideOpt, YesOpt, check_id, confirm, fail, ops, progress
 from agentwake_ops.terminal import masked
 
 #: the DLQs by their short name (agentwake_ops.dlq.scan.DLQS, kept here so --help imports nothing)
@@ -45,6 +45,7 @@ def list_(
     ] = None,
     session: Annotated[str | None, typer.Option("--session", help="Only messages of this session.")] = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """List DLQ messages with run id, session, attempts, time in the DLQ and last error (none is consumed).
 
@@ -70,7 +71,7 @@ def list_(
     if as_json:
         render.print_json(masked([m.view() for m in messages]))
         return
-    render.dlq_table(messages, filtered=bool(error_type or session))
+    render.dlq_table(messages, filtered=bool(error_type or session), wide=wide)
 
 
 @app.command("show", epilog="Example: agentwake dlq show 3f2a9c1b --json")

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops
+from agentwake_ops.cli_common import JsonOpt, WideOpt, check_id, fail, ops
 
 app = typer.Typer(help="Read a session's conversation history.", no_args_is_help=True)
 
@@ -25,6 +25,7 @@ def history_show(
         typer.Option("--before", help="Older entries: the cursor the previous page printed.", metavar="CURSOR"),
     ] = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Show the newest history entries of a session, oldest first (live turns, deliveries, markers, notes)."""
     from agentwake.product.sessions import SessionsService
@@ -42,6 +43,6 @@ def history_show(
         # each entry's ``sk`` is its cursor: ``--before`` the first one's reads the page before
         render.print_json([e.model_dump(mode="json") for e in entries])
         return
-    render.history_table(session, entries)
+    render.history_table(session, entries, wide=wide)
     if page.cursor is not None:
         typer.echo(f"older entries: agentwake history show {session} --before {page.cursor}")

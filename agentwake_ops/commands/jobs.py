@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, ops
+from agentwake_ops.cli_common import JsonOpt, WideOpt, YesOpt, check_id, confirm, ops
 
 app = typer.Typer(
     help=(
@@ -94,17 +94,17 @@ def jobs_create(
         f"Created job {job.job_id}: {render.escape(job.schedule_expression)} ({job.timezone}), "
         f"schedule {job.schedule_name}."
     )
-    render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+    render.console().print(render.next_fires_line(job))
 
 
 @app.command("list", epilog="Example: agentwake jobs list --json")
-def jobs_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def jobs_list(ctx: typer.Context, as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """List every job with its schedule, status, last run and last error."""
     jobs = ops(ctx).jobs.list()
     if as_json:
         render.print_json([render.job_dict(j) for j in jobs])
         return
-    render.jobs_table(jobs)
+    render.jobs_table(jobs, wide=wide)
 
 
 @app.command("delete", epilog="Example: agentwake jobs delete job-0123abcd --yes")
@@ -209,7 +209,7 @@ def jobs_update(
         render.print_json(render.job_dict(job))
         return
     render.console().print(f"Updated job {job.job_id}: {render.escape(job.schedule_expression)} ({job.timezone}).")
-    render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+    render.console().print(render.next_fires_line(job))
 
 
 @app.command("pause", epilog="Example: agentwake jobs pause job-0123abcd")
@@ -261,12 +261,21 @@ def jobs_resume(ctx: typer.Context, job_id: JobArg, as_json: JsonOpt = False) ->
     job = result.job
     if note:
         render.err_console().print(render.escape(note))
-    render.console().print(
-        f"Resumed job {job.job_id}: {len(result.missed)} fire(s) missed ({len(handled)} undelivered, from "
-        f"SchedulerDLQ); catch-up {job.catch_up} ran {len(result.caught_up)}: "
-        f"{render.escape(', '.join(result.caught_up) or '-')}."
+    render.console().print(f"Resumed job {job.job_id}: {render.escape(_caught_up_words(job, result, len(handled)))}")
+    render.console().print(render.next_fires_line(job))
+
+
+def _caught_up_words(job: Any, result: Any, undelivered: int) -> str:
+    """What a resume did, in words: the fires missed, and which runs its catch-up policy started."""
+    if not result.missed:
+        return "it missed no fire, so there is nothing to catch up."
+    dlq = f" ({undelivered} of them undelivered, from SchedulerDLQ)" if undelivered else ""
+    ran = (
+        f"ran {len(result.caught_up)}: {', '.join(result.caught_up)}."
+        if result.caught_up
+        else "ran none of them (jobs show says why for each)."
     )
-    render.console().print(f"Next fire times ({job.timezone}): {render.fires(job)}")
+    return f"{len(result.missed)} fire(s) missed{dlq}; catch-up {job.catch_up} {ran}"
 
 
 def _valid_times(times: list[str]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, user_error
+from agentwake_ops.cli_common import JsonOpt, WideOpt, check_id, fail, ops, user_error
 from agentwake_ops.terminal import masked
 
 app = typer.Typer(
@@ -74,6 +74,7 @@ def runs_list(
         ),
     ] = False,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """List runs, newest attempt first, a page at a time."""
     from agentwake_ops.runs import list_runs, runs_page_note
@@ -96,7 +97,9 @@ def runs_list(
         data = {"runs": [r.model_dump(mode="json") for r in page.runs], "next_before": page.next_before}
         render.print_json(masked({**data, "method": page.method, "note": note}))
         return
-    render.runs_table(page.runs, page.next_before, filtered=bool(session or status or since or before), note=note)
+    render.runs_table(
+        page.runs, page.next_before, filtered=bool(session or status or since or before), note=note, wide=wide
+    )
 
 
 @app.command(

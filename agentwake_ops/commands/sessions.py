@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, YesOpt, check_id, confirm, fail, ops, parse_json_option, user_error
+from agentwake_ops.cli_common import (
+    JsonOpt,
+    WideOpt,
+    YesOpt,
+    check_id,
+    confirm,
+    fail,
+    ops,
+    parse_json_option,
+    user_error,
+)
 
 app = typer.Typer(help="Session configs: persona, provider chain, limits, delivery.", no_args_is_help=True)
 
@@ -205,7 +215,7 @@ def sessions_show(
 
 
 @app.command("list", epilog="Example: agentwake sessions list --json")
-def sessions_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def sessions_list(ctx: typer.Context, as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """List every session config: providers, tools, delivery, role."""
     from agentwake.store.operator import OperatorStore
 
@@ -213,7 +223,7 @@ def sessions_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         render.print_json([c.model_dump(mode="json") for c in configs])
         return
-    render.sessions_table(configs)
+    render.sessions_table(configs, wide=wide)
 
 
 @app.command("delete", epilog="Example: agentwake sessions delete s1 --yes")

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, check_id, fail, ops, parse_json_option, user_error
+from agentwake_ops.cli_common import JsonOpt, WideOpt, check_id, fail, ops, parse_json_option, user_error
 
 app = typer.Typer(
     help="Background tasks: register one, send its completion message, list and show them.", no_args_is_help=True
@@ -130,6 +130,7 @@ def tasks_list(
         str | None, typer.Option("--status", help="Only tasks in this status.", metavar="|".join(TASK_STATUSES))
     ] = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """List background tasks, newest first: session, tool, status, when created and finished."""
     from agentwake.store.operator import OperatorStore
@@ -142,7 +143,7 @@ def tasks_list(
     if as_json:
         render.print_json([render.task_dict(t) for t in tasks])
         return
-    render.tasks_table(tasks, filtered=bool(session or status))
+    render.tasks_table(tasks, filtered=bool(session or status), wide=wide)
 
 
 @app.command("show", epilog="Example: agentwake tasks show task-0123 --json")

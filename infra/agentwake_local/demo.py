@@ -143,11 +143,13 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
             "CronWakeFunction", {"job_id": job.job_id, "scheduled_time": "2026-11-30T08:00:00Z"}
         )
         p.line(f"invocation: {outcome.condition} after {len(outcome.attempts)} attempt(s)")
+        from agentwake.jobs.views import job_state
+
         job_after = store.records.get_job(job.job_id)
         result.job_status = job_after.status if job_after else None
         notes = [e for e in store.history.history("alice") if e.kind == "note"]
         result.cron_note = notes[-1].content if notes else None
-        p.line(f"job status: {result.job_status}")
+        p.line(f"job status: {job_state(job_after) if job_after else '-'}")
         p.line(f"history note: {_one_line(result.cron_note)}")
 
         p.section("A background task finishes and the agent messages the user")

@@ -130,7 +130,7 @@ def header_cells(output: str) -> list[str]:
 TABLES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "jobs list": (
         ["jobs", "list"],
-        ("job id", "name", "session", "schedule", "next fire times", "status", "enabled", "last run", "last error"),
+        ("job id", "name", "session", "schedule", "next fire", "status", "enabled", "last run", "last error"),
     ),
     "runs list": (
         ["runs", "list"],
@@ -175,11 +175,35 @@ def test_every_table_fits_80_columns_in_a_pipe_without_splitting_a_header(
     # AND a column left out is named, with where to see it
     missing = [h for h in full if h not in shown]
     if missing:
-        note = " ".join(output.split()).split("Not shown at 80 columns: ")[1].split(" (a wider terminal or --json")[0]
+        note = " ".join(output.split()).split("Not shown at 80 columns: ")[1].split(" (a wider terminal, --wide or")[0]
         assert sorted(note.split(", ")) == sorted(missing)
     # AND at full width every column is there
     monkeypatch.setenv("COLUMNS", "250")
     assert header_cells(cli(*args).stdout) == list(full)
+
+
+def test_at_80_columns_each_table_keeps_what_a_person_acts_on_and_wide_shows_all(
+    cli: Cli, stack: Stack, everything_listed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    # WHEN `jobs list` is printed 80 columns wide
+    jobs = cli("jobs", "list").stdout
+    # THEN it keeps whether the job fires and when next, and the job id on one line
+    assert {"enabled", "next fire", "status", "job id"} <= set(header_cells(jobs)), jobs
+    job_id = cli_json(cli, "jobs", "list")[0]["job_id"]
+    assert any(f"│ {job_id} " in line for line in jobs.splitlines()), jobs
+    # AND run ids and task ids stay whole on one line (a person copies them into `runs show`)
+    [run] = cli_json(cli, "runs", "list")["runs"]
+    assert any(f"│ {run['run_id']} " in line for line in cli("runs", "list").stdout.splitlines())
+    [task] = cli_json(cli, "tasks", "list")
+    assert any(f"│ {task['task_id']} " in line for line in cli("tasks", "list").stdout.splitlines())
+    # AND history gives the content at least 40 characters a line
+    history = cli("history", "show", "zeta").stdout
+    assert "│ Output your last task result below." in history, history
+    # AND --wide prints every column, nothing folded
+    for args, full in TABLES.values():
+        wide = cli(*args, "--wide").stdout
+        assert header_cells(wide) == list(full), wide
 
 
 def test_a_python_tool_on_a_stack_whose_bundle_the_cli_cannot_see_is_said_unchecked(cli: Cli) -> None:

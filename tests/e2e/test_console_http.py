@@ -231,6 +231,7 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
 ) -> None:
     from types import SimpleNamespace
 
+    from agentwake.clock import SystemClock
     from agentwake.domain.models import FailureRecord, JobFire
     from agentwake.wake.job_policies import count_failed_run
     from agentwake.wake.messages import CronWakeInput
@@ -243,8 +244,6 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
     job_id = str(
         cli_json(cli, "jobs", "create", "--session", "s-web-j", "--name", "Digest", "--cron", "0 6 * * ? *")["job_id"]
     )
-    from agentwake.clock import SystemClock
-
     deps = SimpleNamespace(store=stack.store, schedules=ctx.jobs.schedules, clock=SystemClock())
     failed = []
     for day in ("2026-11-27", "2026-11-28", "2026-11-29"):
@@ -278,7 +277,7 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
     # THEN the list says it is paused and why, since when, by which run, 3 failures in a row, 2 missed fires
     [row] = [r for r in _rows(listing, "jobs") if r[0] == job_id]
     columns = dict(zip(re.findall(r"<th>(.*?)</th>", listing), row, strict=False))
-    assert columns["status"] == f"paused: {paused.pause_reason}" and HOSTILE in columns["status"]
+    assert columns["status"] == f"paused: {paused.pause_reason}; last run failed" and HOSTILE in columns["status"]
     assert columns["paused by run"] == failed[-1] and columns["paused since"] == paused.paused_at.replace("T", " ")[:19]
     assert (columns["failures in a row"], columns["missed fires"], columns["skipped fires"]) == ("3", "2", "0")
     # AND the job's page is `jobs show`: the facts, its last runs with their reason, its missed fires

@@ -81,6 +81,41 @@ def test_help_exits_0_and_names_the_options_and_an_example(command: list[str], o
         assert "Example" in result.stdout
 
 
+def every_command() -> list[list[str]]:
+    """Every command path of ``agentwake``, the plugin commands (``local …``, ``invoke``) too."""
+    from typer.main import get_command
+
+    def walk(command: Any, path: list[str]) -> list[list[str]]:
+        found = [path]
+        if hasattr(command, "list_commands"):
+            ctx = command.context_class(command)
+            for name in command.list_commands(ctx):
+                found += walk(command.get_command(ctx, name), [*path, name])
+        return found
+
+    return walk(get_command(app), [])
+
+
+def test_no_help_line_at_80_columns_cuts_an_option_name() -> None:
+    import re
+
+    option = re.compile(r"--[a-z][a-z0-9-]*")
+    commands = every_command()
+    assert ["local", "up"] in commands and len(commands) > 40
+    for command in commands:
+        # GIVEN the option names a command has (its help in a terminal wide enough for anything)
+        wide = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "300"}).stdout
+        names = set(option.findall(wide))
+        # WHEN its help is shown 80 columns wide
+        narrow = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"}).stdout
+        # THEN no line is wider, and every option-like word in it is a whole option name (no
+        # "--visibility-timeout-ov…")
+        where = f"agentwake {' '.join(command)} --help"
+        assert max(len(line) for line in narrow.splitlines()) <= 80, where
+        cut = [word for word in option.findall(narrow) if word not in names]
+        assert cut == [], f"{where} cuts {cut}:\n{narrow}"
+
+
 def test_sessions_put_updates_only_what_is_given(cli: Cli) -> None:
     # GIVEN a session created with a persona, two providers and a webhook delivery
     created = cli_json(

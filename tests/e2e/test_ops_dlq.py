@@ -130,7 +130,7 @@ def test_failed_run_is_triaged_fixed_and_redriven_without_a_second_delivery(
     assert [e.kind for e in history] == ["delivery", "marker", "note"]
     assert history[2].content.startswith(f"[BackgroundTask] Research (task_id={task_id}) finished.")
     assert history[2].content.endswith(
-        "All done.\n\n[final answer not delivered to the user: the run already delivered 1 message(s)]"
+        "All done.\n\n[the user was sent 1 message from this run; this final answer was not sent to them]"
     )
     assert stack.store.records.get_run(f"bg:{task_id}").status == "succeeded"  # type: ignore[union-attr]
     assert model_calls["p2"] == 1  # step 0 came from the journal: not billed again

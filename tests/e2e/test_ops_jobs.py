@@ -158,3 +158,56 @@ def test_resume_catches_up_the_fires_the_scheduler_could_not_deliver(cli: Cli, s
     assert missed[times[1]]["outcome"] == "caught up" and missed[times[0]]["outcome"].startswith("not caught up")
     # AND with nothing missed, resuming a running job is refused
     assert "is not paused" in cli("jobs", "resume", job_id, expect=1).stderr
+
+
+def test_an_active_recurring_job_whose_run_succeeded_is_active_not_completed(cli: Cli, job_id: str) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.aws import FakeLambdaContext
+
+    # GIVEN an hourly job whose last run succeeded (the cron function ran one fire)
+    cli("jobs", "update", job_id, "--cron", "0 * * * ? *")
+    out = cron_wake.handler(
+        {"job_id": job_id, "scheduled_time": "2026-11-30T06:00:00Z", "session_id": "s-ops"}, FakeLambdaContext()
+    )
+    assert out["status"] == "succeeded"
+    # WHEN the operator reads it in `jobs show`, `jobs list` and their JSON
+    shown = cli("jobs", "show", job_id).stdout
+    listed = cli("jobs", "list").stdout
+    [as_json] = cli_json(cli, "jobs", "list")
+    # THEN its status says it is active and what its last run did, never that the job is "completed"
+    for text in (shown, listed):
+        assert "active; last run succeeded" in text and "completed" not in text, text
+    assert as_json["state"] == "active; last run succeeded"
+    # AND once paused, the same words say paused, why, and what the last run did
+    cli("jobs", "pause", job_id)
+    assert "paused: paused by an operator; last run succeeded" in cli("jobs", "list").stdout
+
+
+def test_resume_and_update_say_what_happened_in_words(cli: Cli, job_id: str) -> None:
+    # GIVEN a daily job paused a moment ago (it has missed no fire)
+    cli("jobs", "pause", job_id)
+    # WHEN it is resumed
+    resumed = " ".join(cli("jobs", "resume", job_id).stdout.split())
+    # THEN it says nothing was missed, not "catch-up latest ran 0: -."
+    assert f"Resumed job {job_id}: it missed no fire, so there is nothing to catch up." in resumed
+    assert "ran 0" not in resumed and ": -." not in resumed
+    # AND its next fire times name the zone once
+    assert "Next fire times: " in resumed and resumed.count("UTC") == 3, resumed
+    # AND a job in another zone names the zone and the times' abbreviation
+    updated = " ".join(cli("jobs", "update", job_id, "--timezone", "Europe/Berlin").stdout.split())
+    assert "Next fire times (Europe/Berlin): " in updated and ("CET" in updated or "CEST" in updated)
+
+
+def test_runs_show_says_what_the_final_answer_sent_to_the_user(cli: Cli, job_id: str) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.aws import FakeLambdaContext
+
+    # GIVEN a run of the job whose model answered in plain text, sent to the user by deliver_final
+    at = "2026-11-30T06:00:00Z"
+    cron_wake.handler({"job_id": job_id, "scheduled_time": at, "session_id": "s-ops"}, FakeLambdaContext())
+    run_id = f"cron:{job_id}:{at}"
+    [delivery] = cli_json(cli, "runs", "show", run_id)["deliveries"]
+    # WHEN the run is shown
+    text = " ".join(cli("runs", "show", run_id).stdout.split())
+    # THEN the final step says what was sent, and under which delivery id (not an empty arrow)
+    assert f'tool send_message_to_user -> sent "{delivery["text"]}" ({run_id}#final)' in text, text

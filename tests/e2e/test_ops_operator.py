@@ -379,6 +379,36 @@ def test_runs_show_transcript_of_a_run_that_delivered_failed_and_was_redriven(cl
     assert text.count(f"delivery {delivery_id}") == 1
 
 
+def test_runs_show_labels_each_step_with_the_attempt_that_journaled_it_and_says_what_was_sent(
+    cli: Cli, stack: Stack
+) -> None:
+    # GIVEN a run that sent the user a message in attempt 1, failed in attempts 1 and 2 (dead-lettered),
+    # and succeeded when redriven after the provider was fixed
+    task_id = make_failed_background_run(cli, stack, "s-att", DELIVERS_THEN_FAILS)
+    stack.poll_until_dead_lettered()
+    cli("sessions", "put", "s-att", "--provider", json.dumps(FIXED))
+    cli("dlq", "redrive", "--all")
+    assert stack.poll()[1] == []
+    run_id = f"bg:{task_id}"
+
+    # WHEN the run is shown
+    data = cli_json(cli, "runs", "show", run_id)
+    text = cli("runs", "show", run_id).stdout
+
+    # THEN each step carries the attempt that journaled it, as the records tell: the message and its
+    # tool result by attempt 1 (before its failure), the last reply by the run's last attempt
+    assert [f["attempt"] for f in data["failures"]] == [1, 2] and data["run"]["attempts"] == 3
+    assert {s["key"]: s["attempt"] for s in data["steps"]} == {"000.reply": 1, "000.tool.00": 1, "001.reply": 3}
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in text.splitlines() if "│ 00" in line}
+    assert rows == {"000.reply": "1", "000.tool.00": "1", "001.reply": "3"}, text
+    # AND the send step says what was sent to the user, not an empty arrow
+    assert 'tool send_message_to_user -> sent "Working on your research."' in text
+    # AND the transcript names the attempt of each step
+    titles = [e["title"] for e in cli_json(cli, "runs", "show", run_id, "--transcript")["transcript"]]
+    assert "step 0 (attempt 1): tool send_message_to_user returned" in titles
+    assert "step 1 (attempt 3): model reply via p2" in titles
+
+
 def test_runs_list_is_newest_first_filtered_and_paginated(cli: Cli, stack: Stack) -> None:
     # GIVEN three runs of one session (one failed) and one of another
     for session, providers in (("s-l1", DELIVERS_THEN_FAILS), ("s-l1", FIXED_CHAIN), ("s-l1", FIXED_CHAIN)):
@@ -405,6 +435,24 @@ def test_runs_list_is_newest_first_filtered_and_paginated(cli: Cli, stack: Stack
     assert [r["run_id"] for r in first["runs"] + rest["runs"]] == [r["run_id"] for r in mine]
     assert rest["next_before"] is None
     assert len(recent) == 4 and future == []
+
+
+def test_the_runs_list_footer_says_what_it_searched_and_agrees_with_its_rows(cli: Cli, stack: Stack) -> None:
+    # GIVEN two runs of today, and none in the month before
+    for session in ("s-f1", "s-f2"):
+        make_failed_background_run(cli, stack, session, FIXED_CHAIN)
+        stack.poll_until_dead_lettered()
+    # WHEN every run is listed (the by-day index, walked back until a quiet month)
+    listed = cli_json(cli, "runs", "list")
+    text = " ".join(cli("runs", "list").stdout.split())
+    # THEN the footer says where the search stopped and that the two rows are all there is from then on
+    assert len(listed["runs"]) == 2
+    note = listed["note"]
+    assert "these 2 run(s) are all there is" in note, note
+    assert note in text and "found no run" not in text
+    # AND a list with no row says there is none, the same way
+    empty = cli_json(cli, "runs", "list", "--status", "running")
+    assert empty["runs"] == [] and "no run is there" in empty["note"]
 
 
 FIXED_CHAIN = [FIXED]

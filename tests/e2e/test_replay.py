@@ -333,6 +333,29 @@ def test_a_failed_cron_run_replays_from_its_job_wake(cli: Cli, stack: Stack) -> 
     assert stack.store.records.get_run(wake.run_id).status == "failed"  # type: ignore[union-attr]
 
 
+def test_a_replay_says_what_would_be_delivered_never_that_it_was(cli: Cli, stack: Stack) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake.settings import Settings
+    from agentwake.wake.cron import wake_for_cron_job
+    from agentwake.wake.messages import CronWakeInput
+    from agentwake.wake.spec import WakeDeps
+    from tests.support.builders import seed_job, seed_session
+
+    # GIVEN a cron run that failed, and a fix whose model answers in plain text (deliver_final sends it)
+    seed_session(stack.store, "s-say", providers=[{"type": "scripted", "id": "p", "script": [{"error": "auth"}]}])
+    seed_job(stack.store, "job-say", "s-say")
+    wake = CronWakeInput(job_id="job-say", scheduled_time="2026-11-30T06:00:00Z")
+    with pytest.raises(RunFailed):
+        wake_for_cron_job(wake, WakeDeps(store=stack.store, settings=Settings.from_env()))
+    fixed = {"type": "scripted", "id": "fixed", "script": [{"text": "Report sent."}]}
+    # WHEN it is replayed
+    out = cli("runs", "replay", wake.run_id, "--provider", json.dumps(fixed)).stdout
+    # THEN the transcript says the final answer would be delivered, not that it was
+    assert f"final answer would be delivered to the user (not sent) ({wake.run_id}#final)" in out, out
+    assert "final answer delivered" not in out
+    assert stack.store.history.history("s-say") == []
+
+
 def test_a_run_that_failed_for_want_of_a_session_replays_once_the_session_exists(cli: Cli, stack: Stack) -> None:
     from agentwake.errors import RunFailed
     from agentwake.settings import Settings

@@ -164,7 +164,11 @@ def test_an_entry_point_tool_is_loaded_and_used(
     outcome = wake_for_background_result(message("t3", "s3"), make_deps(store, resources))
     # THEN the tool ran (loaded from the package's entry point) and its result was journaled
     assert outcome.status == "succeeded"
-    assert store.journals.journal_entries("bg:t3")["000.tool.00"] == {"content": "3 words", "tool": "word_count"}
+    assert store.journals.journal_entries("bg:t3")["000.tool.00"] == {
+        "content": "3 words",
+        "tool": "word_count",
+        "attempt": 1,
+    }
     import agentwake_test_tools  # type: ignore[import-not-found]
 
     assert len(agentwake_test_tools.LOADS) == 1

@@ -121,8 +121,9 @@ def test_done_run_writes_exactly_the_two_entries(store: DynamoStore) -> None:
     note = history[2].content
     assert note.startswith("[BackgroundTask] Aurora pricing research (task_id=task-ok-1) finished. Result: ")
     assert "I told the user the research is done." in note
-    # AND the note says the final answer was not sent as well: the agent had messaged the user itself
-    assert note.endswith("[final answer not delivered to the user: the run already delivered 1 message(s)]")
+    # AND the note says, in plain words, that the user got the agent's message and not this answer
+    assert note.endswith("[the user was sent 1 message from this run; this final answer was not sent to them]")
+    assert "not delivered" not in note
     assert store.records.get_task("task-ok-1").status == "woken"  # type: ignore[union-attr]
     assert store.records.get_run("bg:task-ok-1").status == "succeeded"  # type: ignore[union-attr]
 

@@ -113,8 +113,8 @@ def test_a_model_that_never_calls_the_send_tool_still_reaches_the_user_once(
     assert kinds(store) == ["delivery", "marker", "note"]
     [delivery] = [e for e in store.history.history("s1") if e.kind == "delivery"]
     assert delivery.delivery_id == "bg:t1#final" and delivery.run_id == "bg:t1"
-    # AND the note says the final answer was delivered
-    assert note(store).endswith("[final answer delivered to the user: delivery_id=bg:t1#final]")
+    # AND the note says the final answer was sent to the user
+    assert note(store).endswith("[the user was sent this final answer (delivery_id=bg:t1#final)]")
     # AND the run summary an operator reads lists it among the deliveries made
     assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
@@ -253,7 +253,9 @@ def test_never_sends_nothing(store: DynamoStore, receiver: CountingReceiver) -> 
     assert outcome.status == "succeeded" and not outcome.final_delivered
     assert receiver.received == []
     assert kinds(store) == ["marker", "note"]
-    assert note(store).endswith("[final answer not delivered to the user: deliver_final is never]")
+    assert note(store).endswith(
+        "[nothing from this run reached the user: this final answer was not sent to them (deliver_final is never)]"
+    )
 
 
 def test_if_nothing_sent_does_not_add_the_final_answer_to_a_delivery(
@@ -369,9 +371,9 @@ def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: Co
     assert receiver.texts() == ["daily report", "daily report"]
     refused = {s["key"]: s for s in run_summary(store, "bg:t3").steps}["000.tool.00"]["content"]
     assert refused.startswith("error: this session was sent 2 messages today") and "max_deliveries_per_day=2" in refused
-    # AND the third run's final answer was not sent either: the note says why
+    # AND the third run's final answer was not sent either: the note says nothing reached the user, and why
     notes = [e.content for e in store.history.history("s1") if e.kind == "note"]
-    assert notes[2].endswith("(session setting max_deliveries_per_day=2); the message was not sent]")
+    assert notes[2].endswith("(session setting max_deliveries_per_day=2); the message was not sent)]")
 
 
 class CountedMeanwhile(DynamoStore):
@@ -406,7 +408,7 @@ def test_a_delivery_counted_between_the_wake_read_and_the_lease_counts(
     # the day's one delivery is spent, so the final answer is not sent
     assert outcome.status == "succeeded" and not outcome.final_delivered
     assert receiver.received == []
-    assert note(store).endswith("(session setting max_deliveries_per_day=1); the message was not sent]")
+    assert note(store).endswith("(session setting max_deliveries_per_day=1); the message was not sent)]")
     # AND that cost one more start transaction, no read of its own
     assert calls.count("TransactWriteItems") == 1 + 2 + 1, calls  # the other run's, the start twice, the commit
     assert "GetItem" not in calls

@@ -280,7 +280,7 @@ def test_the_history_note_quoting_a_result_with_a_secret_is_redacted(secret: str
         note_head=f"[BackgroundTask] t (task_id=t1) finished. Result: the key is {secret}",
         note_sep="\n\n",
     )
-    runner = SimpleNamespace(completion_text="Done.", final_delivery_id=None, final_not_delivered=None)
+    runner = SimpleNamespace(completion_text="Done.", final_delivery_id=None, final_not_delivered=None, messages_sent=0)
     # WHEN the note is written THEN it says where the result was, without the secret
     note = history_note(spec, runner)
     assert secret not in note and f"the key is {REDACTED}" in note and "Done." in note

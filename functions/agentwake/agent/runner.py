@@ -34,6 +34,8 @@ MAX_STEPS_MESSAGE = (
 
 #: the journal key of a reply's verdict: a reply beyond the bounds is journaled as why, not as itself
 MALFORMED_KEY = "malformed"
+#: why ``if_nothing_sent`` did not send the final answer: the run had sent messages of its own
+ALREADY_SENT = "the run had already sent the user its own message(s)"
 
 
 DeliverFinal = Literal["if_nothing_sent", "always", "never"]
@@ -283,7 +285,7 @@ class Runner:
             self.final_not_delivered = "deliver_final is never"
             return
         if self.deliver_final == "if_nothing_sent" and self.ledger.deliveries:
-            self.final_not_delivered = f"the run already delivered {len(self.ledger.deliveries)} message(s)"
+            self.final_not_delivered = ALREADY_SENT
             return
         tool = self.tools.get("send_message_to_user")
         send_final = getattr(tool, "send_final", None)

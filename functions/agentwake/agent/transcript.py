@@ -14,9 +14,12 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 class TranscriptPrinter:
-    def __init__(self, out: TextIO | None = None, indent: str = "  ") -> None:
+    """``dry``: a replay, where nothing is delivered: a delivery is said as what would be sent."""
+
+    def __init__(self, out: TextIO | None = None, indent: str = "  ", *, dry: bool = False) -> None:
         self.out = out or sys.stdout
         self.indent = indent
+        self.dry = dry
 
     def __call__(self, event: RunEvent) -> None:
         p = self.indent
@@ -36,13 +39,17 @@ class TranscriptPrinter:
             for call in event.data.get("tool_calls", []):
                 print(f"{p}  calls {call.get('name')!s}({_short(call.get('arguments', ''), 100)})", file=self.out)
         elif event.kind == "tool":
-            print(f"{p}  -> {event.data.get('name')}: {_short(event.data.get('result', ''))}{tag}", file=self.out)
+            name = event.data.get("name")
+            dry = " (the tool's answer to the model; this replay sent nothing)" if self.dry and not tag else ""
+            dry = dry if name == "send_message_to_user" else ""
+            print(f"{p}  -> {name}: {_short(event.data.get('result', ''))}{tag}{dry}", file=self.out)
         elif event.kind == "final_step":
             why = "the same tool call repeated" if event.data.get("reason") == "repeated_calls" else "max steps reached"
             print(f"{p}{why}: tools removed, asking for a direct answer", file=self.out)
         elif event.kind == "final_delivery":
             if event.data.get("delivery_id"):
-                print(f"{p}final answer delivered to the user ({event.data['delivery_id']}){tag}", file=self.out)
+                sent = "would be delivered to the user (not sent)" if self.dry and not tag else "delivered to the user"
+                print(f"{p}final answer {sent} ({event.data['delivery_id']}){tag}", file=self.out)
             else:
                 print(f"{p}final answer not delivered: {event.data.get('not_delivered')}{tag}", file=self.out)
         elif event.kind == "done":

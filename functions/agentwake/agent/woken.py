@@ -50,6 +50,8 @@ class RunResult:
     #: delivery id of the final answer when deliver_final sent it, or why it was not delivered
     final_delivery_id: str | None
     final_not_delivered: str | None
+    #: messages ``send_message_to_user`` delivered in this run (every attempt), the final answer not counted
+    messages_sent: int
     #: how many times the provider chain moved to a later provider
     failovers: int
     #: the model calls of the run (journaled ones too, ``replayed``)
@@ -152,6 +154,7 @@ class WokenAgent:
             provider_errors=dict(runner.provider_errors),
             final_delivery_id=runner.final_delivery_id,
             final_not_delivered=runner.final_not_delivered,
+            messages_sent=sum(1 for d in runner.ledger.deliveries if d != runner.final_delivery_id),
             failovers=chain.failovers if isinstance(chain, ProviderChain) else 0,
             calls=tuple(runner.ledger.calls),
             usage=runner.ledger.totals(self.prices),

@@ -21,6 +21,8 @@ StepKind = Literal["reply", "tool", "final"]
 
 #: the final answer sent by deliver_final (sorts after every step key)
 FINAL_DELIVERY_KEY = "final.delivery"
+#: in a step's value: the run's attempt that journaled it (a later attempt replays it, never rewrites)
+STEP_ATTEMPT = "attempt"
 _STEP_KEY = re.compile(r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|tool\.(?P<index>[0-9]+))")
 
 

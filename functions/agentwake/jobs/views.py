@@ -7,6 +7,27 @@ from datetime import datetime
 
 from agentwake.domain.models import Job, JobFire, RunRecord, cron_run_id
 
+#: what the job's last run did, from the stored ``Job.status`` (the status of its last run)
+_LAST_RUN = {
+    "scheduled": "no run yet",
+    "running": "a run is running",
+    "completed": "last run succeeded",
+    "failed": "last run failed",
+}
+
+
+def job_state(job: Job) -> str:
+    """A job's status in words: whether it fires (active, paused and why, or done for a one-time
+    job that ran) and what its last run did, e.g. ``active; last run succeeded`` or
+    ``paused: <why>; last run failed``. The stored
+    ``Job.status`` is only the last run's; this is the one place it becomes the job's status."""
+    last = _LAST_RUN.get(job.status, f"last run {job.status}")
+    if job.paused_at:
+        return f"paused: {job.pause_reason or 'no reason recorded'}; {last}"
+    if not job.enabled:
+        return f"done (one-time job); {last}" if job.run_once else f"disabled; {last}"
+    return f"active; {last}"
+
 
 @dataclass
 class JobView:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentwake.domain.models import utcnow_iso
-from agentwake.domain.steps import final_delivery_id, is_model_reply, kept_for_commit
+from agentwake.domain.steps import STEP_ATTEMPT, final_delivery_id, is_model_reply, kept_for_commit
 from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
 from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
@@ -105,11 +105,14 @@ class Journals:
         item = self.table.read_item(run_pk(run_id), step_sk(key))
         return item is not None and item.get("value", {}).get("S") == json.dumps(value, ensure_ascii=False)
 
-    def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> DynamoJournal:
+    def journal(
+        self, run_id: str, *, fresh: bool = False, counters: Counters | None = None, attempt: int | None = None
+    ) -> DynamoJournal:
         """The run's journal. ``fresh``: the run had no record before this attempt, so there is
         nothing to read (a first attempt skips the journal read). ``counters``: each new model
-        reply's tokens are added to the session's daily counter in the same write as the reply."""
-        return DynamoJournal(self, run_id, fresh=fresh, counters=counters)
+        reply's tokens are added to the session's daily counter in the same write as the reply.
+        ``attempt``: the run's attempt number, written into each step this attempt journals."""
+        return DynamoJournal(self, run_id, fresh=fresh, counters=counters, attempt=attempt)
 
 
 class DynamoJournal:
@@ -131,10 +134,20 @@ class DynamoJournal:
       counter in the same write as the reply (a transaction instead of a put: still one round trip).
     """
 
-    def __init__(self, store: Journals, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> None:
+    def __init__(
+        self,
+        store: Journals,
+        run_id: str,
+        *,
+        fresh: bool = False,
+        counters: Counters | None = None,
+        attempt: int | None = None,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.counters = counters
+        #: the run's attempt that journals through this (``STEP_ATTEMPT`` of each step it writes)
+        self.attempt = attempt
         if fresh:
             self.entries: dict[str, dict[str, Any]] = {}
             self.delivered: set[str] = set()
@@ -152,6 +165,8 @@ class DynamoJournal:
 
     def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         also = [*also, *self._counted(key, value)]
+        if self.attempt is not None:  # which attempt did the step: a replayed step keeps its own
+            value = {**value, STEP_ATTEMPT: self.attempt}
         value = _cap_journal_value(value)
         if self._keep_back(key, value):
             self.pending = self.pending + Unwritten(

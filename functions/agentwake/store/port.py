@@ -166,9 +166,12 @@ class DailyPort(Protocol):
 class JournalsPort(Protocol):
     """The runs' journals (``store.journals``)."""
 
-    def journal(self, run_id: str, *, fresh: bool = False, counters: Counters | None = None) -> Journal:
+    def journal(
+        self, run_id: str, *, fresh: bool = False, counters: Counters | None = None, attempt: int | None = None
+    ) -> Journal:
         """The run's journal. ``fresh``: a first attempt, nothing to read. ``counters``: each new
-        model reply's tokens are added to them in the same write as the reply."""
+        model reply's tokens are added to them in the same write as the reply. ``attempt``: the
+        run's attempt number, recorded in each step it journals."""
         ...
 
 

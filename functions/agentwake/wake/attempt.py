@@ -53,13 +53,15 @@ def build_attempt(
     journal: StepJournal | None = None,
     channel: DeliveryChannel | None = None,
     dry_run: bool = False,
+    number: int | None = None,
 ) -> Attempt:
     """Build the attempt's agent (it is built and run by ``attempt.agent.run()``).
 
     ``fresh``: a first attempt, whose journal is empty and is not read. ``usage``: the session's
     counters of today as the lease's transaction checked them (None: read here, one GetItem).
     ``journal`` / ``channel``: injected instead of the store's journal and the recording channel
-    (a replay); ``dry_run``: side-effecting tools are not called.
+    (a replay); ``dry_run``: side-effecting tools are not called. ``number``: the run's attempt
+    number, recorded with each step this attempt journals (``runs show`` labels steps with it).
     """
     store = deps.store
     history = fit_window(
@@ -79,7 +81,7 @@ def build_attempt(
     recorder: Recorder | None = None
     if journal is None:
         counting = counters if session.max_tokens_per_day is not None else None
-        journal = recorder = store.journals.journal(spec.run_id, fresh=fresh, counters=counting)
+        journal = recorder = store.journals.journal(spec.run_id, fresh=fresh, counters=counting, attempt=number)
     tokens_today = deliveries_today = 0
     if checked is not None and counters is not None:
         tokens_today, deliveries_today = checked.tokens, checked.deliveries

@@ -177,7 +177,9 @@ def _run_leased(
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        attempt = build_attempt(spec, session, deps, fresh=first_attempt, usage=lease.usage, deadline=deadline)
+        attempt = build_attempt(
+            spec, session, deps, fresh=first_attempt, usage=lease.usage, deadline=deadline, number=lease.attempt
+        )
         with run_deadline(http_deadline):
             result = attempt.agent.run()
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which

@@ -6,14 +6,14 @@ priced by the agent's ledger):
 - ``emit_metrics``: EMF metrics ``Steps``, ``ProviderFailover``, and ``InputTokens`` /
   ``OutputTokens`` with a ``provider`` dimension, one single-metric blob per provider so the
   dimension never leaks onto the handler's other metrics. Metrics never decide an outcome;
-- ``history_note``: the note of a DONE run, ending with whether the final answer reached the user.
+- ``history_note``: the note of a DONE run, ending with what reached the user, in plain words.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentwake.agent.runner import AgentState
+from agentwake.agent.runner import ALREADY_SENT, AgentState
 from agentwake.observability import logger, metrics
 from agentwake.trust.redact import redact
 
@@ -37,11 +37,24 @@ def history_note(spec: RunSpec, result: RunResult) -> str:
 
 
 def note_with_final(note: str, result: RunResult) -> str:
-    """The history note, saying whether the final answer was delivered to the user."""
+    """The history note, ending with what reached the user, in plain words: the messages the run
+    sent, and whether this final answer was sent too (and why not). The woken agent reads it later."""
+    return f"{note}\n\n[{what_the_user_got(result)}]"
+
+
+def what_the_user_got(result: RunResult) -> str:
+    """What a DONE run sent the user: ``the user was sent 1 message from this run; this final
+    answer was not sent to them`` (docs/woken-agent.md, "deliver_final")."""
+    sent = result.messages_sent
+    messages = f"{sent} message{'' if sent == 1 else 's'}"
     if result.final_delivery_id:
-        return f"{note}\n\n[final answer delivered to the user: delivery_id={result.final_delivery_id}]"
-    reason = result.final_not_delivered or "not sent"
-    return f"{note}\n\n[final answer not delivered to the user: {reason}]"
+        also = f"{messages} from this run and " if sent else ""
+        return f"the user was sent {also}this final answer (delivery_id={result.final_delivery_id})"
+    why = result.final_not_delivered or "not sent"
+    if not sent:
+        return f"nothing from this run reached the user: this final answer was not sent to them ({why})"
+    because = "" if why == ALREADY_SENT else f" ({why})"
+    return f"the user was sent {messages} from this run; this final answer was not sent to them{because}"
 
 
 def emit_metrics(result: RunResult) -> None:
