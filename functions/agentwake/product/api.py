@@ -28,13 +28,11 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
 
 from __future__ import annotations
 
-from copy import copy
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agentwake import bootstrap
 from agentwake.domain.models import SessionConfig, Task, utcnow_iso
@@ -52,25 +50,37 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
+from agentwake.product.api_models import (  # the models (re-exported: callers import them from here)
+    ADMIN_BY_OPERATOR,
+    AppendBody,
+    AppendResult,
+    BeginTurn,
+    CompletionBody,
+    Conversation,
+    Ended,
+    Enqueued,
+    Entry,
+    RegisterBody,
+    Registered,
+    Renewed,
+    RenewTurn,
+    SessionBody,
+    SessionDeleted,
+    TaskStatusOut,
+    Turn,
+)
 from agentwake.product.authority import caller, require_owner
 from agentwake.product.sessions import (
     DEFAULT_PAGE,
-    DEFAULT_TURN_TTL_S,
-    MAX_APPEND_MESSAGES,
-    MAX_CONTENT_CHARS,
-    MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_PAGE,
     MAX_TOKEN_CHARS,
     MAX_TURN_ID_CHARS,
-    MAX_TURN_TTL_S,
-    MAX_TURN_WAIT_S,
     AppendTooLarge,
     LiveTurn,
     LiveTurnCapped,
     LiveTurnLost,
-    Role,
 )
-from agentwake.wake.messages import ID_PATTERN, MAX_DEPTH, MAX_RESULT_CHARS
+from agentwake.wake.messages import ID_PATTERN, MAX_DEPTH
 
 TITLE = "agentwake product API"
 VERSION = "1"
@@ -101,137 +111,6 @@ app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_bou
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 TurnId = Annotated[str, Path(min_length=1, max_length=MAX_TURN_ID_CHARS)]
 TaskId = Annotated[str, Path(pattern=ID_PATTERN)]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-#: what a product may set in a session config: every field of ``SessionConfig`` but its id and time,
-#: with the same types, bounds and defaults (the config model validates the merged result again)
-SESSION_FIELDS = tuple(name for name in SessionConfig.model_fields if name not in ("session_id", "updated_at"))
-
-
-class _SessionBodyBase(_Body):
-    # its validator is built at the first PUT, not at every cold start (create_model: 1 ms CPU, not ~30)
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-SessionBody = create_model(  # type: ignore[call-overload]
-    "SessionBody",
-    __base__=_SessionBodyBase,
-    **{
-        name: (SessionConfig.model_fields[name].annotation, copy(SessionConfig.model_fields[name]))
-        for name in SESSION_FIELDS
-    },
-)
-#: an admin session's agent may message other sessions: only an operator makes one
-ADMIN_BY_OPERATOR = (
-    "role admin (its agent may message other sessions) is set only by an operator: agentwake sessions put "
-    "SESSION --role admin"
-)
-
-
-class SessionDeleted(BaseModel):
-    session_id: str
-    deleted_items: int = Field(description="config, history entries and lease removed")
-
-
-class BeginTurn(_Body):
-    ttl_s: float = Field(
-        default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S, description="how long the turn holds the session"
-    )
-    wait_s: float | None = Field(
-        default=None, ge=0, le=MAX_TURN_WAIT_S, description="default: the session's live_turn_wait_s"
-    )
-
-
-class Turn(BaseModel):
-    turn_id: str
-    token: str = Field(description="the turn's proof of holding the session: keep it, never show it")
-    expires_at: float = Field(description="epoch seconds")
-
-
-class RenewTurn(_Body):
-    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
-    ttl_s: float = Field(default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S)
-
-
-class Renewed(BaseModel):
-    turn_id: str
-    expires_at: float
-
-
-class Ended(BaseModel):
-    turn_id: str
-    handed_to: str | None = Field(description="the waiting run the session was handed to, if any")
-
-
-class LiveMessage(_Body):
-    role: Role
-    content: str = Field(max_length=MAX_CONTENT_CHARS)
-
-
-class AppendBody(_Body):
-    turn_id: str = Field(min_length=1, max_length=MAX_TURN_ID_CHARS)
-    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
-    messages: list[LiveMessage] = Field(min_length=1, max_length=MAX_APPEND_MESSAGES)
-    idempotency_key: str = Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
-
-
-class AppendResult(BaseModel):
-    written: bool = Field(description="False: a retry of an append already written (nothing written now)")
-    entries: int
-
-
-class Entry(BaseModel):
-    kind: str
-    role: str
-    content: str
-    run_id: str | None = None
-    delivery_id: str | None = None
-    created_at: str
-
-
-class Conversation(BaseModel):
-    entries: list[Entry] = Field(description="newest first")
-    cursor: str | None = Field(description="the next (older) page; null at the first entry")
-
-
-class RegisterBody(_Body):
-    session_id: str = Field(pattern=ID_PATTERN)
-    tool_name: str = Field(min_length=1, max_length=128)
-    args: dict[str, Any] = {}
-    task_id: str | None = Field(default=None, pattern=ID_PATTERN)
-
-
-class Registered(BaseModel):
-    task_id: str
-    task_token: str = Field(description="shown once: send it with the completion")
-
-
-class TaskStatusOut(BaseModel):
-    task_id: str
-    tool_name: str
-    status: str
-    created_at: str
-    finished_at: str | None = None
-    session_id: str | None = Field(default=None, description="only to the holder of the task's token")
-    args: dict[str, Any] | None = Field(default=None, description="only to the holder of the task's token")
-
-
-class CompletionBody(_Body):
-    task_token: str = Field(min_length=1, max_length=256)
-    status: Literal["succeeded", "failed"]
-    result_text: str = Field(max_length=MAX_RESULT_CHARS)
-    note: str = Field(default="", max_length=4000)
-    summary_name: str | None = Field(default=None, min_length=1, max_length=256)
-    subagent_name: str | None = Field(default=None, max_length=128)
-
-
-class Enqueued(BaseModel):
-    task_id: str
-    message_id: str
 
 
 def _json(status: int, body: Any) -> Response[Any]:
@@ -329,9 +208,9 @@ def delete_session(session_id: SessionId) -> SessionDeleted:
 
 @app.post("/sessions/<session_id>/live-turns", responses={409: {"description": "the session is busy"}})
 def begin_turn(session_id: SessionId, body: BeginTurn | None = None) -> Response[Turn]:
-    _owned(session_id)
+    config = _owned(session_id)
     body = body or BeginTurn()  # no body: the defaults
-    turn = bootstrap.sessions().begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s)
+    turn = bootstrap.sessions().begin_live_turn(session_id, ttl_s=body.ttl_s, wait_s=body.wait_s, config=config)
     return _json(201, Turn(turn_id=turn.turn_id, token=turn.token, expires_at=turn.expires_at).model_dump())
 
 

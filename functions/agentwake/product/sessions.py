@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
-from agentwake.domain.models import MAX_TEXT_CHARS, HistoryEntry
+from agentwake.domain.models import MAX_TEXT_CHARS, HistoryEntry, SessionConfig
 from agentwake.errors import ConfigError, LeaseHeld, SessionBusy
 from agentwake.store.itemsize import HISTORY_CONTENT_BYTES, utf8_len
 from agentwake.store.session_lease import (
@@ -125,14 +125,20 @@ class SessionsService:
     # -- live turns -------------------------------------------------------------------------------
 
     def begin_live_turn(
-        self, session_id: str, *, ttl_s: float = DEFAULT_TURN_TTL_S, wait_s: float | None = None
+        self,
+        session_id: str,
+        *,
+        ttl_s: float = DEFAULT_TURN_TTL_S,
+        wait_s: float | None = None,
+        config: SessionConfig | None = None,
     ) -> LiveTurn:
         """Hold the session for a live turn. While a run holds it, wait up to ``wait_s`` (the
         session's ``live_turn_wait_s`` when None) for the run to end, then raise SessionBusy naming
         the run. ConfigError for a session with no config, or a TTL out of (0, 900] s. The lease
-        lasts ``ttl_s``, or less when that is past the turn's cap (``expires_at`` says)."""
+        lasts ``ttl_s``, or less when that is past the turn's cap (``expires_at`` says).
+        ``config``: the session's, when the caller has just read it (the product API's owner check)."""
         ttl = _ttl(ttl_s)
-        config = self.store.records.get_session(session_id)
+        config = config if config is not None else self.store.records.get_session(session_id)
         if config is None:
             raise ConfigError(f"session {session_id} has no config (agentwake sessions put {session_id})")
         wait = config.live_turn_wait_s if wait_s is None else max(0.0, float(wait_s))

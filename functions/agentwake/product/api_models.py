@@ -1,0 +1,154 @@
+"""The product API's request and response models (``product/api.py``'s routes; the OpenAPI
+document ``schemas/product-api.openapi.json`` is generated from them)."""
+
+from __future__ import annotations
+
+from copy import copy
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agentwake.domain.models import SessionConfig
+from agentwake.product.sessions import (
+    DEFAULT_TURN_TTL_S,
+    MAX_APPEND_MESSAGES,
+    MAX_CONTENT_CHARS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_TOKEN_CHARS,
+    MAX_TURN_ID_CHARS,
+    MAX_TURN_TTL_S,
+    MAX_TURN_WAIT_S,
+    Role,
+)
+from agentwake.wake.messages import ID_PATTERN, MAX_RESULT_CHARS
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+#: what a product may set in a session config: every field of ``SessionConfig`` but its id and time,
+#: with the same types, bounds and defaults (the config model validates the merged result again)
+SESSION_FIELDS = tuple(name for name in SessionConfig.model_fields if name not in ("session_id", "updated_at"))
+
+
+class _SessionBodyBase(_Body):
+    # its validator is built at the first PUT, not at every cold start (create_model: 1 ms CPU, not ~30)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+SessionBody = create_model(  # type: ignore[call-overload]
+    "SessionBody",
+    __base__=_SessionBodyBase,
+    **{
+        name: (SessionConfig.model_fields[name].annotation, copy(SessionConfig.model_fields[name]))
+        for name in SESSION_FIELDS
+    },
+)
+#: an admin session's agent may message other sessions: only an operator makes one
+ADMIN_BY_OPERATOR = (
+    "role admin (its agent may message other sessions) is set only by an operator: agentwake sessions put "
+    "SESSION --role admin"
+)
+
+
+class SessionDeleted(BaseModel):
+    session_id: str
+    deleted_items: int = Field(description="config, history entries and lease removed")
+
+
+class BeginTurn(_Body):
+    ttl_s: float = Field(
+        default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S, description="how long the turn holds the session"
+    )
+    wait_s: float | None = Field(
+        default=None, ge=0, le=MAX_TURN_WAIT_S, description="default: the session's live_turn_wait_s"
+    )
+
+
+class Turn(BaseModel):
+    turn_id: str
+    token: str = Field(description="the turn's proof of holding the session: keep it, never show it")
+    expires_at: float = Field(description="epoch seconds")
+
+
+class RenewTurn(_Body):
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+    ttl_s: float = Field(default=DEFAULT_TURN_TTL_S, gt=0, le=MAX_TURN_TTL_S)
+
+
+class Renewed(BaseModel):
+    turn_id: str
+    expires_at: float
+
+
+class Ended(BaseModel):
+    turn_id: str
+    handed_to: str | None = Field(description="the waiting run the session was handed to, if any")
+
+
+class LiveMessage(_Body):
+    role: Role
+    content: str = Field(max_length=MAX_CONTENT_CHARS)
+
+
+class AppendBody(_Body):
+    turn_id: str = Field(min_length=1, max_length=MAX_TURN_ID_CHARS)
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+    messages: list[LiveMessage] = Field(min_length=1, max_length=MAX_APPEND_MESSAGES)
+    idempotency_key: str = Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
+
+
+class AppendResult(BaseModel):
+    written: bool = Field(description="False: a retry of an append already written (nothing written now)")
+    entries: int
+
+
+class Entry(BaseModel):
+    kind: str
+    role: str
+    content: str
+    run_id: str | None = None
+    delivery_id: str | None = None
+    created_at: str
+
+
+class Conversation(BaseModel):
+    entries: list[Entry] = Field(description="newest first")
+    cursor: str | None = Field(description="the next (older) page; null at the first entry")
+
+
+class RegisterBody(_Body):
+    session_id: str = Field(pattern=ID_PATTERN)
+    tool_name: str = Field(min_length=1, max_length=128)
+    args: dict[str, Any] = {}
+    task_id: str | None = Field(default=None, pattern=ID_PATTERN)
+
+
+class Registered(BaseModel):
+    task_id: str
+    task_token: str = Field(description="shown once: send it with the completion")
+
+
+class TaskStatusOut(BaseModel):
+    task_id: str
+    tool_name: str
+    status: str
+    created_at: str
+    finished_at: str | None = None
+    session_id: str | None = Field(default=None, description="only to the holder of the task's token")
+    args: dict[str, Any] | None = Field(default=None, description="only to the holder of the task's token")
+
+
+class CompletionBody(_Body):
+    task_token: str = Field(min_length=1, max_length=256)
+    status: Literal["succeeded", "failed"]
+    result_text: str = Field(max_length=MAX_RESULT_CHARS)
+    note: str = Field(default="", max_length=4000)
+    summary_name: str | None = Field(default=None, min_length=1, max_length=256)
+    subagent_name: str | None = Field(default=None, max_length=128)
+
+
+class Enqueued(BaseModel):
+    task_id: str
+    message_id: str
