@@ -357,7 +357,8 @@ def _delta(previous: float | None, current: float | None) -> str:
 
 
 def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
-    """A run's facts, model calls by provider, attempts, deliveries, and its timeline in order."""
+    """A run's facts, its replay form, model calls by provider, and its timeline in order (each distinct
+    failure once, with the attempts it covers)."""
     from agentwake_ops.runs import run_summary
 
     run_id = one(query, "id")
@@ -418,7 +419,8 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     parts.append(
         table(("time", "since previous", "kind", "what", "details"), rows_t, cls="timeline", row_classes=classes)
     )
-    parts.append(_attempts_and_deliveries(summary))
+    # no attempts/deliveries tables here: the timeline shows each distinct failure and every delivery
+    # once (the message page has the tables)
     return Markup("".join(str(p) for p in parts))
 
 
