@@ -154,6 +154,38 @@ def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, t
             raise AssertionError(f"{exc}\n--- the page at {browser.url}:\n{browser.source[:3000]}") from exc
 
 
+def test_the_dlq_page_refreshes_itself_when_asked_but_not_while_a_form_is_filled(console_url: str) -> None:
+    with Browser.start() as browser:
+        # GIVEN the DLQ page with its auto-refresh turned on from its own link
+        browser.get(console_url)
+        browser.click(browser.wait_for(lambda: browser.find("#auto-refresh-off a"), what="the refresh link"))
+        marker = browser.wait_for(lambda: browser.find("#auto-refresh"), what="the refreshing page")
+        assert "reloads itself every 30 s" in browser.text(marker)
+
+        # WHEN nobody touches it, THEN it reloads itself (a mark left on the page is gone) within a period
+        browser.execute("window.loaded_before = 1")
+        browser.wait_for(
+            lambda: browser.execute(
+                "return window.loaded_before === undefined && !!document.getElementById('auto-refresh')"
+            ),
+            within=90,
+            what="the page to reload itself",
+        )
+
+        # WHEN the operator starts typing a filter, THEN the next period passes without a reload (the
+        # text they typed is still there), and the page says why it waits
+        browser.execute("window.loaded_before = 1")
+        browser.type(browser.find("form.filters input[name='text']"), "AllProviders")
+        paused = browser.wait_for(
+            lambda: browser.execute("return document.getElementById('auto-refresh').getAttribute('data-paused')"),
+            within=90,
+            what="the refresh to skip its turn",
+        )
+        assert paused == "a form is being filled"
+        assert browser.execute("return window.loaded_before") == 1
+        assert browser.attribute(browser.find("form.filters input[name='text']"), "value") == "AllProviders"
+
+
 ATTACK_PAGE = """<!doctype html><title>a page on another port</title><script>
 (async () => {
   const console_ = "CONSOLE", out = {cookie: document.cookie, referrer: document.referrer};
