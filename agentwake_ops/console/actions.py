@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentwake.trust.redact import REDACTED
 from agentwake_ops.console.html import Markup, facts, h, hidden, link, pretty, table
 from agentwake_ops.console.pages import Query, one
 from agentwake_ops.context import OpsContext, OpsError
+from agentwake_ops.terminal import MASKED
 
 ACTIONS = ("redrive", "delete")
 
@@ -274,6 +276,12 @@ def _changes(ctx: OpsContext, form: Query) -> tuple[str, Any, dict[str, Any]]:
     config = ctx.store.records.get_session(record.session_id)
     now = config.model_dump() if config is not None else {}
     wanted = {"providers": providers, "max_steps": max_steps, "persona": persona}
+    if any(marker in json.dumps(wanted) for marker in (REDACTED, MASKED)):
+        # a page never shows a secret, so a config copied from one holds the placeholder, not the secret
+        raise OpsError(
+            f"the config holds a hidden secret ({REDACTED} or {MASKED}): the console cannot write it back; "
+            "name the secret by reference (api_key_ref) or use agentwake sessions put. Nothing was written"
+        )
     changes = {k: v for k, v in wanted.items() if v is not None and now.get(k) != v}
     return record.session_id, now, changes
 

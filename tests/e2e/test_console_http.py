@@ -260,6 +260,10 @@ def test_applying_a_replay_refuses_bad_input_and_writes_nothing(cli: Cli, stack:
     assert "max_steps" in text_of(too_many.text)
     assert unknown.status == 400 and "no run 'bg:nope'" in text_of(unknown.text)
     assert "would fail again" in text_of(still_failing.text) and "apply-form" not in still_failing.text
+    # AND a chain that went through a page holds a redacted secret, which is never written back as text
+    redacted = [{**FIXED, "headers": {"Authorization": "Bearer [REDACTED]"}}]
+    hidden_secret = console.post("/run/apply", [("csrf", csrf), ("id", run_id), ("providers", json.dumps(redacted))])
+    assert hidden_secret.status == 400 and "holds a hidden secret" in text_of(hidden_secret.text)
     assert cli_json(cli, "sessions", "show", "s-web-bad") == before
 
 
