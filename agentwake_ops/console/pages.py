@@ -142,11 +142,28 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             + "; ".join(f"[{i}] {h(src)}" for i, src in enumerate(sources, 1))
             + ".</p>"
         )
+    if rows_page:  # no empty table: the count above says none matched
+        parts.append(_message_table(rows_page, sources, csrf))
+    parts.append(
+        f"<h2>export</h2><form method='post' action='dlq/export'>{hidden('csrf', csrf)}"
+        "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
+        "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
+        "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
+        "nothing is deleted.</p></form>"
+    )
+    return Markup("".join(parts))
+
+
+def _message_table(rows_page: list[Any], sources: list[str], csrf: str) -> str:
+    """The page's messages, each with its box to tick, and the redrive/delete buttons. The column
+    "age from" appears only when the page mixes sources of age (one is said once above)."""
+    mixed = len(sources) > 1
+    parts: list[str] = []
     parts.append(f"<form method='post' action='dlq/confirm'>{hidden('csrf', csrf)}")
     parts.append(
         "<table id='dlq-messages'><thead><tr><th><input type='checkbox' id='select-all' aria-label='select all'></th>"
         "<th>id</th><th>queue</th><th>run</th><th>session</th><th>attempts</th><th>error type</th>"
-        "<th>last reason</th><th>in DLQ for</th><th>age from</th></tr></thead><tbody>"
+        "<th>last reason</th><th>in DLQ for</th>" + ("<th>age from</th>" if mixed else "") + "</tr></thead><tbody>"
     )
     for m in rows_page:
         reason = (m.error_detail or "").splitlines()[0] if m.error_detail else "-"
@@ -157,7 +174,8 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             f"<td>{link('/dlq/message', m.short_id, id=m.message_id)}</td><td>{h(m.queue)}</td><td>{run}</td>"
             f"<td>{h(m.session_id)}</td><td>{h(m.attempts)}</td><td class='error-type'>{h(m.error_type)}</td>"
             f"<td class='reason'>{h(reason[:300])}</td><td>{h(age(m.age_seconds))}</td>"
-            f"<td>[{sources.index(m.in_dlq_since_source or '-') + 1}]</td></tr>"
+            + (f"<td>[{sources.index(m.in_dlq_since_source or '-') + 1}]</td>" if mixed else "")
+            + "</tr>"
         )
     parts.append("</tbody></table>")
     parts.append(
@@ -167,14 +185,7 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         "(<span class='picked-count'>0</span>)…</button> <span class='muted'>Both ask for confirmation with "
         "the exact count first.</span></p></form>"
     )
-    parts.append(
-        f"<h2>export</h2><form method='post' action='dlq/export'>{hidden('csrf', csrf)}"
-        "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
-        "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
-        "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
-        "nothing is deleted.</p></form>"
-    )
-    return Markup("".join(parts))
+    return "".join(parts)
 
 
 def _count_rows(counts: list[tuple[str, int]], name: str) -> list[tuple[Markup | str, Markup | int]]:

@@ -77,7 +77,9 @@ def test_the_dlq_page_counts_match_dlq_list_and_each_message_shows_its_run_and_r
         assert m["error"].splitlines()[0][:40] in text
     # AND the filters narrow it (session, error type, text, age)
     assert "1 message(s) match" in console.page("/dlq?session=s-web-a")
-    assert "0 message(s) match" in console.page("/dlq?error_type=NoSuchType")
+    none = console.page("/dlq?error_type=NoSuchType")
+    assert "0 message(s) match" in none and "dlq-messages" not in none  # no empty table
+    assert "<th>age from</th>" not in page  # one source of age: said once above, no column
     assert "1 message(s) match" in console.page(f"/dlq?text={run_b}")
     assert "0 message(s) match" in console.page("/dlq?older=2d")
     assert {run_a, run_b} <= set(re.findall(r"bg:task-[0-9a-f]+", page))
