@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,10 @@ from agentwake_ops.cli_common import (
     parse_json_option,
     user_error,
 )
+
+if TYPE_CHECKING:
+    from agentwake.domain.models import SessionConfig
+    from agentwake_ops.context import OpsContext
 
 app = typer.Typer(help="Session configs: persona, provider chain, limits, delivery.", no_args_is_help=True)
 
@@ -69,6 +73,31 @@ PUT_EPILOG = (
     '"api_key_ref":"secretsmanager:agentwake/llm-key"}\' --max-steps 6. '
     "Secret references and URLs are checked against the stack's rules when the config is written."
 )
+
+
+def save_session(octx: OpsContext, session: str, changes: dict[str, Any]) -> tuple[SessionConfig, SessionConfig | None]:
+    """``changes`` merged into the stored config of ``session`` (a new one when there is none),
+    validated, and written under the stack's rules: the one write of a session config
+    (``sessions put``, the console's "apply this replay"). Returns the config written and the one
+    it replaced."""
+    from pydantic import ValidationError
+
+    from agentwake.domain.models import SessionConfig, utcnow_iso
+    from agentwake.errors import describe_validation_error
+    from agentwake_ops.stack_settings import config_rules
+
+    existing = octx.store.records.get_session(session)
+    data: dict[str, Any] = existing.model_dump() if existing else {"session_id": session}
+    data.update(changes)
+    data["updated_at"] = utcnow_iso()
+    try:
+        config = SessionConfig.model_validate(data)
+    except ValidationError as exc:
+        raise user_error(f"invalid session config: {describe_validation_error(exc)}") from exc
+    # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
+    # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
+    octx.store.records.put_session(config, config_rules(octx.settings, source=octx.source))
+    return config, existing
 
 
 @app.command("put", epilog=PUT_EPILOG)
@@ -121,12 +150,10 @@ def sessions_put(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session config, or update only the given fields of an existing one."""
-    from agentwake.domain.models import SessionConfig, utcnow_iso
+    from agentwake.domain.models import SessionConfig
 
     check_id(session, "session id")
-    store = ops(ctx).store
-    existing = store.records.get_session(session)
-    data: dict[str, Any] = existing.model_dump() if existing else {"session_id": session}
+    data: dict[str, Any] = {}  # the fields given, merged into the stored config by save_session
     providers = _providers(provider, providers_file)
     if providers is not None:
         data["providers"] = providers
@@ -168,20 +195,7 @@ def sessions_put(
             data[name.strip()] = json.loads(raw)
         except ValueError:
             data[name.strip()] = raw
-    data["updated_at"] = utcnow_iso()
-    from pydantic import ValidationError
-
-    from agentwake.errors import describe_validation_error
-
-    try:
-        config = SessionConfig.model_validate(data)
-    except ValidationError as exc:
-        raise user_error(f"invalid session config: {describe_validation_error(exc)}") from exc
-    from agentwake_ops.stack_settings import config_rules
-
-    # the rules of the stack's wakes (its secret prefixes, its outbound policy): a config that
-    # could never run is refused here, with the wake's message (ConfigError: error: <one line>)
-    store.records.put_session(config, config_rules(ops(ctx).settings, source=ops(ctx).source))
+    config, existing = save_session(ops(ctx), session, data)
     python_tools = [str(t.get("name")) for t in config.tools if t.get("type") == "python"]
     if python_tools and ops(ctx).source != "local":
         # the bundle's packages are not visible from here: say so rather than let it pass for checked

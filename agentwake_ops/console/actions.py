@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentwake_ops.console.html import Markup, facts, h, hidden, link, table
+from agentwake.trust.redact import REDACTED
+from agentwake_ops.console.html import Markup, facts, h, hidden, link, pretty, table
 from agentwake_ops.console.pages import Query, one
 from agentwake_ops.context import OpsContext, OpsError
+from agentwake_ops.terminal import MASKED
 
 ACTIONS = ("redrive", "delete")
 
@@ -98,23 +100,22 @@ def redrive(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         str(
             table(
                 ("message id", "run", "replay", "why"),
-                [
-                    (v.message_id, v.run_id, v.outcome.state if v.outcome else "-", v.reason or "-")
-                    for v in report.verdicts
-                ],
+                [(v.message_id, v.run_id, _replay_words(v.outcome), v.reason or "-") for v in report.verdicts],
                 cls="verdicts",
+                empty="",
             )
         )
     )
     parts.append(
         str(
             table(
-                ("message id", "queue", "run", "action", "ok", "reason"),
+                ("message id", "queue", "run", "action", "result", "reason"),
                 [
-                    (i.message_id, i.queue, i.run_id, i.action, i.ok, i.reason or "-")
+                    (i.message_id, i.queue, i.run_id, i.action, "done" if i.ok else "failed", i.reason or "-")
                     for i in report.moved + report.failed
                 ],
                 cls="moved",
+                empty="",  # a refused redrive moved nothing: the line above says so
             )
         )
     )
@@ -151,11 +152,16 @@ def export(ctx: OpsContext, form: Query, csrf: str) -> Markup:
     )
 
 
-def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
-    """``runs replay`` with the form's provider chain / max steps / persona: the outcome a redrive
-    would reach and what it would send; nothing written, nothing delivered."""
-    from agentwake_ops.replay import replay as run_replay
+def _replay_words(outcome: Any) -> str:
+    """A replay's state in words (the state itself in brackets, as ``runs replay`` prints it)."""
+    if outcome is None:
+        return "not replayed"
+    return f"would succeed ({outcome.state})" if outcome.ok else f"would fail again ({outcome.state})"
 
+
+def _replay_config(form: Query) -> tuple[str, Any, int | None, str | None]:
+    """The run and the config a replay form names: provider chain, max steps, persona (None: the
+    session's own). The one parse of that form (replay, and applying it to the session)."""
     run_id = one(form, "id")
     if not run_id:
         raise OpsError("say which run to replay")
@@ -173,18 +179,41 @@ def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
     max_steps_text = one(form, "max_steps")
     if max_steps_text and not max_steps_text.isdigit():
         raise OpsError(f"max steps must be a number, got {max_steps_text!r}")
-    outcome = run_replay(
-        ctx.store,
-        run_id,
-        providers=providers,
-        max_steps=int(max_steps_text) if max_steps_text else None,
-        persona=one(form, "persona") or None,
+    return run_id, providers, int(max_steps_text) if max_steps_text else None, one(form, "persona") or None
+
+
+def _config_fields(csrf: str, run_id: str, providers: Any, max_steps: int | None, persona: str | None) -> str:
+    """The hidden fields that carry a replay's config from page to page (parsed by _replay_config)."""
+    return (
+        f"{hidden('csrf', csrf)}{hidden('id', run_id)}"
+        + (hidden("providers", json.dumps(providers)) if providers is not None else "")
+        + (hidden("max_steps", max_steps) if max_steps is not None else "")
+        + (hidden("persona", persona) if persona is not None else "")
     )
+
+
+def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """``runs replay`` with the form's provider chain / max steps / persona: the outcome a redrive
+    would reach and what it would send; nothing written, nothing delivered. A replay that succeeds
+    offers to apply its config to the session (``apply_confirm``)."""
+    from agentwake_ops.replay import replay as run_replay
+
+    run_id, providers, max_steps, persona = _replay_config(form)
+    outcome = run_replay(ctx.store, run_id, providers=providers, max_steps=max_steps, persona=persona)
     verdict = "would succeed" if outcome.ok else "would fail again"
     parts = [
         f"<p class='{'ok' if outcome.ok else 'error'}' id='replay-outcome'>Replay outcome: "
         f"<strong>{h(outcome.state)}</strong> — a redrive of this run {verdict} with this config. "
         "Nothing was written or delivered.</p>",
+    ]
+    if outcome.ok and (providers is not None or max_steps is not None or persona is not None):
+        parts.append(
+            f"<form method='post' action='run/apply-confirm' id='apply-form'>"
+            f"{_config_fields(csrf, run_id, providers, max_steps, persona)}"
+            "<button id='apply'>Apply this config to the session…</button> "
+            "<span class='muted'>shows the exact change first; then redrive the run.</span></form>"
+        )
+    parts += [
         str(
             facts(
                 [
@@ -200,7 +229,10 @@ def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         "<h2>would be delivered (not sent)</h2>",
         str(
             table(
-                ("delivery id", "text"), [(d.delivery_id, d.text) for d in outcome.would_deliver], cls="would-deliver"
+                ("delivery id", "text"),
+                [(d.delivery_id, d.text) for d in outcome.would_deliver],
+                cls="would-deliver",
+                empty="nothing new would be delivered",
             )
         ),
         f"<p>{len(outcome.already_delivered)} delivery(ies) already made by the run: a redrive does not resend them.</p>",
@@ -220,11 +252,85 @@ def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
             table(
                 ("step", "kind", "reused", "data"),
                 [
-                    (e.step, e.kind, e.replayed, json.dumps(e.data, default=str, ensure_ascii=False))
+                    (
+                        e.step,
+                        e.kind,
+                        "from the journal" if e.replayed else "new",
+                        json.dumps(e.data, default=str, ensure_ascii=False),
+                    )
                     for e in outcome.events
                 ],
                 cls="replay-events",
             )
         )
     )
+    return Markup("".join(parts))
+
+
+def _changes(ctx: OpsContext, form: Query) -> tuple[str, Any, dict[str, Any]]:
+    """The run's session, its config now, and the settings the replay form would change in it."""
+    run_id, providers, max_steps, persona = _replay_config(form)
+    record = ctx.store.records.get_run(run_id)
+    if record is None:
+        raise OpsError(f"no run {run_id!r} in the store")
+    config = ctx.store.records.get_session(record.session_id)
+    now = config.model_dump() if config is not None else {}
+    wanted = {"providers": providers, "max_steps": max_steps, "persona": persona}
+    if any(marker in json.dumps(wanted) for marker in (REDACTED, MASKED)):
+        # a page never shows a secret, so a config copied from one holds the placeholder, not the secret
+        raise OpsError(
+            f"the config holds a hidden secret ({REDACTED} or {MASKED}): the console cannot write it back; "
+            "name the secret by reference (api_key_ref) or use agentwake sessions put. Nothing was written"
+        )
+    changes = {k: v for k, v in wanted.items() if v is not None and now.get(k) != v}
+    return record.session_id, now, changes
+
+
+def _shown_setting(value: Any) -> Markup:
+    return pretty(value) if isinstance(value, (list, dict)) else h(value)
+
+
+def apply_confirm(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """The exact change a proven replay's config makes to its session, and the form that writes it."""
+    session_id, now, changes = _changes(ctx, form)
+    run_id, providers, max_steps, persona = _replay_config(form)
+    if not changes:
+        return Markup(
+            f"<p class='note' id='apply-change'>Session {h(session_id)} already has this config: nothing to "
+            "change. Redrive the run from the DLQ.</p><p>" + link("/run", "back to the run", id=run_id) + "</p>"
+        )
+    rows = [(name.replace("_", " "), _shown_setting(now.get(name)), _shown_setting(v)) for name, v in changes.items()]
+    return Markup(
+        f"<p class='note' id='apply-change'>Change {len(changes)} setting(s) of session {h(session_id)}?</p>"
+        + table(("setting", "now", "after"), rows, cls="apply-change")
+        + "<p class='muted'>Written as <code>agentwake sessions put</code> writes it (the stack's rules "
+        "checked); the other settings stay as they are.</p>"
+        f"<form method='post' action='run/apply'>{_config_fields(csrf, run_id, providers, max_steps, persona)}"
+        f"<button id='apply-confirmed'>Apply to session {h(session_id)}</button></form><p>"
+        + link("/run", "cancel: back to the run", id=run_id)
+        + "</p>"
+    )
+
+
+def apply(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """Write the confirmed change (``sessions put``'s write), then offer the run's redrive."""
+    from agentwake_ops.commands.sessions import save_session
+    from agentwake_ops.dlq.select import list_messages
+
+    session_id, _, changes = _changes(ctx, form)
+    run_id = one(form, "id")
+    if changes:
+        save_session(ctx, session_id, changes)
+    names = ", ".join(name.replace("_", " ") for name in changes) or "nothing (it already had this config)"
+    parts = [f"<p class='ok' id='apply-result'>Session {h(session_id)} updated: {h(names)}.</p>"]
+    waiting = [m for m in list_messages(ctx, "all") if m.run_id == run_id]
+    if waiting:
+        parts.append(
+            f"<form method='post' action='dlq/confirm'>{hidden('csrf', csrf)}{hidden('action', 'redrive')}"
+            + "".join(hidden("id", m.message_id) for m in waiting)
+            + f"<button id='redrive-run'>Redrive this run's {len(waiting)} DLQ message(s)…</button></form>"
+        )
+    else:
+        parts.append("<p class='muted'>This run has no message in the DLQs: nothing to redrive.</p>")
+    parts.append("<p>" + link("/run", "back to the run", id=run_id) + "</p>")
     return Markup("".join(parts))

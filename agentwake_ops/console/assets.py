@@ -46,4 +46,25 @@ document.addEventListener('DOMContentLoaded', function () {
   boxes().forEach(function (b) { b.addEventListener('change', sync); });
   sync();
 });
+
+// the opt-in auto-refresh (a page with #auto-refresh, i.e. ?refresh=1): reload every N seconds,
+// but never while a form is being filled (a field focused or changed, a message ticked)
+document.addEventListener('DOMContentLoaded', function () {
+  var marker = document.getElementById('auto-refresh');
+  if (!marker) { return; }
+  var seconds = parseInt(marker.getAttribute('data-seconds'), 10) || 30;
+  var touched = false;
+  document.addEventListener('input', function () { touched = true; }, true);
+  document.addEventListener('change', function () { touched = true; }, true);
+  var busy = function () {
+    var active = document.activeElement;
+    var filling = active && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
+    return touched || filling || document.querySelectorAll('input.pick:checked').length > 0;
+  };
+  var tick = function () {
+    if (busy()) { marker.setAttribute('data-paused', 'a form is being filled'); setTimeout(tick, seconds * 1000); return; }
+    window.location.reload();
+  };
+  setTimeout(tick, seconds * 1000);
+});
 """

@@ -32,6 +32,8 @@ def h(value: Any) -> Markup:
         return value
     if value is None:
         return Markup("-")
+    if isinstance(value, bool):  # never Python's True/False on a page
+        return Markup("yes" if value else "no")
     return Markup(html.escape(shown(redact(value if isinstance(value, str) else str(value))), quote=True))
 
 
@@ -58,8 +60,18 @@ def link(path: str, label: Any, /, **params: Any) -> Markup:
 
 
 def table(
-    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, cls: str = "", row_classes: Iterable[str] = ()
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    cls: str = "",
+    row_classes: Iterable[str] = (),
+    empty: str = "none",
 ) -> Markup:
+    """A table, or, with no rows, no table: ``empty`` as a line (nothing when it is "")."""
+    rows = list(rows)
+    if not rows:
+        cls_attr = f" {html.escape(cls, quote=True)}-empty" if cls else ""
+        return Markup(f"<p class='muted empty{cls_attr}'>{h(empty)}</p>" if empty else "")
     classes = list(row_classes)
     head = "".join(f"<th>{h(x)}</th>" for x in headers)
     body = []

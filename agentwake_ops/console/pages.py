@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -100,15 +101,16 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         f"<p class='muted' id='scan-summary'>{len(messages)} message(s) in the DLQs, every one seen once "
         f"(a complete scan, none consumed) in {took:.1f} s.</p>"
     )
+    parts.append(_refresh_toggle("/dlq", query))
     parts.append("<div class='counts'>")
     parts.append(
         "<div><h2>by error type</h2>"
-        + table(("error type", "messages"), [(k, v) for k, v in by_type.most_common()], cls="by-error-type")
+        + table(("error type", "messages"), _count_rows(by_type.most_common(), "error_type"), cls="by-error-type")
         + "</div>"
     )
     parts.append(
         "<div><h2>by session</h2>"
-        + table(("session", "messages"), [(k, v) for k, v in by_session.most_common(20)], cls="by-session")
+        + table(("session", "messages"), _count_rows(by_session.most_common(20), "session"), cls="by-session")
         + "</div></div>"
     )
     parts.append(
@@ -131,11 +133,37 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     if last < len(shown_messages):
         nav.append(link("/dlq", "next page", **params, page=page + 1))
     parts.append("<p>" + " · ".join(nav) + "</p>")
+    sources = list(dict.fromkeys(m.in_dlq_since_source or "-" for m in rows_page))
+    if len(sources) == 1:
+        parts.append(f"<p class='muted' id='age-from'>“in DLQ for” counts from: {h(sources[0])}.</p>")
+    elif sources:
+        parts.append(
+            "<p class='muted' id='age-from'>“in DLQ for” counts from: "
+            + "; ".join(f"[{i}] {h(src)}" for i, src in enumerate(sources, 1))
+            + ".</p>"
+        )
+    if rows_page:  # no empty table: the count above says none matched
+        parts.append(_message_table(rows_page, sources, csrf))
+    parts.append(
+        f"<h2>export</h2><form method='post' action='dlq/export'>{hidden('csrf', csrf)}"
+        "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
+        "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
+        "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
+        "nothing is deleted.</p></form>"
+    )
+    return Markup("".join(parts))
+
+
+def _message_table(rows_page: list[Any], sources: list[str], csrf: str) -> str:
+    """The page's messages, each with its box to tick, and the redrive/delete buttons. The column
+    "age from" appears only when the page mixes sources of age (one is said once above)."""
+    mixed = len(sources) > 1
+    parts: list[str] = []
     parts.append(f"<form method='post' action='dlq/confirm'>{hidden('csrf', csrf)}")
     parts.append(
         "<table id='dlq-messages'><thead><tr><th><input type='checkbox' id='select-all' aria-label='select all'></th>"
         "<th>id</th><th>queue</th><th>run</th><th>session</th><th>attempts</th><th>error type</th>"
-        "<th>last reason</th><th>in DLQ for</th><th>age from</th></tr></thead><tbody>"
+        "<th>last reason</th><th>in DLQ for</th>" + ("<th>age from</th>" if mixed else "") + "</tr></thead><tbody>"
     )
     for m in rows_page:
         reason = (m.error_detail or "").splitlines()[0] if m.error_detail else "-"
@@ -146,7 +174,8 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             f"<td>{link('/dlq/message', m.short_id, id=m.message_id)}</td><td>{h(m.queue)}</td><td>{run}</td>"
             f"<td>{h(m.session_id)}</td><td>{h(m.attempts)}</td><td class='error-type'>{h(m.error_type)}</td>"
             f"<td class='reason'>{h(reason[:300])}</td><td>{h(age(m.age_seconds))}</td>"
-            f"<td>{h(m.in_dlq_since_source)}</td></tr>"
+            + (f"<td>[{sources.index(m.in_dlq_since_source or '-') + 1}]</td>" if mixed else "")
+            + "</tr>"
         )
     parts.append("</tbody></table>")
     parts.append(
@@ -156,14 +185,37 @@ def dlq(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         "(<span class='picked-count'>0</span>)…</button> <span class='muted'>Both ask for confirmation with "
         "the exact count first.</span></p></form>"
     )
-    parts.append(
-        f"<h2>export</h2><form method='post' action='dlq/export'>{hidden('csrf', csrf)}"
-        "<label>write every DLQ message as JSON lines to <input name='out' size='50' "
-        "placeholder='/path/on/this/machine/dlq.jsonl'></label> <button>Export</button>"
-        "<p class='muted'>As <code>agentwake dlq export --out PATH</code>: the file holds task tokens in clear; "
-        "nothing is deleted.</p></form>"
+    return "".join(parts)
+
+
+def _count_rows(counts: list[tuple[str, int]], name: str) -> list[tuple[Markup | str, Markup | int]]:
+    """Count rows whose label and count link to the DLQ page filtered on it ("-": nothing to filter)."""
+    return [
+        (link("/dlq", key, **{name: key}), link("/dlq", count, **{name: key})) if key != "-" else (key, count)
+        for key, count in counts
+    ]
+
+
+#: seconds between two loads of a page that refreshes itself
+REFRESH_SECONDS = 30
+
+
+def _refresh_toggle(route: str, query: Query) -> str:
+    """The opt-in auto-refresh of a page: ``refresh=1`` in its URL (a link turns it on and off).
+    The reload itself is the script's (console.js), which skips it while a form is being filled."""
+    params = {k: v[0] for k, v in query.items() if k != "refresh" and v}
+    if one(query, "refresh") == "1":
+        return (
+            f"<p class='muted' id='auto-refresh' data-seconds='{REFRESH_SECONDS}'>This page reloads itself every "
+            f"{REFRESH_SECONDS} s (not while you fill a form or tick a message). "
+            + link(route, "stop refreshing", **params)
+            + "</p>"
+        )
+    return (
+        "<p class='muted' id='auto-refresh-off'>"
+        + link(route, f"refresh this page every {REFRESH_SECONDS} s", **params, refresh="1")
+        + "</p>"
     )
-    return Markup("".join(parts))
 
 
 def message(ctx: OpsContext, query: Query, csrf: str) -> Markup:
@@ -201,28 +253,104 @@ def message(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     return Markup("".join(parts))
 
 
+@dataclass
+class FailureGroup:
+    """Failed attempts that failed the same way (type, reason, provider errors): shown once."""
+
+    failures: list[Any]
+
+    @property
+    def first(self) -> Any:
+        return self.failures[0]
+
+    @property
+    def attempts(self) -> str:
+        """The attempts it covers: ``1–5``, or ``1, 3`` when others came between."""
+        numbers = [f.attempt for f in self.failures]
+        if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return f"{numbers[0]}–{numbers[-1]}"
+        return ", ".join(str(n) for n in numbers)
+
+    @property
+    def steps_done(self) -> str:
+        done = sorted({f.steps_done for f in self.failures})
+        return str(done[0]) if len(done) == 1 else f"{done[0]}–{done[-1]}"
+
+    def provider_errors(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in self.first.provider_errors.items())
+
+
+def failure_groups(failures: list[Any]) -> list[FailureGroup]:
+    """The run's failed attempts grouped by how they failed, in the order each way first happened."""
+    groups: dict[tuple[Any, ...], FailureGroup] = {}
+    for f in failures:
+        key = (f.error_type, (f.detail or "").strip(), tuple(sorted(f.provider_errors.items())))
+        groups.setdefault(key, FailureGroup([])).failures.append(f)
+    return list(groups.values())
+
+
+def _failure_title(group: FailureGroup) -> str:
+    if len(group.failures) == 1:
+        return f"attempt {group.first.attempt} failed: {group.first.error_type}"
+    return f"attempts {group.attempts} failed the same way ×{len(group.failures)}: {group.first.error_type}"
+
+
+def _last_error(record: Any, groups: list[FailureGroup]) -> str | None:
+    """The run's last error, or, when it is a failure shown below, a pointer to it (not its text again)."""
+    if not record.last_error:
+        return None
+    for group in groups:
+        if record.last_error_type == group.first.error_type and record.last_error.strip() == group.first.detail.strip():
+            return f"{record.last_error_type}: the failure of attempt(s) {group.attempts}, below"
+    return f"{record.last_error_type}: {record.last_error}"
+
+
+def _timeline(summary: Any, groups: list[FailureGroup]) -> list[Any]:
+    """The run's transcript with each distinct failure once (at its first time), not once per attempt."""
+    from agentwake_ops.runs import TranscriptEntry, transcript
+
+    entries = transcript(replace(summary, failures=[]))
+    outcome = [e for e in entries if e.kind == "outcome"]
+    rest = [e for e in entries if e.kind != "outcome"]
+    for group in groups:
+        lines = [group.first.detail]
+        lines += [f"provider {pid}: {err}" for pid, err in group.first.provider_errors.items()]
+        if len(group.failures) > 1:
+            lines.append(f"last at {when(group.failures[-1].at)}")
+        lines.append(f"steps done before it failed: {group.steps_done}")
+        rest.append(TranscriptEntry("failure", group.first.at, _failure_title(group), lines))
+    rest.sort(key=lambda e: e.at or "")
+    return rest + outcome
+
+
 def _attempts_and_deliveries(summary: Any) -> str:
+    groups = failure_groups(summary.failures)
+    distinct = f"; {len(groups)} distinct" if len(groups) != len(summary.failures) else ""
     parts = [
-        f"<h2>failed attempts ({len(summary.failures)})</h2>",
+        f"<h2>failed attempts ({len(summary.failures)}{distinct})</h2>",
         table(
-            ("attempt", "time", "error type", "reason", "provider errors"),
+            ("attempts", "times", "first", "last", "error type", "reason", "provider errors"),
             [
                 (
-                    f.attempt,
-                    when(f.at),
-                    f.error_type,
-                    f.detail,
-                    "; ".join(f"{k}: {v}" for k, v in f.provider_errors.items()),
+                    g.attempts,
+                    f"×{len(g.failures)}",
+                    when(g.first.at),
+                    when(g.failures[-1].at),
+                    g.first.error_type,
+                    g.first.detail,
+                    g.provider_errors(),
                 )
-                for f in summary.failures
+                for g in groups
             ],
             cls="attempts",
+            empty="no failed attempt",
         ),
         f"<h2>deliveries the user already received ({len(summary.deliveries)})</h2>",
         table(
             ("delivery id", "time", "text"),
             [(d["delivery_id"], when(d.get("at")), d["text"]) for d in summary.deliveries],
             cls="deliveries",
+            empty="none",
         ),
     ]
     return "".join(str(p) for p in parts)
@@ -240,8 +368,9 @@ def _delta(previous: float | None, current: float | None) -> str:
 
 
 def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
-    """A run's facts, model calls by provider, attempts, deliveries, and its timeline in order."""
-    from agentwake_ops.runs import run_summary, transcript
+    """A run's facts, its replay form, model calls by provider, and its timeline in order (each distinct
+    failure once, with the attempts it covers)."""
+    from agentwake_ops.runs import run_summary
 
     run_id = one(query, "id")
     if not run_id:
@@ -250,6 +379,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     if summary.empty:
         raise OpsError(f"no run {run_id!r} in the store")
     record = summary.run
+    groups = failure_groups(summary.failures)
     parts: list[str] = []
     if record is not None:
         parts.append(
@@ -263,10 +393,11 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                     ("steps", record.steps),
                     ("started", when(record.started_at)),
                     ("ended", when(record.ended_at)),
-                    ("last error", f"{record.last_error_type}: {record.last_error}" if record.last_error else None),
+                    ("last error", _last_error(record, groups)),
                 ]
             )
         )
+        parts.append(_replay_form(ctx, record, csrf))
         usage = record.usage or {}
         providers = usage.get("by_provider") or {}
         if providers:
@@ -289,7 +420,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                 )
             )
     parts.append("<h2>timeline</h2>")
-    entries = transcript(summary)
+    entries = _timeline(summary, groups)
     rows_t, classes, previous = [], [], None
     for entry in entries:
         moment = _moment(entry.at)
@@ -299,9 +430,8 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     parts.append(
         table(("time", "since previous", "kind", "what", "details"), rows_t, cls="timeline", row_classes=classes)
     )
-    parts.append(_attempts_and_deliveries(summary))
-    if record is not None:
-        parts.append(_replay_form(ctx, record, csrf))
+    # no attempts/deliveries tables here: the timeline shows each distinct failure and every delivery
+    # once (the message page has the tables)
     return Markup("".join(str(p) for p in parts))
 
 
@@ -360,12 +490,18 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         for r in page.runs
     ]
     parts = [
+        _refresh_toggle("/runs", query),
         "<form class='filters' method='get' action='runs'>"
         f"<label>session<input name='session' value='{h(session)}'></label>"
         f"<label>status (running, succeeded, failed)<input name='status' value='{h(status)}'></label>"
         f"<label>since (6h, 2d, ISO)<input name='since' value='{h(since)}'></label>"
         "<button>Filter</button></form>",
-        table(("run", "session", "status", "attempts", "steps", "started", "ended", "last error"), rows, cls="runs"),
+        table(
+            ("run", "session", "status", "attempts", "steps", "started", "ended", "last error"),
+            rows,
+            cls="runs",
+            empty="no run matches",
+        ),
     ]
     note = runs_page_note(page)
     if note:

@@ -68,6 +68,8 @@ POST_ACTIONS: dict[str, tuple[str, Page]] = {
     "/dlq/delete": ("Delete", actions.delete),
     "/dlq/export": ("Export", actions.export),
     "/run/replay": ("Replay", actions.replay),
+    "/run/apply-confirm": ("Apply to the session", actions.apply_confirm),
+    "/run/apply": ("Applied to the session", actions.apply),
 }
 STATIC = {"/static/console.css": ("text/css", assets.CSS), "/static/console.js": ("text/javascript", assets.JS)}
 

@@ -154,6 +154,38 @@ def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, t
             raise AssertionError(f"{exc}\n--- the page at {browser.url}:\n{browser.source[:3000]}") from exc
 
 
+def test_the_dlq_page_refreshes_itself_when_asked_but_not_while_a_form_is_filled(console_url: str) -> None:
+    with Browser.start() as browser:
+        # GIVEN the DLQ page with its auto-refresh turned on from its own link
+        browser.get(console_url)
+        browser.click(browser.wait_for(lambda: browser.find("#auto-refresh-off a"), what="the refresh link"))
+        marker = browser.wait_for(lambda: browser.find("#auto-refresh"), what="the refreshing page")
+        assert "reloads itself every 30 s" in browser.text(marker)
+
+        # WHEN nobody touches it, THEN it reloads itself (a mark left on the page is gone) within a period
+        browser.execute("window.loaded_before = 1")
+        browser.wait_for(
+            lambda: browser.execute(
+                "return window.loaded_before === undefined && !!document.getElementById('auto-refresh')"
+            ),
+            within=90,
+            what="the page to reload itself",
+        )
+
+        # WHEN the operator starts typing a filter, THEN the next period passes without a reload (the
+        # text they typed is still there), and the page says why it waits
+        browser.execute("window.loaded_before = 1")
+        browser.type(browser.find("form.filters input[name='text']"), "AllProviders")
+        paused = browser.wait_for(
+            lambda: browser.execute("return document.getElementById('auto-refresh').getAttribute('data-paused')"),
+            within=90,
+            what="the refresh to skip its turn",
+        )
+        assert paused == "a form is being filled"
+        assert browser.execute("return window.loaded_before") == 1
+        assert browser.attribute(browser.find("form.filters input[name='text']"), "value") == "AllProviders"
+
+
 ATTACK_PAGE = """<!doctype html><title>a page on another port</title><script>
 (async () => {
   const console_ = "CONSOLE", out = {cookie: document.cookie, referrer: document.referrer};
@@ -282,12 +314,21 @@ def _loop(
     # WHEN the run is opened from its row
     browser.click(browser.find(f"tr[data-message-id='{listed['message_id']}'] a[href^='run']"))
 
-    # THEN its timeline shows the step, the delivery and every failed attempt in order
+    # THEN its timeline shows the step, the delivery, then its identical failed attempts once, with their count
     timeline = browser.wait_for(lambda: browser.find("table.timeline"), what="the timeline")
     kinds = [browser.text(k) for k in browser.find_all("table.timeline tbody tr td:nth-child(3)")]
     assert kinds.index("reply") < kinds.index("delivery") < kinds.index("failure")
-    assert kinds.count("failure") == listed["attempts"] >= 2
+    attempts = listed["attempts"]
+    assert attempts == 5 and kinds.count("failure") == 1
+    failure = browser.text(browser.find("table.timeline tr.kind-failure"))
+    assert f"attempts 1–{attempts} failed the same way ×{attempts}: AllProvidersFailed" in failure
+    main = browser.text(browser.find("main"))
+    assert main.count("All chat models failed") == 1
     assert "Working on your research." in browser.text(timeline)
+    # AND the replay form is near the top of the page, above the timeline
+    form_top = browser.execute("return document.getElementById('replay-form').getBoundingClientRect().top")
+    timeline_top = browser.execute("return document.querySelector('table.timeline').getBoundingClientRect().top")
+    assert form_top < timeline_top and form_top < 700, (form_top, timeline_top)
     _keep_screenshot(browser, "run")
 
     # WHEN a replay with the fixed provider is run from the page
@@ -303,13 +344,22 @@ def _loop(
     assert browser.find_all("table.would-deliver tbody tr") == []
     assert _items(store) == items_before
 
-    # WHEN the session is fixed, and the message is ticked on the DLQ page and redriven
-    agentwake("sessions", "put", SESSION, "--provider", json.dumps(FIXED))
-    browser.click(browser.find("header a[href='dlq']"))
-    box = browser.wait_for(lambda: browser.find(f"input.pick[value='{listed['message_id']}']"), what="the checkbox")
-    browser.click(box)
-    assert browser.text(browser.find("#redrive-selected")) == "Redrive selected (1)…"
-    browser.click(browser.find("#redrive-selected"))
+    # WHEN the proven config is applied to the session from the page
+    browser.click(browser.find("#apply"))
+
+    # THEN a confirmation shows the exact change, and nothing is written until it is confirmed
+    change = browser.wait_for(lambda: browser.find("#apply-change"), what="the change to confirm")
+    assert browser.text(change) == f"Change 1 setting(s) of session {SESSION}?"
+    [row] = browser.find_all("table.apply-change tbody tr")
+    assert '"p2"' in browser.text(row) and '"p"' in browser.text(row)
+    assert [p["id"] for p in agentwake("sessions", "show", SESSION)["providers"]] == ["p"]
+    browser.click(browser.find("#apply-confirmed"))
+
+    # THEN the session holds the fixed providers, and the run's message is offered for a redrive
+    applied = browser.wait_for(lambda: browser.find("#apply-result"), what="the applied change")
+    assert browser.text(applied) == f"Session {SESSION} updated: providers."
+    assert agentwake("sessions", "show", SESSION)["providers"] == [FIXED]
+    browser.click(browser.find("#redrive-run"))
 
     # THEN the confirmation states the exact count before anything moves
     confirm = browser.wait_for(lambda: browser.find("#confirm-count"), what="the confirmation")

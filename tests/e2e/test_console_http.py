@@ -66,19 +66,64 @@ def test_the_dlq_page_counts_match_dlq_list_and_each_message_shows_its_run_and_r
     expected = Counter(m["error_type"] or "-" for m in listed)
     assert {k: int(v) for k, v in _rows(page, "by-error-type")} == dict(expected)
     assert {k: int(v) for k, v in _rows(page, "by-session")} == {"s-web-a": 1, "s-web-b": 1}
-    # AND each message row names its run, attempts, last reason and the source of its age
+    # AND each message row names its run, attempts, last reason; the source of its age is said once above
+    age_from = re.search(r"id='age-from'>(.*?)</p>", page, re.S)
+    assert age_from and listed[0]["in_dlq_since_source"] in text_of(age_from.group(1))
     for m in listed:
         row = re.search(rf"<tr data-message-id='{m['message_id']}'>(.*?)</tr>", page, re.S)
         assert row, m["message_id"]
         text = text_of(row.group(1))
-        assert m["run_id"] in text and m["error_type"] in text and m["in_dlq_since_source"] in text
+        assert m["run_id"] in text and m["error_type"] in text and m["in_dlq_since_source"] not in text
         assert m["error"].splitlines()[0][:40] in text
     # AND the filters narrow it (session, error type, text, age)
     assert "1 message(s) match" in console.page("/dlq?session=s-web-a")
-    assert "0 message(s) match" in console.page("/dlq?error_type=NoSuchType")
+    none = console.page("/dlq?error_type=NoSuchType")
+    assert "0 message(s) match" in none and "dlq-messages" not in none  # no empty table
+    assert "<th>age from</th>" not in page  # one source of age: said once above, no column
     assert "1 message(s) match" in console.page(f"/dlq?text={run_b}")
     assert "0 message(s) match" in console.page("/dlq?older=2d")
     assert {run_a, run_b} <= set(re.findall(r"bg:task-[0-9a-f]+", page))
+
+
+def _links(page: str, table_class: str) -> list[str]:
+    found = re.search(rf"<table class=[\"']{table_class}[\"']>(.*?)</table>", page, re.S)
+    assert found, f"no table {table_class}"
+    return [unescape(h) for h in re.findall(r'href="([^"]+)"', found.group(1))]
+
+
+def test_the_counts_link_to_their_filters(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN two dead-lettered runs of two sessions
+    _dead_lettered_run(cli, stack, "s-web-c1")
+    _dead_lettered_run(cli, stack, "s-web-c2")
+    page = console.page("/dlq")
+    # WHEN each count is followed
+    by_session = _links(page, "by-session")
+    by_type = _links(page, "by-error-type")
+    # THEN the session's and the error type's label and count each open the DLQ filtered on it
+    assert sorted(set(by_session)) == ["dlq?session=s-web-c1", "dlq?session=s-web-c2"]
+    assert set(by_type) == {"dlq?error_type=AllProvidersFailed"} and len(by_type) == 2
+    assert "1 message(s) match" in console.page("/" + by_session[0])
+    assert "2 message(s) match" in console.page("/" + by_type[0])
+
+
+def test_the_dlq_and_runs_pages_refresh_themselves_only_when_asked(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a dead-lettered run
+    _dead_lettered_run(cli, stack, "s-web-refresh")
+    for route in ("/dlq", "/runs"):
+        # WHEN the page is opened as it is, then through its "refresh" link
+        plain = console.page(route + "?session=s-web-refresh")
+        [turn_on] = re.findall(r"id='auto-refresh-off'><a href=\"([^\"]+)\"", plain)
+        refreshing = console.page("/" + unescape(turn_on))
+        # THEN only the second reloads itself (every 30 s, the script skips it while a form is filled),
+        # keeps its filter, and links back to the page without it
+        assert "data-seconds" not in plain
+        marker = re.search(r"id='auto-refresh' data-seconds='30'>(.*?)</p>", refreshing, re.S)
+        assert marker and "every 30 s" in text_of(marker.group(1)), route
+        assert "session=s-web-refresh" in turn_on and "refresh=1" in turn_on
+        [turn_off] = re.findall(r'href="([^"]+)">stop refreshing', refreshing)
+        assert "refresh=1" not in unescape(turn_off) and "session=s-web-refresh" in turn_off
 
 
 def test_the_message_and_run_pages_show_attempts_deliveries_and_the_timeline_in_order(
@@ -94,14 +139,18 @@ def test_the_message_and_run_pages_show_attempts_deliveries_and_the_timeline_in_
 
     # THEN the message page shows the body with the token masked, every attempt with its reason, the delivery
     assert "[MASKED]" in message and "awt_" not in message
-    attempts = _rows(message, "attempts")
-    assert [a[0] for a in attempts] == ["1", "2"] and all(a[2] == "AllProvidersFailed" for a in attempts)
+    [attempts] = _rows(message, "attempts")  # the two identical failures once, with their count
+    assert attempts[:2] == ["1–2", "×2"] and attempts[4] == "AllProvidersFailed"
     assert [d[2] for d in _rows(message, "deliveries")] == ["Working on your research."]
     # AND the run's timeline lists the steps, the delivery and the failures in time order, with the time between
     timeline = _rows(run, "timeline")
     kinds = [r[2] for r in timeline]
     assert kinds.index("reply") < kinds.index("delivery") < kinds.index("failure")
-    assert kinds.count("failure") == 2 and kinds[-1] == "outcome"
+    assert kinds.count("failure") == 1 and kinds[-1] == "outcome"
+    [failure] = [r for r in timeline if r[2] == "failure"]
+    assert failure[3] == "attempts 1–2 failed the same way ×2: AllProvidersFailed"
+    # AND the failure's reason is on the run's page once, not once per attempt and again as the last error
+    assert text_of(run).count("All chat models failed") == 1, text_of(run)
     times = [r[0] for r in timeline if r[0] != "-"]
     assert times == sorted(times)
     assert all(r[1].startswith("+") for r in timeline[1:] if r[0] != "-")
@@ -125,10 +174,99 @@ def test_replay_from_the_page_shows_done_and_writes_nothing(cli: Cli, stack: Sta
     outcome = re.search(r"id='replay-outcome'>(.*?)</p>", answer.text, re.S)
     assert outcome and "DONE" in text_of(outcome.group(1))
     assert _table_items(stack) == items
-    assert _rows(answer.text, "would-deliver") == []  # step 0's delivery is reused from the journal, not re-sent
+    # step 0's delivery is reused from the journal, not re-sent: no (empty) table, a line saying so
+    assert 'class="would-deliver"' not in answer.text
+    assert "nothing new would be delivered" in text_of(answer.text)
+    # AND its transcript says in words which steps came from the journal, never Python's True/False
+    events = _rows(answer.text, "replay-events")
+    assert {e[2] for e in events} == {"from the journal", "new"}
+    assert not re.search(r"\b(True|False)\b", text_of(answer.text))
     # AND a provider chain that is not JSON is one clear error, nothing done
     bad = console.post("/run/replay", [("csrf", csrf_of(run_page)), ("id", run_id), ("providers", "[{")])
     assert bad.status == 400 and "error: the provider chain is not valid JSON" in text_of(bad.text)
+
+
+def test_the_replay_form_is_at_the_top_of_a_run_page(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a dead-lettered run
+    run_id = _dead_lettered_run(cli, stack, "s-web-top")
+    # WHEN its page is opened
+    page = console.page(f"/run?id={run_id}")
+    # THEN the replay form comes right after the run's facts, before its timeline
+    assert page.index("class='facts'") < page.index("id='replay-form'") < page.index('class="timeline"')
+
+
+def _session_providers(cli: Cli, session: str) -> list[dict[str, Any]]:
+    return list(cli_json(cli, "sessions", "show", session)["providers"])
+
+
+def test_a_proven_replay_is_applied_to_the_session_after_a_confirmation_then_redriven(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a dead-lettered run, replayed from its page with the fixed provider chain
+    run_id = _dead_lettered_run(cli, stack, "s-web-apply")
+    before = _session_providers(cli, "s-web-apply")
+    csrf = csrf_of(console.page(f"/run?id={run_id}"))
+    proven = console.post("/run/replay", [("csrf", csrf), ("id", run_id), ("providers", json.dumps([FIXED]))])
+    assert "DONE" in text_of(proven.text)
+
+    # WHEN its "apply to the session" form is sent
+    fields = re.search(
+        r"<form method='post' action='run/apply-confirm' id='apply-form'>(.*?)</form>", proven.text, re.S
+    )
+    assert fields, "a replay that succeeded offers to apply its config"
+    form = [(n, unescape(v)) for n, v in re.findall(r'name="([^"]+)" value="([^"]*)"', fields.group(1))]
+    confirm = console.post("/run/apply-confirm", form)
+
+    # THEN the confirmation shows the exact change (the providers, now and after), and nothing is written yet
+    assert confirm.status == 200, confirm.text[:2000]
+    assert "Change 1 setting(s) of session s-web-apply?" in text_of(confirm.text)
+    [change] = _rows(confirm.text, "apply-change")
+    assert change[0] == "providers"
+    assert json.loads(change[1]) == before and json.loads(change[2]) == [FIXED]
+    assert _session_providers(cli, "s-web-apply") == before
+
+    # WHEN it is confirmed
+    applied = console.post("/run/apply", form)
+
+    # THEN the session holds the replay's providers (as `sessions put` writes them) and the run's
+    # message can be redriven from the page, through the console's confirmation of the exact count
+    assert applied.status == 200, applied.text[:2000]
+    assert "Session s-web-apply updated: providers." in text_of(applied.text)
+    assert _session_providers(cli, "s-web-apply") == [FIXED]
+    [message] = cli_json(cli, "dlq", "list")
+    redrive_form = re.search(r"<form method='post' action='dlq/confirm'>(.*?)</form>", applied.text, re.S)
+    assert redrive_form and message["message_id"] in redrive_form.group(1)
+    picked = [(n, unescape(v)) for n, v in re.findall(r'name="([^"]+)" value="([^"]*)"', redrive_form.group(1))]
+    confirmed = console.post("/dlq/confirm", picked)
+    assert "Redrive exactly 1 message(s)?" in text_of(confirmed.text)
+    done = console.post("/dlq/redrive", [("csrf", csrf), ("count", "1"), ("id", message["message_id"])])
+    assert "Redrove 1 message(s)." in text_of(done.text)
+    ok, failed = stack.poll()
+    assert len(ok) == 1 and failed == []
+    assert cli_json(cli, "runs", "show", run_id)["run"]["status"] == "succeeded"
+
+
+def test_applying_a_replay_refuses_bad_input_and_writes_nothing(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a dead-lettered run and its session's config
+    run_id = _dead_lettered_run(cli, stack, "s-web-bad")
+    before = cli_json(cli, "sessions", "show", "s-web-bad")
+    csrf = csrf_of(console.page(f"/run?id={run_id}"))
+    # WHEN a provider chain that is not JSON, a max steps the config refuses, or a failing replay is applied
+    not_json = console.post("/run/apply", [("csrf", csrf), ("id", run_id), ("providers", "[{")])
+    too_many = console.post("/run/apply", [("csrf", csrf), ("id", run_id), ("max_steps", "500")])
+    unknown = console.post("/run/apply-confirm", [("csrf", csrf), ("id", "bg:nope"), ("max_steps", "3")])
+    still_failing = console.post("/run/replay", [("csrf", csrf), ("id", run_id), ("max_steps", "4")])
+    # THEN each is one clear error (or no offer to apply), and the session is as it was
+    assert not_json.status == 400 and "error: the provider chain is not valid JSON" in text_of(not_json.text)
+    assert too_many.status == 400 and "error: invalid session config" in text_of(too_many.text)
+    assert "max_steps" in text_of(too_many.text)
+    assert unknown.status == 400 and "no run 'bg:nope'" in text_of(unknown.text)
+    assert "would fail again" in text_of(still_failing.text) and "apply-form" not in still_failing.text
+    # AND a chain that went through a page holds a redacted secret, which is never written back as text
+    redacted = [{**FIXED, "headers": {"Authorization": "Bearer [REDACTED]"}}]
+    hidden_secret = console.post("/run/apply", [("csrf", csrf), ("id", run_id), ("providers", json.dumps(redacted))])
+    assert hidden_secret.status == 400 and "holds a hidden secret" in text_of(hidden_secret.text)
+    assert cli_json(cli, "sessions", "show", "s-web-bad") == before
 
 
 def test_redrive_asks_for_the_exact_count_then_moves_exactly_the_selected_and_the_run_succeeds(
@@ -159,6 +297,8 @@ def test_redrive_asks_for_the_exact_count_then_moves_exactly_the_selected_and_th
     # THEN exactly that message moved, and its run then succeeds
     assert done.status == 200, done.text[:2000]
     assert "Redrove 1 message(s)." in text_of(done.text)
+    [moved] = _rows(done.text, "moved")
+    assert moved[4] == "done" and not re.search(r"\b(True|False)\b", text_of(done.text))
     assert stack.counts(stack.res.dlq_url)[0] == 1
     [left] = cli_json(cli, "dlq", "list")
     assert left["message_id"] != chosen["message_id"]
@@ -176,6 +316,10 @@ def test_a_refused_verify_moves_nothing(cli: Cli, stack: Stack, console: Console
     done = console.post("/dlq/redrive", [("csrf", csrf), ("count", "1"), ("id", row["message_id"])])
     # THEN the replay still fails, so nothing moved
     assert done.status == 200 and "Nothing was redriven" in text_of(done.text)
+    # AND the page shows no empty table of what moved
+    assert "<tbody></tbody>" not in done.text and 'class="moved"' not in done.text
+    [verdict] = _rows(done.text, "verdicts")
+    assert verdict[2] == "would fail again (ERROR)"
     assert stack.counts(stack.res.dlq_url)[0] == 1
 
 
@@ -290,7 +434,7 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
     assert [(r[0], r[2]) for r in _rows(page, "missed-fires")] == [
         (t, "the job was paused") for t in missed_times[::-1]
     ]
-    assert _rows(page, "skipped-fires") == []
+    assert 'class="skipped-fires"' not in page and "skipped-fires-empty" in page  # no empty table
     # AND every hostile value is text, never markup
     for html_page in (listing, page):
         assert "<script>alert" not in html_page and "&lt;script&gt;alert(&#x27;job&#x27;)&lt;/script&gt;" in html_page
