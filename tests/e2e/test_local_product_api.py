@@ -170,10 +170,11 @@ def test_the_callers_policies_are_evaluated_and_a_completions_only_worker_must_b
     with pytest.raises(ApiError) as denied:
         worker.put_session("web-4", providers=[{"type": "scripted"}])
     assert denied.value.status == 403 and "not authorized to perform execute-api:Invoke" in str(denied.value)
-    # a route it is granted, on a session that does not name it: refused by the session's owners
+    # a route it is granted, on a session that does not name it: refused, as for a task that does
+    # not exist (task ids say nothing to a caller who does not own their session)
     with pytest.raises(ApiError) as not_named:
         worker.complete_task(task.task_id, task.task_token, "succeeded", "page 1 rendered")
-    assert not_named.value.status == 403 and f"task {task.task_id}" in str(not_named.value)
+    assert not_named.value.status == 404 and task.task_id in str(not_named.value)
     # once the owner names the worker, its completion is accepted
     owner.put_session(
         "web-3", owners=[owner.get_session("web-3")["owners"][0], "arn:aws:iam::123456789012:user/worker"]

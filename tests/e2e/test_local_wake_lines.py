@@ -25,9 +25,10 @@ from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local import activity
 from agentwake_local.http_api import http_api_event
+from agentwake_local.sigv4 import iam_identity
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
-from tests.support.builders import FAILING_PROVIDERS, seed_job, seed_session
+from tests.support.builders import FAILING_PROVIDERS, PRODUCT_CALLER, seed_job, seed_session
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_QUEUE = "BackgroundResultQueue"
@@ -166,7 +167,7 @@ def test_a_wake_whose_session_is_busy_says_it_is_waiting(
     # GIVEN a session a live turn holds, and a finished task of it
     session = uid("s-busy")
     seed_session(store, session)
-    token = store.leases.take_live_turn(session, "turn-1", 600)
+    token, _ = store.leases.take_live_turn(session, "turn-1", 600, hold_s=600)
     try:
         task_id = finish_task(local, store, session)
         # WHEN the poller gives the record to the function
@@ -211,7 +212,7 @@ def test_a_live_turn_refused_with_409_is_not_logged_ok(
     # GIVEN a session another live turn holds
     session = uid("s-live")
     seed_session(store, session)
-    token = store.leases.take_live_turn(session, "turn-1", 600)
+    token, _ = store.leases.take_live_turn(session, "turn-1", 600, hold_s=600)
     try:
         # WHEN a second live turn asks for it without waiting
         path = f"/sessions/{session}/live-turns"
@@ -222,6 +223,7 @@ def test_a_live_turn_refused_with_409_is_not_logged_ok(
             headers={"content-type": "application/json"},
             route_key="POST /sessions/{session_id}/live-turns",
             path_parameters={"session_id": session},
+            iam=iam_identity(PRODUCT_CALLER),  # the session's owner, as the HTTP API verified it
         )
         answer = local.invoke("ProductApiFunction", event)
     finally:
