@@ -196,24 +196,36 @@ def _count_rows(counts: list[tuple[str, int]], name: str) -> list[tuple[Markup |
     ]
 
 
-#: seconds between two loads of a page that refreshes itself
+#: seconds between two loads of a page that refreshes itself (``every=N`` in its URL: 5 to 3600)
 REFRESH_SECONDS = 30
+REFRESH_RANGE = (5, 3600)
+
+
+def _refresh_every(query: Query) -> int:
+    """The page's refresh period: ``every`` when it is a whole number of seconds in range, else 30."""
+    given = one(query, "every")
+    low, high = REFRESH_RANGE
+    return int(given) if given.isdigit() and low <= int(given) <= high else REFRESH_SECONDS
 
 
 def _refresh_toggle(route: str, query: Query) -> str:
-    """The opt-in auto-refresh of a page: ``refresh=1`` in its URL (a link turns it on and off).
-    The reload itself is the script's (console.js), which skips it while a form is being filled."""
-    params = {k: v[0] for k, v in query.items() if k != "refresh" and v}
+    """The opt-in auto-refresh of a page: ``refresh=1`` in its URL (a link turns it on and off),
+    every ``every`` seconds. The reload itself is the script's (console.js), which skips it while a
+    form is being filled."""
+    params = {k: v[0] for k, v in query.items() if k not in ("refresh", "every") and v}
+    seconds = _refresh_every(query)
+    if seconds != REFRESH_SECONDS:
+        params["every"] = str(seconds)
     if one(query, "refresh") == "1":
         return (
-            f"<p class='muted' id='auto-refresh' data-seconds='{REFRESH_SECONDS}'>This page reloads itself every "
-            f"{REFRESH_SECONDS} s (not while you fill a form or tick a message). "
+            f"<p class='muted' id='auto-refresh' data-seconds='{seconds}'>This page reloads itself every "
+            f"{seconds} s (not while you fill a form or tick a message). "
             + link(route, "stop refreshing", **params)
             + "</p>"
         )
     return (
         "<p class='muted' id='auto-refresh-off'>"
-        + link(route, f"refresh this page every {REFRESH_SECONDS} s", **params, refresh="1")
+        + link(route, f"refresh this page every {seconds} s", **params, refresh="1")
         + "</p>"
     )
 

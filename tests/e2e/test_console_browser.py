@@ -161,6 +161,10 @@ def test_the_dlq_page_refreshes_itself_when_asked_but_not_while_a_form_is_filled
         browser.click(browser.wait_for(lambda: browser.find("#auto-refresh-off a"), what="the refresh link"))
         marker = browser.wait_for(lambda: browser.find("#auto-refresh"), what="the refreshing page")
         assert "reloads itself every 30 s" in browser.text(marker)
+        # (a period of its own, in its URL: every=5, the shortest, so that this test waits 5 s, not 30)
+        browser.get(console_url + "?refresh=1&every=5")
+        marker = browser.wait_for(lambda: browser.find("#auto-refresh"), what="the refreshing page")
+        assert "reloads itself every 5 s" in browser.text(marker)
 
         # WHEN nobody touches it, THEN it reloads itself (a mark left on the page is gone) within a period
         browser.execute("window.loaded_before = 1")

@@ -124,6 +124,10 @@ def test_the_dlq_and_runs_pages_refresh_themselves_only_when_asked(
         assert "session=s-web-refresh" in turn_on and "refresh=1" in turn_on
         [turn_off] = re.findall(r'href="([^"]+)">stop refreshing', refreshing)
         assert "refresh=1" not in unescape(turn_off) and "session=s-web-refresh" in turn_off
+        # AND a period of its own (every=N, 5 to 3600 s) is kept by its links; one out of range is 30
+        own = console.page(route + "?session=s-web-refresh&refresh=1&every=5")
+        assert "data-seconds='5'>" in own and "every=5" in re.findall(r'href="([^"]+)">stop refreshing', own)[0]
+        assert "data-seconds='30'>" in console.page(route + "?refresh=1&every=2")
 
 
 def test_the_message_and_run_pages_show_attempts_deliveries_and_the_timeline_in_order(
