@@ -17,7 +17,7 @@ from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
-from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
+from agentwake.wake.background import DeadLetter, Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import Resources
@@ -71,8 +71,8 @@ def seed(resources: Resources, store: DynamoStore, receiver: CountingReceiver, t
     return WakeDeps(store=store, settings=Settings(table_name=resources.table), result_queue=Queue())
 
 
-def park(deps: WakeDeps, task_id: str) -> None:
-    """The task's record finds the session busy and waits (on the wait list, a delayed copy sent)."""
+def wait(deps: WakeDeps, task_id: str, state: WaitState | None = None) -> Resend | DeadLetter:
+    """What the task's record does when it finds the session busy (``state``: the wait it carries)."""
     try:
         wake_for_background_result(message(task_id), deps)
     except SessionBusy as busy:
@@ -82,15 +82,19 @@ def park(deps: WakeDeps, task_id: str) -> None:
             source="arn:aws:sqs:us-east-1:123456789012:results",
             receive_count="1",
             attributes=MessageAttributes(),
-            state=WaitState(),
+            state=state or WaitState(),
         )
-        result = wait_for_session(
+        return wait_for_session(
             busy, record, store=deps.store, settings=deps.settings, task_id=task_id, now=deps.clock.wall
         )
-        assert isinstance(result, Resend)
-        result.send(deps.result_queue)
-    else:
-        raise AssertionError(f"{task_id} did not find its session busy")
+    raise AssertionError(f"{task_id} did not find its session busy")
+
+
+def park(deps: WakeDeps, task_id: str) -> None:
+    """The task's record finds the session busy and waits (on the wait list, a delayed copy sent)."""
+    result = wait(deps, task_id)
+    assert isinstance(result, Resend)
+    result.send(deps.result_queue)
 
 
 def test_a_waiting_run_that_runs_from_a_plain_duplicate_leaves_the_list_and_hands_on(

@@ -22,7 +22,7 @@ from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import QUEUE_PREFIX, queue_key, session_pk, wait_key
 from agentwake.wake.background import DeadLetter, Resend
 from agentwake_ops.dlq.describe import describe
-from tests.integration.test_handoff_waiters import Queue, message, seed
+from tests.integration.test_handoff_waiters import Queue, seed, wait
 from tests.integration.test_wake_handlers import invoke_background, result_body, sqs_record
 from tests.support.aws import Resources, drain
 from tests.support.builders import seed_session, seed_task
@@ -133,28 +133,6 @@ def busy(resources: Resources, store: DynamoStore, receiver: CountingReceiver, c
     return deps.__class__(
         store=store, settings=Settings(table_name=resources.table, session_wait_list_max=cap), result_queue=Queue()
     )
-
-
-def wait(deps: Any, task_id: str, state: WaitState | None = None) -> Resend | DeadLetter:
-    from agentwake.session.copies import MessageAttributes
-    from agentwake.session.waiting import ParkedRecord
-    from agentwake.wake.background import wait_for_session, wake_for_background_result
-
-    try:
-        wake_for_background_result(message(task_id), deps)
-    except SessionBusy as found:
-        record = ParkedRecord(
-            body=message(task_id).model_dump_json(),
-            message_id=f"msg-{task_id}",
-            source="arn:aws:sqs:us-east-1:123456789012:results",
-            receive_count="1",
-            attributes=MessageAttributes({}),
-            state=state or WaitState(),
-        )
-        return wait_for_session(
-            found, record, store=deps.store, settings=deps.settings, task_id=task_id, now=deps.clock.wall
-        )
-    raise AssertionError("the session was not busy")
 
 
 def test_a_result_past_the_wait_lists_cap_is_dead_lettered_as_wait_list_full(
