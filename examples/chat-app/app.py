@@ -1,15 +1,18 @@
 """A reference chat app on agentwake (issue 23): a person chats in a browser, the agent can start a
 background task, and the woken agent's message appears in the open page.
 
-    python examples/chat-app/app.py [--port 8765] [--task-seconds 3]      (or: make chat)
+    python examples/chat-app/app.py [--port 8766] [--task-seconds 3] [--slow-wake 5]   (or: make chat)
 
 What it shows, each through agentwake's public interfaces only:
 
 - **live turns** go through the product API (``agentwake_client.ProductApiClient``) under the
   session lease: begin a live turn, compute the reply (the scripted provider), append the user's
-  message and the reply with the page's message id as idempotency key, end the turn. A turn typed
-  while a wake holds the session waits up to the session's ``live_turn_wait_s`` and is then refused
-  ("busy", with the run that holds it): the page says so and the message is not written;
+  message and the reply with the page's message id as idempotency key, end the turn. The page
+  queues what the person types and sends one message at a time, so the history holds them in the
+  order they were typed. The session's ``live_turn_wait_s`` is 0: a turn begun while a wake holds
+  the session is refused at once (409 ``SessionBusy``); the app answers 409 with plain words (never
+  the run that holds it) and the page keeps the message, shows it waiting, and sends it again with
+  a backoff until the session is free;
 - **a background task**: a message starting with ``research`` makes the agent call its
   ``start_research`` tool: the task is registered through the API, and a worker completes it some
   seconds later through the API, as a producer would;
@@ -20,20 +23,28 @@ What it shows, each through agentwake's public interfaces only:
   file in the app's state directory so a restart does not forget it; the open page shows a new
   delivery without a reload (it polls ``/api/events``);
 - **a reload** renders the whole conversation from the API (``GET .../conversation``, every page,
-  oldest first): live turns, deliveries and notes, in the order the session was held.
+  oldest first) in the order the session was held. A wake's internal entries (the marker "Output
+  your last task result below." and its note, which are for the agent) are not shown; each wake is
+  one system line, "The agent was woken by a finished task" (or "by a schedule"), before its first
+  message: :func:`shown_entries` makes that line for a reload and for a delivery arriving live.
 
-By default it starts its own local stack (the embedded local AWS with template.yaml, as
-``agentwake local up`` does) and serves the page on 127.0.0.1. Nothing here is needed by agentwake.
+It starts its own local stack (the embedded local AWS with template.yaml, as ``agentwake local up``
+does) under the local stack name ``chat``, recorded where the CLI and ``agentwake console`` look
+(``$AGENTWAKE_HOME/local-chat.json``), and serves the page on 127.0.0.1:8766 (the console's default
+is 8765). ``--slow-wake N``: the app answers each webhook N s late, so a wake holds the session
+that long and a person can watch a message wait. Nothing here is needed by agentwake.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import secrets
 import signal
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -51,12 +62,60 @@ SESSION_ID = "chat-web"
 #: the SSM parameter holding the webhook's signing secret (under the stack's SsmPathPrefix)
 SECRET_PARAMETER = "/agentwake/chat-app/webhook-secret"
 MAX_MESSAGE_CHARS = 4000
+#: the page's port: not the console's default (8765), so both run side by side
+DEFAULT_PORT = 8766
+#: the local stack's name: its state file is where the CLI and the console look for a stack
+LOCAL_NAME = "chat"
+#: --slow-wake's bound: the session's webhook times out after 60 s
+MAX_SLOW_WAKE_S = 50.0
 
 #: the woken agent (scripted): tell the user the research is ready, then end
 WAKE_SCRIPT = [
-    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is ready: {result}"}}]},
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is ready."}}]},
     {"text": "I told the user their research is ready."},
 ]
+#: a wake's entries that are for the agent, not the person: the marker and the note (docs/durability.md)
+INTERNAL_KINDS = frozenset({"marker", "note"})
+
+
+def wake_line(run_id: str) -> dict[str, Any]:
+    """The one system line that stands for a wake on the page: what woke the agent, in words
+    (the run id stays out of what the person reads)."""
+    if run_id.startswith("cron:"):
+        what = "The agent was woken by a schedule."
+    elif run_id.startswith(("bg:", "sub:")):
+        what = "The agent was woken by a finished task."
+    else:
+        what = "The agent was woken."
+    return {"kind": "wake", "role": "system", "content": what, "key": f"wake:{run_id}"}
+
+
+def shown_entries(entries: list[dict[str, Any]], announced: set[str]) -> list[dict[str, Any]]:
+    """What the page shows for history entries (oldest first): live turns and deliveries as they
+    are; a wake's marker and note hidden; a wake line before the first entry of each wake run not in
+    ``announced`` (which it updates). The same for a reload and for a delivery arriving live."""
+    shown: list[dict[str, Any]] = []
+    for entry in entries:
+        kind, run_id = entry.get("kind"), entry.get("run_id")
+        if run_id and kind in INTERNAL_KINDS | {"delivery"} and run_id not in announced:
+            announced.add(run_id)
+            shown.append(wake_line(run_id))
+        if kind in INTERNAL_KINDS:
+            continue
+        line = {"kind": kind, "role": entry.get("role"), "content": entry.get("content")}
+        if entry.get("delivery_id"):
+            line["key"] = line["delivery_id"] = entry["delivery_id"]
+        shown.append(line)
+    return shown
+
+
+def busy_words(holder: str | None) -> str:
+    """Why a turn cannot begin now, in plain words (never the holder's run id)."""
+    if (holder or "").startswith("live:"):
+        return "the agent is answering another message"
+    if (holder or "").startswith("cron:"):
+        return "the agent is running a scheduled job"
+    return "the agent is finishing a task"
 
 
 def live_script(text: str) -> list[dict[str, Any]]:
@@ -129,6 +188,8 @@ class ChatApp:
     task_seconds: float = 3.0
     webhook_delay_s: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: the wake runs the open pages were told about (one wake line each)
+    announced: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- a message from the page ------------------------------------------------------------------
@@ -139,14 +200,18 @@ class ChatApp:
         if not text.strip() or len(text) > MAX_MESSAGE_CHARS:
             return 400, {"error": f"a message is 1 to {MAX_MESSAGE_CHARS} characters"}
         try:
+            # the session's live_turn_wait_s is 0: refused at once while a wake holds it, and the
+            # page (which keeps the message) tries again; nothing is written until the turn begins
             with self.api.live_turn(SESSION_ID) as turn:
                 reply = self._reply(text)
-                self.api.append(turn, [("user", text), ("assistant", reply)], idempotency_key=message_id)
+                written = self.api.append(turn, [("user", text), ("assistant", reply)], idempotency_key=message_id)
         except ApiError as exc:
             if exc.type == "SessionBusy":
-                return 409, {"error": f"The agent is busy ({exc.holder}); your message was not sent. Try again."}
-            return 502, {"error": str(exc)}
-        return 200, {"reply": reply}
+                return 409, {"error": busy_words(exc.holder), "type": "SessionBusy"}
+            return 502, {"error": f"the agent's service answered {exc.status} ({exc.type}); the message is kept"}
+        except OSError as exc:
+            return 502, {"error": f"the agent's service cannot be reached ({type(exc).__name__}); the message is kept"}
+        return 200, {"reply": reply, "written": bool(written.get("written", True))}
 
     def _reply(self, text: str) -> str:
         from agentwake.agent.providers.scripted import ScriptedProvider
@@ -203,7 +268,13 @@ class ChatApp:
             return 400, {"error": f"a delivery for session {delivery.session_id[:128]!r}, not this app's"}
         duplicate = not self.seen.first_time(delivery.delivery_id)
         if not duplicate:
-            self._event("delivery", "assistant", delivery.text, delivery_id=delivery.delivery_id)
+            entry = {"kind": "delivery", "role": "assistant", "content": delivery.text}
+            with self.lock:
+                lines = shown_entries(
+                    [{**entry, "run_id": delivery.run_id, "delivery_id": delivery.delivery_id}], self.announced
+                )
+            for line in lines:
+                self._event(**line)
         if self.webhook_delay_s:  # a slow receiver keeps the wake (and the session) busy this long
             time.sleep(self.webhook_delay_s)
         return 200, {"duplicate": duplicate}
@@ -219,7 +290,12 @@ class ChatApp:
             return {"events": self.events[after:], "next": len(self.events)}
 
     def conversation(self) -> dict[str, Any]:
-        """The whole conversation oldest first (every page of the API's newest-first reading)."""
+        """The whole conversation oldest first (every page of the API's newest-first reading), as
+        the page shows it (:func:`shown_entries`). ``next``: the first live event the page has not
+        seen (taken before the reading: an event during it is shown twice rather than never; the
+        page drops a second copy by its key)."""
+        with self.lock:
+            seen = len(self.events)
         entries: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -228,9 +304,7 @@ class ChatApp:
             cursor = page["cursor"]
             if cursor is None:
                 break
-        with self.lock:
-            seen = len(self.events)
-        return {"entries": list(reversed(entries)), "next": seen}
+        return {"entries": shown_entries(list(reversed(entries)), set()), "next": seen}
 
 
 def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
@@ -256,12 +330,21 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
                 after = int((parse_qs(split.query).get("after") or ["0"])[0] or 0)
                 self._answer(200, app.events_after(max(0, after)))
             elif split.path == "/api/conversation":
-                self._answer(200, app.conversation())
+                from agentwake_client import ApiError
+
+                try:
+                    self._answer(200, app.conversation())
+                except (ApiError, OSError) as exc:
+                    self._answer(502, {"error": f"the conversation cannot be read now ({type(exc).__name__})"})
             else:
                 self._answer(404, {"error": "not found"})
 
         def do_POST(self) -> None:
-            length = min(int(self.headers.get("Content-Length") or 0), 1024 * 1024)
+            try:
+                length = min(max(0, int(self.headers.get("Content-Length") or 0)), 1024 * 1024)
+            except ValueError:
+                self._answer(400, {"error": "Content-Length is not a number"})
+                return
             body = self.rfile.read(length)
             if self.path == "/api/send":
                 try:
@@ -314,17 +397,29 @@ def running(
     *,
     task_seconds: float = 3.0,
     webhook_delay_s: float = 0.0,
-    live_turn_wait_s: float = 10.0,
+    live_turn_wait_s: float = 0.0,
     state: Path | None = None,
+    local_name: str = LOCAL_NAME,
 ) -> Iterator[tuple[str, ChatApp, Any]]:
     """The local stack, the chat session and the app's server: yields (page URL, app, runtime).
-    ``state``: the folder of the seen delivery ids and the webhook secret (:func:`state_dir`)."""
+
+    The port is taken first (``OSError`` when it is not free, before any stack starts); the stack
+    is the local stack ``local_name``, recorded where the CLI and the console find it
+    (``LocalStackRunning`` when one of that name already runs). ``webhook_delay_s``: each webhook
+    is answered that late (the wake holds the session meanwhile). ``state``: the folder of the seen
+    delivery ids and the webhook secret (:func:`state_dir`)."""
     from agentwake_client import ProductApiClient
     from agentwake_local.server import boto3_session
     from agentwake_local.stack import LocalStackRuntime
 
-    runtime = LocalStackRuntime(async_retry_delays=0, write_state=False)
-    runtime.start(ROOT / "template.yaml", {}, background=True)
+    server = ThreadingHTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)  # its handler once the app exists
+    server.daemon_threads = True
+    runtime = LocalStackRuntime(async_retry_delays=0, local_name=local_name)
+    try:
+        runtime.start(ROOT / "template.yaml", {}, background=True)
+    except BaseException:
+        server.server_close()
+        raise
     try:
         assert runtime.api_url, "the template serves no product API"
         folder = state or state_dir()
@@ -338,8 +433,7 @@ def running(
             task_seconds=task_seconds,
             webhook_delay_s=webhook_delay_s,
         )
-        server = ThreadingHTTPServer(("127.0.0.1", port), handler_class(app))
-        server.daemon_threads = True
+        server.RequestHandlerClass = handler_class(app)
         url = f"http://127.0.0.1:{server.server_address[1]}"
         put_session(runtime, f"{url}/webhook", app.webhook_secret, live_turn_wait_s)
         thread = threading.Thread(target=server.serve_forever, name="chat-app", daemon=True)
@@ -353,24 +447,69 @@ def running(
         runtime.stop()
 
 
-def main() -> int:
+def _slow_wake(value: str) -> float:
+    seconds = float(value)
+    if not 0 <= seconds <= MAX_SLOW_WAKE_S:
+        raise argparse.ArgumentTypeError(f"0 to {MAX_SLOW_WAKE_S:g} seconds (the webhook times out after 60 s)")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"the page's port on 127.0.0.1 (default {DEFAULT_PORT})"
+    )
     parser.add_argument("--task-seconds", type=float, default=3.0, help="how long the research task takes")
+    parser.add_argument(
+        "--slow-wake",
+        type=_slow_wake,
+        default=0.0,
+        metavar="SECONDS",
+        help="answer each webhook this late: the wake holds the session meanwhile, so a message waits (0-50)",
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,
         default=None,
         help="seen delivery ids and the webhook secret ($AGENTWAKE_HOME/chat-app)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    from agentwake_local.stack import LocalStackRunning, state_path
+
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with running(args.port, task_seconds=args.task_seconds, state=args.state_dir) as (url, _app, runtime):
-        print(f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True)
-        print("requests to the product API are SigV4-signed and verified, as deployed; Ctrl-C to stop", flush=True)
-        stop.wait()
+    options = {"task_seconds": args.task_seconds, "webhook_delay_s": args.slow_wake, "state": args.state_dir}
+    try:
+        with running(args.port, **options) as (url, _app, runtime):
+            print(
+                f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True
+            )
+            print(
+                f"its local stack is named {LOCAL_NAME!r} ({state_path(name=LOCAL_NAME)}): the CLI and the console "
+                f"find it, e.g. `agentwake history show {SESSION_ID}` and `agentwake console` (port 8765); "
+                f"with other local stacks running, prefix AGENTWAKE_LOCAL={LOCAL_NAME}",
+                flush=True,
+            )
+            if args.slow_wake:
+                print(f"slow wakes: each webhook is answered {args.slow_wake:g} s late (the session stays busy)")
+            print("requests to the product API are SigV4-signed and verified, as deployed; Ctrl-C to stop", flush=True)
+            stop.wait()
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+            raise
+        print(
+            f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}. Another program (another `make chat`?) "
+            f"uses it; pick another port: CHAT_PORT={args.port + 1} make chat (or --port {args.port + 1})",
+            file=sys.stderr,
+        )
+        return 1
+    except LocalStackRunning as exc:
+        print(
+            f"{exc} (`make chat` runs one local stack named {LOCAL_NAME!r}; stop the other chat app first)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -1,18 +1,24 @@
-"""The whole loop as a user sees it (issue 23): the reference chat app (examples/chat-app/) on the
-local stack with the REAL template.yaml, driven in Debian's headless Chromium (tests/support/browser.py;
-`make chromium` installs it). A person chats, the agent starts a background task, the task
-finishes, the woken agent's message appears in the open page once, a message typed during the wake
-is refused as the session's policy says (waits up to live_turn_wait_s, then "busy"), and a reload
-shows the live turns, the delivery and the note in order.
+"""The whole loop as a user sees it (issues 23, 36): the reference chat app (examples/chat-app/) on
+the local stack with the REAL template.yaml, driven in Debian's headless Chromium
+(tests/support/browser.py; `make chromium` installs it). A person chats, the agent starts a
+background task, the task finishes, the woken agent's message appears in the open page once, after
+one system line saying what woke the agent (the marker and the note are not shown, live or after a
+reload); a message typed while the wake holds the session is kept, shown waiting in plain words,
+then sent and answered; 15 messages typed 0.3 s apart are stored and shown in the order typed; on a
+390 px phone nothing scrolls sideways and a reload shows the newest message.
 
-Every wait is a condition with a generous bound; the slow webhook (the app answers agentwake's
-delivery after WEBHOOK_DELAY_S) keeps the wake holding the session long enough to type into it.
+Every wait is a condition with a generous bound; the slow wake (the app answers agentwake's
+webhook SLOW_WAKE_S late, as `make chat CHAT_SLOW_WAKE=N` does) keeps the wake holding the session
+long enough to type into it. Screenshots go to $AGENTWAKE_CHAT_SCREENSHOTS (default /tmp/shots).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +28,24 @@ import pytest
 
 from agentwake.delivery import Delivery
 from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, WebhookChannel, sign
+from agentwake.store.history import MARKER_TEXT
 from tests.support.browser import Browser
 
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "chat-app"
-#: the app answers each webhook this late: the wake holds the session meanwhile
-WEBHOOK_DELAY_S = 20.0
-#: the chat session's live_turn_wait_s: a turn typed during the wake waits this long, then is refused
-LIVE_TURN_WAIT_S = 2.0
+#: the app answers each webhook this late (--slow-wake): the wake holds the session meanwhile
+SLOW_WAKE_S = 6.0
+WAITING = "The agent is finishing a task; your message will be sent when it is done."
+WOKEN = ("wake", "system", "The agent was woken by a finished task.")
 
 ENTRIES = """return Array.from(document.querySelectorAll('#conversation .entry')).map(
     li => [li.dataset.kind, li.dataset.role, li.querySelector('.content').textContent]);"""
+#: each shown entry with its background colour, and the colour of a message the person typed
+COLOURS = """const user = document.createElement('li'); user.className = 'entry'; user.dataset.role = 'user';
+document.getElementById('conversation').append(user);
+const userColour = getComputedStyle(user).backgroundColor; user.remove();
+return [userColour, Array.from(document.querySelectorAll('#conversation .entry')).map(
+    li => [li.dataset.role, li.querySelector('.content').textContent, getComputedStyle(li).backgroundColor])];"""
+AT_NEWEST = "return window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 2"
 
 
 @pytest.fixture
@@ -41,15 +55,33 @@ def chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[str,
     sys.modules.pop("app", None)
     import app as chat_app  # examples/chat-app/app.py
 
-    with chat_app.running(
-        0, task_seconds=2.0, webhook_delay_s=WEBHOOK_DELAY_S, live_turn_wait_s=LIVE_TURN_WAIT_S
-    ) as running:
+    with chat_app.running(0, task_seconds=2.0, webhook_delay_s=SLOW_WAKE_S) as running:
         yield running
     sys.modules.pop("app", None)
 
 
 def entries(browser: Browser) -> list[tuple[str, str, str]]:
     return [tuple(e) for e in browser.execute(ENTRIES)]  # type: ignore[misc]
+
+
+def loaded(browser: Browser, url: str) -> None:
+    browser.get(url + "/")
+    browser.wait_for(lambda: browser.execute("return document.body.dataset.loaded"), what="the page")
+
+
+def no_user_coloured_marker(browser: Browser) -> None:
+    """Only what the person typed looks like their message: no marker, no note, no wake line."""
+    user_colour, shown = browser.execute(COLOURS)
+    assert not [c for _, c, _ in shown if MARKER_TEXT in c or "[BackgroundTask]" in c], shown
+    coloured = [(role, content) for role, content, colour in shown if colour == user_colour]
+    assert all(role == "user" for role, _ in coloured), shown
+    assert [c for r, c, _ in shown if r == "user"] == [c for _, c in coloured]
+
+
+def keep_screenshot(browser: Browser, name: str) -> None:
+    folder = Path(os.environ.get("AGENTWAKE_CHAT_SCREENSHOTS") or "/tmp/shots")  # noqa: S108 - the brief's folder
+    folder.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(folder / f"chat-{name}.png")
 
 
 def say(browser: Browser, text: str) -> None:
@@ -61,8 +93,7 @@ def say(browser: Browser, text: str) -> None:
 def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(chat: tuple[str, Any, Any]) -> None:
     url, app, _runtime = chat
     with Browser.start() as browser:
-        browser.get(url + "/")
-        browser.wait_for(lambda: browser.execute("return document.body.dataset.loaded"), what="the page")
+        loaded(browser, url)
         # WHEN the person sends a message THEN the live reply is shown
         say(browser, "hello")
         browser.wait_for(lambda: ("live", "assistant", "You said: hello") in entries(browser), what="the live reply")
@@ -70,19 +101,31 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
         say(browser, "research aurora")
         started = "I started researching aurora. I will message you here when it is done."
         browser.wait_for(lambda: ("live", "assistant", started) in entries(browser), what="the task's start")
-        # THEN the task finishes and the woken agent's message appears in the open page, no reload
+        # THEN the task finishes and the woken agent's message appears in the open page, no reload,
+        # after one system line saying what woke the agent
         browser.wait_for(
             lambda: [e for e in entries(browser) if e[0] == "delivery"], within=180, what="the woken agent's message"
         )
-        # WHEN the person types while the wake still holds the session (its delivery is being answered)
+        assert entries(browser)[4:] == [WOKEN, ("delivery", "assistant", "Your research is ready.")]
+        # WHEN the person types while the wake still holds the session (its webhook is answered slowly)
         say(browser, "are you there?")
-        # THEN the turn waits up to live_turn_wait_s, then the page says the agent is busy with the run
+        # THEN the message is kept and shown waiting, in plain words, with no run id
         notice = browser.wait_for(
-            lambda: browser.text(browser.find("#notice")), within=WEBHOOK_DELAY_S, what="the busy notice"
+            lambda: browser.execute(
+                "return document.querySelector('#outbox .entry[data-state=waiting]') && "
+                "document.getElementById('notice').textContent"
+            ),
+            within=SLOW_WAKE_S,
+            what="the waiting message",
         )
-        assert "busy" in notice and "bg:task-" in notice, notice
+        assert notice == WAITING
+        waiting = browser.text(browser.find("#outbox .entry"))
+        assert waiting.startswith("are you there?") and WAITING in waiting, waiting
+        page = browser.text(browser.find("body"))
+        assert "bg:" not in page and "task-" not in page and "busy" not in page, page
+        assert browser.attribute(browser.find("#message"), "value") == ""  # moved to the outbox, not lost
         # AND agentwake re-sending the same delivery (same signed delivery id, a fresh body) is dropped
-        (delivery,) = [e for e in app.events if e["kind"] == "delivery"]
+        delivery = next(e for e in app.events if e["kind"] == "delivery")
         again = Delivery(
             delivery["delivery_id"], delivery["delivery_id"].split("#")[0], "chat-web", delivery["content"]
         )
@@ -107,24 +150,111 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(forged, timeout=60)  # noqa: S310
         assert refused.value.code == 401
-        # WHEN the wake is done (the task woken), a new message goes through
-        task_id = delivery["delivery_id"].split("#")[0].removeprefix("bg:")
-        browser.wait_for(lambda: app.api.task_status(task_id)["status"] == "woken", within=180, what="the wake's end")
+        # THEN once the wake is done, the kept message is sent and answered, and nothing waits
+        browser.wait_for(
+            lambda: ("live", "assistant", "You said: are you there?") in entries(browser),
+            within=180,
+            what="the kept message's answer",
+        )
+        assert browser.find_all("#outbox .entry") == []
+        assert browser.text(browser.find("#notice")) == ""
         say(browser, "thanks")
         browser.wait_for(lambda: ("live", "assistant", "You said: thanks") in entries(browser), what="the reply")
-        assert [e[0] for e in entries(browser)].count("delivery") == 1  # shown once
-        # THEN a reload shows the whole conversation in order: live turns, the delivery and the note
-        browser.get(url + "/")
-        browser.wait_for(lambda: browser.execute("return document.body.dataset.loaded"), what="the reloaded page")
-        shown = [e for e in entries(browser) if e[0] != "marker"]
-        assert shown[:4] == [
+        live = entries(browser)
+        assert live == [
             ("live", "user", "hello"),
             ("live", "assistant", "You said: hello"),
             ("live", "user", "research aurora"),
             ("live", "assistant", started),
+            WOKEN,
+            ("delivery", "assistant", "Your research is ready."),
+            ("live", "user", "are you there?"),
+            ("live", "assistant", "You said: are you there?"),
+            ("live", "user", "thanks"),
+            ("live", "assistant", "You said: thanks"),
         ]
-        assert sorted(e[0] for e in shown[4:6]) == ["delivery", "note"]
-        assert "Research: aurora" in next(e[2] for e in shown[4:6] if e[0] == "note")
-        assert shown[6:] == [("live", "user", "thanks"), ("live", "assistant", "You said: thanks")]
-        # the refused turn was never written
-        assert not [e for e in shown if e[2] == "are you there?"]
+        no_user_coloured_marker(browser)
+        # AND the history holds them in that order, the wake's marker and note after its delivery
+        stored = [(e["kind"], e["role"]) for e in reversed(app.api.read_conversation("chat-web", limit=50)["entries"])]
+        assert [k for k, _ in stored] == ["live"] * 4 + ["delivery", "marker", "note"] + ["live"] * 4
+        # THEN a reload shows exactly what the open page showed: no marker, no note, one wake line
+        loaded(browser, url)
+        assert entries(browser) == live
+        no_user_coloured_marker(browser)
+
+
+def test_fifteen_messages_typed_fast_are_stored_and_shown_in_order_on_a_phone(
+    chat: tuple[str, Any, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _app, _runtime = chat
+    typed = [f"ping {n}" for n in range(1, 16)]
+    long_words = "see https://example.com/" + "a" * 120 + " and `" + "x" * 80 + "`"
+    with Browser.start() as browser:
+        browser.viewport(390, 844)
+        loaded(browser, url)
+        # WHEN a person sends 15 messages 0.3 s apart (the pace is the scenario: nothing is waited on)
+        for text in typed:
+            say(browser, text)
+            time.sleep(0.3)
+        say(browser, long_words)
+        # THEN each is answered, and the page shows them in the order typed
+        browser.wait_for(
+            lambda: ("live", "assistant", f"You said: {long_words}") in entries(browser),
+            within=180,
+            what="the 16 answers",
+        )
+        shown = entries(browser)
+        assert [c for k, r, c in shown if r == "user"] == [*typed, long_words]
+        assert [c for k, r, c in shown if r == "assistant"] == [f"You said: {t}" for t in [*typed, long_words]]
+        # AND the history holds them in that order, as the CLI reads it from the stack `make chat` names
+        from agentwake_ops.cli import main as agentwake
+
+        capsys.readouterr()
+        assert agentwake(["history", "show", "chat-web", "--last", "200", "--json"]) == 0
+        stored = [e["content"] for e in json.loads(capsys.readouterr().out) if e["role"] == "user"]
+        assert stored == [*typed, long_words]
+        # AND at 390 px nothing scrolls sideways (the long URL and code wrap), the newest is in view
+        assert browser.execute("return window.innerWidth") == 390
+        width, client = browser.execute(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert width <= client, (width, client)
+        assert browser.execute(AT_NEWEST)
+        keep_screenshot(browser, "after-390")
+        # THEN after a reload the page shows the newest message too, the same entries
+        loaded(browser, url)
+        assert browser.wait_for(lambda: browser.execute(AT_NEWEST), within=10, what="the newest message in view")
+        assert entries(browser) == shown
+        keep_screenshot(browser, "after-390-reloaded")
+
+
+def test_make_chat_takes_a_port_apart_from_the_consoles_and_says_when_it_is_taken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import inspect
+
+    from agentwake_local.stack import running_stacks
+    from agentwake_ops.commands.console import console
+
+    monkeypatch.setenv("AGENTWAKE_HOME", str(tmp_path))
+    monkeypatch.syspath_prepend(str(APP_DIR))
+    sys.modules.pop("app", None)
+    import app as chat_app  # examples/chat-app/app.py
+
+    # GIVEN the console's default port: the chat app's is another
+    assert inspect.signature(console).parameters["port"].default != chat_app.DEFAULT_PORT
+    # WHEN the chat app's port is taken
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # THEN it says so and how to pick another, and starts no stack
+        assert chat_app.main(["--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and f"CHAT_PORT={port + 1} make chat" in err, err
+    assert running_stacks() == []
+    # AND a slow wake past the webhook's timeout is refused before anything starts
+    with pytest.raises(SystemExit):
+        chat_app.main(["--slow-wake", "99"])
+    assert "0 to 50 seconds" in capsys.readouterr().err
+    sys.modules.pop("app", None)

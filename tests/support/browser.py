@@ -205,6 +205,12 @@ class Browser:
     def execute(self, script: str, *args: Any) -> Any:
         return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 
+    def viewport(self, width: int, height: int) -> None:
+        """Emulate a viewport of ``width`` x ``height`` CSS px (a phone's 390 px: headless Chromium
+        keeps its window at least 500 px wide), through chromedriver's DevTools endpoint."""
+        params = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True}
+        self._session("POST", "/goog/cdp/execute", {"cmd": "Emulation.setDeviceMetricsOverride", "params": params})
+
     def screenshot(self, path: Path) -> None:
         import base64
 
