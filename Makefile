@@ -41,11 +41,12 @@ chromium:  ## Debian's chromium and chromium-driver (apt-get), when /usr/bin/chr
 demo: $(VENV)/.demo-installed  ## agentwake on the embedded local AWS: no account, no Docker
 	$(PY) -m agentwake_local.demo
 
-# the functions' JSON logs and Powertools warnings go to CHAT_LOG; CHAT_VERBOSE=1 prints them here
+# the functions' JSON logs and Powertools warnings go to CHAT_LOG; CHAT_VERBOSE=1 prints them here;
+# CHAT_PORT (default 8766: the console keeps 8765); CHAT_SLOW_WAKE=SECONDS holds each wake's session that long
 CHAT_LOG ?= $(or $(AGENTWAKE_HOME),$(HOME)/.agentwake)/chat.log
 .PHONY: chat
-chat: $(VENV)/.demo-installed  ## the reference chat app (examples/chat-app/) on its own local stack: http://127.0.0.1:8765/
-	$(PY) $(if $(CHAT_VERBOSE),,-m agentwake_local.function_output $(CHAT_LOG)) examples/chat-app/app.py --port $(or $(CHAT_PORT),8765)
+chat: $(VENV)/.demo-installed  ## the reference chat app (examples/chat-app/) on the local stack named chat: http://127.0.0.1:8766/
+	$(PY) $(if $(CHAT_VERBOSE),,-m agentwake_local.function_output $(CHAT_LOG)) examples/chat-app/app.py --port $(or $(CHAT_PORT),8766) $(if $(CHAT_SLOW_WAKE),--slow-wake $(CHAT_SLOW_WAKE))
 
 lint: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

@@ -504,9 +504,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    except LocalStackRunning as exc:
+    except LocalStackRunning:
+        path = state_path(name=LOCAL_NAME)
         print(
-            f"{exc} (`make chat` runs one local stack named {LOCAL_NAME!r}; stop the other chat app first)",
+            f"a local stack named {LOCAL_NAME!r} already runs ({path}): another `make chat` has it; "
+            "use that one, or stop it (Ctrl-C in its terminal) and start again",
             file=sys.stderr,
         )
         return 1

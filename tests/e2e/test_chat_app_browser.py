@@ -18,6 +18,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -186,7 +187,22 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
 def test_fifteen_messages_typed_fast_are_stored_and_shown_in_order_on_a_phone(
     chat: tuple[str, Any, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url, _app, _runtime = chat
+    url, app, _runtime = chat
+    # GIVEN a count of the sends the app is answering at once
+    send = app.send
+    busy, lock = {"now": 0, "most": 0}, threading.Lock()
+
+    def counted(text: str, message_id: str) -> tuple[int, dict[str, Any]]:
+        with lock:
+            busy["now"] += 1
+            busy["most"] = max(busy["most"], busy["now"])
+        try:
+            return send(text, message_id)  # type: ignore[no-any-return]
+        finally:
+            with lock:
+                busy["now"] -= 1
+
+    app.send = counted
     typed = [f"ping {n}" for n in range(1, 16)]
     long_words = "see https://example.com/" + "a" * 120 + " and `" + "x" * 80 + "`"
     with Browser.start() as browser:
@@ -206,6 +222,7 @@ def test_fifteen_messages_typed_fast_are_stored_and_shown_in_order_on_a_phone(
         shown = entries(browser)
         assert [c for k, r, c in shown if r == "user"] == [*typed, long_words]
         assert [c for k, r, c in shown if r == "assistant"] == [f"You said: {t}" for t in [*typed, long_words]]
+        assert busy["most"] == 1  # the page sent each message once the previous one's turn had ended
         # AND the history holds them in that order, as the CLI reads it from the stack `make chat` names
         from agentwake_ops.cli import main as agentwake
 
