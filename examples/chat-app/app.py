@@ -291,11 +291,12 @@ class ChatApp:
 
     def conversation(self) -> dict[str, Any]:
         """The whole conversation oldest first (every page of the API's newest-first reading), as
-        the page shows it (:func:`shown_entries`). ``next``: the first live event the page has not
-        seen (taken before the reading: an event during it is shown twice rather than never; the
-        page drops a second copy by its key)."""
+        the page shows it (:func:`shown_entries`), and ``next``: the first live event the page is
+        to show after it. A delivery is in the history once the webhook answered; one the app has
+        received and is still answering (a slow wake) is not there yet: ``next`` points at its
+        event, so a page loaded meanwhile shows it too (the page drops a second copy by its key)."""
         with self.lock:
-            seen = len(self.events)
+            events = list(self.events)
         entries: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -304,7 +305,10 @@ class ChatApp:
             cursor = page["cursor"]
             if cursor is None:
                 break
-        return {"entries": shown_entries(list(reversed(entries)), set()), "next": seen}
+        shown = shown_entries(list(reversed(entries)), set())
+        keys = {line["key"] for line in shown if "key" in line}
+        missing = (n for n, event in enumerate(events) if event.get("key") not in keys)
+        return {"entries": shown, "next": next(missing, len(events))}
 
 
 def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:

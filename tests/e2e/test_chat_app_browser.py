@@ -34,7 +34,7 @@ from tests.support.browser import Browser
 
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "chat-app"
 #: the app answers each webhook this late (--slow-wake): the wake holds the session meanwhile
-SLOW_WAKE_S = 6.0
+SLOW_WAKE_S = 8.0
 WAITING = "The agent is finishing a task; your message will be sent when it is done."
 WOKEN = ("wake", "system", "The agent was woken by a finished task.")
 
@@ -46,6 +46,7 @@ document.getElementById('conversation').append(user);
 const userColour = getComputedStyle(user).backgroundColor; user.remove();
 return [userColour, Array.from(document.querySelectorAll('#conversation .entry')).map(
     li => [li.dataset.role, li.querySelector('.content').textContent, getComputedStyle(li).backgroundColor])];"""
+OUTBOX = "return Array.from(document.querySelectorAll('#outbox .entry .content')).map(e => e.textContent)"
 AT_NEWEST = "return window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 2"
 
 
@@ -125,6 +126,12 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
         page = browser.text(browser.find("body"))
         assert "bg:" not in page and "task-" not in page and "busy" not in page, page
         assert browser.attribute(browser.find("#message"), "value") == ""  # moved to the outbox, not lost
+        # WHEN the person reloads the page while it waits
+        loaded(browser, url)
+        # THEN the message is still there, waiting to be sent (the page keeps its outbox)
+        assert browser.wait_for(lambda: browser.execute(OUTBOX), within=10, what="the kept message after a reload") == [
+            "are you there?"
+        ]
         # AND agentwake re-sending the same delivery (same signed delivery id, a fresh body) is dropped
         delivery = next(e for e in app.events if e["kind"] == "delivery")
         again = Delivery(
