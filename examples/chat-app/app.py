@@ -83,7 +83,7 @@ def wake_line(run_id: str) -> dict[str, Any]:
     (the run id stays out of what the person reads)."""
     if run_id.startswith("cron:"):
         what = "The agent was woken by a schedule."
-    elif run_id.startswith(("bg:", "sub:")):
+    elif run_id.startswith("bg:"):
         what = "The agent was woken by a finished task."
     else:
         what = "The agent was woken."
@@ -452,14 +452,17 @@ def running(
 
 
 def _slow_wake(value: str) -> float:
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
     if not 0 <= seconds <= MAX_SLOW_WAKE_S:
         raise argparse.ArgumentTypeError(f"0 to {MAX_SLOW_WAKE_S:g} seconds (the webhook times out after 60 s)")
     return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"the page's port on 127.0.0.1 (default {DEFAULT_PORT})"
     )
