@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -32,7 +33,8 @@ from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, Web
 from agentwake.store.history import MARKER_TEXT
 from tests.support.browser import Browser
 
-APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "chat-app"
+ROOT = Path(__file__).resolve().parents[2]
+APP_DIR = ROOT / "examples" / "chat-app"
 #: the app answers each webhook this late (--slow-wake): the wake holds the session meanwhile
 SLOW_WAKE_S = 8.0
 WAITING = "The agent is finishing a task; your message will be sent when it is done."
@@ -281,6 +283,13 @@ def test_make_chat_takes_a_port_apart_from_the_consoles_and_says_when_it_is_take
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and f"CHAT_PORT={port + 1} make chat" in err, err
     assert running_stacks() == []
+    # AND `make chat` passes its port and CHAT_SLOW_WAKE to the app
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAT_")}
+    spelled = subprocess.run(
+        ["make", "-n", "chat", "CHAT_SLOW_WAKE=5"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
+    [run] = [line for line in spelled.stdout.splitlines() if "examples/chat-app/app.py" in line]
+    assert f"--port {chat_app.DEFAULT_PORT} --slow-wake 5" in run, run
     # AND a slow wake past the webhook's timeout is refused before anything starts
     with pytest.raises(SystemExit):
         chat_app.main(["--slow-wake", "99"])
