@@ -295,3 +295,34 @@ def test_make_chat_takes_a_port_apart_from_the_consoles_and_says_when_it_is_take
         chat_app.main(["--slow-wake", "99"])
     assert "0 to 50 seconds" in capsys.readouterr().err
     sys.modules.pop("app", None)
+
+
+def test_each_wake_is_one_system_line_saying_what_woke_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(APP_DIR))
+    sys.modules.pop("app", None)
+    import app as chat_app  # examples/chat-app/app.py
+
+    def wake(run_id: str, delivered: bool) -> list[dict[str, Any]]:
+        said = [{"kind": "delivery", "role": "assistant", "content": "Hi.", "run_id": run_id, "delivery_id": run_id}]
+        return [
+            *(said if delivered else []),
+            {"kind": "marker", "role": "user", "content": MARKER_TEXT, "run_id": run_id},
+            {"kind": "note", "role": "assistant", "content": f"[CronJob] ... (run {run_id})", "run_id": run_id},
+        ]
+
+    # GIVEN a history with a live turn, a task's wake that delivered, and a schedule's that did not
+    history = [
+        {"kind": "live", "role": "user", "content": "hello", "run_id": None},
+        *wake("bg:task-1", delivered=True),
+        *wake("cron:daily:2026-12-03T09:00:00Z", delivered=False),
+    ]
+    # WHEN the page is given what to show
+    shown = [(e["kind"], e["role"], e["content"]) for e in chat_app.shown_entries(history, set())]
+    # THEN each wake is one line saying what woke the agent, before its messages; no marker, no note
+    assert shown == [
+        ("live", "user", "hello"),
+        WOKEN,
+        ("delivery", "assistant", "Hi."),
+        ("wake", "system", "The agent was woken by a schedule."),
+    ]
+    sys.modules.pop("app", None)
