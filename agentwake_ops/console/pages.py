@@ -394,6 +394,10 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     groups = failure_groups(summary.failures)
     parts: list[str] = []
     if record is not None:
+        from agentwake_ops.console.links import run_link_rows, started_sections
+        from agentwake_ops.tree import run_links
+
+        links = run_links(ctx.store, record)
         parts.append(
             facts(
                 [
@@ -406,10 +410,12 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                     ("started", when(record.started_at)),
                     ("ended", when(record.ended_at)),
                     ("last error", _last_error(record, groups)),
+                    *run_link_rows(links),
                 ]
             )
         )
         parts.append(_replay_form(ctx, record, csrf))
+        parts.append(started_sections(links))
         usage = record.usage or {}
         providers = usage.get("by_provider") or {}
         if providers:
