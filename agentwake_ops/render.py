@@ -820,6 +820,11 @@ def _outcome(task: Any) -> str | None:
     return f"{task.outcome} after a redrive" if task.outcomes >= 2 and task.outcome == "succeeded" else task.outcome
 
 
+def _state(links: TaskLinks) -> str:
+    """A task's state in a few words: cancelled, running, succeeded (after a redrive), failed."""
+    return links.state if links.state == "cancelled" else (_outcome(links.task) or links.state)
+
+
 def _never_wakes(links: TaskLinks) -> bool:
     return links.state == "cancelled" and not any(r.status for r in links.wake_runs)
 
@@ -857,7 +862,7 @@ def started_task_row(links: TaskLinks) -> tuple[str, ...]:
     """A task a run started as :data:`STARTED_TASK_COLUMNS` (plain text)."""
     t = links.task
     runs = [*([links.sub_run] if links.sub_run else []), *links.wake_runs]
-    state = links.state + (
+    state = _state(links) + (
         f": {first_line(t.outcome_reason, 80)}" if t.outcome == "failed" and t.outcome_reason else ""
     )
     return (
@@ -920,7 +925,7 @@ def tree_label(node: TreeNode) -> str:
     if node.kind == "task":
         links = node.record
         t = links.task
-        text = f"task {t.task_id}  {t.kind} {t.subagent or t.tool_name}  {_outcome(t) or links.state}"
+        text = f"task {t.task_id}  {t.kind} {t.subagent or t.tool_name}  {_state(links)}"
         if t.outcome == "failed" and t.outcome_reason:
             text += f": {first_line(t.outcome_reason, 80)}"
         return text

@@ -226,7 +226,8 @@ class TreeNode:
 
     kind: str  # run | task | job
     id: str
-    #: a run: its RunRecord (None: not in the listed page); a task: its TaskLinks; a job: its JobLinks
+    #: a run: its RunRecord (None: not in the listed page; shown as a leaf); a task: its TaskLinks;
+    #: a job: its JobLinks
     record: Any
     status: str | None = None
     children: list[TreeNode] = field(default_factory=list)
@@ -241,7 +242,7 @@ class TreeNode:
             data["listed"] = self.record is not None
             data["started_by"] = self.started_by
         else:
-            data.update(self.record.as_dict())
+            data[self.kind] = self.record.as_dict()
         data["children"] = [c.as_dict() for c in self.children]
         return data
 
@@ -255,8 +256,8 @@ def session_tree(store: DynamoStore, session_id: str, *, limit: int = 50) -> tup
     the tasks and jobs it started (in the order they were created), under each of those the runs it
     caused. A run whose starter is not among them is a root (``started_by`` says which run it was).
     Returns (roots, runs listed). Reads: the session's runs (one Query of ``gsi1``), everything its
-    runs started (one Query of ``gsi2``), the status of the runs those caused that are not listed
-    (BatchGetItem): the same few calls whatever the table holds."""
+    runs started (one Query of ``gsi2``), the status of the runs the listed runs' tasks caused that
+    are not listed (BatchGetItem): no Scan, and nothing read per run shown."""
     operator = OperatorStore(store)
     runs = {r.run_id: r for r in operator.runs(session_id=session_id, limit=limit).runs}
     started = operator.started(session_id)
@@ -276,15 +277,17 @@ def session_tree(store: DynamoStore, session_id: str, *, limit: int = 50) -> tup
         job = _CRON_RUN.match(rid)
         if job and job.group("job") in job_starter:
             starter_of[rid] = job_starter[job.group("job")]
-    tasks = [r for _, r in started if isinstance(r, Task)]
+    # only what the listed runs started is shown: the status of the runs those name (a run they
+    # caused that is not listed is a leaf: its own page has the rest)
+    shown_tasks = [r for starter, r in started if isinstance(r, Task) and starter in runs]
     statuses: dict[str, str] = {r.run_id: r.status for r in runs.values()}
-    statuses.update(_statuses(store, {i for i in _runs_named(tasks) if i not in statuses}))
+    statuses.update(_statuses(store, {i for i in _runs_named(shown_tasks) if i not in statuses}))
     placed: set[str] = set()
 
     def run_node(run_id: str) -> TreeNode:
         placed.add(run_id)
         node = TreeNode("run", run_id, runs.get(run_id), statuses.get(run_id))
-        for child in by_starter.get(run_id, []):
+        for child in by_starter.get(run_id, []) if run_id in runs else []:
             if isinstance(child, Task):
                 links = _task_links(child, statuses)
                 tnode = TreeNode("task", child.task_id, links, links.state)
