@@ -1,5 +1,6 @@
 """The console's view of the tree of runs: on a run's page, the run that started it and the tasks and
-wakes it started; the task page (``/task?id=TASK``, ``tasks show``) with links both ways.
+wakes it started; the task page (``/task?id=TASK``, ``tasks show``) with links both ways. (The
+pages import this module, never the other way.)
 
 Read through :mod:`agentwake_ops.tree` (the read model ``runs show`` and ``tasks show`` print) and
 rows from :mod:`agentwake_ops.render`'s plain-text builders, so a page says what the command prints.
@@ -10,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentwake_ops.console.html import Markup, facts, h, link, table
-from agentwake_ops.console.pages import Query, one
 from agentwake_ops.context import OpsContext, OpsError
 from agentwake_ops.render import (
     STARTED_JOB_COLUMNS,
@@ -69,12 +69,9 @@ def started_sections(links: RunLinks) -> Markup:
     )
 
 
-def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+def task_page(ctx: OpsContext, task_id: str) -> Markup:
     """``tasks show TASK``: its facts, linked to the run that started it, its subagent's run and the
-    wake run of each outcome."""
-    task_id = one(query, "id")
-    if not task_id:
-        raise OpsError("say which task: /task?id=TASK_ID")
+    wake run of each outcome (the console's ``/task?id=TASK``)."""
     record = ctx.store.records.get_task(task_id)
     if record is None:
         raise OpsError(f"no task {task_id!r} in the store")

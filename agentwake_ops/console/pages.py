@@ -453,6 +453,16 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     return Markup("".join(str(p) for p in parts))
 
 
+def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``tasks show``: a task linked to the run that started it and the runs it caused."""
+    from agentwake_ops.console.links import task_page
+
+    task_id = one(query, "id")
+    if not task_id:
+        raise OpsError("say which task: /task?id=TASK_ID")
+    return task_page(ctx, task_id)
+
+
 def _cost(value: Any) -> str:
     return "-" if value is None else f"${float(value):.6f}"
 

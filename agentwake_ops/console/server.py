@@ -38,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agentwake_ops.console import actions, assets, charts, links, pages, sessions_jobs
+from agentwake_ops.console import actions, assets, charts, pages, sessions_jobs
 from agentwake_ops.console.html import Markup, h, layout
 from agentwake_ops.context import OpsContext
 
@@ -58,7 +58,7 @@ GET_PAGES: dict[str, tuple[str, Page]] = {
     "/dlq/message": ("DLQ message", pages.message),
     "/run": ("Run", pages.run),
     "/runs": ("Runs", pages.runs),
-    "/task": ("Task", links.task),
+    "/task": ("Task", pages.task),
     "/sessions": ("Sessions", sessions_jobs.sessions),
     "/jobs": ("Jobs", sessions_jobs.jobs),
     "/charts": ("Charts", charts.charts),
