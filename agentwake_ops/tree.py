@@ -251,7 +251,7 @@ def _start(run: RunRecord) -> str:
     return run.started_at or ""
 
 
-def session_tree(store: DynamoStore, session_id: str, *, limit: int = 50) -> tuple[list[TreeNode], int]:
+def session_tree(store: DynamoStore, session_id: str, *, limit: int = 20) -> tuple[list[TreeNode], int]:
     """The session's latest ``limit`` runs as a tree, oldest first at every level: each run, under it
     the tasks and jobs it started (in the order they were created), under each of those the runs it
     caused. A run whose starter is not among them is a root (``started_by`` says which run it was).
