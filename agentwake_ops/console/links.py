@@ -18,8 +18,9 @@ from agentwake_ops.render import (
     started_job_row,
     started_task_row,
     task_facts,
+    tree_label,
 )
-from agentwake_ops.tree import RunLinks, RunRef, TaskLinks, task_links
+from agentwake_ops.tree import RunLinks, RunRef, TaskLinks, TreeNode, session_tree, task_links
 
 
 def _run_link(ref: RunRef | None) -> Any:
@@ -87,3 +88,30 @@ def task_page(ctx: OpsContext, task_id: str) -> Markup:
         for label, value in rows
     ]
     return Markup(facts(rows))
+
+
+def _tree_item(node: TreeNode) -> str:
+    route = {"run": "/run", "task": "/task", "job": "/jobs"}[node.kind]
+    label = tree_label(node)
+    # the node's id is the link (a run not listed may have no record: its id plain), the rest text
+    rest = label.split(node.id, 1)[1] if node.id in label else ""
+    head = label[: label.index(node.id)] if node.id in label else label
+    linked = link(route, node.id, id=node.id) if node.kind != "run" or node.status else h(node.id)
+    children = "".join(_tree_item(c) for c in node.children)
+    return (
+        f"<li class='tree-{node.kind}'>{h(head)}{linked}{h(rest)}"
+        + (f"<ul>{children}</ul>" if children else "")
+        + "</li>"
+    )
+
+
+def tree_page(ctx: OpsContext, session_id: str, limit: int) -> Markup:
+    """``runs list --session S --tree``: the session's runs as a tree, each node linked to its page."""
+    roots, listed = session_tree(ctx.store, session_id, limit=limit)
+    if not roots:
+        return Markup(f"<p class='muted'>No runs of session {h(session_id)}.</p>")
+    return Markup(
+        f"<p class='muted'>{listed} run(s) of session {h(session_id)}, oldest first, each with the tasks "
+        "and wakes it started and the runs those caused (<code>runs list --session S --tree</code>).</p>"
+        f"<ul class='tree'>{''.join(_tree_item(r) for r in roots)}</ul>"
+    )

@@ -416,6 +416,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
         )
         parts.append(_replay_form(ctx, record, csrf))
         parts.append(started_sections(links))
+        parts.append("<p>" + link("/tree", "this session's runs as a tree", session=record.session_id) + "</p>")
         usage = record.usage or {}
         providers = usage.get("by_provider") or {}
         if providers:
@@ -461,6 +462,19 @@ def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     if not task_id:
         raise OpsError("say which task: /task?id=TASK_ID")
     return task_page(ctx, task_id)
+
+
+def tree(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``runs list --session S --tree``: a session's latest runs as a tree (``limit``: 1-1000, 50 by default)."""
+    from agentwake_ops.console.links import tree_page
+
+    session = one(query, "session")
+    if not session:
+        raise OpsError("say which session: /tree?session=SESSION")
+    raw = one(query, "limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise OpsError(f"limit must be a whole number from 1 to 1000, got {raw!r}")
+    return tree_page(ctx, session, int(raw))
 
 
 def _cost(value: Any) -> str:
@@ -531,6 +545,8 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             empty="no run matches",
         ),
     ]
+    if session:
+        parts.append("<p>" + link("/tree", "this session's runs as a tree", session=session) + "</p>")
     note = runs_page_note(page)
     if note:
         parts.append(f"<p class='note'>{h(note.replace('--since WHEN', 'since').replace('--scan', 'scan=1'))}</p>")

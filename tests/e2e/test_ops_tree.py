@@ -373,3 +373,56 @@ def test_tree_links_in_json_name_no_token(cli: Cli, tree: Stack) -> None:
         ("runs", "list", "--session", SESSION, "--tree"),
     ):
         assert token not in json.dumps(cli_json(cli, *args)), args
+
+
+def _tree_links(page: str) -> list[tuple[int, str]]:
+    """(depth of <ul> nesting, href) of each link inside the page's tree."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[int, str]] = []
+
+    class Tree(HTMLParser):
+        depth = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "ul":
+                self.depth += 1
+            elif tag == "a" and self.depth:
+                found.append((self.depth - 1, dict(attrs)["href"] or ""))
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "ul":
+                self.depth -= 1
+
+    Tree().feed(page)
+    return found
+
+
+def test_the_tree_page_nests_each_run_task_and_wake_linked_to_its_page(console: ConsoleClient) -> None:
+    from urllib.parse import urlencode
+
+    # GIVEN the runs page of the session links to its tree
+    assert "tree?session=s-tree" in _hrefs(console.page("/runs?session=s-tree"))
+    # WHEN the tree page is opened
+    links = _tree_links(console.page("/tree?session=s-tree"))
+
+    def run(run_id: str) -> str:
+        return "run?" + urlencode({"id": run_id})
+
+    # THEN it nests as the CLI's tree does, each node linked to its own page
+    assert links == [
+        (0, run(ROOT)),
+        (1, "task?id=t-research"),
+        (2, run("sub:t-research")),
+        (2, run("bg:t-research")),
+        (2, run("bg:t-research:2")),
+        (3, "task?id=t-cancel"),
+        (1, "task?id=t-fetch"),
+        (2, run("bg:t-fetch")),
+        (1, "jobs?id=follow-up"),
+        (2, run(FOLLOW_UP)),
+        (0, run("bg:t-product")),
+    ]
+    # AND a bad limit is a clear error
+    answer = console.get("/tree?session=s-tree&limit=0")
+    assert answer.status == 400 and "limit must be a whole number from 1 to 1000" in text_of(answer.text)
