@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from agentwake.trust.redact import redact
-from agentwake_ops.terminal import SECRET_FIELDS, inert, masked, shown
+from agentwake_ops.terminal import SECRET_FIELDS, first_line, inert, masked, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentwake_ops.dlq.describe import DlqMessage
     from agentwake_ops.replay import Verdict
     from agentwake_ops.runs import RunSummary, TranscriptEntry
+    from agentwake_ops.tree import JobLinks, RunLinks, TaskLinks, TreeNode
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,8 +280,9 @@ def runs_table(
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
 
 
-def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None:
-    """The run's facts, then its transcript (``entries``) or its failures, steps and deliveries."""
+def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: RunLinks | None = None) -> None:
+    """The run's facts (and its place in the tree: ``links``), the tasks and wakes it started, then
+    its transcript (``entries``) or its failures, steps and deliveries."""
     out = console()
     run = summary.run
     if run is not None:
@@ -296,8 +298,11 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None) -> None
             ("ended", when(run.ended_at)),
             *((("waited", _waited(run.waited_s, run.idle_before_s)),) if run.waited_s is not None else ()),
             ("last error", f"{dash(run.last_error_type)}: {dash(run.last_error)}" if run.last_error else "-"),
+            *(run_link_facts(links) if links is not None else ()),
         )
         out.print(facts_panel(rows, "run"))
+    if links is not None:
+        started_tables(links)
     if entries is not None:
         from rich.text import Text
 
@@ -775,19 +780,184 @@ def tasks_table(tasks: list[Any], *, filtered: bool, wide: bool = False) -> None
     out.print("Show one: agentwake tasks show TASK_ID", style="dim")
 
 
-def task_panel(task: Any, run: Any) -> None:
-    rows = (
+def task_panel(links: TaskLinks) -> None:
+    """``tasks show``: the task, the run (and tool call) that started it, its subagent's run, the
+    wake run of each outcome, its deadline, outcome and why, late completions, cancellation."""
+    console().print(facts_panel(task_facts(links), "task"))
+
+
+def task_facts(links: TaskLinks) -> list[tuple[str, Any]]:
+    """A task's facts and links as plain text (``tasks show`` and the console's task page)."""
+    task = links.task
+    return [
         ("task id", task.task_id),
         ("session", task.session_id),
-        ("tool", task.tool_name),
+        ("kind", task.kind),
+        ("subagent" if task.subagent else "tool", task.subagent or task.tool_name),
         ("arguments", json.dumps(masked(task.tool_args))),
         ("status", task.status),
+        ("outcome", _outcome(task)),
+        ("why", first_line(task.outcome_reason) or None),
+        ("deadline", when(task.deadline_at) if task.deadline_at else None),
+        ("cancelled", when(task.cancelled_at) if task.cancelled_at else None),
+        ("late completions", task.late_completions or None),
         ("created", when(task.created_at)),
         ("finished", when(task.finished_at)),
         ("last error", task.last_error),
-        ("run", f"{task.run_id} ({run.status})" if run is not None else f"{task.run_id} (not woken yet)"),
+        ("started by", links.started_by.shown if links.started_by else "the product or an operator (no run)"),
+        ("tool call", task.started_by_call),
+        ("subagent run", links.sub_run.shown if links.sub_run else None),
+        (
+            "wake runs",
+            ", ".join(_wake_ref(r) for r in links.wake_runs) if not _never_wakes(links) else "none (cancelled)",
+        ),
+    ]
+
+
+def _outcome(task: Any) -> str | None:
+    if task.outcome is None:
+        return None
+    return f"{task.outcome} after a redrive" if task.outcomes >= 2 and task.outcome == "succeeded" else task.outcome
+
+
+def _state(links: TaskLinks) -> str:
+    """A task's state in a few words: cancelled, running, succeeded (after a redrive), failed."""
+    return links.state if links.state == "cancelled" else (_outcome(links.task) or links.state)
+
+
+def _never_wakes(links: TaskLinks) -> bool:
+    return links.state == "cancelled" and not any(r.status for r in links.wake_runs)
+
+
+def _wake_ref(ref: Any) -> str:
+    return f"{ref.run_id} ({ref.status or 'not woken yet'})"
+
+
+def run_link_facts(links: RunLinks) -> list[tuple[str, Any]]:
+    """Where a run sits in its session's tree, as facts: the run that started its task or created
+    its job, its task, and (for a ``sub:`` run) the wake its outcome caused."""
+    rows: list[tuple[str, Any]] = []
+    if links.task is not None:
+        t = links.task
+        rows.append(("started by", t.started_by.shown if t.started_by else "the product or an operator (no run)"))
+        if t.task.started_by_call:
+            rows.append(("tool call", t.task.started_by_call))
+        rows.append(("task", f"{t.task.task_id}: {t.task.kind} {t.task.subagent or t.task.tool_name}, {t.state}"))
+        if links.run_id.startswith("sub:"):
+            rows.append(("wake it caused", ", ".join(_wake_ref(r) for r in t.wake_runs)))
+    elif links.job is not None:
+        j = links.job
+        rows.append(("job", f"{j.job_id} ({j.origin})"))
+        rows.append(("started by", j.created_by_run or "the product or an operator (no run)"))
+        if j.created_by_call:
+            rows.append(("tool call", j.created_by_call))
+    return rows
+
+
+STARTED_TASK_COLUMNS = ("task id", "kind", "name", "state", "wake runs")
+STARTED_JOB_COLUMNS = ("job id", "schedule", "status", "fires", "note")
+
+
+def started_task_row(links: TaskLinks) -> tuple[str, ...]:
+    """A task a run started as :data:`STARTED_TASK_COLUMNS` (plain text)."""
+    t = links.task
+    runs = [*([links.sub_run] if links.sub_run else []), *links.wake_runs]
+    state = _state(links) + (
+        f": {first_line(t.outcome_reason, 80)}" if t.outcome == "failed" and t.outcome_reason else ""
     )
-    console().print(facts_panel(rows, "task"))
+    return (
+        t.task_id,
+        t.kind,
+        t.subagent or t.tool_name,
+        state,
+        "none (cancelled)" if _never_wakes(links) else "\n".join(_wake_ref(r) for r in runs),
+    )
+
+
+def started_job_row(links: JobLinks) -> tuple[str, ...]:
+    """A wake (job) a run scheduled as :data:`STARTED_JOB_COLUMNS` (plain text)."""
+    j = links.job
+    schedule = "once " if j.run_once else ""
+    return (
+        j.job_id,
+        f"{schedule}{j.schedule_expression}",
+        job_status(j),
+        f"{j.fires}/{j.max_fires}" if j.max_fires else str(j.fires),
+        first_line(j.note, 120) or "-",
+    )
+
+
+def started_tables(links: RunLinks) -> None:
+    """The tasks and the wakes a run started (``runs show``)."""
+    out = console()
+    if links.started_tasks:
+        table = _table(
+            f"tasks this run started ({len(links.started_tasks)})", STARTED_TASK_COLUMNS, title_justify="left"
+        )
+        for t in links.started_tasks:
+            table.add_row(*(escape(c) for c in started_task_row(t)))
+        print_table(table, drop=("kind", "name"), whole=("task id",))
+    if links.started_jobs:
+        table = _table(
+            f"wakes this run scheduled ({len(links.started_jobs)})", STARTED_JOB_COLUMNS, title_justify="left"
+        )
+        for j in links.started_jobs:
+            table.add_row(*(escape(c) for c in started_job_row(j)))
+        print_table(table, drop=("note", "fires", "schedule"), whole=("job id",))
+    if not (links.started_tasks or links.started_jobs):
+        out.print("This run started no task and scheduled no wake.")
+
+
+def tree_label(node: TreeNode) -> str:
+    """One line of ``runs list --tree`` (plain text): a run, a task it started or a wake it scheduled."""
+    if node.kind == "run":
+        run = node.record
+        text = f"{node.id}  {node.status or 'not started'}"
+        if run is not None:
+            text += f"  {when(run.started_at)}"
+            if run.status == "failed" and run.last_error_type:
+                text += f"  {run.last_error_type}"
+        else:
+            text += "  (not in this page)"
+        if node.started_by:
+            text += f"  (started by {node.started_by})"
+        return text
+    if node.kind == "task":
+        links = node.record
+        t = links.task
+        text = f"task {t.task_id}  {t.kind} {t.subagent or t.tool_name}  {_state(links)}"
+        if t.outcome == "failed" and t.outcome_reason:
+            text += f": {first_line(t.outcome_reason, 80)}"
+        return text
+    j = node.record.job
+    fired = f"{j.fires}/{j.max_fires}" if j.max_fires else str(j.fires)
+    text = f"wake {j.job_id}  {'once ' if j.run_once else ''}{j.schedule_expression}  {j.status}, fired {fired}"
+    return text + (f"  note: {first_line(j.note, 60)}" if j.note else "")
+
+
+def run_tree(session_id: str, roots: list[TreeNode], listed: int) -> None:
+    """``runs list --session S --tree``: the runs, the tasks and wakes each started, the runs those
+    caused; in the console's width (labels fold under their guide, ids stay whole where they fit)."""
+    from rich.text import Text
+    from rich.tree import Tree
+
+    out = console()
+    if not roots:
+        out.print(f"No runs of session {escape(session_id)}.")
+        return
+    out.print(Text(shown(f"session {session_id}: {listed} run(s), oldest first, each with what it started")))
+
+    def add(parent: Any, node: TreeNode) -> None:
+        branch = parent.add(Text(shown(tree_label(node)), overflow="fold"))
+        for child in node.children:
+            add(branch, child)
+
+    for root in roots:
+        tree = Tree(Text(shown(tree_label(root)), overflow="fold"))
+        for child in root.children:
+            add(tree, child)
+        out.print(tree)
+    out.print("Show one: agentwake runs show RUN_ID  |  agentwake tasks show TASK_ID", style="dim")
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,14 +73,29 @@ def runs_list(
             "(finds runs written before the by-day index; reads every run).",
         ),
     ] = False,
+    tree: Annotated[
+        bool,
+        typer.Option(
+            "--tree",
+            help="With --session: its latest runs as a tree, oldest first: under each run the tasks and "
+            "wakes it started, under those the runs they caused.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
 ) -> None:
-    """List runs, newest attempt first, a page at a time."""
+    """List runs, newest attempt first, a page at a time (--tree: one session's runs as a tree)."""
     from agentwake_ops.runs import list_runs, runs_page_note
 
     if session is not None:
         check_id(session, "session id")
+    if tree:
+        if session is None:
+            raise user_error("--tree needs --session SESSION: a tree is one session's runs")
+        if status or since or before or scan:
+            raise user_error("--tree takes only --session and --limit (the tree needs every run of the page)")
+        _runs_tree(ctx, session, limit, as_json=as_json)
+        return
     if status is not None and status not in RUN_STATUSES:
         raise user_error(f"--status must be one of {', '.join(RUN_STATUSES)}, got {status!r}")
     page = list_runs(
@@ -102,12 +117,24 @@ def runs_list(
     )
 
 
+def _runs_tree(ctx: typer.Context, session: str, limit: int, *, as_json: bool) -> None:
+    from agentwake_ops.tree import session_tree
+
+    roots, listed = session_tree(ops(ctx).store, session, limit=limit)
+    if as_json:
+        render.print_json(masked({"session_id": session, "runs_listed": listed, "tree": [r.as_dict() for r in roots]}))
+        return
+    render.run_tree(session, roots, listed)
+
+
 @app.command(
     "show", epilog="Examples: agentwake runs show bg:task-1234 --transcript  |  agentwake runs show bg:task-1234 --json"
 )
 def runs_show(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="bg:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
+    run_id: Annotated[
+        str, typer.Argument(help="bg:{task_id}, sub:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")
+    ],
     transcript: Annotated[
         bool,
         typer.Option(
@@ -116,20 +143,24 @@ def runs_show(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a run: status and attempts, every failed attempt, steps journaled, deliveries made."""
+    """Show a run: status and attempts, the run that started it, the tasks and wakes it started,
+    every failed attempt, steps journaled, deliveries made."""
     from agentwake_ops.runs import run_summary
     from agentwake_ops.runs import transcript as build_transcript
+    from agentwake_ops.tree import run_links
 
-    summary = run_summary(ops(ctx).store, run_id)
+    store = ops(ctx).store
+    summary = run_summary(store, run_id)
     if summary.empty:
         fail(
-            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
-            "find them with: agentwake runs list --session SESSION)"
+            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID, sub:TASK_ID or "
+            "cron:JOB_ID:SCHEDULED_TIME; find them with: agentwake runs list --session SESSION)"
         )
+    links = run_links(store, summary.run) if summary.run is not None else None
     if as_json:
-        data: dict[str, Any] = {"run_id": run_id, **summary.as_dict()}
+        data: dict[str, Any] = {"run_id": run_id, **summary.as_dict(), "links": links.as_dict() if links else None}
         if transcript:
             data["transcript"] = [e.as_dict() for e in build_transcript(summary)]
         render.print_json(masked(data))
         return
-    render.run_show(summary, build_transcript(summary) if transcript else None)
+    render.run_show(summary, build_transcript(summary) if transcript else None, links)

@@ -10,6 +10,7 @@ import typer
 
 from agentwake_ops import render
 from agentwake_ops.cli_common import JsonOpt, WideOpt, check_id, fail, ops, parse_json_option, user_error
+from agentwake_ops.terminal import masked
 
 app = typer.Typer(
     help="Background tasks: register one, send its completion message, list and show them.", no_args_is_help=True
@@ -152,14 +153,18 @@ def tasks_show(
     task_id: Annotated[str, typer.Argument(help="The task id.", metavar="TASK_ID")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a task (never its token) and the status of the run its completion wakes."""
+    """Show a task (never its token): the run (and tool call) that started it, its subagent's run,
+    the wake run of each outcome, its deadline, outcome and why, late completions, cancellation."""
+    from agentwake_ops.tree import task_links
+
     check_id(task_id, "task id")
     context = ops(ctx)
     task = context.store.records.get_task(task_id)
     if task is None:
         fail(f"no task {task_id!r} (list them with: agentwake tasks list)")
-    run = context.store.records.get_run(task.run_id)
+    links = task_links(context.store, task)
     if as_json:
-        render.print_json({**render.task_dict(task), "run_status": run.status if run is not None else None})
+        run_status = next((r.status for r in links.wake_runs if r.run_id == task.run_id), None)
+        render.print_json({**render.task_dict(task), "run_status": run_status, "links": masked(links.as_dict())})
         return
-    render.task_panel(task, run)
+    render.task_panel(links)

@@ -394,6 +394,10 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     groups = failure_groups(summary.failures)
     parts: list[str] = []
     if record is not None:
+        from agentwake_ops.console.links import run_link_rows, started_sections
+        from agentwake_ops.tree import run_links
+
+        links = run_links(ctx.store, record)
         parts.append(
             facts(
                 [
@@ -406,10 +410,13 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                     ("started", when(record.started_at)),
                     ("ended", when(record.ended_at)),
                     ("last error", _last_error(record, groups)),
+                    *run_link_rows(links),
                 ]
             )
         )
         parts.append(_replay_form(ctx, record, csrf))
+        parts.append(started_sections(links))
+        parts.append("<p>" + link("/tree", "this session's runs as a tree", session=record.session_id) + "</p>")
         usage = record.usage or {}
         providers = usage.get("by_provider") or {}
         if providers:
@@ -445,6 +452,29 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     # no attempts/deliveries tables here: the timeline shows each distinct failure and every delivery
     # once (the message page has the tables)
     return Markup("".join(str(p) for p in parts))
+
+
+def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``tasks show``: a task linked to the run that started it and the runs it caused."""
+    from agentwake_ops.console.links import task_page
+
+    task_id = one(query, "id")
+    if not task_id:
+        raise OpsError("say which task: /task?id=TASK_ID")
+    return task_page(ctx, task_id)
+
+
+def tree(ctx: OpsContext, query: Query, csrf: str) -> Markup:
+    """``runs list --session S --tree``: a session's latest runs as a tree (``limit``: 1-1000, 50 by default)."""
+    from agentwake_ops.console.links import tree_page
+
+    session = one(query, "session")
+    if not session:
+        raise OpsError("say which session: /tree?session=SESSION")
+    raw = one(query, "limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise OpsError(f"limit must be a whole number from 1 to 1000, got {raw!r}")
+    return tree_page(ctx, session, int(raw))
 
 
 def _cost(value: Any) -> str:
@@ -515,6 +545,8 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
             empty="no run matches",
         ),
     ]
+    if session:
+        parts.append("<p>" + link("/tree", "this session's runs as a tree", session=session) + "</p>")
     note = runs_page_note(page)
     if note:
         parts.append(f"<p class='note'>{h(note.replace('--since WHEN', 'since').replace('--scan', 'scan=1'))}</p>")

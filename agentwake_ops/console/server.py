@@ -58,6 +58,8 @@ GET_PAGES: dict[str, tuple[str, Page]] = {
     "/dlq/message": ("DLQ message", pages.message),
     "/run": ("Run", pages.run),
     "/runs": ("Runs", pages.runs),
+    "/task": ("Task", pages.task),
+    "/tree": ("Runs as a tree", pages.tree),
     "/sessions": ("Sessions", sessions_jobs.sessions),
     "/jobs": ("Jobs", sessions_jobs.jobs),
     "/charts": ("Charts", charts.charts),

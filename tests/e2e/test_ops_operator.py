@@ -198,7 +198,7 @@ def test_a_message_moved_by_sqs_is_in_the_dlq_since_its_last_failed_attempt(cli:
         ),
         (
             ["runs", "show", "bg:task-none"],
-            "error: no run 'bg:task-none' in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
+            "error: no run 'bg:task-none' in the store (run ids look like bg:TASK_ID, sub:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
             "find them with: agentwake runs list --session SESSION)\n",
         ),
         (

@@ -21,6 +21,10 @@ Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
 
 Index ``gsi2`` (runs by time, all sessions): a run's ``gsi2pk`` is ``RUNDAY#{yyyy-mm-dd}`` (the UTC
 day its latest attempt started) and its ``gsi2sk`` the same ``{start}#{run}`` as its ``gsi1sk``.
+Also on ``gsi2`` (the tree of a session): a task or job a run started has ``gsi2pk``
+``TREE#{session}`` and ``gsi2sk`` ``{starting run}#{created}#{TASK|JOB}#{id}`` (``tree_keys``), so the
+tasks and jobs one run started are one Query (``begins_with`` the run's id and ``#``), and a whole
+session's are one Query too.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ RUNS_PREFIX = "RUNS#"
 JOBS_GSI_PK = "JOBS"
 #: gsi2 partition keys (one per UTC day)
 RUNDAY_PREFIX = "RUNDAY#"
+#: gsi2 partition keys of the tasks and jobs runs started (one per session)
+TREE_PREFIX = "TREE#"
+#: what a tree entry is (the third part of its ``gsi2sk``)
+TREE_TASK = "TASK"
+TREE_JOB = "JOB"
 
 
 def session_pk(session_id: str) -> str:
@@ -174,3 +183,25 @@ def runs_by_day_set(started_at: str, run_id: str, *, keep: bool = False) -> tupl
     pk, sk = ("if_not_exists(gsi2pk, :g2pk)", "if_not_exists(gsi2sk, :g2sk)") if keep else (":g2pk", ":g2sk")
     values = {":g2pk": {"S": runs_by_day_pk(started_at[:10])}, ":g2sk": {"S": runs_gsi_sk(started_at, run_id)}}
     return f", gsi2pk = {pk}, gsi2sk = {sk}", values
+
+
+def tree_gsi_pk(session_id: str) -> str:
+    """The ``gsi2`` partition of the tasks and jobs the runs of ``session_id`` started."""
+    return TREE_PREFIX + session_id
+
+
+def tree_run_prefix(run_id: str) -> str:
+    """The ``gsi2sk`` prefix of everything ``run_id`` started (ids never hold ``#``)."""
+    return f"{run_id}#"
+
+
+def tree_keys(session_id: str, started_by: str | None, created_at: str, kind: str, target_id: str) -> dict[str, str]:
+    """The ``gsi2`` keys that put a task (``kind`` ``TREE_TASK``) or job (``TREE_JOB``) under the run
+    that started it, in the order they were created; none when no run started it (the product or an
+    operator did)."""
+    if not started_by:
+        return {}
+    return {
+        "gsi2pk": tree_gsi_pk(session_id),
+        "gsi2sk": f"{tree_run_prefix(started_by)}{created_at}#{kind}#{target_id}",
+    }

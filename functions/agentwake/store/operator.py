@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from agentwake.domain.models import RunRecord, SessionConfig, Task
+from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
@@ -20,10 +20,13 @@ from agentwake.store.keys import (
     SESSION_PREFIX,
     TASK_PREFIX,
     TASK_SK,
+    TREE_TASK,
     run_pk,
     runs_by_day_pk,
     runs_gsi_pk,
     session_pk,
+    tree_gsi_pk,
+    tree_run_prefix,
 )
 from agentwake.store.table import pages
 
@@ -187,6 +190,28 @@ class OperatorStore:
                 if quiet >= QUIET_DAYS:
                     return _page(found, limit, method="by-day", looked_back_to=day.isoformat())
             day -= timedelta(days=1)
+
+    def started(self, session_id: str, run_id: str | None = None) -> list[tuple[str, Task | Job]]:
+        """The tasks and jobs runs of ``session_id`` started (only ``run_id``'s, when given), as
+        (starting run, record), by starting run and then in the order they were created: one Query
+        of the session's ``TREE#`` partition of ``gsi2`` (never a Scan)."""
+        cond = "gsi2pk = :t"
+        values: dict[str, Any] = {":t": {"S": tree_gsi_pk(session_id)}}
+        if run_id is not None:
+            cond += " AND begins_with(gsi2sk, :r)"
+            values[":r"] = {"S": tree_run_prefix(run_id)}
+        request = {
+            "TableName": self.table,
+            "IndexName": "gsi2",
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+        }
+        found: list[tuple[str, Task | Job]] = []
+        for item in pages(self.db.query, request):
+            starter, _, rest = item["gsi2sk"]["S"].partition("#")
+            kind = rest.split("#")[-2] if rest.count("#") >= 2 else ""
+            found.append((starter, load_item(Task, item) if kind == TREE_TASK else load_item(Job, item)))
+        return found
 
     def tasks_of_session(self, session_id: str) -> list[Task]:
         """The session's tasks (a Scan: tasks are keyed by task id only)."""

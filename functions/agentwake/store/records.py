@@ -8,11 +8,31 @@ from typing import TYPE_CHECKING, Any
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
-from agentwake.store.keys import JOBS_GSI_PK, config_key, deleted_key, job_key, run_key, task_key
+from agentwake.store.keys import (
+    JOBS_GSI_PK,
+    TREE_JOB,
+    TREE_TASK,
+    config_key,
+    deleted_key,
+    job_key,
+    run_key,
+    task_key,
+    tree_keys,
+)
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
     from agentwake.trust.session_checks import ConfigRules
+
+
+def started_keys(record: Task | Job) -> dict[str, str]:
+    """The index keys that link a task or job to the run that started it (``Task.started_by``,
+    ``Job.created_by_run``): ``runs show`` and ``runs list --tree`` find it with one Query
+    (docs/table-design.md). ``put_task`` and ``put_job`` add them; every other write of a whole task
+    or job item must add them too (``**started_keys(record)`` beside its keys)."""
+    if isinstance(record, Task):
+        return tree_keys(record.session_id, record.started_by, record.created_at, TREE_TASK, record.task_id)
+    return tree_keys(record.session_id, record.created_by_run, record.created_at, TREE_JOB, record.job_id)
 
 
 class Records:
@@ -79,7 +99,7 @@ class Records:
         try:
             self.table.db.put_item(
                 TableName=self.table.name,
-                Item=self.table.item(task, *task_key(task.task_id)),
+                Item=self.table.item(task, *task_key(task.task_id), **started_keys(task)),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except self.table.db.exceptions.ConditionalCheckFailedException as exc:
@@ -112,7 +132,7 @@ class Records:
     def put_job(self, job: Job) -> None:
         self.table.db.put_item(
             TableName=self.table.name,
-            Item=self.table.item(job, *job_key(job.job_id), gsi1pk=JOBS_GSI_PK, gsi1sk=job.job_id),
+            Item=self.table.item(job, *job_key(job.job_id), gsi1pk=JOBS_GSI_PK, gsi1sk=job.job_id, **started_keys(job)),
         )
 
     def get_job(self, job_id: str) -> Job | None:
