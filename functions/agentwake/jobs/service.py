@@ -26,6 +26,7 @@ from agentwake.domain.models import (
     CatchUpPolicy,
     Job,
     JobFire,
+    JobOrigin,
     OverlapPolicy,
     cron_run_id,
     utcnow_iso,
@@ -195,20 +196,35 @@ class JobsService:
         catch_up: CatchUpPolicy = DEFAULT_CATCH_UP,
         catch_up_window_s: int = DEFAULT_CATCH_UP_WINDOW_S,
         pause_after_failures: int = DEFAULT_PAUSE_AFTER_FAILURES,
+        origin: JobOrigin = "operator",
+        created_by_run: str | None = None,
+        created_by_call: str | None = None,
+        note: str = "",
+        max_fires: int | None = None,
     ) -> Job:
+        """Create the job and its schedule.
+
+        ``created_by_call``: the tool call that asks for it (``ToolContext.idempotency_key``), which
+        makes the create idempotent: a job ``job_id`` made by that same call is returned as it is
+        (its schedule created if a crashed attempt left it without one), never "already exists"."""
         check_policies(overlap, catch_up, catch_up_window_s, pause_after_failures)
         expression, run_once = schedule_expression(cron, at)
         try:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise JobError(f"unknown timezone {timezone!r}") from exc
+        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
+        existing = self.store.records.get_job(job_id)
+        if existing is not None:
+            if created_by_call is None or existing.created_by_call != created_by_call:
+                raise JobError(f"job {job_id!r} already exists")
+            if existing.enabled and existing.schedule_name:
+                self._create_schedule(existing)  # a crashed attempt may have written the job only
+            return existing
         _refuse_past(expression, timezone)
         if self.store.records.get_session(session_id) is None:
             raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
-        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
-        if self.store.records.get_job(job_id) is not None:
-            raise JobError(f"job {job_id!r} already exists")
-        targets = self._targets()
+        self._targets()
         job = Job(
             job_id=job_id,
             session_id=session_id,
@@ -222,25 +238,40 @@ class JobsService:
             catch_up=catch_up,
             catch_up_window_s=catch_up_window_s,
             pause_after_failures=pause_after_failures,
+            origin=origin,
+            created_by_run=created_by_run,
+            created_by_call=created_by_call,
+            note=note,
+            max_fires=max_fires,
         )
         self.store.records.put_job(job)
         try:
-            self.schedules.create(
-                name=job.schedule_name or job_id,
-                expression=expression,
-                timezone=timezone,
-                target_arn=targets.cron_function_arn,
-                role_arn=targets.scheduler_role_arn,
-                job_id=job_id,
-                dlq_arn=targets.scheduler_dlq_arn,
-                max_retries=targets.max_retries,
-                run_once=run_once,
-                session_id=session_id,
-            )
+            self._create_schedule(job)
         except Exception:
             self.store.records.delete_job(job_id)  # no job without its schedule
             raise
         return job
+
+    def _create_schedule(self, job: Job) -> None:
+        """The job's schedule. One that exists already under the job's name is the one a crashed
+        attempt of the same create made (the name comes from the job id): kept, not an error."""
+        targets = self._targets()
+        try:
+            self.schedules.create(
+                name=job.schedule_name or job.job_id,
+                expression=job.schedule_expression,
+                timezone=job.timezone,
+                target_arn=targets.cron_function_arn,
+                role_arn=targets.scheduler_role_arn,
+                job_id=job.job_id,
+                dlq_arn=targets.scheduler_dlq_arn,
+                max_retries=targets.max_retries,
+                run_once=job.run_once,
+                session_id=job.session_id,
+            )
+        except self.schedules.client.exceptions.ConflictException:
+            if job.created_by_call is None:
+                raise
 
     def list(self) -> list[Job]:
         return sorted(self.store.records.list_jobs(), key=lambda j: j.created_at)
@@ -258,6 +289,20 @@ class JobsService:
         self.store.records.delete_job(job_id)
         self.store.jobs.delete_job_fires(job_id)
         return job
+
+    def cancel(self, job_id: str, *, reason: str) -> tuple[Job, bool]:
+        """Stop a job for good, keeping its item (what created it, its runs): its schedule deleted,
+        the job disabled with ``reason``. Returns (the job, whether this call cancelled it): a job
+        cancelled already is left as it is (its schedule deleted again, in case a crash left it)."""
+        job = self.get(job_id)
+        if job.schedule_name:
+            self.schedules.delete(job.schedule_name)  # gone first: a crash after it leaves no fire
+        if not job.enabled and job.disabled_reason:
+            return job, False
+        updated = self.store.jobs.update_job(job_id, enabled=False, disabled_reason=reason)
+        if updated is None:
+            raise JobError(f"no job {job_id!r} (deleted meanwhile)")
+        return updated, True
 
     def run_now(self, job_id: str, *, now: datetime | None = None) -> str:
         """Invoke the cron function asynchronously, as the schedule would. Returns the run id."""
