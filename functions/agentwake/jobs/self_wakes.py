@@ -46,7 +46,7 @@ def parse_duration(text: str) -> timedelta:
     compact = re.sub(r"\s+", "", text or "").lower()
     parts = _DURATION.findall(compact)
     if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
-        raise WakeRefused(f"'in' must be a duration like 90m, 2h, 1h30m or 3d, got {text!r}")
+        raise WakeRefused(f"refused: 'in' must be a duration like 90m, 2h, 1h30m or 3d, got {text!r}")
     return timedelta(seconds=sum(int(n) * _UNIT_S[u] for n, u in parts))
 
 

@@ -5,15 +5,22 @@ Each wake is a job created through ``agentwake.jobs.self_wakes``, exactly once p
 call's ``idempotency_key`` names the job). A request over a limit is a result the model reads
 ("refused: ..."), never a failed run. Creating and cancelling are side effects: a what-if replay
 never calls them.
+
+A table or Scheduler call that fails mid-create (or mid-cancel) raises StepInterrupted: the run
+stops unjournaled and its retry asks again with the same call, which finds the wake its first try
+made. A failure the model read as "error:" would leave it believing no wake exists.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentwake.agent.tools import Tool, ToolContext
+from agentwake.errors import StepInterrupted
 
 if TYPE_CHECKING:
     from agentwake.jobs.self_wakes import SelfWakes
@@ -63,9 +70,10 @@ class ScheduleWake(Tool):
             max_fires=args.max_fires,
         )
         try:
-            job, created = self.wakes.schedule(
-                request, session_id=ctx.session_id, run_id=ctx.run_id, call=ctx.idempotency_key
-            )
+            with _aws_fault_interrupts("schedule_wake"):
+                job, created = self.wakes.schedule(
+                    request, session_id=ctx.session_id, run_id=ctx.run_id, call=ctx.idempotency_key
+                )
         except WakeRefused as exc:
             return str(exc)
         return f"{'scheduled' if created else 'already scheduled'} {describe(job, now=self.wakes.jobs.clock())}"
@@ -116,9 +124,21 @@ class CancelWake(Tool):
         from agentwake.jobs.self_wakes import WakeRefused
 
         try:
-            return self.wakes.cancel(args.wake_id, session_id=ctx.session_id, by=f"the agent (run {ctx.run_id})")
+            with _aws_fault_interrupts("cancel_wake"):
+                return self.wakes.cancel(args.wake_id, session_id=ctx.session_id, by=f"the agent (run {ctx.run_id})")
         except WakeRefused as exc:
             return str(exc)
+
+
+@contextmanager
+def _aws_fault_interrupts(tool: str) -> Iterator[None]:
+    """An AWS call that failed (an error, a throttle, a lost answer) stops the step: retried, not told."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except (ClientError, BotoCoreError) as exc:
+        raise StepInterrupted(f"{tool}: an AWS call failed mid-way ({type(exc).__name__}); the run retries it") from exc
 
 
 def self_wake_tools(wakes: SelfWakes) -> list[Tool]:
