@@ -9,10 +9,11 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
+from agentwake.handlers import cron_wake
 from agentwake.jobs.service import JobsService, JobTargets
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.schedules import Schedules
-from tests.support.aws import REGION, Resources
+from tests.support.aws import REGION, FakeLambdaContext, Resources
 from tests.support.builders import PRODUCT_CALLER, seed_job, seed_session
 from tests.support.product_api import call, fresh_services
 
@@ -72,9 +73,14 @@ def test_the_owner_lists_and_cancels_its_sessions_wakes_once(store: DynamoStore,
     status, cancelled = call("DELETE", f"/sessions/a/wakes/{first}")
     again_status, again = call("DELETE", f"/sessions/a/wakes/{first}")
 
-    # THEN the first cancels (its schedule gone), the second changes nothing and says so
+    # THEN the first cancels, the second changes nothing and says so
     assert (status, cancelled["cancelled"]) == (200, True)
     assert (again_status, again["cancelled"]) == (200, False) and "already cancelled" in again["message"]
+    # AND its schedule (the API manages none) fires into a disabled job: no run, and the fire deletes it
+    assert sorted(schedule_names(resources)) == sorted([f"agentwake-{first}", f"agentwake-{second}"])
+    event = {"job_id": first, "scheduled_time": "2099-01-01T09:00:00Z", "session_id": "a"}
+    assert cron_wake.handler(event, FakeLambdaContext())["status"] == "skipped"
+    assert store.records.get_run(f"cron:{first}:2099-01-01T09:00:00Z") is None
     assert schedule_names(resources) == [f"agentwake-{second}"]
     # AND only the second is pending; with include_done the first shows who cancelled it
     assert [w["wake_id"] for w in call("GET", "/sessions/a/wakes")[1]["wakes"]] == [second]

@@ -230,10 +230,12 @@ def session_wakes(jobs: JobsService, session_id: str) -> list[Job]:
     return [j for j in jobs.list() if j.session_id == session_id and j.origin == "agent"]
 
 
-def cancel_wake(jobs: JobsService, job_id: str, *, session_id: str, by: str) -> str:
-    """Cancel ``job_id`` if it is an agent wake of ``session_id``: its schedule deleted, the job
-    disabled (kept, with why). A second cancel changes nothing and says "already cancelled".
-    Raises WakeRefused for a job that is not such a wake (another session's is "no wake")."""
+def cancel_wake(jobs: JobsService, job_id: str, *, session_id: str, by: str, delete_schedule: bool = True) -> str:
+    """Cancel ``job_id`` if it is an agent wake of ``session_id``: the job disabled (kept, saying
+    who cancelled it), its schedule deleted first — or, ``delete_schedule`` False (the product API,
+    which manages no schedule), by its next fire (``wake.cron``). A second cancel changes nothing
+    and says "already cancelled". Raises WakeRefused for a job that is not such a wake (another
+    session's is "no wake")."""
     job = jobs.store.records.get_job(job_id)
     if job is None or job.session_id != session_id:
         raise WakeRefused(f"refused: there is no wake {job_id!r} in this conversation (list_wakes shows yours)")
@@ -244,12 +246,15 @@ def cancel_wake(jobs: JobsService, job_id: str, *, session_id: str, by: str) -> 
         )
     if not job.enabled and not job.disabled_reason and not job.paused:
         return f"{job_id} already fired (a one-time wake); nothing to cancel"
-    _, cancelled = jobs.cancel(job_id, reason=f"cancelled by {by}")
-    if not cancelled:
-        reason = job.disabled_reason or ""
+    if job.schedule_name and delete_schedule:
+        jobs.schedules.delete(job.schedule_name)  # first: a crash after it leaves no fire (deleted again on retry)
+    if not job.enabled and job.disabled_reason:
+        reason = job.disabled_reason
         if reason.startswith("cancelled"):
             return f"{job_id} is already cancelled ({reason})"
         return f"{job_id} is not pending any more ({reason}); nothing to cancel"
+    if jobs.store.jobs.update_job(job_id, enabled=False, disabled_reason=f"cancelled by {by}") is None:
+        raise WakeRefused(f"refused: there is no wake {job_id!r} in this conversation (deleted meanwhile)")
     return f"cancelled {job_id}: it will not wake you"
 
 
@@ -261,7 +266,6 @@ def for_session(session: SessionConfig, deps: WakeDeps) -> SelfWakes | None:
     if policy is None or not policy.enabled:
         return None
     from agentwake.jobs.service import JobTargets
-    from agentwake.store.schedules import Schedules
 
     settings = deps.settings
     target = deps.cron_target_arn or settings.cron_function_arn
@@ -272,10 +276,10 @@ def for_session(session: SessionConfig, deps: WakeDeps) -> SelfWakes | None:
             scheduler_role_arn=settings.scheduler_role_arn,
             scheduler_dlq_arn=settings.scheduler_dlq_arn,
         )
-    schedules = deps.schedules if isinstance(deps.schedules, Schedules) else Schedules(settings.schedule_group)
     jobs = JobsService(
         deps.store,  # type: ignore[arg-type]
-        schedules,
+        # the root's Scheduler adapter; a replay has none, and never creates or cancels (side effects)
+        deps.schedules,  # type: ignore[arg-type]
         targets,
         clock=lambda: datetime.fromtimestamp(deps.clock.wall(), UTC),
     )

@@ -31,10 +31,11 @@ from agentwake.domain.models import (
     cron_run_id,
     utcnow_iso,
 )
-from agentwake.jobs.fires import (
+from agentwake.jobs.fires import (  # next_fire_times: re-exported, callers import it from here
     MISSED_LOOKBACK,
     catch_up_choice,
     fire_times_between,
+    next_fire_times,
     parse_time,
     pause_job,
     scheduled_time_text,
@@ -101,29 +102,6 @@ def _refuse_past(expression: str, timezone: str) -> None:
         refuse_past_at(expression, timezone)
     except ScheduleExpressionError as exc:
         raise JobError(f"invalid schedule {exc}") from exc
-
-
-def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
-    """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
-    from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, zone
-    from agentwake.jobs.fires import anchor as rate_anchor
-
-    if not job.enabled:
-        return []
-    moment = now or datetime.now(UTC)
-    anchor = rate_anchor(job)
-    out: list[datetime] = []
-    try:
-        tz = zone(job.timezone)
-        while len(out) < count:
-            fire = next_fire(job.schedule_expression, moment, job.timezone, anchor=anchor)
-            if fire is None:
-                break
-            out.append(fire.astimezone(tz))
-            moment = fire
-    except ScheduleExpressionError:
-        return out
-    return out
 
 
 def _schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
@@ -202,11 +180,8 @@ class JobsService:
         note: str = "",
         max_fires: int | None = None,
     ) -> Job:
-        """Create the job and its schedule.
-
-        ``created_by_call``: the tool call that asks for it (``ToolContext.idempotency_key``), which
-        makes the create idempotent: a job ``job_id`` made by that same call is returned as it is
-        (its schedule created if a crashed attempt left it without one), never "already exists"."""
+        """Create the job and its schedule. ``created_by_call`` (a tool call's idempotency key) makes it
+        idempotent: the job that call made is returned (its schedule made if a crash left none)."""
         check_policies(overlap, catch_up, catch_up_window_s, pause_after_failures)
         expression, run_once = schedule_expression(cron, at)
         try:
@@ -289,20 +264,6 @@ class JobsService:
         self.store.records.delete_job(job_id)
         self.store.jobs.delete_job_fires(job_id)
         return job
-
-    def cancel(self, job_id: str, *, reason: str) -> tuple[Job, bool]:
-        """Stop a job for good, keeping its item (what created it, its runs): its schedule deleted,
-        the job disabled with ``reason``. Returns (the job, whether this call cancelled it): a job
-        cancelled already is left as it is (its schedule deleted again, in case a crash left it)."""
-        job = self.get(job_id)
-        if job.schedule_name:
-            self.schedules.delete(job.schedule_name)  # gone first: a crash after it leaves no fire
-        if not job.enabled and job.disabled_reason:
-            return job, False
-        updated = self.store.jobs.update_job(job_id, enabled=False, disabled_reason=reason)
-        if updated is None:
-            raise JobError(f"no job {job_id!r} (deleted meanwhile)")
-        return updated, True
 
     def run_now(self, job_id: str, *, now: datetime | None = None) -> str:
         """Invoke the cron function asynchronously, as the schedule would. Returns the run id."""

@@ -72,7 +72,7 @@ from agentwake.product.api_models import (  # the models (re-exported: callers i
     Turn,
 )
 from agentwake.product.api_wakes import router as wakes_router
-from agentwake.product.authority import caller, require_owner
+from agentwake.product.authority import caller, owned_session, require_owner
 from agentwake.product.sessions import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -131,8 +131,7 @@ def _caller() -> str | None:
 
 def _owned(session_id: str, *, subject: str = "") -> SessionConfig:
     """The session's config when the caller owns it (else 403/404: product/authority.py)."""
-    config = bootstrap.store().records.get_session(session_id)
-    return require_owner(session_id, config, _caller(), subject=subject)
+    return owned_session(app.current_event.raw_event, session_id, subject=subject)
 
 
 # -- sessions -------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 
 - ``GET /sessions/{session_id}/wakes?include_done=`` its agent's wakes, pending ones only unless
   ``include_done`` (cancelled, fired, stopped after their fires)
-- ``DELETE /sessions/{session_id}/wakes/{wake_id}`` cancel one: its schedule deleted, the job kept
-  disabled with why → 200 ``cancelled`` true, or false when it was cancelled (or done) already;
+- ``DELETE /sessions/{session_id}/wakes/{wake_id}`` cancel one: the job disabled, saying who
+  cancelled it (its schedule is deleted by its next fire: this function manages no schedule)
+  → 200 ``cancelled`` true, or false when it was cancelled (or done) already;
   404 for a wake that is not this session's agent's (another session's says nothing more)
 """
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from pydantic import BaseModel
 
+from agentwake.product.authority import caller, owned_session
 from agentwake.wake.messages import ID_PATTERN
 
 if TYPE_CHECKING:
@@ -64,9 +66,9 @@ def _jobs() -> JobsService:
     """The jobs service over the API's store; cancelling needs the Scheduler, never a target."""
     from agentwake import bootstrap
     from agentwake.jobs.service import JobsService
-    from agentwake.store.schedules import Schedules
 
-    return JobsService(bootstrap.store(), Schedules(bootstrap.root().settings.schedule_group), None)
+    root = bootstrap.root()
+    return JobsService(root.store, root.schedules, None)
 
 
 def _out(job: Job, now: datetime) -> WakeOut:
@@ -93,9 +95,8 @@ def _out(job: Job, now: datetime) -> WakeOut:
 @router.get("/sessions/<session_id>/wakes")
 def list_wakes(session_id: SessionId, include_done: Annotated[bool, Query()] = False) -> WakeList:
     from agentwake.jobs.self_wakes import pending_wakes, session_wakes
-    from agentwake.product.api import _owned
 
-    _owned(session_id)
+    owned_session(router.current_event.raw_event, session_id)
     jobs = _jobs()
     wakes = session_wakes(jobs, session_id) if include_done else pending_wakes(jobs, session_id)
     now = datetime.now(UTC)
@@ -109,11 +110,13 @@ def list_wakes(session_id: SessionId, include_done: Annotated[bool, Query()] = F
 def cancel_wake(session_id: SessionId, wake_id: WakeId) -> Response[Any]:
     from agentwake.jobs.self_wakes import WakeRefused
     from agentwake.jobs.self_wakes import cancel_wake as cancel
-    from agentwake.product.api import _caller, _json, _owned
 
-    _owned(session_id)
+    event = router.current_event.raw_event
+    owned_session(event, session_id)
     try:
-        said = cancel(_jobs(), wake_id, session_id=session_id, by=f"{_caller()} over the product API")
+        said = cancel(
+            _jobs(), wake_id, session_id=session_id, by=f"{caller(event)} over the product API", delete_schedule=False
+        )
     except WakeRefused:
         return _json(
             404,
@@ -121,3 +124,7 @@ def cancel_wake(session_id: SessionId, wake_id: WakeId) -> Response[Any]:
         )
     cancelled = said.startswith("cancelled ")
     return _json(200, WakeCancelled(wake_id=wake_id, cancelled=cancelled, message=said).model_dump())
+
+
+def _json(status: int, body: Any) -> Response[Any]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)

@@ -159,6 +159,8 @@ def wake_for_cron_job(
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         if job is not None:
             record_missed_while_paused(job, wake, deps)
+            if job.disabled_reason and job.schedule_name and deps.schedules is not None:
+                _delete_schedule(deps, job.schedule_name)  # stopped for good (cancelled over the API): no more fires
         if waiting is not None and wake.session_id is not None:
             # a wake that will never run is nobody's to hand the session to: off the wait list
             deps.store.leases.drop_waiter(wake.session_id, wake.run_id)
@@ -202,8 +204,14 @@ def wake_for_cron_job(
     last = job.run_once or last_fire is not None
     if last and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
         # the job is already disabled by the commit; a schedule that fires again finds it disabled
-        try:
-            deps.schedules.delete(job.schedule_name)
-        except Exception:
-            logger.exception("could not delete the schedule of a job that ran its last fire; it is disabled anyway")
+        _delete_schedule(deps, job.schedule_name)
     return outcome
+
+
+def _delete_schedule(deps: WakeDeps, name: str) -> None:
+    """The schedule of a job that will not run again (its job is disabled already: a fire finds that)."""
+    assert deps.schedules is not None
+    try:
+        deps.schedules.delete(name)
+    except Exception:
+        logger.exception("could not delete the schedule of a job that stopped; the job is disabled anyway")
