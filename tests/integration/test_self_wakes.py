@@ -420,3 +420,33 @@ def test_the_tools_are_offered_only_when_the_session_allows_them(store: DynamoSt
     wake_once(store)
     assert tool_results(store, RUN)[0].startswith("error: unknown tool 'schedule_wake'")
     assert agent_jobs(store) == []
+
+
+def test_a_what_if_replay_never_schedules_or_cancels(store: DynamoStore, env: Resources) -> None:
+    from agentwake.errors import RunFailed
+    from agentwake_ops.replay import replay
+    from tests.support.builders import seed_job
+
+    # GIVEN an agent wake of the session, and a run whose every provider failed at its first step
+    seed_job(store, "wake-kept", SESSION, origin="agent", note=NOTE)
+    seed(store, [{"error": "auth"}])
+    seed_task(store, "t1", SESSION)
+    with pytest.raises(RunFailed):
+        wake_once(store)
+
+    # WHEN it is replayed with a model that cancels that wake, schedules another and lists them
+    what_if = [
+        call("cancel_wake", wake_id="wake-kept"),
+        call("schedule_wake", **{"in": "1h"}),
+        call("list_wakes"),
+        done(),
+    ]
+    outcome = replay(store, RUN, providers=[{"type": "scripted", "id": "w", "script": what_if}])
+
+    # THEN the side-effecting calls were not made (the replay says so); the read ran; nothing changed
+    assert outcome.state == "DONE", outcome.final_text
+    assert [c["tool"] for c in outcome.not_called] == ["cancel_wake", "schedule_wake"]
+    listed = [e for e in outcome.events if e.kind == "tool" and e.data.get("name") == "list_wakes"]
+    assert listed and "wake-kept" in str(listed[0].data.get("result"))
+    [job] = agent_jobs(store)
+    assert job.job_id == "wake-kept" and job.enabled and schedules(env) == []
