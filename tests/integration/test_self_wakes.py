@@ -386,6 +386,10 @@ def test_cancel_before_the_fire_means_no_wake(
     assert requests == []
     assert store.records.get_run(result["run_id"]) is None
     assert [e for e in store.history.history(SESSION) if e.run_id == result["run_id"]] == []
+    # AND once an operator deleted the job too (jobs delete), that input is still skipped, harmlessly
+    store.records.delete_job(job_id)
+    assert fire(job)["status"] == "skipped" and requests == []
+    assert store.records.get_run(result["run_id"]) is None
 
 
 def test_cancel_refuses_a_job_that_is_not_this_agents_wake(store: DynamoStore, env: Resources) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from agentwake.domain.models import Job, SelfWakePolicy
 from agentwake.jobs.service import JobError, JobsService, next_fire_times
+from agentwake.observability import logger
 
 if TYPE_CHECKING:
     from agentwake.domain.models import SessionConfig
@@ -130,7 +131,9 @@ class SelfWakes:
             created_by_call=call,
         )
         self._check_times(draft, now)
-        return self._create(draft, session_id, run_id, call), True
+        job = self._create(draft, session_id, run_id, call)
+        logger.info("the agent scheduled a wake", extra={"job_id": job.job_id, "schedule": job.schedule_expression})
+        return job, True
 
     def _create(self, job: Job, session_id: str, run_id: str, call: str) -> Job:
         expression = job.schedule_expression
@@ -253,6 +256,7 @@ def cancel_wake(jobs: JobsService, job_id: str, *, session_id: str, by: str, del
         if reason.startswith("cancelled"):
             return f"{job_id} is already cancelled ({reason})"
         return f"{job_id} is not pending any more ({reason}); nothing to cancel"
+    logger.info("a wake is cancelled", extra={"job_id": job_id})
     if jobs.store.jobs.update_job(job_id, enabled=False, disabled_reason=f"cancelled by {by}") is None:
         raise WakeRefused(f"refused: there is no wake {job_id!r} in this conversation (deleted meanwhile)")
     return f"cancelled {job_id}: it will not wake you"
