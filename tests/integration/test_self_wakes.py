@@ -256,6 +256,8 @@ def test_a_fault_at_every_call_of_the_creation_leaves_one_job(
     assert job.created_by_call == f"{RUN}#0#0" and job.note == NOTE
     [schedule] = schedules(env)
     assert json.loads(schedule["Target"]["Input"])["job_id"] == job.job_id
+    # AND the schedule fires when the job says it does (a retry does not move the time)
+    assert schedule["ScheduleExpression"] == job.schedule_expression
     # AND the model was told it is scheduled (never an "error:" about a wake that exists)
     assert "scheduled" in tool_results(store, RUN)[0] and "error" not in tool_results(store, RUN)[0]
 

@@ -120,7 +120,7 @@ class SelfWakes:
         draft = Job(
             job_id=job_id,
             session_id=session_id,
-            name="wake",
+            name=f"wake: {note.splitlines()[0][:48]}" if note else "agent wake",
             schedule_expression=expression,
             timezone=timezone,
             run_once=not recurring,

@@ -223,8 +223,9 @@ class JobsService:
         try:
             self._create_schedule(job)
         except Exception:
-            self.store.records.delete_job(job_id)  # no job without its schedule
-            raise
+            if created_by_call is None:
+                self.store.records.delete_job(job_id)  # no job without its schedule
+            raise  # a tool call's job stays: its retry makes the schedule, at the time the job says
         return job
 
     def _create_schedule(self, job: Job) -> None:
