@@ -456,3 +456,27 @@ def test_a_what_if_replay_never_schedules_or_cancels(store: DynamoStore, env: Re
     assert listed and "wake-kept" in str(listed[0].data.get("result"))
     [job] = agent_jobs(store)
     assert job.job_id == "wake-kept" and job.enabled and schedules(env) == []
+
+
+def test_a_cron_wake_schedules_wakes_that_invoke_the_cron_function_itself(
+    store: DynamoStore, resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.builders import seed_job
+
+    # GIVEN the cron function's environment: no AGENTWAKE_CRON_FUNCTION_ARN (in Globals it would be a cycle)
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", ROLE_ARN)
+    monkeypatch.delenv("AGENTWAKE_CRON_FUNCTION_ARN", raising=False)
+    bootstrap.reset_caches()
+    # AND an operator's daily job whose run schedules a follow-up
+    seed(store, [call("schedule_wake", **{"in": "1h", "note": "look again"}), done()])
+    seed_job(store, "job-daily", SESSION)
+    event = {"job_id": "job-daily", "scheduled_time": "2026-12-03T06:00:00Z", "session_id": SESSION}
+
+    # WHEN the schedule invokes the cron function
+    assert cron_wake.handler(event, FakeLambdaContext())["status"] == "succeeded"
+
+    # THEN the wake's schedule invokes the function that ran it (its invoked ARN)
+    [job] = agent_jobs(store)
+    [schedule] = schedules(resources)
+    assert schedule["Target"]["Arn"] == FakeLambdaContext.invoked_function_arn
+    assert job.created_by_run == "cron:job-daily:2026-12-03T06:00:00Z"

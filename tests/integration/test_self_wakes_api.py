@@ -115,3 +115,24 @@ def test_a_malformed_wake_id_is_a_clear_422(store: DynamoStore) -> None:
     seed_session(store, "a")
     status, body = call("DELETE", "/sessions/a/wakes/" + "x" * 300)
     assert status == 422 and body["error"].startswith("invalid request:")
+
+
+def test_the_client_lists_and_cancels_wakes_over_http(store: DynamoStore, resources: Resources) -> None:
+    from agentwake_client import ApiError, ProductApiClient
+    from tests.support.builders import LOCAL_CALLER
+    from tests.support.product_api import served
+
+    # GIVEN session a, owned by the client's principal, with an agent wake
+    seed_session(store, "a", owners=[LOCAL_CALLER])
+    wake = agent_wake(store, resources, "a", "1", "check the deploy")
+    with served(resources) as url:
+        client = ProductApiClient(url, region="us-east-1")
+        # WHEN the client lists and cancels it over signed HTTP
+        assert [(w["wake_id"], w["note"]) for w in client.list_wakes("a")] == [(wake, "check the deploy")]
+        assert client.cancel_wake("a", wake)["cancelled"] is True
+        # THEN it is no longer pending, is listed as done, and an unknown wake is an ApiError 404
+        assert client.list_wakes("a") == []
+        assert [w["pending"] for w in client.list_wakes("a", include_done=True)] == [False]
+        with pytest.raises(ApiError) as missing:
+            client.cancel_wake("a", "wake-none")
+        assert (missing.value.status, missing.value.type) == (404, "UnknownWake")
