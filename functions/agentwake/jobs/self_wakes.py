@@ -66,9 +66,10 @@ class WakeRequest:
 
 def describe(job: Job, *, now: datetime | None = None) -> str:
     """One line the agent (and the API) reads about a wake: id, when next, how often, the note."""
-    if not job.enabled:
-        state = job.disabled_reason or "done (a one-time wake that fired)"
-        when = f"not pending: {state}"
+    if job.paused:
+        when = f"paused: {job.pause_reason}"
+    elif not job.enabled:
+        when = f"not pending: {job.disabled_reason or 'done (a one-time wake that fired)'}"
     else:
         nxt = next_fire_times(job, 1, now=now)
         when = f"next {nxt[0].isoformat()}" if nxt else "no fire left"
@@ -224,8 +225,8 @@ class SelfWakes:
 
 
 def pending_wakes(jobs: JobsService, session_id: str) -> list[Job]:
-    """The session's agent wakes that may still fire (oldest first)."""
-    return [j for j in jobs.list() if j.session_id == session_id and j.origin == "agent" and j.enabled]
+    """The session's agent wakes that may still fire (oldest first): a paused one too (it may resume)."""
+    return [j for j in jobs.list() if j.session_id == session_id and j.origin == "agent" and (j.enabled or j.paused)]
 
 
 def session_wakes(jobs: JobsService, session_id: str) -> list[Job]:
