@@ -80,7 +80,7 @@ def _out(job: Job, now: datetime) -> WakeOut:
         schedule=job.schedule_expression,
         timezone=job.timezone,
         run_once=job.run_once,
-        pending=job.enabled,
+        pending=job.enabled or job.paused,
         next_fire=nxt[0].astimezone(UTC).isoformat() if nxt else None,
         note=job.note,
         fires=job.fires,
