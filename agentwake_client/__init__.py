@@ -178,6 +178,17 @@ class ProductApiClient:
             body["subagent_name"] = subagent_name
         return str(self._call("POST", f"/tasks/{_seg(task_id)}/completion", body)["message_id"])
 
+    # -- the wakes a session's agent scheduled for itself -------------------------------------------
+
+    def list_wakes(self, session_id: str, *, include_done: bool = False) -> list[dict[str, Any]]:
+        """The session's agent wakes: pending ones, or every one with ``include_done``."""
+        query = {"include_done": "true"} if include_done else None
+        return list(self._call("GET", f"/sessions/{_seg(session_id)}/wakes", query=query)["wakes"])
+
+    def cancel_wake(self, session_id: str, wake_id: str) -> dict[str, Any]:
+        """``{"wake_id", "cancelled": False when it was cancelled or done already, "message"}``."""
+        return self._call("DELETE", f"/sessions/{_seg(session_id)}/wakes/{_seg(wake_id)}")
+
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _call(

@@ -522,6 +522,8 @@ JOB_COLUMNS = (
     "enabled",
     "last run",
     "last error",
+    "origin",
+    "note",
 )
 
 
@@ -537,7 +539,21 @@ def job_row(job: Any) -> tuple[str, ...]:
         "yes" if job.enabled else "no",
         when(job.last_run_at),
         (job.last_error or "-").splitlines()[0] if job.last_error else "-",
+        job_origin(job),
+        _cut(job.note.splitlines()[0], 60) if job.note else "-",
     )
+
+
+def job_origin(job: Any) -> str:
+    """Who created the job: ``operator``, ``api``, or ``agent (call RUN#STEP#CALL)`` for a wake an
+    agent scheduled for itself (the call names the run that made it)."""
+    if job.origin == "agent":
+        return f"agent (call {job.created_by_call or job.created_by_run or '?'})"
+    return str(job.origin)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def jobs_table(jobs: list[Any], *, wide: bool = False) -> None:
@@ -549,7 +565,12 @@ def jobs_table(jobs: list[Any], *, wide: bool = False) -> None:
     for j in jobs:
         table.add_row(*(escape(cell) for cell in job_row(j)))
     # whether a job fires, and when next, are what a person acts on: they stay
-    print_table(table, drop=("last error", "last run", "session", "schedule", "name"), whole=("job id",), wide=wide)
+    print_table(
+        table,
+        drop=("note", "origin", "last error", "last run", "session", "schedule", "name"),
+        whole=("job id",),
+        wide=wide,
+    )
 
 
 def job_status(job: Any) -> str:
@@ -584,7 +605,16 @@ def job_facts(view: Any) -> list[tuple[str, Any]]:
         ("failures in a row", f"{job.consecutive_failures} (last: {dash(job.last_failed_run_id)})"),
         ("skipped fires", job.skipped_fires),
         ("missed fires", job.missed_fires),
+        ("origin", job_origin(job)),
     ]
+    if job.origin == "agent":
+        rows.append(("created by run", job.created_by_run))
+    if job.note:
+        rows.append(("note", job.note))
+    if job.max_fires is not None:
+        rows.append(("fires", f"{job.fires} of at most {job.max_fires}"))
+    if job.disabled_reason:
+        rows.append(("stopped", job.disabled_reason))
     if job.paused_at:
         rows += [("paused at", when(job.paused_at)), ("paused by run", job.pause_run_id)]
     times = next_fire_times(job, len(view.next_fires) or 3)

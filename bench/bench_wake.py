@@ -7,7 +7,8 @@ Everything runs on this machine, on moto in-process (no network). It reports:
 1. DynamoDB calls per wake, by kind (one-step background, the final answer sent by deliver_final,
    a session with daily limits, two-step background with a delivery, cron, the retry after a
    failure at step 2), counted at the client (botocore ``before-call`` events), each against its
-   budget (docs/table-design.md#round-trips);
+   budget (docs/table-design.md#round-trips); and the DynamoDB and Scheduler calls of a wake that
+   schedules one follow-up (docs/self-scheduling.md);
 2. a wake with a 100,000-entry history against one with 10 entries, in the same table: calls per
    wake and items the window read touched (the window read is bounded); wake times on moto are
    printed for the record only;
@@ -39,6 +40,7 @@ import time
 import zipfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -186,6 +188,48 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
     return out
 
 
+def calls_of_a_wake_that_schedules_a_follow_up(store: DynamoStore, deps: WakeDeps, res: Any) -> tuple[int, int, str]:
+    """(DynamoDB calls, Scheduler calls, their operations) of a background wake whose model calls
+    ``schedule_wake`` once ("in 2h", with a note) and then answers (docs/self-scheduling.md)."""
+    from dataclasses import replace
+
+    from agentwake.domain.models import SelfWakePolicy
+    from agentwake.store.schedules import Schedules
+
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    sched: list[str] = []
+    scheduler.meta.events.register("before-call.scheduler", lambda model, **_: sched.append(model.name))
+    wake_deps = replace(
+        deps,
+        schedules=Schedules(res.schedule_group, client=scheduler),
+        settings=Settings(
+            table_name=res.table,
+            schedule_group=res.schedule_group,
+            scheduler_role_arn="arn:aws:iam::123456789012:role/agentwake-SchedulerRole",
+            cron_function_arn="arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live",
+        ),
+    )
+    script = [
+        {"tool_calls": [{"name": "schedule_wake", "arguments": {"in": "2h", "note": "check the deploy"}}]},
+        {"text": "scheduled a follow-up"},
+    ]
+    store.records.put_session(
+        SessionConfig(
+            session_id="k8",
+            providers=[{"type": "scripted", "id": "p", "script": script}],
+            retry_base_delay_ms=0,
+            deliver_final="never",
+            self_wakes=SelfWakePolicy(),
+        )
+    )
+    store.records.put_task(
+        Task(task_id="k8-t", session_id="k8", tool_name="bench", token_sha256=task_token_hash("k8-t"))
+    )
+    calls = DynamoCalls(store.table.db)
+    made = calls.during(lambda: wake_for_background_result(_message("k8-t", "k8"), wake_deps))
+    return len(made), len(sched), " ".join(made + sched)
+
+
 def _distribution_files(name: str, seen: set[str]) -> list[tuple[Path, str]]:
     """Installed files of a distribution and its (non-extra) dependencies, as (path, arcname)."""
     key = re.sub(r"[-_.]+", "-", name).lower()
@@ -258,6 +302,7 @@ def main() -> int:
         store = DynamoStore(res.table, client=boto3.client("dynamodb", region_name="us-east-1"))
         deps = WakeDeps(store=store, settings=Settings(table_name=res.table))
         kinds = calls_by_kind(store, deps)
+        follow_up = calls_of_a_wake_that_schedules_a_follow_up(store, deps, res)
         for session, n in (("short", 10), ("long", args.long)):
             store.records.put_session(
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
@@ -272,6 +317,11 @@ def main() -> int:
     print("DynamoDB calls per wake (counted at the client), against the budget:")
     for kind, n, budget in kinds:
         print(f"  {kind:55s} {n:2d} / {budget}  ratio {n / budget:.2f}")
+    dynamo, sched, ops = follow_up
+    print("a wake that schedules one follow-up (schedule_wake, then an answer: docs/self-scheduling.md):")
+    print(f"  {dynamo} DynamoDB + {sched} Scheduler calls: {ops}")
+    print("  (a two-step wake's 6 DynamoDB calls, plus the creation's 5: GetItem, Query, GetItem, GetItem, PutItem;")
+    print("   and 1 CreateSchedule. A wake that schedules nothing makes no call more: the budgets above)")
     print(f"history 10 vs {args.long:,} entries (two-step wake with a delivery):")
     print(f"  calls per wake: {short_calls:.1f} vs {long_calls:.1f}  ratio {long_calls / short_calls:.2f}")
     print(f"  items the window read touched: {reads_short} vs {reads_long}")

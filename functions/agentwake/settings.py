@@ -21,6 +21,8 @@ from agentwake.errors import ConfigError
 
 #: marks a variable the deployed template leaves unset (local use only)
 LOCAL_ONLY: dict[str, Any] = {"local_only": True}
+#: marks a variable the template sets on one function, not in Globals
+PER_FUNCTION: dict[str, Any] = {"per_function": True}
 
 
 def _env(name: str, *more: str) -> AliasChoices:
@@ -121,6 +123,13 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_SCHEDULER_ROLE_ARN", "scheduler_role_arn"),
         description="role of job schedules; a cron wake waiting for its session schedules itself with it",
     )
+    cron_function_arn: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_CRON_FUNCTION_ARN", "cron_function_arn"),
+        description="the cron function's `live` alias: what the wakes an agent schedules for itself invoke. Set on "
+        "the background-result function only (the cron function knows its own ARN; in Globals it would be a cycle)",
+        json_schema_extra=PER_FUNCTION,
+    )
     scheduler_dlq_arn: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_SCHEDULER_DLQ_ARN", "scheduler_dlq_arn"),
@@ -216,6 +225,15 @@ class Settings(BaseModel):
             env
             for env, name in cls.env_names().items()
             if _is_local_only(cls.model_fields[name].json_schema_extra) or not env.startswith("AGENTWAKE_")
+        }
+
+    @classmethod
+    def per_function(cls) -> set[str]:
+        """Variables template.yaml sets on one function's own Environment instead of in Globals."""
+        return {
+            env
+            for env, name in cls.env_names().items()
+            if (cls.model_fields[name].json_schema_extra or {}) == PER_FUNCTION  # type: ignore[comparison-overlap]
         }
 
     @classmethod

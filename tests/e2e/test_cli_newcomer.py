@@ -130,7 +130,19 @@ def header_cells(output: str) -> list[str]:
 TABLES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "jobs list": (
         ["jobs", "list"],
-        ("job id", "name", "session", "schedule", "next fire", "status", "enabled", "last run", "last error"),
+        (
+            "job id",
+            "name",
+            "session",
+            "schedule",
+            "next fire",
+            "status",
+            "enabled",
+            "last run",
+            "last error",
+            "origin",
+            "note",
+        ),
     ),
     "runs list": (
         ["runs", "list"],

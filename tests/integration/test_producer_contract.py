@@ -99,6 +99,8 @@ def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.M
         ("DELETE", "/sessions/{session_id}/live-turns/{turn_id}"),
         ("POST", "/sessions/{session_id}/messages"),
         ("GET", "/sessions/{session_id}/conversation"),
+        ("GET", "/sessions/{session_id}/wakes"),
+        ("DELETE", "/sessions/{session_id}/wakes/{wake_id}"),
         ("POST", "/tasks"),
         ("GET", "/tasks/{task_id}"),
         ("POST", "/tasks/{task_id}/completion"),

@@ -138,6 +138,11 @@ class CallFaults:
         assert kind is None or kind in FAULT_KINDS, kind
         self.calls, self.at, self.kind, self.fired = [], at, kind, None
 
+    def also(self, client: Any, service: str) -> None:
+        """Count and fault ``client``'s calls too, in the same sequence (a Scheduler beside the table)."""
+        client.meta.events.register(f"before-call.{service}", self._before)
+        client.meta.events.register(f"after-call.{service}", self._after)
+
     def _before(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
         self.calls.append(model.name)
         if self.at is None or len(self.calls) != self.at or self.kind is None:

@@ -27,8 +27,23 @@ def test_template_sets_exactly_the_variables_the_settings_declare(template_env: 
     # GIVEN the AGENTWAKE_* variables of template.yaml's Globals and of the settings model
     in_template = {name for name in template_env if name.startswith("AGENTWAKE_")}
     declared = {name for name in Settings.env_names() if name.startswith("AGENTWAKE_")} - Settings.local_only()
+    declared -= Settings.per_function()
     # THEN they are the same set: a variable added on one side only fails here
     assert in_template == declared, {"template only": in_template - declared, "settings only": declared - in_template}
+
+
+def test_per_function_variables_are_set_on_a_function() -> None:
+    from cfnlint.decode.cfn_yaml import loads
+
+    body = loads((ROOT / "template.yaml").read_text(encoding="utf-8"))
+    on_functions = {
+        name
+        for resource in body["Resources"].values()
+        if resource.get("Type") == "AWS::Serverless::Function"
+        for name in ((resource["Properties"].get("Environment") or {}).get("Variables") or {})
+    }
+    # THEN each variable the settings mark per-function is set on some function's own Environment
+    assert Settings.per_function() and Settings.per_function() <= on_functions
 
 
 def test_template_literal_defaults_match_the_settings_defaults(template_env: dict[str, Any]) -> None:

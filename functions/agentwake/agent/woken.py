@@ -87,6 +87,8 @@ class WokenAgent:
     max_repeated_tool_calls: int | None = None
     #: the session's declared HTTP and Python tools (their modules load only when it declares some)
     tools: list[Any] = field(default_factory=list)
+    #: tools built by the wake for this session (its self-wake tools), offered after the declared ones
+    extra_tools: list[Any] = field(default_factory=list)
     #: the session's counters of today, when it has daily limits
     tokens_today: int = 0
     deliveries_today: int = 0
@@ -126,7 +128,11 @@ class WokenAgent:
         self.runner = Runner(
             model=chain,
             tools=ToolRegistry(
-                [SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final), *self._declared_tools()]
+                [
+                    SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final),
+                    *self._declared_tools(),
+                    *self.extra_tools,
+                ]
             ),
             messages=messages,
             context=ToolContext(run_id=self.run_id, session_id=self.session_id, role=self.role, dry_run=self.dry_run),

@@ -268,6 +268,10 @@ DEFAULT_CATCH_UP_WINDOW_S = 86_400
 DEFAULT_PAUSE_AFTER_FAILURES = 3
 
 
+#: who created a job: an operator (CLI, console), the product API, or the agent (a wake it scheduled)
+JobOrigin = Literal["operator", "api", "agent"]
+
+
 class Job(_Stored):
     job_id: str
     session_id: str
@@ -304,13 +308,15 @@ class Job(_Stored):
     schedule_updated_at: str | None = None
     #: who created it: an operator (CLI, console), the product API, or the agent itself (a wake it
     #: scheduled: the run and tool call that created it, and its note for its future self)
-    origin: Literal["operator", "api", "agent"] = "operator"
+    origin: JobOrigin = "operator"
     created_by_run: str | None = None
     created_by_call: str | None = None
     note: str = ""
     #: a recurring job stops (is disabled) after this many fires (None: no limit); fires so far
     max_fires: int | None = Field(default=None, ge=1)
     fires: int = 0
+    #: why a job stopped for good (cancelled, its fires used up): ``jobs show`` and ``list_wakes`` say it
+    disabled_reason: str | None = None
 
     @property
     def paused(self) -> bool:

@@ -27,6 +27,28 @@ MAX_FIRE_STEPS = 1_500
 NEWEST_STRETCH = timedelta(days=1)
 
 
+def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
+    """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
+    from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, zone
+
+    if not job.enabled:
+        return []
+    moment = now or datetime.now(UTC)
+    start = anchor(job)
+    out: list[datetime] = []
+    try:
+        tz = zone(job.timezone)
+        while len(out) < count:
+            fire = next_fire(job.schedule_expression, moment, job.timezone, anchor=start)
+            if fire is None:
+                break
+            out.append(fire.astimezone(tz))
+            moment = fire
+    except ScheduleExpressionError:
+        return out
+    return out
+
+
 def scheduled_time_text(moment: datetime) -> str:
     """A fire time as EventBridge Scheduler writes ``<aws.scheduler.scheduled-time>`` (UTC, seconds):
     the same text, so the same run id ``cron:{job_id}:{scheduled_time}``, as the schedule's own fire."""

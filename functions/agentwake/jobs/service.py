@@ -26,14 +26,16 @@ from agentwake.domain.models import (
     CatchUpPolicy,
     Job,
     JobFire,
+    JobOrigin,
     OverlapPolicy,
     cron_run_id,
     utcnow_iso,
 )
-from agentwake.jobs.fires import (
+from agentwake.jobs.fires import (  # next_fire_times: re-exported, callers import it from here
     MISSED_LOOKBACK,
     catch_up_choice,
     fire_times_between,
+    next_fire_times,
     parse_time,
     pause_job,
     scheduled_time_text,
@@ -100,29 +102,6 @@ def _refuse_past(expression: str, timezone: str) -> None:
         refuse_past_at(expression, timezone)
     except ScheduleExpressionError as exc:
         raise JobError(f"invalid schedule {exc}") from exc
-
-
-def next_fire_times(job: Job, count: int = 3, *, now: datetime | None = None) -> list[datetime]:
-    """The job's next ``count`` firings, in its time zone (none for a disabled job or a past at())."""
-    from agentwake.domain.schedule_expressions import ScheduleExpressionError, next_fire, zone
-    from agentwake.jobs.fires import anchor as rate_anchor
-
-    if not job.enabled:
-        return []
-    moment = now or datetime.now(UTC)
-    anchor = rate_anchor(job)
-    out: list[datetime] = []
-    try:
-        tz = zone(job.timezone)
-        while len(out) < count:
-            fire = next_fire(job.schedule_expression, moment, job.timezone, anchor=anchor)
-            if fire is None:
-                break
-            out.append(fire.astimezone(tz))
-            moment = fire
-    except ScheduleExpressionError:
-        return out
-    return out
 
 
 def _schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
@@ -195,20 +174,32 @@ class JobsService:
         catch_up: CatchUpPolicy = DEFAULT_CATCH_UP,
         catch_up_window_s: int = DEFAULT_CATCH_UP_WINDOW_S,
         pause_after_failures: int = DEFAULT_PAUSE_AFTER_FAILURES,
+        origin: JobOrigin = "operator",
+        created_by_run: str | None = None,
+        created_by_call: str | None = None,
+        note: str = "",
+        max_fires: int | None = None,
     ) -> Job:
+        """Create the job and its schedule. ``created_by_call`` (a tool call's idempotency key) makes it
+        idempotent: the job that call made is returned (its schedule made if a crash left none)."""
         check_policies(overlap, catch_up, catch_up_window_s, pause_after_failures)
         expression, run_once = schedule_expression(cron, at)
         try:
             ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise JobError(f"unknown timezone {timezone!r}") from exc
+        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
+        existing = self.store.records.get_job(job_id)
+        if existing is not None:
+            if created_by_call is None or existing.created_by_call != created_by_call:
+                raise JobError(f"job {job_id!r} already exists")
+            if existing.enabled and existing.schedule_name:
+                self._create_schedule(existing)  # a crashed attempt may have written the job only
+            return existing
         _refuse_past(expression, timezone)
         if self.store.records.get_session(session_id) is None:
             raise JobError(f"no session {session_id!r} (create it with: agentwake sessions put {session_id})")
-        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
-        if self.store.records.get_job(job_id) is not None:
-            raise JobError(f"job {job_id!r} already exists")
-        targets = self._targets()
+        self._targets()
         job = Job(
             job_id=job_id,
             session_id=session_id,
@@ -222,25 +213,41 @@ class JobsService:
             catch_up=catch_up,
             catch_up_window_s=catch_up_window_s,
             pause_after_failures=pause_after_failures,
+            origin=origin,
+            created_by_run=created_by_run,
+            created_by_call=created_by_call,
+            note=note,
+            max_fires=max_fires,
         )
         self.store.records.put_job(job)
         try:
+            self._create_schedule(job)
+        except Exception:
+            if created_by_call is None:
+                self.store.records.delete_job(job_id)  # no job without its schedule
+            raise  # a tool call's job stays: its retry makes the schedule, at the time the job says
+        return job
+
+    def _create_schedule(self, job: Job) -> None:
+        """The job's schedule. One that exists already under the job's name is the one a crashed
+        attempt of the same create made (the name comes from the job id): kept, not an error."""
+        targets = self._targets()
+        try:
             self.schedules.create(
-                name=job.schedule_name or job_id,
-                expression=expression,
-                timezone=timezone,
+                name=job.schedule_name or job.job_id,
+                expression=job.schedule_expression,
+                timezone=job.timezone,
                 target_arn=targets.cron_function_arn,
                 role_arn=targets.scheduler_role_arn,
-                job_id=job_id,
+                job_id=job.job_id,
                 dlq_arn=targets.scheduler_dlq_arn,
                 max_retries=targets.max_retries,
-                run_once=run_once,
-                session_id=session_id,
+                run_once=job.run_once,
+                session_id=job.session_id,
             )
-        except Exception:
-            self.store.records.delete_job(job_id)  # no job without its schedule
-            raise
-        return job
+        except self.schedules.client.exceptions.ConflictException:
+            if job.created_by_call is None:
+                raise
 
     def list(self) -> list[Job]:
         return sorted(self.store.records.list_jobs(), key=lambda j: j.created_at)

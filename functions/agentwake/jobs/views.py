@@ -24,6 +24,8 @@ def job_state(job: Job) -> str:
     last = _LAST_RUN.get(job.status, f"last run {job.status}")
     if job.paused_at:
         return f"paused: {job.pause_reason or 'no reason recorded'}; {last}"
+    if not job.enabled and job.disabled_reason:
+        return f"stopped: {job.disabled_reason}; {last}"
     if not job.enabled:
         return f"done (one-time job); {last}" if job.run_once else f"disabled; {last}"
     return f"active; {last}"

@@ -24,6 +24,8 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
 - ``GET /tasks/{task_id}`` status only; with the task's token in ``X-Agentwake-Task-Token`` also its
   session and registered arguments (a caller never reads another task's arguments)
 - ``POST /tasks/{task_id}/completion`` the completion (the published schema), enqueued → 202
+- ``GET /sessions/{session_id}/wakes``, ``DELETE /sessions/{session_id}/wakes/{wake_id}``: the wakes
+  its agent scheduled for itself (``product/api_wakes.py``)
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ from agentwake.product.api_models import (  # the models (re-exported: callers i
     TaskStatusOut,
     Turn,
 )
-from agentwake.product.authority import caller, require_owner
+from agentwake.product.api_wakes import router as wakes_router
+from agentwake.product.authority import caller, owned_session, require_owner
 from agentwake.product.sessions import (
     DEFAULT_PAGE,
     MAX_PAGE,
@@ -107,6 +110,7 @@ def _bounded_json(body: str) -> Any:
 
 
 app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_bounded_json)
+app.include_router(wakes_router)  # a session's self-scheduled wakes (product/api_wakes.py)
 
 SessionId = Annotated[str, Path(pattern=ID_PATTERN)]
 TurnId = Annotated[str, Path(min_length=1, max_length=MAX_TURN_ID_CHARS)]
@@ -127,8 +131,7 @@ def _caller() -> str | None:
 
 def _owned(session_id: str, *, subject: str = "") -> SessionConfig:
     """The session's config when the caller owns it (else 403/404: product/authority.py)."""
-    config = bootstrap.store().records.get_session(session_id)
-    return require_owner(session_id, config, _caller(), subject=subject)
+    return owned_session(app.current_event.raw_event, session_id, subject=subject)
 
 
 # -- sessions -------------------------------------------------------------------------------------

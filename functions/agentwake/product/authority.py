@@ -65,3 +65,12 @@ def require_owner(
             f"{what}: {principal} is not among the session's owners (the principal that created it and those it names)"
         )
     return config
+
+
+def owned_session(event: Mapping[str, Any], session_id: str, *, subject: str = "") -> SessionConfig:
+    """The session's config when the request's caller owns it (else NotAnOwner / UnknownSession):
+    every router of the product API checks a session route with this."""
+    from agentwake import bootstrap
+
+    config = bootstrap.store().records.get_session(session_id)
+    return require_owner(session_id, config, caller(event), subject=subject)

@@ -222,6 +222,7 @@ class RunEndsPort(Protocol):
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
+        disabled_reason: str | None = None,
         journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,

@@ -54,10 +54,13 @@ class RunEnds:
         last_error: str | None,
         last_run_at: str | None = None,
         disable: bool = False,
+        disabled_reason: str | None = None,
         reset_failures: bool = False,
+        count_fire: bool = False,
     ) -> dict[str, Any]:
         """The update of the task or job a run belongs to (in the commit or failure transaction):
-        its status, its last error (removed on success), and for jobs the last run and ``enabled``."""
+        its status, its last error (removed on success), and for jobs the last run, ``enabled`` (and
+        why not) and ``fires``, the runs of it that succeeded (``max_fires`` counts them)."""
         sets = ["#s = :s"]
         values: dict[str, Any] = {":s": {"S": status}}
         removes = []
@@ -72,10 +75,20 @@ class RunEnds:
         if disable:
             sets.append("enabled = :f")
             values[":f"] = {"BOOL": False}
+            if disabled_reason is not None:
+                sets.append("disabled_reason = :why")
+                values[":why"] = {"S": truncate(disabled_reason, 500)}
         if reset_failures:  # a job's success ends its run of failures (agentwake.store.job_state)
             sets.append("consecutive_failures = :zero")
             values[":zero"] = {"N": "0"}
-        expr = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        if count_fire:
+            values[":one"] = {"N": "1"}
+        expr = (
+            "SET "
+            + ", ".join(sets)
+            + (" REMOVE " + ", ".join(removes) if removes else "")
+            + (" ADD fires :one" if count_fire else "")
+        )
         return {
             "Update": {
                 "TableName": self.table.name,
@@ -97,6 +110,7 @@ class RunEnds:
         task_id: str | None = None,
         job_id: str | None = None,
         disable_job: bool = False,
+        disabled_reason: str | None = None,
         journal: Journal | None = None,
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
@@ -153,7 +167,9 @@ class RunEnds:
                         last_error=None,
                         last_run_at=now,
                         disable=disable_job,
+                        disabled_reason=disabled_reason,
                         reset_failures=True,
+                        count_fire=True,
                     ),
                 )
             )

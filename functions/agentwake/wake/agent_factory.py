@@ -71,6 +71,7 @@ def session_agent(
     deliveries_today: int = 0,
     delivered: list[str] | None = None,
     dry_run: bool = False,
+    extra_tools: list[Any] | None = None,
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
@@ -98,6 +99,7 @@ def session_agent(
         deliver_final=policy_final,
         max_repeated_tool_calls=getattr(session, "max_repeated_tool_calls", None),
         tools=list(getattr(session, "tools", None) or []),
+        extra_tools=list(extra_tools or ()),
         tokens_today=tokens_today,
         deliveries_today=deliveries_today,
         delivered=list(delivered or ()),

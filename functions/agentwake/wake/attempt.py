@@ -111,8 +111,22 @@ def build_attempt(
         deliveries_today=deliveries_today,
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
+        extra_tools=session_tools(session, deps, kind=spec.kind),
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
+
+
+def session_tools(session: SessionConfig, deps: WakeDeps, *, kind: str) -> list[Any]:
+    """Tools the wake builds for the session beyond its declared ones: its self-wake tools when its
+    config allows them (their modules load only then), in a wake of the session's own agent (a
+    cron or background wake; never a subagent's run)."""
+    if kind not in ("cron", "background") or session.self_wakes is None or not session.self_wakes.enabled:
+        return []
+    from agentwake.agent.tools.self_wakes import self_wake_tools
+    from agentwake.jobs.self_wakes import for_session
+
+    wakes = for_session(session, deps)
+    return self_wake_tools(wakes) if wakes is not None else []
 
 
 def journaled_deliveries(journal: StepJournal) -> list[str]:

@@ -99,6 +99,34 @@ def cron_note_head(job: Job, scheduled_time: str) -> str:
     )
 
 
+def cron_wake_of(job: Job, scheduled_time: str) -> dict[str, Any]:
+    """What woke the agent, as its prompt shows it: the job, and the note it left itself when it
+    scheduled this wake (``wake.prompt`` puts that note in words)."""
+    wake: dict[str, Any] = {
+        "trigger": "cron_job_due",
+        "job_id": job.job_id,
+        "name": job.name,
+        "description": job.description,
+        "schedule": job.schedule_expression,
+        "timezone": job.timezone,
+        "scheduled_time": scheduled_time,
+    }
+    if job.origin == "agent":
+        wake["scheduled_by"] = "you (a wake you scheduled for yourself)"
+        if job.max_fires is not None:
+            wake["fire"] = f"{job.fires + 1} of at most {job.max_fires}"
+    if job.note:
+        wake["note"] = job.note
+    return wake
+
+
+def last_fire_reason(job: Job) -> str | None:
+    """Why the job stops after this fire when it is its last one (``max_fires`` reached), else None."""
+    if job.max_fires is None or job.fires + 1 < job.max_fires:
+        return None
+    return f"stopped after {job.max_fires} fires (its max_fires)"
+
+
 def wake_for_cron_job(
     wake: CronWakeInput,
     deps: WakeDeps,
@@ -131,6 +159,8 @@ def wake_for_cron_job(
         metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
         if job is not None:
             record_missed_while_paused(job, wake, deps)
+            if job.disabled_reason and job.schedule_name and deps.schedules is not None:
+                _delete_schedule(deps, job.schedule_name)  # stopped for good (cancelled over the API): no more fires
         if waiting is not None and wake.session_id is not None:
             # a wake that will never run is nobody's to hand the session to: off the wait list
             deps.store.leases.drop_waiter(wake.session_id, wake.run_id)
@@ -142,22 +172,16 @@ def wake_for_cron_job(
     if read.session is None or read.session.session_id != job.session_id:
         # the job is the authority on its session: a schedule that named none (or another) costs a read
         read.session = deps.store.records.get_session(job.session_id)
+    last_fire = last_fire_reason(job)
     spec = RunSpec(
         run_id=wake.run_id,
         kind="cron",
         session_id=job.session_id,
-        wake={
-            "trigger": "cron_job_due",
-            "job_id": job.job_id,
-            "name": job.name,
-            "description": job.description,
-            "schedule": job.schedule_expression,
-            "timezone": job.timezone,
-            "scheduled_time": wake.scheduled_time,
-        },
+        wake=cron_wake_of(job, wake.scheduled_time),
         note_head=cron_note_head(job, wake.scheduled_time),
         job_id=job.job_id,
-        disable_job_on_success=job.run_once,
+        disable_job_on_success=job.run_once or last_fire is not None,
+        job_disabled_reason=last_fire,
         waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
     )
     ran = False
@@ -177,10 +201,17 @@ def wake_for_cron_job(
     finally:
         if ran and job.buffered_run_id == wake.run_id:  # the buffered fire ran: its place is free
             deps.store.jobs.release_job_buffer(job.job_id, wake.run_id)
-    if job.run_once and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
+    last = job.run_once or last_fire is not None
+    if last and outcome.status == "succeeded" and deps.schedules is not None and job.schedule_name:
         # the job is already disabled by the commit; a schedule that fires again finds it disabled
-        try:
-            deps.schedules.delete(job.schedule_name)
-        except Exception:
-            logger.exception("could not delete the run-once schedule; the job is disabled anyway")
+        _delete_schedule(deps, job.schedule_name)
     return outcome
+
+
+def _delete_schedule(deps: WakeDeps, name: str) -> None:
+    """The schedule of a job that will not run again (its job is disabled already: a fire finds that)."""
+    assert deps.schedules is not None
+    try:
+        deps.schedules.delete(name)
+    except Exception:
+        logger.exception("could not delete the schedule of a job that stopped; the job is disabled anyway")

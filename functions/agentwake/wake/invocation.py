@@ -64,6 +64,8 @@ def on_cron_event(
     (the answer then says how many waiters ran after it, ``ran_after``, when any did)."""
     if time_left is not None:
         remaining_ms = time_left()
+    if target_arn and deps.cron_target_arn is None:  # the wakes its agent schedules invoke this function
+        deps = replace(deps, cron_target_arn=target_arn)
     from agentwake.wake.cron import run_cron_event  # the cron use case: not at the background function's cold start
 
     result = run_cron_event(

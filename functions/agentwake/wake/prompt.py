@@ -83,12 +83,16 @@ def build_wake_messages(
         )
         if part
     )
+    note = wake.get("note") if kind == "cron" else None
+    if note:  # said in words below, once
+        wake = {k: v for k, v in wake.items() if k != "note"}
     system = "\n\n".join(
         part
         for part in (
             persona.strip(),
             rules,
             "What woke you:\n" + json.dumps(wake, ensure_ascii=False, indent=2, default=str),
+            f"A note you left for yourself when you scheduled this wake: {note}" if note else "",
         )
         if part
     )

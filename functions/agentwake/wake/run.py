@@ -211,6 +211,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result
             task_id=spec.task_id,
             job_id=spec.job_id,
             disable_job=spec.disable_job_on_success,
+            disabled_reason=spec.job_disabled_reason,
             journal=attempt.journal,  # its last step, and what it has not written, land with the commit
             lease=lease,
             usage=result.usage,

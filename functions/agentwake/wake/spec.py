@@ -42,6 +42,9 @@ class WakeDeps:
     schedules: SchedulesPort | None = None
     #: the result queue a release hands the session on through (agentwake.session.handoff); None: no hand-off
     result_queue: ResultQueuePort | None = None
+    #: the cron function a wake the agent schedules for itself invokes (the cron function's own ARN,
+    #: set per invocation; else ``settings.cron_function_arn``)
+    cron_target_arn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class RunSpec:
     task_id: str | None = None
     job_id: str | None = None
     disable_job_on_success: bool = False
+    #: why the job stops after this run (its last allowed fire), shown by ``jobs show``
+    job_disabled_reason: str | None = None
     #: the run waited for its session (its record was a waiting copy): for how long, and the
     #: session's idle time before this start when a release handed it over
     waited: Waited | None = None
