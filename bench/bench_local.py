@@ -267,10 +267,14 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
             dead = sum(queue_counts(sqs, dlq))
             # attempts per failing run, as its run record counts them (issue 36: MaxReceiveCount each)
             attempts: Counter[int] = Counter()
+            other_counts: list[str] = []
             for task_id, session_id in tasks.items():
                 if session_id in failing_sessions:
                     failed_run = store.records.get_run(f"bg:{task_id}")
-                    attempts[failed_run.attempts if failed_run is not None else 0] += 1
+                    made = failed_run.attempts if failed_run is not None else 0
+                    attempts[made] += 1
+                    if made != max_receive:
+                        other_counts.append(f"bg:{task_id} ({made})")
             ok_tasks = [t for t, s in tasks.items() if s not in failing_sessions]
             deliveries = receiver.by_delivery_id()
         floor_s, floor_failed = floor(runtime, recorder.calls)
@@ -286,7 +290,10 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
     if dead != expected_dlq:
         problems.append(f"DLQ holds {dead}, expected {expected_dlq}")
     if set(attempts) - {max_receive}:
-        problems.append(f"attempts: a failing run made other than MaxReceiveCount ({max_receive}) attempts")
+        problems.append(
+            f"attempts: {len(other_counts)} failing run(s) made other than MaxReceiveCount ({max_receive}) attempts: "
+            + ", ".join(other_counts[:5])
+        )
     if len(deliveries) != len(ok_tasks) or any(c != 1 for c in deliveries.values()):
         problems.append(
             f"deliveries: {len(deliveries)} ids, {sum(deliveries.values())} received, expected {len(ok_tasks)} once each"
