@@ -115,7 +115,7 @@ def demo_width() -> int:
 
 
 class Printer:
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: Wrapped) -> None:
         self.out = out
         self.n = 0
 
@@ -128,7 +128,7 @@ class Printer:
 
     def cmd(self, text: str) -> None:
         """A command as a person would type it: a long one continued with ``\\`` between its words."""
-        width = getattr(self.out, "width", MAX_WIDTH) - len("   $ ") - len(" \\")
+        width = self.out.width - len("   $ ") - len(" \\")
         rows = [""]
         for word in _SHELL_WORD.findall(text):  # a quoted argument is one word: never cut inside it
             if rows[-1] and len(rows[-1]) + 1 + len(word) > width:
