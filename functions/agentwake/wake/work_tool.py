@@ -28,7 +28,7 @@ import contextvars
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentwake.domain.models import MAX_TEXT_CHARS, task_token_hash, truncate
 from agentwake.domain.steps import WORK_RESULT_KEY, WORK_SENT_KEY, work_journal_id
@@ -46,7 +46,10 @@ from agentwake.observability import logger
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
-    from agentwake.agent.tools import ToolContext
+    from collections.abc import Callable
+
+    from agentwake.agent.tools import ToolContext, ToolOutcome
+    from agentwake.domain.conversation import ToolCall
     from agentwake.domain.models import SessionConfig, Task
     from agentwake.wake.messages import WorkMessage
     from agentwake.wake.spec import WakeDeps
@@ -113,7 +116,7 @@ def call_tool(msg: WorkMessage, task: Task, deps: WakeDeps, *, remaining_ms: int
     """Call the session's tool ``msg.name`` with the message's arguments, by the function's deadline:
     ``(status, text)``, the text the output (``succeeded``) or the reason (``failed``). Raises a
     retryable AgentwakeError where the outcome is not known (the record is retried)."""
-    from agentwake.agent.tools import ToolOutcome, ToolRegistry
+    from agentwake.agent.tools import ToolRegistry
     from agentwake.agent.tools.config import build_tools
     from agentwake.deadline import deadline_after, run_deadline
     from agentwake.domain.conversation import ToolCall
@@ -171,26 +174,28 @@ def tool_context(task: Task, session: SessionConfig) -> ToolContext:
     return ToolContext(run_id=run_id, session_id=task.session_id, role=session.role, step=step, call_index=index)
 
 
-def _within(fn: Any, call: Any, ctx: ToolContext, deadline: float | None) -> Any:
+def _within(
+    fn: Callable[[ToolCall, ToolContext], ToolOutcome], call: ToolCall, ctx: ToolContext, deadline: float | None
+) -> ToolOutcome | None:
     """``fn(call, ctx)`` in a worker thread, waited for until ``deadline`` (``time.monotonic()``):
     None if it has not returned by then (a Python tool that ignores the deadline; the thread is left
     to the process). What it raises is raised here."""
     if deadline is None:
         return fn(call, ctx)
-    box: list[tuple[bool, Any]] = []
+    box: list[ToolOutcome | BaseException] = []
 
     def target() -> None:
         try:
-            box.append((True, fn(call, ctx)))
+            box.append(fn(call, ctx))
         except BaseException as exc:  # noqa: BLE001 -- handed to the caller's thread as it was
-            box.append((False, exc))
+            box.append(exc)
 
     worker = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True)
     worker.start()
     worker.join(max(0.0, deadline - time.monotonic()))
     if not box:
         return None
-    ok, value = box[0]
-    if not ok:
+    value = box[0]
+    if isinstance(value, BaseException):
         raise value
     return value
