@@ -15,12 +15,14 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from agentwake import bootstrap
 from agentwake.domain.models import Task
 from agentwake.domain.steps import WORK_RESULT_KEY, work_journal_id
+from agentwake.errors import InvalidMessage, TaskExists
 from agentwake.handlers import background_result, background_work
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
-from agentwake.wake.start_task import task_id_for_call
+from agentwake.wake.start_task import start_for_session, task_id_for_call
 from tests.integration.test_session_tools import TEST_TOOLS
 from tests.integration.test_wake_handlers import result_body, sqs_record
 from tests.support.aws import FakeLambdaContext, Resources, drain
@@ -227,8 +229,6 @@ def test_a_crash_after_the_work_before_the_completion_sends_exactly_one_completi
     httpserver.expect_request("/lookup").respond_with_json({"value": 7})
     task = start_in_a_wake(store, lookup_tool(httpserver.url_for("/lookup")), {"key": "k6"})
     (message,) = drain(resources.work_queue_url)
-    from agentwake import bootstrap
-
     tasks = bootstrap.tasks()
     armed = [True]
 
@@ -267,8 +267,6 @@ def crashing_after_the_start(store: DynamoStore, httpserver: HTTPServer) -> dict
         tools=[lookup_tool(httpserver.url_for("/lookup"))],
     )
     seed_task(store, STARTER_TASK, "s1")
-    from agentwake import bootstrap
-
     armed = [True]
 
     def dies_after_the_start(put: Any, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
@@ -318,8 +316,6 @@ def test_a_start_retried_after_its_work_began_sends_no_second_message(
     assert background_work.handler(work_event(first), FakeLambdaContext()) == {"batchItemFailures": []}
     if claimed.startswith("between"):
         # the retry's read sees the work unclaimed: the claim lands right after it
-        from agentwake import bootstrap
-
         def read_before_the_claim(get: Any, task_id: str) -> Task | None:
             task = get(task_id)
             unclaimed = {"work_claimed": None, "status": "running", "outcome": None}
@@ -350,3 +346,82 @@ def test_a_malformed_work_message_goes_to_the_work_dlq_at_once_with_its_reason(r
     assert "not a valid background-work message" in attrs["agentwake-reason"]
     assert attrs["agentwake-original-message-id"] == "m-bad"
     assert drain(resources.dlq_url) == []  # never on the result function's DLQ
+
+
+def test_an_uncertain_side_effect_is_retried_with_its_key_and_on_the_last_receive_the_task_ends_failed(
+    store: DynamoStore, resources: Resources, httpserver: HTTPServer
+) -> None:
+    # GIVEN a side-effecting background tool whose server takes the request and answers too late
+    released = threading.Event()
+    answered: list[bool] = []
+
+    def slow_then_fixed(request: Request) -> Response:
+        if not answered:
+            released.wait(30)
+            return Response("too late")
+        return Response('{"ticket": "T-1"}', content_type="application/json")
+
+    httpserver.expect_request("/tickets", method="POST").respond_with_handler(slow_then_fixed)
+    tool = lookup_tool(httpserver.url_for("/tickets"), method="POST", timeout=1, side_effect=True)
+    task = start_in_a_wake(store, tool, {"key": "k8"})
+    (message,) = drain(resources.work_queue_url)
+    # WHEN its first receive times out after sending (the outcome is uncertain)
+    try:
+        with pytest.raises(BatchProcessingError, match="did not finish"):
+            background_work.handler(work_event(message), FakeLambdaContext())
+        # THEN the record is retried, and the task is not completed yet
+        assert completions(resources) == []
+        # WHEN its last receive (MaxReceiveCount) times out too
+        message["Attributes"]["ApproximateReceiveCount"] = "5"
+        with pytest.raises(BatchProcessingError, match="did not finish"):
+            background_work.handler(work_event(message), FakeLambdaContext())
+    finally:
+        released.set()
+    # THEN the task was completed failed with the reason before SQS dead-letters the record
+    (done,) = completions(resources)
+    assert (done.task_id, done.status) == (task.task_id, "failed")
+    assert "may have acted" in done.result_text and "after 5 attempts" in done.result_text
+    # AND a redrive (the server fixed) calls the tool again with the same key, and completes it succeeded
+    answered.append(True)
+    message["Attributes"]["ApproximateReceiveCount"] = "1"
+    assert background_work.handler(work_event(message), FakeLambdaContext()) == {"batchItemFailures": []}
+    (again,) = completions(resources)
+    assert again.status == "succeeded" and json.loads(again.result_text) == {"ticket": "T-1"}
+    keys = {r.headers["Idempotency-Key"] for r, _ in httpserver.log}
+    assert keys == {f"{STARTER_RUN}#0#0"} and len(httpserver.log) == 3
+
+
+def test_the_products_start_checks_the_tool_and_its_arguments_and_a_repeat_runs_once(
+    store: DynamoStore, resources: Resources, httpserver: HTTPServer
+) -> None:
+    # GIVEN a session with a tool, started by the product API (no run, no call)
+    httpserver.expect_request("/lookup").respond_with_json({"value": 3})
+    tool = lookup_tool(httpserver.url_for("/lookup"), background=False)
+    seed_session(store, "s1", tools=[tool])
+    session = store.records.get_session("s1")
+    assert session is not None
+    tasks = bootstrap.tasks()
+    # WHEN it names a tool the session lacks, or arguments the tool refuses THEN nothing is registered or sent
+    with pytest.raises(InvalidMessage, match="has no tool 'nope' \\(it has: lookup\\)"):
+        start_for_session(tasks, session, kind="tool", name="nope", args={}, task_id="p-1")
+    with pytest.raises(InvalidMessage, match="do not match its schema"):
+        start_for_session(tasks, session, kind="tool", name="lookup", args={"key": 5}, task_id="p-1")
+    with pytest.raises(InvalidMessage, match="has no subagent 'researcher'"):
+        start_for_session(tasks, session, kind="subagent", name="researcher", args={}, task_id="p-1")
+    assert store.records.get_task("p-1") is None and drain(resources.work_queue_url) == []
+    # WHEN it starts the tool, and repeats the request (its answer was lost)
+    first = start_for_session(tasks, session, kind="tool", name="lookup", args={"key": "k9"}, task_id="p-1")
+    again = start_for_session(tasks, session, kind="tool", name="lookup", args={"key": "k9"}, task_id="p-1")
+    # THEN one task, the product's (no run started it), with the session's default deadline
+    assert first.task_id == again.task_id == "p-1"
+    assert (first.kind, first.started_by, first.started_by_call) == ("tool", None, None)
+    # AND whichever of the two messages arrives first, the tool runs once and the task completes once
+    messages = drain(resources.work_queue_url)
+    assert len(messages) == 2
+    for m in messages:
+        assert background_work.handler(work_event(m), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert len(httpserver.log) == 1
+    assert [(c.task_id, c.status) for c in completions(resources)] == [("p-1", "succeeded")]
+    # AND the same id for another start is refused
+    with pytest.raises(TaskExists, match="taken by another start"):
+        start_for_session(tasks, session, kind="tool", name="lookup", args={"key": "other"}, task_id="p-1")
