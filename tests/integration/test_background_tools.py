@@ -425,3 +425,67 @@ def test_the_products_start_checks_the_tool_and_its_arguments_and_a_repeat_runs_
     # AND the same id for another start is refused
     with pytest.raises(TaskExists, match="taken by another start"):
         start_for_session(tasks, session, kind="tool", name="lookup", args={"key": "other"}, task_id="p-1")
+
+
+#: the DynamoDB calls of a wake that starts one background tool (bench/bench_wake.py prints them):
+#: BatchGetItem, TransactWriteItems (start), Query (history), PutItem (reply), PutItem (the task),
+#: PutItem (the call's result), PutItem (the final reply, before deliver_final's send), TransactWriteItems (commit)
+START_WAKE_CALLS = 8
+
+
+@pytest.mark.parametrize("kind", ["throttling", "server_error", "timeout_before", "timeout_after"])
+def test_a_fault_at_every_aws_call_of_the_starting_wake_leaves_one_task_run_once(
+    kind: str, store: DynamoStore, resources: Resources, httpserver: HTTPServer
+) -> None:
+    from tests.support.faults import CallFaults
+
+    httpserver.expect_request("/lookup").respond_with_json({"value": 1})
+    faults = CallFaults(bootstrap.store().table.db)
+    # the work queue's send too: as the (N+1)-th call, it fails once before it is sent
+    tasks = bootstrap.tasks()
+    assert tasks.work_queue is not None
+    for at in range(1, START_WAKE_CALLS + 2):
+        # GIVEN a fresh session and producer's task whose wake starts the background tool
+        session, starter = f"s-{kind}-{at}", f"t-{kind}-{at}"
+        script = calls_then_answers("lookup", {"key": "k"})
+        seed_session(
+            store,
+            session,
+            providers=[{"type": "scripted", "id": "p", "script": script}],
+            tools=[lookup_tool(httpserver.url_for("/lookup"))],
+        )
+        seed_task(store, starter, session)
+        event = {"Records": [sqs_record(result_body(starter, session))]}
+        send_fails = [at == START_WAKE_CALLS + 1]
+
+        def send_once_failing(send: Any, *args: Any, send_fails: list[bool] = send_fails, **kw: Any) -> Any:
+            if send_fails[0]:
+                send_fails[0] = False
+                raise ConnectionError("injected: the queue was unreachable")
+            return send(*args, **kw)
+
+        around(tasks.work_queue, "send", send_once_failing)
+        # WHEN the fault hits the at-th call of the wake, and SQS retries the record until it succeeds
+        faults.arm(at if at <= START_WAKE_CALLS else None, kind)
+        outcomes = []
+        for _ in range(4):
+            try:
+                outcomes.append(background_result.handler(event, FakeLambdaContext()))
+                break
+            except BatchProcessingError:
+                outcomes.append("retried")
+        fired = faults.fired
+        faults.arm(None)
+        del tasks.work_queue.send  # the instance attribute `around` set: the class's method again
+        assert outcomes[-1] == {"batchItemFailures": []}, (at, fired, outcomes)
+        # (the fault did fire, at that call; the send's failure made the wake retry)
+        assert (fired is not None and fired[0] == at) if at <= START_WAKE_CALLS else outcomes[0] == "retried"
+        # THEN the call started one task, and the work messages sent for it (more than one if a retry
+        # could not know whether the first was sent) run the tool once and complete the task once
+        task_id = task_id_for_call(f"bg:{starter}#0#0")
+        messages = drain(resources.work_queue_url)
+        assert messages and {WorkMessage.parse_body(m["Body"]).task_id for m in messages} == {task_id}, at
+        for m in messages:
+            assert background_work.handler(work_event(m), FakeLambdaContext()) == {"batchItemFailures": []}
+        assert [(c.task_id, c.status) for c in completions(resources)] == [(task_id, "succeeded")], (at, kind)
+    assert len(httpserver.log) == START_WAKE_CALLS + 1  # once per case
