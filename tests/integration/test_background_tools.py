@@ -489,3 +489,21 @@ def test_a_fault_at_every_aws_call_of_the_starting_wake_leaves_one_task_run_once
             assert background_work.handler(work_event(m), FakeLambdaContext()) == {"batchItemFailures": []}
         assert [(c.task_id, c.status) for c in completions(resources)] == [(task_id, "succeeded")], (at, kind)
     assert len(httpserver.log) == START_WAKE_CALLS + 1  # once per case
+
+
+def test_work_this_deployment_cannot_run_goes_to_the_work_dlq_at_once_saying_so(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.wake import work
+
+    # GIVEN a deployment without the module of a kind of work (as before its code was deployed)
+    monkeypatch.setitem(work.ROUTES, "deadline", ("agentwake.wake.no_such_module", "check_deadline"))
+    body = WorkMessage(kind="deadline", task_id="t-9", session_id="s1").model_dump_json()
+    # WHEN a well-formed message of that kind comes
+    answer = background_work.handler({"Records": [sqs_record(body, message_id="m-deadline")]}, FakeLambdaContext())
+    # THEN it is handled without a retry and is on BackgroundWorkDLQ, its reason naming what is missing
+    assert answer == {"batchItemFailures": []}
+    (dead,) = drain(resources.work_dlq_url)
+    attrs = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
+    assert attrs["agentwake-error-type"] == "WorkNotRunnable"
+    assert "cannot run 'deadline' work (agentwake.wake.no_such_module is not installed)" in attrs["agentwake-reason"]
