@@ -507,3 +507,24 @@ def test_work_this_deployment_cannot_run_goes_to_the_work_dlq_at_once_saying_so(
     attrs = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
     assert attrs["agentwake-error-type"] == "WorkNotRunnable"
     assert "cannot run 'deadline' work (agentwake.wake.no_such_module is not installed)" in attrs["agentwake-reason"]
+
+
+def test_a_tool_work_message_without_its_token_is_dead_lettered_and_calls_nothing(
+    store: DynamoStore, resources: Resources, httpserver: HTTPServer
+) -> None:
+    # GIVEN a started background tool, and a copy of its work message with the token taken out
+    httpserver.expect_request("/lookup").respond_with_json({"value": 1})
+    task = start_in_a_wake(store, lookup_tool(httpserver.url_for("/lookup")), {"key": "k10"})
+    (message,) = drain(resources.work_queue_url)
+    body = json.loads(message["Body"])
+    body.pop("task_token")
+    # WHEN the work function takes it
+    answer = background_work.handler({"Records": [sqs_record(json.dumps(body))]}, FakeLambdaContext())
+    # THEN it is on BackgroundWorkDLQ saying why; the tool was not called, the task not completed
+    assert answer == {"batchItemFailures": []}
+    (dead,) = drain(resources.work_dlq_url)
+    assert "carries no task_token" in dead["MessageAttributes"]["agentwake-reason"]["StringValue"]
+    assert httpserver.log == [] and completions(resources) == []
+    # AND the genuine message still runs the tool and completes the task
+    assert background_work.handler(work_event(message), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert [(c.task_id, c.status) for c in completions(resources)] == [(task.task_id, "succeeded")]

@@ -77,7 +77,11 @@ def run_tool_work(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None,
         raise SessionMismatch(f"task {msg.task_id} belongs to another session than the message names")
     if task.kind != "tool" or not msg.name:
         raise InvalidMessage(f"task {msg.task_id} is a {task.kind!r} task, not a background tool's")
-    token = msg.task_token or ""
+    if not msg.task_token:
+        raise InvalidMessage(
+            f"the work message of task {msg.task_id} carries no task_token: it cannot complete the task"
+        )
+    token = msg.task_token
     if not task.token_matches(token):
         logger.info("a stale work message (its start was retried and sent a newer one): nothing to do")
         return
