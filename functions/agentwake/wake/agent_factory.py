@@ -18,6 +18,7 @@ from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 
 if TYPE_CHECKING:
+    from agentwake.agent.tools import TaskStarter
     from agentwake.domain.models import SessionConfig
     from agentwake.settings import Settings
 
@@ -72,6 +73,7 @@ def session_agent(
     delivered: list[str] | None = None,
     dry_run: bool = False,
     extra_tools: list[Any] | None = None,
+    start_task: TaskStarter | None = None,
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
@@ -106,4 +108,5 @@ def session_agent(
         prices=run_prices(session, settings),
         on_event=on_event,
         dry_run=dry_run,
+        start_task=start_task,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.domain.conversation import fit_window
 from agentwake.domain.steps import is_tool_result
@@ -22,9 +22,10 @@ from agentwake.wake.prompt import WakePrompt
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
+    from agentwake.agent.tools import TaskStarter, ToolContext
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
-    from agentwake.domain.models import SessionConfig
+    from agentwake.domain.models import SessionConfig, Task
     from agentwake.store.port import Counters, DailyUsage, Recorder
     from agentwake.wake.spec import RunSpec, WakeDeps
 
@@ -112,6 +113,7 @@ def build_attempt(
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
         extra_tools=session_tools(session, deps, kind=spec.kind),
+        start_task=task_starter(session, deps),
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
@@ -127,6 +129,36 @@ def session_tools(session: SessionConfig, deps: WakeDeps, *, kind: str) -> list[
 
     wakes = for_session(session, deps)
     return self_wake_tools(wakes) if wakes is not None else []
+
+
+def task_starter(session: SessionConfig, deps: WakeDeps) -> TaskStarter | None:
+    """How this attempt's background tools (and subagents) start their tasks: the one start path,
+    bound to the wake's tasks service and the session's default deadline (None: no tasks service)."""
+    tasks = deps.tasks
+    if tasks is None:
+        return None
+
+    def start(
+        ctx: ToolContext,
+        *,
+        kind: Literal["tool", "subagent"],
+        name: str,
+        args: dict[str, object],
+        deadline_s: float | None = None,
+    ) -> Task:
+        from agentwake.wake.start_task import start_background_task  # loaded by a run that starts one
+
+        return start_background_task(
+            ctx,
+            kind=kind,
+            name=name,
+            args=args,
+            deadline_s=deadline_s,
+            tasks=tasks,
+            default_deadline_s=session.task_deadline_s,
+        )
+
+    return start
 
 
 def journaled_deliveries(journal: StepJournal) -> list[str]:

@@ -15,6 +15,7 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
+    from agentwake.product.tasks import TasksService
     from agentwake.session.lease import Waiter
     from agentwake.session.waiting import WaitState
     from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
@@ -45,6 +46,8 @@ class WakeDeps:
     #: the cron function a wake the agent schedules for itself invokes (the cron function's own ARN,
     #: set per invocation; else ``settings.cron_function_arn``)
     cron_target_arn: str | None = None
+    #: registers, starts (``wake.start_task``) and completes tasks; None: no background work can start here
+    tasks: TasksService | None = None
 
 
 @dataclass(frozen=True)
