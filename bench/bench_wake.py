@@ -276,17 +276,17 @@ def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_
         script = [{"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]}, {"text": "started it"}]
         store.records.put_session(
             SessionConfig(
-                session_id="k8",
+                session_id="k9",
                 providers=[{"type": "scripted", "id": "p", "script": script}],
                 retry_base_delay_ms=0,
                 tools=[tool],
             )
         )
         store.records.put_task(
-            Task(task_id="k8-t", session_id="k8", tool_name="bench", token_sha256=task_token_hash("k8-t"))
+            Task(task_id="k9-t", session_id="k9", tool_name="bench", token_sha256=task_token_hash("k9-t"))
         )
         dynamo, queue = DynamoCalls(store.table.db), AwsCalls(sqs, "sqs")
-        wake = dynamo.during(lambda: queue.during(lambda: wake_for_background_result(_message("k8-t", "k8"), deps)))
+        wake = dynamo.during(lambda: queue.during(lambda: wake_for_background_result(_message("k9-t", "k9"), deps)))
         sent_by_wake = list(queue.calls)
         (message,) = sqs.receive_message(QueueUrl=work_queue_url, AttributeNames=["All"])["Messages"]  # type: ignore[attr-defined]
         record = SQSRecord(
