@@ -95,6 +95,11 @@ def build_attempt(
     prompt = WakePrompt(
         persona=session.persona, kind=spec.kind, wake=spec.wake, history=history, deliver_final=session.deliver_final
     )
+    start_subagent = None
+    if session.subagents and not dry_run:
+        from agentwake.wake.subagent_tools import background_starter
+
+        start_subagent = background_starter(deps)
     agent = session_agent(
         session=session,
         run_id=spec.run_id,
@@ -111,6 +116,7 @@ def build_attempt(
         deliveries_today=deliveries_today,
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
+        start_subagent=start_subagent,
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
