@@ -1,5 +1,5 @@
 """The composition root: the one place that builds the adapters and services of the three functions
-(cron wake, background result, product API), once per process and per settings.
+(cron wake, background result, background work, product API), once per process and per settings.
 
 Each part is built on first use, from the parts it needs, and kept (``Root``): a wake's first
 invocation builds the settings, the store (one DynamoDB client) and the wake's dependencies; the
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agentwake.product.tasks import TasksService
     from agentwake.store.cron_failures import CronFailures
     from agentwake.store.dynamo import DynamoStore
-    from agentwake.store.queues import DeadLetters, ResultQueue
+    from agentwake.store.queues import DeadLetters, ResultQueue, WorkQueue
     from agentwake.store.schedules import Schedules
     from agentwake.wake.spec import WakeDeps
 
@@ -42,6 +42,7 @@ __all__ = [
     "store",
     "tasks",
     "wake_deps",
+    "work_dead_letters",
 ]
 
 
@@ -73,6 +74,20 @@ class Root:
         return DeadLetters(self.settings.result_dlq_url)
 
     @cached_property
+    def work_queue(self) -> WorkQueue:
+        """The background-work queue (its SQS client is made on the first send: a started task)."""
+        from agentwake.store.queues import WorkQueue
+
+        return WorkQueue(self.settings.work_queue_url)
+
+    @cached_property
+    def work_dead_letters(self) -> DeadLetters:
+        """BackgroundWorkDLQ: a work message no retry can help goes there at once, with its reason."""
+        from agentwake.store.queues import DeadLetters
+
+        return DeadLetters(self.settings.work_dlq_url, env="AGENTWAKE_WORK_DLQ_URL")
+
+    @cached_property
     def cron_failures(self) -> CronFailures:
         """CronFailureQueue for a permanent cron failure (imported and built only on that path)."""
         from agentwake.store.cron_failures import CronFailures
@@ -98,6 +113,8 @@ class Root:
             on_event=_transcript() if self.settings.transcript else None,
             # a release hands the session to its next waiter through it (its client is made then)
             result_queue=self.result_queue,
+            # a background tool or subagent is started, and completed, through it (no client until then)
+            tasks=self.tasks,
         )
 
     # -- the product API's services ---------------------------------------------------------------
@@ -111,10 +128,11 @@ class Root:
 
     @cached_property
     def tasks(self) -> TasksService:
-        """Registering and completing tasks; a completion is sent to the result queue (its SQS client)."""
+        """Registering, starting and completing tasks: a completion is sent to the result queue, the work
+        agentwake runs itself to the work queue (each SQS client is made on its first send)."""
         from agentwake.product.tasks import TasksService
 
-        return TasksService(self.store, self.settings.result_queue_url, sqs=self.result_queue.client)
+        return TasksService(self.store, self.settings.result_queue_url, work_queue=self.work_queue)
 
 
 def _transcript():  # type: ignore[no-untyped-def]
@@ -150,6 +168,10 @@ def result_queue() -> ResultQueue:
 
 def dead_letters() -> DeadLetters:
     return root().dead_letters
+
+
+def work_dead_letters() -> DeadLetters:
+    return root().work_dead_letters
 
 
 def cron_failures() -> CronFailures:

@@ -48,6 +48,11 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_WORK_QUEUE_URL", "work_queue_url"),
         description="background-work queue URL (background tools, subagents and task deadlines run from here)",
     )
+    work_dlq_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_WORK_DLQ_URL", "work_dlq_url"),
+        description="its DLQ (a work message no retry can help is sent here at once, with its reason)",
+    )
     cron_failure_queue_url: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_CRON_FAILURE_QUEUE_URL", "cron_failure_queue_url"),

@@ -289,7 +289,7 @@ def test_a_replay_starts_no_background_subagent() -> None:
         deadline=None,
         provider_factory=Recorder(clock),
         dry_run=True,
-        start_subagent=lambda *a: started.append(json.dumps(a, default=str)),  # type: ignore[arg-type,func-returns-value]
+        start_task=lambda *a, **kw: started.append(json.dumps(kw, default=str)),  # type: ignore[arg-type,func-returns-value]
     )
     agent.run()
     # THEN nothing was started and the model read that it was not

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.ledger import Limits, ModelCall, RunLedger
 from agentwake.agent.runner import AgentState, DeliverFinal, RunEvent, Runner
-from agentwake.agent.tools import Tool, ToolContext, ToolRegistry
+from agentwake.agent.tools import TaskStarter, Tool, ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.errors import ConfigError
 
@@ -99,6 +99,8 @@ class WokenAgent:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     on_event: Callable[[RunEvent], None] | None = None
     dry_run: bool = False
+    #: starts a background tool's (or subagent's) task for a call (``wake.start_task``); None: none can start
+    start_task: TaskStarter | None = None
     #: built by ``build`` (None until then: the attempt never started)
     runner: Runner | None = field(default=None, init=False)
 
@@ -169,4 +171,4 @@ class WokenAgent:
             return []
         from agentwake.agent.tools.config import build_tools
 
-        return build_tools(list(self.tools), session_id=self.session_id)
+        return build_tools(list(self.tools), session_id=self.session_id, starter=self.start_task)

@@ -232,6 +232,9 @@ class Task(_Stored):
     cancelled_at: str | None = None
     #: completions that arrived after the task had its outcome (cancelled, timed out): changed nothing
     late_completions: int = 0
+    #: a ``tool``/``subagent`` task whose work the background-work function has begun: the hash of
+    #: the token its work message carried (a retried start then sends nothing: docs/background-work.md)
+    work_claimed: str | None = None
 
     @property
     def run_id(self) -> str:

@@ -21,6 +21,8 @@ StepKind = Literal["reply", "tool", "final"]
 
 #: the final answer sent by deliver_final (sorts after every step key)
 FINAL_DELIVERY_KEY = "final.delivery"
+#: the result of a background tool's work, kept before its completion is sent (``work:{task}``'s journal)
+WORK_RESULT_KEY = "work.result"
 #: in a step's value: the run's attempt that journaled it (a later attempt replays it, never rewrites)
 STEP_ATTEMPT = "attempt"
 _STEP_KEY = re.compile(r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|tool\.(?P<index>[0-9]+))")
@@ -87,6 +89,12 @@ def final_delivery_id(run_id: str) -> str:
     """The delivery id of the run's final answer sent by deliver_final (journaled under
     ``final.delivery``); a tool call's deliveries are ``{run_id}#{step}#{call index}``."""
     return f"{run_id}#final"
+
+
+def work_journal_id(task_id: str) -> str:
+    """Where the background-work function journals a background tool's result (the task's own
+    partition of the journal, never a run's): a retry sends the kept result instead of calling again."""
+    return f"work:{task_id}"
 
 
 def kept_for_commit(key: str, value: dict[str, Any]) -> bool:

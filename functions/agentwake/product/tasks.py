@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.domain.models import Task, task_token_hash
+from agentwake.domain.models import Task, TaskKind, task_token_hash
 from agentwake.errors import ForgedCompletion, UnknownTask
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.messages import BackgroundResultMessage
+
+if TYPE_CHECKING:
+    from agentwake.store.port import WorkQueuePort
 
 
 def new_task_token() -> str:
@@ -38,25 +41,49 @@ class RegisteredTask:
 
     task_id: str
     task_token: str
+    #: the task as registered
+    task: Task | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # the token is a secret: never in a repr or a log line
         return f"RegisteredTask(task_id={self.task_id!r}, task_token='…')"
 
 
 class TasksService:
-    def __init__(self, store: DynamoStore, queue_url: str | None, *, sqs: Any = None) -> None:
-        if sqs is None:
-            from agentwake.store.aws import client
-
-            sqs = client("sqs")
+    def __init__(
+        self, store: DynamoStore, queue_url: str | None, *, sqs: Any = None, work_queue: WorkQueuePort | None = None
+    ) -> None:
         self.store = store
         self.queue_url = queue_url
-        self.sqs = sqs
+        self._sqs = sqs
+        #: where agentwake's own work for a task is sent (``wake.start_task``); None: nowhere
+        self.work_queue = work_queue
+
+    @property
+    def sqs(self) -> Any:
+        """The result queue's SQS client, made on first use (a wake that only starts a task needs none)."""
+        if self._sqs is None:
+            from agentwake.store.aws import client
+
+            self._sqs = client("sqs")
+        return self._sqs
 
     def register_task(
-        self, session_id: str, tool_name: str, args: dict[str, Any] | None = None, *, task_id: str | None = None
+        self,
+        session_id: str,
+        tool_name: str,
+        args: dict[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        kind: TaskKind = "producer",
+        started_by: str | None = None,
+        started_by_call: str | None = None,
+        subagent: str | None = None,
+        deadline_at: str | None = None,
     ) -> RegisteredTask:
-        """Register a task; returns its id and its token (stored only as a hash: keep it)."""
+        """Register a task; returns its id and its token (stored only as a hash: keep it).
+
+        ``kind``, ``started_by``, ``started_by_call``, ``subagent``, ``deadline_at``: a task agentwake
+        runs itself (``wake.start_task``); a producer's task leaves them out."""
         import re
 
         from agentwake.errors import InvalidMessage
@@ -73,9 +100,14 @@ class TasksService:
             tool_name=tool_name,
             tool_args=args or {},
             token_sha256=task_token_hash(token),
+            kind=kind,
+            started_by=started_by,
+            started_by_call=started_by_call,
+            subagent=subagent,
+            deadline_at=deadline_at,
         )
         self.store.records.put_task(task)
-        return RegisteredTask(task_id=task.task_id, task_token=token)
+        return RegisteredTask(task_id=task.task_id, task_token=token, task=task)
 
     def finish_task(
         self,

@@ -128,6 +128,10 @@ class RecordsPort(Protocol):
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None: ...
 
+    def claim_task_work(self, task_id: str, token_sha256: str) -> bool: ...
+
+    def rotate_task_token(self, task_id: str, token_sha256: str) -> bool: ...
+
     def put_job(self, job: Job) -> None: ...
 
     def get_job(self, job_id: str) -> Job | None: ...
@@ -352,6 +356,14 @@ class ResultQueuePort(Protocol):
     def send_later(
         self, *, body: str, delay_s: float, attributes: dict[str, dict[str, Any]], wait: dict[str, str]
     ) -> str: ...
+
+
+class WorkQueuePort(Protocol):
+    """The background-work queue (``store.queues.WorkQueue``): agentwake's own functions send to it."""
+
+    url: str | None
+
+    def send(self, body: str, *, delay_s: float = 0) -> str: ...
 
 
 class DeadLettersPort(Protocol):

@@ -76,9 +76,11 @@ def _sqs_client(client: Any) -> Any:
 
 
 class DeadLetters:
-    def __init__(self, dlq_url: str | None, *, client: Any = None) -> None:
+    def __init__(self, dlq_url: str | None, *, client: Any = None, env: str = "AGENTWAKE_RESULT_DLQ_URL") -> None:
         self.url = dlq_url
         self.client = _sqs_client(client)
+        #: the variable that names this DLQ (the result function's, or the work function's)
+        self.env = env
 
     def send(
         self,
@@ -93,7 +95,7 @@ class DeadLetters:
     ) -> str:
         """Move a message to the DLQ with its reason attached. Raises if the send fails."""
         if not self.url:
-            raise ConfigError("AGENTWAKE_RESULT_DLQ_URL is not set: cannot dead-letter a permanent input error")
+            raise ConfigError(f"{self.env} is not set: cannot dead-letter a permanent input error")
         body, attributes = dead_letter_message(
             body=body,
             error_type=error_type,
@@ -169,4 +171,30 @@ class ResultQueue:
             DelaySeconds=max(0, min(MAX_DELAY_SECONDS, round(delay_s))),
             MessageAttributes=merged,
         )
+        return str(resp["MessageId"])
+
+
+class WorkQueue:
+    """The background-work queue: a started task's work message, a deadline check (re-sent with a
+    delay until it is due). Only agentwake's own functions send to it."""
+
+    def __init__(self, queue_url: str | None, *, client: Any = None) -> None:
+        self.url = queue_url
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        """Made on first use (a wake that starts a task), not when every wake builds its adapters."""
+        if self._client is None:
+            self._client = _sqs_client(None)
+        return self._client
+
+    def send(self, body: str, *, delay_s: float = 0) -> str:
+        """Send one work message (visible after ``delay_s``, at most 900 s). Raises if the send fails."""
+        if not self.url:
+            raise ConfigError("AGENTWAKE_WORK_QUEUE_URL is not set: cannot start background work")
+        request: dict[str, Any] = {"QueueUrl": self.url, "MessageBody": body}
+        if delay_s > 0:
+            request["DelaySeconds"] = max(0, min(MAX_DELAY_SECONDS, round(delay_s)))
+        resp = self.client.send_message(**request)
         return str(resp["MessageId"])

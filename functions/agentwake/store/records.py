@@ -89,6 +89,38 @@ class Records:
         item = self.table.read_item(*task_key(task_id))
         return self.table.load(Task, item) if item else None
 
+    def claim_task_work(self, task_id: str, token_sha256: str) -> bool:
+        """The background-work function begins a task's work with the token its message carried:
+        False if that is not the task's token (a retried start rotated it: this copy is stale) or
+        another token claimed the work. The same token may claim again (a retry of the same message)."""
+        try:
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
+                UpdateExpression="SET work_claimed = :h",
+                ConditionExpression="token_sha256 = :h AND (attribute_not_exists(work_claimed) OR work_claimed = :h)",
+                ExpressionAttributeValues={":h": {"S": token_sha256}},
+            )
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def rotate_task_token(self, task_id: str, token_sha256: str) -> bool:
+        """A retried start of a task whose work nobody has begun: a new token (the work message
+        sent with the old one, if it was sent, can no longer claim the work). False once the work
+        was claimed: then nothing must be sent again."""
+        try:
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
+                UpdateExpression="SET token_sha256 = :h",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(work_claimed)",
+                ExpressionAttributeValues={":h": {"S": token_sha256}},
+            )
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""
         try:

@@ -19,10 +19,9 @@ from agentwake.errors import ConfigError
 
 if TYPE_CHECKING:
     from agentwake.agent.subagents import SubagentSpec
-    from agentwake.agent.tools import Tool
+    from agentwake.agent.tools import TaskStarter, Tool
     from agentwake.domain.models import SessionConfig
     from agentwake.settings import Settings
-    from agentwake.wake.subagent_tools import StartSubagent
 
 
 def with_stack_defaults(spec: dict[str, Any], settings: Settings) -> dict[str, Any]:
@@ -74,11 +73,11 @@ def session_agent(
     deliveries_today: int = 0,
     delivered: list[str] | None = None,
     dry_run: bool = False,
-    start_subagent: StartSubagent | None = None,
+    start_task: TaskStarter | None = None,
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
-    attempts made; ``start_subagent``: starts a background subagent task (None: none can start)."""
+    attempts made; ``start_task``: starts a background tool's or subagent's task (None: none can start)."""
     if not session.providers:  # stored by an older version (put_session refuses it now): never run scripted
         from agentwake.trust.session_checks import no_providers_message
 
@@ -108,6 +107,7 @@ def session_agent(
         prices=run_prices(session, settings),
         on_event=on_event,
         dry_run=dry_run,
+        start_task=start_task,
         handoffs=_handoffs(
             session,
             clock=clock,
@@ -115,7 +115,7 @@ def session_agent(
             settings=settings,
             provider_factory=provider_factory,
             retry=retry,
-            start=start_subagent,
+            start=start_task,
         ),
     )
 
@@ -128,7 +128,7 @@ def _handoffs(
     settings: Settings | None,
     provider_factory: Callable[[dict[str, Any]], Provider],
     retry: RetryPolicy | None,
-    start: StartSubagent | None,
+    start: TaskStarter | None,
 ) -> list[Tool]:
     """The hand-off tools of the session's subagents (their modules load only when it has some)."""
     if not session.subagents:

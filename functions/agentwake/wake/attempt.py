@@ -22,9 +22,10 @@ from agentwake.wake.prompt import WakePrompt
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
+    from agentwake.agent.tools import TaskStarter, ToolContext
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
-    from agentwake.domain.models import SessionConfig
+    from agentwake.domain.models import SessionConfig, Task
     from agentwake.store.port import Counters, DailyUsage, Recorder
     from agentwake.wake.spec import RunSpec, WakeDeps
 
@@ -95,11 +96,6 @@ def build_attempt(
     prompt = WakePrompt(
         persona=session.persona, kind=spec.kind, wake=spec.wake, history=history, deliver_final=session.deliver_final
     )
-    start_subagent = None
-    if session.subagents and not dry_run:
-        from agentwake.wake.subagent_tools import background_starter
-
-        start_subagent = background_starter(deps)
     agent = session_agent(
         session=session,
         run_id=spec.run_id,
@@ -116,9 +112,24 @@ def build_attempt(
         deliveries_today=deliveries_today,
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
-        start_subagent=start_subagent,
+        start_task=task_starter(session, deps),
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
+
+
+def task_starter(session: SessionConfig, deps: WakeDeps) -> TaskStarter | None:
+    """How this attempt's background tools (and subagents) start their tasks: the one start path,
+    bound to the wake's tasks service and the session's default deadline (None: no tasks service)."""
+    tasks = deps.tasks
+    if tasks is None:
+        return None
+
+    def start(ctx: ToolContext, **call: Any) -> Task:
+        from agentwake.wake.start_task import start_background_task  # loaded by a run that starts one
+
+        return start_background_task(ctx, tasks=tasks, default_deadline_s=session.task_deadline_s, **call)
+
+    return start
 
 
 def journaled_deliveries(journal: StepJournal) -> list[str]:

@@ -30,17 +30,14 @@ from agentwake.errors import DeadlineExceeded
 
 if TYPE_CHECKING:
     from agentwake.agent.subagents import SubagentSpec
+    from agentwake.agent.tools import TaskStarter
     from agentwake.agent.woken import WokenAgent
     from agentwake.clock import Clock
-    from agentwake.domain.models import Task
-    from agentwake.wake.spec import WakeDeps
 
 #: the longest task text the main agent may hand over
 MAX_TASK_CHARS = 20_000
 #: builds the subagent's agent: (spec, run id, task text, deadline on the clock, dry run)
 BuildSubagent = Callable[["SubagentSpec", str, str, "float | None", bool], "WokenAgent"]
-#: starts a background subagent task for a tool call: (ctx, subagent name, task text, deadline_s)
-StartSubagent = Callable[[ToolContext, str, str, int], "Task"]
 
 
 class HandOffArgs(BaseModel):
@@ -88,7 +85,7 @@ class SubagentTool(Tool):
         build: BuildSubagent,
         clock: Clock,
         deadline: float | None,
-        start: StartSubagent | None,
+        start: TaskStarter | None,
     ) -> None:
         self.subagent = spec
         self.name = spec.tool_name
@@ -117,7 +114,13 @@ class SubagentTool(Tool):
             return DRY_RUN_RESULT
         if self.start is None:
             return f"error: background subagents cannot be started here; call {self.name} with background false"
-        task = self.start(ctx, self.subagent.name, args.task, self.subagent.time_budget_s)
+        task = self.start(
+            ctx,
+            kind="subagent",
+            name=self.subagent.name,
+            args={"task": args.task},
+            deadline_s=self.subagent.time_budget_s,
+        )
         return started_text(task.task_id, self.subagent.name)
 
     def _run_here(self, args: HandOffArgs, ctx: ToolContext) -> str:
@@ -154,16 +157,3 @@ class SubagentTool(Tool):
 def subagent_tools(specs: list[SubagentSpec], **parts: Any) -> list[Tool]:
     """One hand-off tool per subagent (``parts``: ``SubagentTool``'s keyword arguments)."""
     return [SubagentTool(spec, **parts) for spec in specs]
-
-
-def background_starter(deps: WakeDeps) -> StartSubagent:
-    """Starts a ``subagent`` task through the work function's one start path (loaded when used)."""
-
-    def start(ctx: ToolContext, name: str, task: str, deadline_s: int) -> Task:
-        from agentwake.wake.start_task import start_background_task
-
-        return start_background_task(
-            ctx, kind="subagent", name=name, args={"task": task}, deadline_s=deadline_s, deps=deps
-        )
-
-    return start

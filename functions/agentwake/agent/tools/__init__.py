@@ -1,11 +1,12 @@
-"""Tools the woken agent can call, and the registry that turns every failure into an ``error:`` result."""
+"""Tools the woken agent can call, and the registry that turns every failure into an ``error:`` result
+(``ToolRegistry.call`` says which results were failures, for the background-work function)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -18,6 +19,7 @@ from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.ledger import RunLedger
+    from agentwake.domain.models import Task
 
 
 @dataclass(frozen=True)
@@ -115,30 +117,66 @@ class ToolRegistry:
 
         Every result passes the redactor, a success as much as an ``error:``: a tool's server that
         echoes the credential it was sent must not hand it to the model, the journal or the user."""
-        return redact(self._execute(call, ctx))
+        return self.call(call, ctx).text
 
-    def _execute(self, call: ToolCall, ctx: ToolContext) -> str:
+    def call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+        """``execute``, saying whether the tool answered (``ok``) or the call failed (its ``error:``
+        text, and the exception it came from): the background-work function completes a task from
+        this, never by reading an ``error:`` prefix. Raises what ``execute`` raises."""
+        outcome = self._call(call, ctx)
+        return replace(outcome, text=redact(outcome.text))
+
+    def _call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
         name = (call.name or "").strip()
         if not name:
-            return "error: the tool call has no tool name; name one of: " + ", ".join(self.names)
+            return _failed("error: the tool call has no tool name; name one of: " + ", ".join(self.names))
         tool = self._tools.get(name)
         if tool is None:
-            return f"error: unknown tool {name!r}; available tools: " + ", ".join(self.names)
+            return _failed(f"error: unknown tool {name!r}; available tools: " + ", ".join(self.names))
         try:
             raw = parse_arguments(call.arguments)  # bounded in length and depth before json.loads
         except ArgumentsRefused as exc:
-            return f"error: arguments for {name!r} {exc}"
+            return _failed(f"error: arguments for {name!r} {exc}", exc)
         if not isinstance(raw, dict):
-            return f"error: arguments for {name!r} must be a JSON object, got {type(raw).__name__}"
+            return _failed(f"error: arguments for {name!r} must be a JSON object, got {type(raw).__name__}")
         try:
             args = tool.parse_args(raw)
         except ToolArgumentsInvalid as exc:
-            return f"error: arguments for {name!r} do not match its schema: {exc}"
+            return _failed(f"error: arguments for {name!r} do not match its schema: {exc}", exc)
         if ctx.dry_run and tool.side_effect is not False:
-            return DRY_RUN_RESULT  # side-effecting, or undeclared: a replay never calls it
+            return ToolOutcome(ok=True, text=DRY_RUN_RESULT)  # side-effecting, or undeclared: a replay never calls it
         try:
-            return str(tool.invoke(args, ctx))
+            return ToolOutcome(ok=True, text=str(tool.invoke(args, ctx)))
         except (StepInterrupted, OutboundRefused, SecretRefRefused):
             raise  # the step did not complete: abort the run unjournaled so a retry redoes it
         except Exception as exc:  # a tool failure is information for the model, not an ERROR
-            return f"error: tool {name!r} failed: {type(exc).__name__}: {exc}"
+            return _failed(f"error: tool {name!r} failed: {type(exc).__name__}: {exc}", exc)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One call's result: ``ok`` (the tool answered ``text``) or not (``text`` says why, as the model
+    reads it; ``error`` is the exception, when there was one)."""
+
+    ok: bool
+    text: str
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+
+def _failed(text: str, error: BaseException | None = None) -> ToolOutcome:
+    return ToolOutcome(ok=False, text=text, error=error)
+
+
+class TaskStarter(Protocol):
+    """Starts a background task for a tool call (``wake.start_task.start_background_task``, bound to
+    the wake's tasks service): once per call across retries and redrives. Returns the task."""
+
+    def __call__(
+        self,
+        ctx: ToolContext,
+        *,
+        kind: Literal["tool", "subagent"],
+        name: str,
+        args: dict[str, Any],
+        deadline_s: float | None = None,
+    ) -> Task: ...

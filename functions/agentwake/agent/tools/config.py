@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from agentwake.agent.tools import Tool
+from agentwake.agent.tools import TaskStarter, Tool
 from agentwake.agent.tools.http import TOOL_NAME, HttpToolSpec
 from agentwake.errors import ConfigError, describe_validation_error
 
@@ -30,6 +30,9 @@ class PythonToolSpec(BaseModel):
     type: Literal["python"] = "python"
     #: the entry point's name in the ``agentwake.tools`` group
     name: str = Field(pattern=TOOL_NAME)
+    #: run as a background task (as an HTTP tool's ``background``; docs/background-work.md)
+    background: bool = False
+    deadline_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
 
 
 ToolConfig = Annotated[HttpToolSpec | PythonToolSpec, Field(discriminator="type")]
@@ -46,9 +49,18 @@ def parse_tool_spec(raw: Any) -> HttpToolSpec | PythonToolSpec:
         raise ConfigError(f"invalid tool spec {raw.get('name')!r} (type {raw.get('type')!r}): {problems}") from exc
 
 
-def build_tools(specs: list[dict[str, Any]], *, session_id: str = "?") -> list[Tool]:
+def build_tools(
+    specs: list[dict[str, Any]],
+    *,
+    session_id: str = "?",
+    starter: TaskStarter | None = None,
+    run_background: bool = False,
+) -> list[Tool]:
     """The session's declared tools, built. Raises ConfigError for anything that cannot be built
-    (a bad spec, a duplicate or reserved name, an invalid schema, a Python tool not installed)."""
+    (a bad spec, a duplicate or reserved name, an invalid schema, a Python tool not installed).
+
+    A ``background`` tool is offered as a ``BackgroundTool`` that starts a task through ``starter``;
+    ``run_background``: the background-work function's own build, where it is the tool itself."""
     tools: list[Tool] = []
     seen: set[str] = set()
     for raw in specs:
@@ -59,12 +71,16 @@ def build_tools(specs: list[dict[str, Any]], *, session_id: str = "?") -> list[T
         if isinstance(spec, HttpToolSpec):
             from agentwake.agent.tools.http import HttpTool
 
-            tools.append(HttpTool(spec))
+            tool: Tool = HttpTool(spec)
         else:
             from agentwake.agent.tools.entry_points import load_tool
 
             tool = load_tool(spec.name, session_id=session_id)
             if tool.name != spec.name:
                 raise ConfigError(f"entry point {spec.name!r} gives a tool named {tool.name!r}; the names must agree")
-            tools.append(tool)
+        if spec.background and not run_background:
+            from agentwake.agent.tools.background import BackgroundTool
+
+            tool = BackgroundTool(tool, starter, deadline_s=spec.deadline_s)
+        tools.append(tool)
     return tools

@@ -60,6 +60,12 @@ class HttpToolSpec(BaseModel):
     side_effect: bool | None = None
     #: results longer than this are cut, with a marker saying how much was cut
     max_result_chars: int = Field(default=8000, ge=100, le=100_000)
+    #: run as a background task: the call returns "started task T" at once, the background-work
+    #: function calls the tool, and its completion wakes the agent (docs/background-work.md)
+    background: bool = False
+    #: a background call's task ends ``failed`` (timed out) if it has no outcome after this many
+    #: seconds (None: the session's ``task_deadline_s``)
+    deadline_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
 
 
 #: methods that only read: a tool using one has no side effect unless it says so
