@@ -107,7 +107,7 @@ def runs_list(
 )
 def runs_show(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="bg:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
+    run_id: Annotated[str, typer.Argument(help="bg:{task_id}, sub:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
     transcript: Annotated[
         bool,
         typer.Option(
@@ -123,7 +123,7 @@ def runs_show(
     summary = run_summary(ops(ctx).store, run_id)
     if summary.empty:
         fail(
-            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
+            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID, sub:TASK_ID or cron:JOB_ID:SCHEDULED_TIME; "
             "find them with: agentwake runs list --session SESSION)"
         )
     if as_json:

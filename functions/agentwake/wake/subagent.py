@@ -234,6 +234,12 @@ class _Attempt:
             )
         except RunAlreadySucceeded:
             return
+        except Exception as exc:
+            # the task is completed: the run is retried for its own record, and the failure record
+            # writes the final reply kept back for this commit, so the retry asks no model again
+            detail = f"the run's success could not be recorded: {type(exc).__name__}: {exc}"
+            self._failed(type(exc).__name__, detail, final=False, best_effort=True, result=result)
+            raise
         metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
         logger.info("subagent run succeeded", extra={"steps": result.steps_done, "replayed": result.replayed_steps})
 

@@ -1,13 +1,15 @@
-"""The seed's scenario (issue 33, "Must be shown"), on moto with the real functions and the local
-stack's own SQS poller (partial batch responses, the queues' redrive policies from template.yaml):
+"""Background subagents (wake/subagent.py) on moto with the real functions and the local stack's own
+SQS poller (partial batch responses, the queues' redrive policies from template.yaml).
 
-a cron wake's agent hands research to a background subagent; the subagent repeats a tool call to its
-step limit, its forced final step returns a malformed call, then every provider fails; its ``sub:``
-run fails, is retried, ends in BackgroundWorkDLQ with its reason (the failure records); the task
-completes ``failed``; the main agent is woken once and its delivery says the research failed. Then
-the provider is fixed, the run redriven: it resumes from its journal (no completed model call asked
-again), the task completes ``succeeded``, the main agent is woken once more and delivers the result —
-every delivery id once at the receiver. docs/subagents.md.
+First the seed's scenario (issue 33, "Must be shown"): a cron wake's agent hands research to a
+background subagent; the subagent repeats a tool call to its step limit, its forced final step
+returns a malformed call, then every provider fails; its ``sub:`` run fails, is retried, ends in
+BackgroundWorkDLQ with its reason (the failure records); the task completes ``failed``; the main
+agent is woken once and its delivery says the research failed. Then the provider is fixed, the run
+redriven: it resumes from its journal (no completed model call asked again), the task completes
+``succeeded``, the main agent is woken once more and delivers the result — every delivery id once at
+the receiver. Then the edges: a stale work message, a cancelled task, a crash after the completion.
+docs/subagents.md.
 """
 
 from __future__ import annotations
@@ -338,3 +340,120 @@ def test_the_seed_scenario_end_to_end(stack: Stack) -> None:
     assert woken is not None and woken.status == "succeeded"
     # every delivery id once at the receiver
     assert set(stack.receiver.by_delivery_id().values()) == {1} and len(texts) == 3
+
+
+def test_runs_show_and_runs_replay_read_a_sub_run(stack: Stack) -> None:
+    from agentwake_ops.replay import replay
+    from agentwake_ops.runs import run_summary, transcript
+
+    # GIVEN the sub run that failed to the DLQ
+    task_id = fail_truthfully(stack)
+    run_id = subagent_run_id(task_id)
+    # WHEN an operator shows it THEN they see its attempts' failures and the steps it journaled
+    summary = run_summary(stack.store, run_id)
+    assert summary.run is not None and summary.run.kind == "subagent"
+    assert [f.error_type for f in summary.failures] == ["MaxStepsExceeded", "AllProvidersFailed", "AllProvidersFailed"]
+    assert [s["key"] for s in summary.steps][:2] == ["000.reply", "000.tool.00"]
+    assert sum(1 for e in transcript(summary) if e.kind == "failure") == ATTEMPTS
+    # WHEN they replay it as it is, and with the fixed provider (what-if: the subagent's providers)
+    as_is = replay(stack.store, run_id, provider_factory=stack.world)
+    fixed = replay(stack.store, run_id, providers=FIXED, provider_factory=stack.world)
+    # THEN as it is it fails again; fixed it answers from its journal, asking only the final step
+    assert (as_is.state, as_is.error_type) == ("ERROR", "AllProvidersFailed")
+    assert (fixed.state, fixed.final_text, fixed.replayed_steps) == (
+        "DONE",
+        "Mars has two moons: Phobos and Deimos.",
+        SUB_STEPS,
+    )
+    # and neither wrote anything: the run is still failed, the task not completed again
+    run = stack.store.records.get_run(run_id)
+    assert run is not None and (run.status, run.attempts) == ("failed", ATTEMPTS)
+    assert not peek(stack.outputs["BackgroundWorkQueueUrl"]) and len(stack.receiver.texts()) == 2
+
+
+# --- the edges ----------------------------------------------------------------------------------
+
+
+def _start_fixed(stack: Stack) -> str:
+    """The cron wake starts the researcher, whose provider works; its work message is queued."""
+    session = stack.store.records.get_session(SESSION)
+    assert session is not None
+    stack.store.records.put_session(session.model_copy(update={"subagents": [{**RESEARCHER, "providers": FIXED}]}))
+    cron_wake.handler(
+        {"job_id": "j-research", "scheduled_time": "2026-12-03T04:00:00Z", "session_id": SESSION},
+        FakeLambdaContext(),
+    )
+    return _the_task(stack.store)
+
+
+def test_a_retried_start_leaves_one_runnable_work_message_and_one_run(stack: Stack) -> None:
+    from agentwake.agent.tools import ToolContext
+    from agentwake.wake.start_task import start_background_task
+
+    # GIVEN a started subagent task, and the same tool call's start retried (its run crashed before
+    # journaling the result): the task's token is rotated and its work sent again
+    task_id = _start_fixed(stack)
+    ctx = ToolContext(run_id="cron:j-research:2026-12-03T04:00:00Z", session_id=SESSION)
+    again = start_background_task(
+        ctx,
+        kind="subagent",
+        name="researcher",
+        args={"task": "How many moons has Mars?"},
+        deadline_s=120,
+        tasks=bootstrap.tasks(),
+    )
+    assert again.task_id == task_id and len(peek(stack.outputs["BackgroundWorkQueueUrl"])) == 2
+    # WHEN both copies are run
+    stack.drain()
+    # THEN the stale copy ran nothing: one sub run, one model call, one completion, one wake
+    assert stack.world.steps["sub-fixed"] == [0]
+    run = stack.store.records.get_run(subagent_run_id(task_id))
+    assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
+    assert stack.receiver.texts()[1:] == ["The research succeeded: Mars has two moons: Phobos and Deimos."]
+
+
+def test_a_cancelled_task_never_runs_its_subagent(stack: Stack) -> None:
+    # GIVEN a started subagent task, cancelled before its work ran
+    task_id = _start_fixed(stack)
+    # (as the lifecycle's cancel writes it: the task item's cancelled_at and status)
+    from agentwake.store.codec import key
+    from agentwake.store.keys import task_key
+
+    stack.store.table.db.update_item(
+        TableName=stack.store.table.name,
+        Key=key(*task_key(task_id)),
+        UpdateExpression="SET cancelled_at = :c, #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":c": {"S": "2026-12-03T04:00:01Z"}, ":s": {"S": "cancelled"}},
+    )
+    # WHEN its work message is run
+    stack.drain()
+    # THEN no model was asked, no run began, nothing completed the task and nobody was woken
+    assert "sub-fixed" not in stack.world.steps
+    assert stack.store.records.get_run(subagent_run_id(task_id)) is None
+    assert stack.store.records.get_run(f"bg:{task_id}") is None and len(stack.receiver.texts()) == 1
+
+
+def test_a_crash_after_the_completion_wakes_the_agent_once(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a sub run whose success write crashes once, after its task was completed
+    task_id = _start_fixed(stack)
+    ends = stack.store.ends
+    commit = ends.commit_success
+    crashed: list[str] = []
+
+    def crash_once(**kw: Any) -> Any:
+        if not crashed:
+            crashed.append(kw["run_id"])
+            raise RuntimeError("the Lambda died after the completion was sent")
+        return commit(**kw)
+
+    monkeypatch.setattr(ends, "commit_success", crash_once)
+    # WHEN the record is retried
+    stack.drain()
+    # THEN the retry replayed the journal (the model asked once), the run succeeded on attempt 2, and
+    # the main agent was woken once and delivered the answer once
+    assert crashed == [subagent_run_id(task_id)] and stack.world.steps["sub-fixed"] == [0]
+    run = stack.store.records.get_run(subagent_run_id(task_id))
+    assert run is not None and (run.status, run.attempts) == ("succeeded", 2)
+    assert stack.receiver.texts()[1:] == ["The research succeeded: Mars has two moons: Phobos and Deimos."]
+    assert set(stack.receiver.by_delivery_id().values()) == {1}
