@@ -107,7 +107,9 @@ def runs_list(
 )
 def runs_show(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="bg:{task_id}, sub:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")],
+    run_id: Annotated[
+        str, typer.Argument(help="bg:{task_id}, sub:{task_id} or cron:{job_id}:{scheduled_time}.", metavar="RUN_ID")
+    ],
     transcript: Annotated[
         bool,
         typer.Option(
