@@ -457,3 +457,40 @@ def test_a_crash_after_the_completion_wakes_the_agent_once(stack: Stack, monkeyp
     assert run is not None and (run.status, run.attempts) == ("succeeded", 2)
     assert stack.receiver.texts()[1:] == ["The research succeeded: Mars has two moons: Phobos and Deimos."]
     assert set(stack.receiver.by_delivery_id().values()) == {1}
+
+
+def test_a_main_run_retried_after_the_hand_off_starts_one_subagent(stack: Stack) -> None:
+    from tests.support.faults import Crash, around
+
+    # GIVEN a cron wake that dies right after ask_researcher started the task, before its result
+    # was journaled (the step is redone on the retry)
+    session = stack.store.records.get_session(SESSION)
+    assert session is not None
+    stack.store.records.put_session(session.model_copy(update={"subagents": [{**RESEARCHER, "providers": FIXED}]}))
+    crashed: list[str] = []
+
+    def crash_once(put: Any, run_id: str, key: str, value: dict[str, Any], **kw: Any) -> None:
+        if key == "000.tool.00" and run_id.startswith("cron:") and not crashed:
+            crashed.append(value["content"])
+            raise Crash("after the hand-off, before its result was journaled")
+        put(run_id, key, value, **kw)
+
+    around(stack.store.journals, "journal_put", crash_once)
+    event = {"job_id": "j-research", "scheduled_time": "2026-12-03T04:00:00Z", "session_id": SESSION}
+    with pytest.raises(Crash):
+        cron_wake.handler(event, FakeLambdaContext())
+    # WHEN Lambda retries the cron wake, and the functions run
+    cron_wake.handler(event, FakeLambdaContext())
+    stack.drain()
+    # THEN the retried step started the same task again, and one subagent run ran it once
+    task_id = _the_task(stack.store)
+    assert crashed == [
+        f"started task {task_id}: the subagent researcher works in the background; you will be "
+        "woken with its answer (or why it failed) when it ends"
+    ]
+    assert stack.world.steps["sub-fixed"] == [0]
+    run = stack.store.records.get_run(subagent_run_id(task_id))
+    assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
+    # and the agent was woken once with its answer: every delivery id once
+    assert stack.receiver.texts()[-1] == "The research succeeded: Mars has two moons: Phobos and Deimos."
+    assert set(stack.receiver.by_delivery_id().values()) == {1} and len(stack.receiver.texts()) == 2
