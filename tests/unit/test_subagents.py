@@ -294,3 +294,29 @@ def test_a_replay_starts_no_background_subagent() -> None:
     agent.run()
     # THEN nothing was started and the model read that it was not
     assert started == [] and journal.get("000.tool.00")["content"] == DRY_RUN_RESULT
+
+
+def test_a_background_tool_is_called_inside_the_subagents_run() -> None:
+    # GIVEN a session whose web_search runs in the background for the main agent
+    from agentwake.agent.subagents import parse_subagents
+    from agentwake.agent.tools.http import HttpTool
+
+    session = SessionConfig(
+        session_id="s1",
+        providers=[{"type": "scripted"}],
+        tools=[{**SEARCH, "background": True}],
+        subagents=[RESEARCHER],
+    )
+    check_session(session, ConfigRules())
+    (spec,) = parse_subagents(session.subagents, session.tools)
+    agent = subagent_agent(
+        session=session,
+        spec=spec,
+        run_id="sub:t",
+        task="x",
+        journal=InMemoryJournal(),
+        clock=FakeClock(),
+        deadline=None,
+    )
+    # THEN the subagent calls it itself (it is the detached work already), starting no task of its own
+    assert isinstance(agent.build().tools.get("web_search"), HttpTool)

@@ -200,7 +200,12 @@ def subagent_agent(
         max_steps=spec.max_steps,
         deliver_final="never",
         max_repeated_tool_calls=session.max_repeated_tool_calls,
-        tools=[t for t in session.tools if isinstance(t, dict) and t.get("name") in spec.tools],
+        # a background tool runs inside the subagent's own run (it is the detached work already)
+        tools=[
+            {k: v for k, v in t.items() if k != "background"}
+            for t in session.tools
+            if isinstance(t, dict) and t.get("name") in spec.tools
+        ],
         prices=run_prices(session, settings),
         on_event=on_event,
         dry_run=dry_run,
