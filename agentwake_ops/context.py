@@ -41,6 +41,8 @@ def env_outputs() -> dict[str, str]:
         Settings.env_name("table_name"): "AgentTableName",
         Settings.env_name("result_queue_url"): "BackgroundResultQueueUrl",
         Settings.env_name("result_dlq_url"): "BackgroundResultDLQUrl",
+        Settings.env_name("work_queue_url"): "BackgroundWorkQueueUrl",
+        Settings.env_name("work_dlq_url"): "BackgroundWorkDLQUrl",
         Settings.env_name("schedule_group"): "ScheduleGroupName",
         Settings.env_name("cron_failure_queue_url"): "CronFailureQueueUrl",
         "AGENTWAKE_SCHEDULER_DLQ_URL": "SchedulerDLQUrl",
@@ -61,6 +63,8 @@ def __getattr__(name: str) -> Any:
 QUEUE_OUTPUTS: dict[str, str] = {
     "results": "BackgroundResultQueueUrl",
     "results-dlq": "BackgroundResultDLQUrl",
+    "work": "BackgroundWorkQueueUrl",
+    "work-dlq": "BackgroundWorkDLQUrl",
     "cron-failures": "CronFailureQueueUrl",
     "scheduler-dlq": "SchedulerDLQUrl",
 }

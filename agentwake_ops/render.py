@@ -749,8 +749,9 @@ def sessions_table(configs: list[SessionConfig], *, wide: bool = False) -> None:
 
 
 def task_dict(task: Any) -> dict[str, Any]:
-    """A task as ``--json`` prints it: the record (its token hash left out) and its run id."""
-    data = task.model_dump(mode="json", exclude={"token_sha256"})
+    """A task as ``--json`` prints it: the record (its token hash, and the work's claim, which is that
+    hash, left out) and its run id."""
+    data = task.model_dump(mode="json", exclude={"token_sha256", "work_claimed"})
     return masked({**data, "run_id": task.run_id})
 
 

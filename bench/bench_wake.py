@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.server
 import io
 import os
 import re
 import statistics
 import sys
+import threading
 import time
 import zipfile
 from importlib import metadata
@@ -48,11 +50,15 @@ os.environ.update(
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+        # the background tool's server runs on 127.0.0.1 (as on the local stack)
+        "AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1",
+        "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1",
     }
 )
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from agentwake.agent.chain import ProviderChain  # noqa: E402
@@ -63,16 +69,19 @@ from agentwake.agent.tools.send_message import SendMessageToUser  # noqa: E402
 from agentwake.delivery.log import LogChannel  # noqa: E402
 from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.errors import RunFailed  # noqa: E402
+from agentwake.product.tasks import TasksService  # noqa: E402
 from agentwake.settings import Settings  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
+from agentwake.store.queues import WorkQueue  # noqa: E402
 from agentwake.wake.background import wake_for_background_result  # noqa: E402
 from agentwake.wake.cron import wake_for_cron_job  # noqa: E402
 from agentwake.wake.messages import BackgroundResultMessage, CronWakeInput  # noqa: E402
 from agentwake.wake.prompt import build_wake_messages  # noqa: E402
 from agentwake.wake.spec import WakeDeps  # noqa: E402
+from agentwake.wake.work import on_work_record  # noqa: E402
 from bench import cold_init  # noqa: E402
 from tests.support.aws import create_resources  # noqa: E402
-from tests.support.probes import DynamoCalls, count_history_reads, seed_history  # noqa: E402
+from tests.support.probes import AwsCalls, DynamoCalls, count_history_reads, seed_history  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -186,6 +195,79 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
     return out
 
 
+class _Answers(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        body = b'{"value": 42}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_queue_url: str) -> list[str]:
+    """The AWS calls of a one-step wake whose agent starts one background tool (lines of the report),
+    and of BackgroundWorkFunction running it and completing its task."""
+    from unittest import mock
+
+    from agentwake.settings import get_settings
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # the tool's outbound check reads this process's Settings, as inside a function
+    env = mock.patch.dict(os.environ, {"AGENTWAKE_TABLE": store.table.name})
+    env.start()
+    get_settings.cache_clear()
+    try:
+        tool = {
+            "type": "http",
+            "name": "lookup",
+            "description": "Look a key up.",
+            "url": f"http://127.0.0.1:{server.server_address[1]}/lookup",
+            "method": "GET",
+            "background": True,
+        }
+        script = [{"tool_calls": [{"name": "lookup", "arguments": {"key": "k"}}]}, {"text": "started it"}]
+        store.records.put_session(
+            SessionConfig(
+                session_id="k8",
+                providers=[{"type": "scripted", "id": "p", "script": script}],
+                retry_base_delay_ms=0,
+                tools=[tool],
+            )
+        )
+        store.records.put_task(
+            Task(task_id="k8-t", session_id="k8", tool_name="bench", token_sha256=task_token_hash("k8-t"))
+        )
+        dynamo, queue = DynamoCalls(store.table.db), AwsCalls(sqs, "sqs")
+        wake = dynamo.during(lambda: queue.during(lambda: wake_for_background_result(_message("k8-t", "k8"), deps)))
+        sent_by_wake = list(queue.calls)
+        (message,) = sqs.receive_message(QueueUrl=work_queue_url, AttributeNames=["All"])["Messages"]  # type: ignore[attr-defined]
+        record = SQSRecord(
+            {
+                "messageId": message["MessageId"],
+                "body": message["Body"],
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:BackgroundWorkQueue",
+            }
+        )
+        queue.calls.clear()
+        work = dynamo.during(lambda: on_work_record(record, deps, remaining_ms=120_000))
+        sent_by_work = list(queue.calls)
+    finally:
+        server.shutdown()
+        env.stop()
+        get_settings.cache_clear()
+    return [
+        f"  {'wake that starts one background tool':55s} DynamoDB {len(wake):2d} ({', '.join(wake)}); "
+        f"SQS {len(sent_by_wake)} ({', '.join(sent_by_wake)})",
+        f"  {'  BackgroundWorkFunction: the tool run, its completion':55s} DynamoDB {len(work):2d} ({', '.join(work)}); "
+        f"SQS {len(sent_by_work)} ({', '.join(sent_by_work)})",
+    ]
+
+
 def _distribution_files(name: str, seen: set[str]) -> list[tuple[Path, str]]:
     """Installed files of a distribution and its (non-extra) dependencies, as (path, arcname)."""
     key = re.sub(r"[-_.]+", "-", name).lower()
@@ -256,8 +338,17 @@ def main() -> int:
     with mock_aws(), contextlib.redirect_stdout(io.StringIO()):
         res = create_resources()
         store = DynamoStore(res.table, client=boto3.client("dynamodb", region_name="us-east-1"))
-        deps = WakeDeps(store=store, settings=Settings(table_name=res.table))
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        # as the deployed wake is built (bootstrap): a tasks service with the work queue, which a wake
+        # that starts nothing never calls
+        tasks = TasksService(store, res.queue_url, sqs=sqs, work_queue=WorkQueue(res.work_queue_url, client=sqs))
+        deps = WakeDeps(
+            store=store,
+            settings=Settings(table_name=res.table, work_queue_url=res.work_queue_url),
+            tasks=tasks,
+        )
         kinds = calls_by_kind(store, deps)
+        background = background_task_calls(store, deps, sqs, res.work_queue_url)
         for session, n in (("short", 10), ("long", args.long)):
             store.records.put_session(
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
@@ -272,6 +363,8 @@ def main() -> int:
     print("DynamoDB calls per wake (counted at the client), against the budget:")
     for kind, n, budget in kinds:
         print(f"  {kind:55s} {n:2d} / {budget}  ratio {n / budget:.2f}")
+    print("AWS calls of a wake that starts one background task, and of its work (no budget: for the record):")
+    print("\n".join(background))
     print(f"history 10 vs {args.long:,} entries (two-step wake with a delivery):")
     print(f"  calls per wake: {short_calls:.1f} vs {long_calls:.1f}  ratio {long_calls / short_calls:.2f}")
     print(f"  items the window read touched: {reads_short} vs {reads_long}")

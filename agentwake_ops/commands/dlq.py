@@ -15,15 +15,18 @@ from agentwake_ops.cli_common import JsonOpt, WideOpt, YesOpt, check_id, confirm
 from agentwake_ops.terminal import masked
 
 #: the DLQs by their short name (agentwake_ops.dlq.scan.DLQS, kept here so --help imports nothing)
-QUEUES = ("results", "cron", "scheduler")
+QUEUES = ("results", "work", "cron", "scheduler")
 
 app = typer.Typer(
     help="Triage the dead-letter queues: list, show, redrive, delete, purge, export.",
     no_args_is_help=True,
 )
 
-QUEUE_HELP = "Which DLQ: results (background results), cron (cron on-failure records), scheduler, or all."
-QueueOpt = Annotated[str, typer.Option("--queue", "-q", help=QUEUE_HELP, metavar="results|cron|scheduler|all")]
+QUEUE_HELP = (
+    "Which DLQ: results (background results), work (background tools and subagents), cron (cron on-failure "
+    "records), scheduler, or all."
+)
+QueueOpt = Annotated[str, typer.Option("--queue", "-q", help=QUEUE_HELP, metavar="results|work|cron|scheduler|all")]
 
 
 def _check_queue(queue: str) -> str:
@@ -227,7 +230,7 @@ def delete(
 @app.command("purge", epilog="Example: agentwake dlq purge scheduler --yes")
 def purge(
     ctx: typer.Context,
-    queue: Annotated[str, typer.Argument(help="The DLQ to empty: results, cron or scheduler.", metavar="QUEUE")],
+    queue: Annotated[str, typer.Argument(help="The DLQ to empty: results, work, cron or scheduler.", metavar="QUEUE")],
     yes: YesOpt = False,
 ) -> None:
     """Delete every message of one DLQ (shows the count, asks for confirmation; there is no undo)."""

@@ -118,6 +118,8 @@ def resend_attributes(message_attributes: dict[str, Any]) -> dict[str, Any]:
 def _action(msg: DlqMessage) -> str:
     if msg.queue == "results":
         return "send to the background-result queue"
+    if msg.queue == "work":
+        return "send to the background-work queue"
     return f"invoke {CRON_FUNCTION} asynchronously with {json.dumps(msg.payload)}"
 
 
@@ -204,8 +206,8 @@ def redrive(
 ) -> RedriveReport:
     """Move the selected DLQ messages back to where they can succeed.
 
-    Background results: send body + attributes (minus ``agentwake-*``) to the results queue, then
-    delete from the DLQ. Cron and scheduler failures: invoke CronWakeFunction asynchronously with
+    Background results (and background work): send body + attributes (minus ``agentwake-*``) to the
+    results queue (the work queue), then delete from the DLQ. Cron and scheduler failures: invoke CronWakeFunction asynchronously with
     the original ``{job_id, scheduled_time}``, then delete. ``--all`` on the results DLQ tries SQS's
     own StartMessageMoveTask first (not with ``verify``: that redrives exactly what it verified).
 
@@ -266,8 +268,9 @@ def redrive(
 def _redrive_one(ctx: OpsContext, claimed: Claim, msg: DlqMessage) -> RedriveItem:
     item = RedriveItem(msg.message_id, msg.queue, msg.run_id, _action(msg))
     try:
-        if msg.queue == "results":
-            kwargs: dict[str, Any] = {"QueueUrl": ctx.queue_url("results"), "MessageBody": msg.body}
+        if msg.queue in ("results", "work"):
+            # back to the queue it came from (its role in the context is its short name)
+            kwargs: dict[str, Any] = {"QueueUrl": ctx.queue_url(msg.queue), "MessageBody": msg.body}
             attributes = resend_attributes(msg.message_attributes)
             if attributes:
                 kwargs["MessageAttributes"] = attributes
@@ -369,7 +372,7 @@ def ids_from_file(path: str) -> list[str]:
 
 
 def purge(ctx: OpsContext, queue: str) -> str:
-    """Purge one DLQ (``results``, ``cron`` or ``scheduler``); returns its URL."""
+    """Purge one DLQ (``results``, ``work``, ``cron`` or ``scheduler``); returns its URL."""
     if queue not in DLQS:
         raise OpsError(f"purge one queue at a time: {', '.join(DLQS)}")
     url = ctx.queue_url(DLQS[queue])

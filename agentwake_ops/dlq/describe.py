@@ -101,7 +101,7 @@ class DlqMessage:
     body: str
     attributes: dict[str, str]
     message_attributes: dict[str, Any]
-    kind: str = "invalid"  # background | cron | invalid
+    kind: str = "invalid"  # background | cron | invalid | work:tool | work:subagent | work:deadline
     run_id: str | None = None
     session_id: str | None = None
     task_id: str | None = None
@@ -198,7 +198,7 @@ def read(raw: dict[str, Any], queue: str, queue_url: str, *, now: float | None =
     msg.receive_count = _int(attributes.get("ApproximateReceiveCount"))
     if queue == "cron":
         msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (Lambda sent the on-failure record)"
-    elif queue != "results":
+    elif queue == "scheduler":
         msg.in_dlq_since, msg.in_dlq_since_source = msg.sent_at, "SentTimestamp (Scheduler sent it to its DLQ)"
     _READERS[queue](msg)
     if msg.pending:
@@ -435,6 +435,38 @@ def _join_background(msg: DlqMessage, store: DynamoStore) -> None:
             msg.session_id = task.session_id
 
 
+def _read_work(msg: DlqMessage) -> None:
+    """A background-work message: a background tool's work (no run of its own: its task says how it
+    ended), a background subagent's ``sub:{task}`` run, or a deadline check."""
+    from agentwake.domain.models import subagent_run_id
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import WorkMessage
+
+    data = _body_object(msg.body)
+    if data is not None:
+        msg.task_id = data.get("task_id") if isinstance(data.get("task_id"), str) else None
+        msg.session_id = data.get("session_id") if isinstance(data.get("session_id"), str) else None
+        msg.payload = data
+    dead_lettered_type = _attr(msg.message_attributes, ATTR_ERROR_TYPE)
+    try:
+        parsed = WorkMessage.parse_body(msg.body)
+    except InvalidMessage as exc:
+        msg.kind = "invalid"
+        msg.error_type, msg.error_detail, msg.error_source = "InvalidMessage", str(exc), "body"
+    else:
+        msg.kind = f"work:{parsed.kind}"
+        msg.run_id = subagent_run_id(parsed.task_id) if parsed.kind == "subagent" else None
+        msg.pending = True
+    if dead_lettered_type:
+        # the work function dead-lettered it itself, at once, with its reason
+        msg.error_type = dead_lettered_type
+        msg.error_detail = _attr(msg.message_attributes, ATTR_REASON)
+        msg.error_source = "message-attributes"
+        msg.attempts = _int(_attr(msg.message_attributes, ATTR_RECEIVE_COUNT))
+        msg.first_failure_at = msg.last_failure_at = msg.sent_at
+        _stamp_dead_lettered(msg)
+
+
 # --------------------------------------------------------------------------------------------
 # cron and scheduler: {job_id, scheduled_time}
 
@@ -541,11 +573,13 @@ def _settle_scheduler(msg: DlqMessage) -> None:
 
 _READERS: dict[str, Callable[[DlqMessage], None]] = {
     "results": _read_background,
+    "work": _read_work,
     "cron": _read_cron,
     "scheduler": _read_scheduler,
 }
 _JOINERS: dict[str, Callable[[DlqMessage, DynamoStore], None]] = {
     "results": _join_background,
+    "work": _join_background,
     "cron": _join_cron_input,
     "scheduler": _join_cron_input,
 }

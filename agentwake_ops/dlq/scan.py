@@ -14,12 +14,17 @@ from agentwake_ops.progress import SILENT, Progress
 from agentwake_ops.sqs_scan import Scanner
 
 #: the DLQs by the short name the CLI uses -> queue role in OpsContext
-DLQS: dict[str, str] = {"results": "results-dlq", "cron": "cron-failures", "scheduler": "scheduler-dlq"}
+DLQS: dict[str, str] = {
+    "results": "results-dlq",
+    "work": "work-dlq",
+    "cron": "cron-failures",
+    "scheduler": "scheduler-dlq",
+}
 QUEUE_CHOICES = (*DLQS, "all")
 
 
 def queue_names(choice: str) -> list[str]:
-    """``results|cron|scheduler|all`` -> the short queue names."""
+    """``results|work|cron|scheduler|all`` -> the short queue names."""
     if choice == "all":
         return list(DLQS)
     if choice not in DLQS:

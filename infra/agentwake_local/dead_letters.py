@@ -170,7 +170,7 @@ def _described(message: dict[str, Any], lid: str, short: str | None, url: str, s
 
 
 def _short_names(runtime: Any) -> dict[str, str]:
-    """Queue URL -> the name the DLQ commands know it by (results, cron, scheduler)."""
+    """Queue URL -> the name the DLQ commands know it by (results, work, cron, scheduler)."""
     from agentwake_ops.context import QUEUE_OUTPUTS
     from agentwake_ops.dlq.scan import DLQS
 

@@ -495,6 +495,7 @@ def test_cron_budget_exceeded_reaches_the_failure_queue_after_one_invocation(
 EVENT_FILES = {
     "background-result-success.json",
     "background-result-mixed-batch.json",
+    "background-work-malformed.json",
     "cron-wake.json",
     "cron-wake-missing-job.json",
 }
@@ -595,6 +596,22 @@ def test_invoke_background_result_mixed_batch(local: LocalStackRuntime, seeded: 
     assert dead["Body"] == MALFORMED_BODY
     assert attr(dead, ATTR_ORIGINAL_ID) == malformed_id
     assert attr(dead, ATTR_ERROR_TYPE) == "InvalidMessage" and attr(dead, ATTR_REASON)
+
+
+def test_invoke_background_work_malformed(local: LocalStackRuntime) -> None:
+    # GIVEN the sample work message whose task id is not a valid id
+    path = EVENTS / "background-work-malformed.json"
+    [record] = json.loads(path.read_text())["Records"]
+    clear(local, "BackgroundWorkDLQ")
+    # WHEN `agentwake invoke BackgroundWorkFunction -e events/background-work-malformed.json`
+    out = agentwake_invoke("BackgroundWorkFunction", "-e", str(path))
+    # THEN no record failed (no retry can help), the command names the record it dead-lettered, and
+    # the message is in BackgroundWorkDLQ with its reason
+    assert out.response == {"batchItemFailures": []}
+    assert "dead-lettered to BackgroundWorkDLQ" in out.stderr, out
+    [dead] = peek(local, "BackgroundWorkDLQ")
+    assert dead["Body"] == record["body"] and attr(dead, ATTR_ORIGINAL_ID) == record["messageId"]
+    assert attr(dead, ATTR_ERROR_TYPE) == "InvalidMessage" and "task_id" in (attr(dead, ATTR_REASON) or "")
 
 
 def test_invoke_cron_wake(seeded: DynamoStore) -> None:

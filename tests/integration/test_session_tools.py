@@ -185,7 +185,7 @@ def test_a_session_naming_a_missing_tool_fails_with_a_clear_config_error(
     [failure] = store.ends.failures("bg:t4")
     assert failure.error_type == "ConfigError"
     assert "no package installs an entry point 'no_such_tool' in group 'agentwake.tools'" in failure.detail
-    assert "installed: broken_tool, word_count" in failure.detail
+    assert "installed: broken_lookup, broken_tool, word_count" in failure.detail
     assert [e.kind for e in store.history.history("s4")] == []  # nothing written to the conversation
 
 

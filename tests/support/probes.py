@@ -21,6 +21,22 @@ def count_history_reads(store: DynamoStore, session_id: str, limit: int) -> int:
     return int(resp["ScannedCount"])
 
 
+class AwsCalls:
+    """Every API call a client of ``service`` makes, by operation name, in order."""
+
+    def __init__(self, client: object, service: str) -> None:
+        self.calls: list[str] = []
+        client.meta.events.register(f"before-call.{service}", self._count)  # type: ignore[attr-defined]
+
+    def _count(self, model: object, **_: object) -> None:
+        self.calls.append(model.name)  # type: ignore[attr-defined]
+
+    def during(self, fn: Callable[[], object]) -> list[str]:
+        start = len(self.calls)
+        fn()
+        return self.calls[start:]
+
+
 class DynamoCalls:
     """Every DynamoDB API call a client makes, by operation name, in order (botocore's
     ``before-call`` event): what a wake costs in round trips."""

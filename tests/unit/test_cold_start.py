@@ -28,7 +28,10 @@ FORBIDDEN_MODULES = {
 }
 
 
-@pytest.mark.parametrize("handler", ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake"])
+@pytest.mark.parametrize(
+    "handler",
+    ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake", "agentwake.handlers.background_work"],
+)
 def test_handler_import_stays_light(handler: str) -> None:
     # GIVEN a fresh interpreter WHEN it imports the handler as Lambda's cold start does
     code = f"import sys, json, {handler}; print(json.dumps(sorted(sys.modules)))"
@@ -49,7 +52,10 @@ def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery(
     assert "agentwake.trust.secrets" not in loaded
 
 
-@pytest.mark.parametrize("handler", ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake"])
+@pytest.mark.parametrize(
+    "handler",
+    ["agentwake.handlers.background_result", "agentwake.handlers.cron_wake", "agentwake.handlers.background_work"],
+)
 def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handler: str) -> None:
     # GIVEN a fresh interpreter with the function's environment
     code = (

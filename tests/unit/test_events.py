@@ -18,7 +18,11 @@ from tests.support.tasks import token_for
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 ALL = sorted(EVENTS.glob("*.json"))
-SQS_EVENTS = ("background-result-success.json", "background-result-mixed-batch.json")
+SQS_EVENTS = (
+    "background-result-success.json",
+    "background-result-mixed-batch.json",
+    "background-work-malformed.json",
+)
 CRON_EVENTS = ("cron-wake.json", "cron-wake-missing-job.json")
 
 # What Lambda's SQS poller puts in every record (md5OfMessageAttributes only when there are some).
@@ -138,3 +142,13 @@ def test_cron_event_is_the_scheduler_input_exactly(name: str) -> None:
 def test_cron_events_name_the_demo_job_and_a_missing_one() -> None:
     assert load("cron-wake.json")["job_id"] == "job-nightly"
     assert load("cron-wake-missing-job.json")["job_id"] == "job-does-not-exist"
+
+
+def test_the_work_event_is_one_work_message_the_function_dead_letters() -> None:
+    from agentwake.errors import InvalidMessage
+    from agentwake.wake.messages import WorkMessage
+
+    (body,) = bodies("background-work-malformed.json")
+    assert json.loads(body)["kind"] == "tool"
+    with pytest.raises(InvalidMessage, match="task_id"):
+        WorkMessage.parse_body(body)

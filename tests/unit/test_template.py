@@ -24,6 +24,7 @@ FOURTEEN_DAYS = 14 * 24 * 3600
 FUNCTIONS = {
     "BackgroundResultFunction": "agentwake.handlers.background_result.handler",
     "CronWakeFunction": "agentwake.handlers.cron_wake.handler",
+    "BackgroundWorkFunction": "agentwake.handlers.background_work.handler",
 }
 TABLES = ("AgentTable",)
 QUEUES = (
@@ -168,6 +169,25 @@ def test_background_results_arrive_by_sqs_with_partial_batch_responses(template:
     assert default(template, "BatchSize") == 10
     assert default(template, "MaximumConcurrency") == 5
     assert template["Parameters"]["MaximumConcurrency"]["MinValue"] == 2
+
+
+def test_background_work_arrives_by_sqs_one_record_at_a_time_with_partial_batch_responses(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN the function that runs background tools, subagents and deadline checks
+    (event,) = props(template, "BackgroundWorkFunction")["Events"].values()
+    # THEN it reads its own queue, one record per invocation (a tool may run minutes), and reports
+    # the records that failed alone
+    assert event["Type"] == "SQS"
+    p = event["Properties"]
+    assert p["Queue"] == {"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]}
+    assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert p["BatchSize"] == 1
+    assert p["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "MaximumConcurrency"}}
+    # AND it finds its queue and its DLQ through the environment
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_WORK_QUEUE_URL"] == {"Ref": "BackgroundWorkQueue"}
+    assert env["AGENTWAKE_WORK_DLQ_URL"] == {"Ref": "BackgroundWorkDLQ"}
 
 
 def test_failed_cron_wakes_go_to_the_failure_queue(template: dict[str, Any]) -> None:
@@ -493,10 +513,28 @@ def test_the_background_function_sends_exactly_to_the_result_dlq_and_back_to_its
     template: dict[str, Any],
 ) -> None:
     # permanent input errors go to the DLQ; a result waiting for its busy session re-sends itself
+    # and a woken agent's background tool starts its task's work
     assert sqs_grants(template, "BackgroundResultFunction") == {
         ("sqs:SendMessage", "BackgroundResultDLQ"),
         ("sqs:SendMessage", "BackgroundResultQueue"),
+        ("sqs:SendMessage", "BackgroundWorkQueue"),
     }
+
+
+def test_the_work_function_completes_tasks_resends_its_work_and_dead_letters_to_its_own_dlq(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN the background-work function's own policies
+    # THEN it sends exactly: a completion to the result queue, a deadline check back to its own
+    # queue, a message no retry can help to its DLQ; never to another DLQ or the cron failure queue
+    assert sqs_grants(template, "BackgroundWorkFunction") == {
+        ("sqs:SendMessage", "BackgroundResultQueue"),
+        ("sqs:SendMessage", "BackgroundWorkQueue"),
+        ("sqs:SendMessage", "BackgroundWorkDLQ"),
+    }
+    # AND it manages no schedule and passes no role
+    assert "scheduler:" not in repr(policies(template, "BackgroundWorkFunction"))
+    assert "iam:PassRole" not in repr(policies(template, "BackgroundWorkFunction"))
 
 
 def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(template: dict[str, Any]) -> None:
@@ -521,13 +559,21 @@ def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(t
             "Action": "sqs:SendMessage",
             "Resource": {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]},
         },
+        {
+            "Sid": "StartBackgroundWork",
+            "Effect": "Allow",
+            "Action": "sqs:SendMessage",
+            "Resource": {"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]},
+        },
     ]
     assert sqs_grants(template, "CronWakeFunction") == {
         ("sqs:SendMessage", "CronFailureQueue"),
         ("sqs:SendMessage", "BackgroundResultQueue"),
+        ("sqs:SendMessage", "BackgroundWorkQueue"),
     }
     # AND the background function may not
     assert "CronFailureQueue" not in {queue for _, queue in sqs_grants(template, "BackgroundResultFunction")}
+    assert "CronFailureQueue" not in {queue for _, queue in sqs_grants(template, "BackgroundWorkFunction")}
     # AND the handler finds the queue through the environment
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert env["AGENTWAKE_CRON_FAILURE_QUEUE_URL"] == {"Ref": "CronFailureQueue"}
@@ -615,6 +661,7 @@ def test_outputs(template: dict[str, Any]) -> None:
         "BackgroundResultFunctionArn",
         "CronWakeFunctionArn",
         "CronWakeFunctionAliasArn",
+        "BackgroundWorkFunctionArn",
         "AlarmTopicArn",
         "DashboardName",
         "ProducerPolicyArn",
@@ -637,7 +684,7 @@ def test_every_dlq_has_an_alarm_that_notifies_the_topic(template: dict[str, Any]
             assert a["TreatMissingData"] == "notBreaching"
             watched.add(a["Dimensions"][0]["Value"]["Fn::GetAtt"][0])
         assert a["AlarmActions"] == [{"Ref": "AlarmTopic"}]
-    assert watched == {"BackgroundResultDLQ", "CronFailureQueue", "SchedulerDLQ"}
+    assert watched == {"BackgroundResultDLQ", "BackgroundWorkDLQ", "CronFailureQueue", "SchedulerDLQ"}
     # AND the RunFailed metric has its alarm, in the Powertools namespace with the service dimension
     [run_failed] = [a for a in alarms if a["MetricName"] == "RunFailed"]
     assert run_failed["Namespace"] == {"Ref": "MetricsNamespace"}
@@ -718,7 +765,11 @@ def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dic
         }
     }
     sends = [s for s in statements(policies(template, "ProductApiFunction")) if s["Action"] == "sqs:SendMessage"]
-    assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}]
+    # a completion, a hand-off; and the start of a background tool or subagent for a session
+    assert [s["Resource"] for s in sends] == [
+        {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]},
+        {"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]},
+    ]
     others = {
         a
         for s in statements(policies(template, "ProductApiFunction"))

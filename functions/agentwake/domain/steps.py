@@ -23,6 +23,8 @@ StepKind = Literal["reply", "tool", "final"]
 FINAL_DELIVERY_KEY = "final.delivery"
 #: the result of a background tool's work, kept before its completion is sent (``work:{task}``'s journal)
 WORK_RESULT_KEY = "work.result"
+#: journaled once its completion was sent: a later copy of the work message sends nothing
+WORK_SENT_KEY = "work.sent"
 #: in a step's value: the run's attempt that journaled it (a later attempt replays it, never rewrites)
 STEP_ATTEMPT = "attempt"
 _STEP_KEY = re.compile(r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|tool\.(?P<index>[0-9]+))")

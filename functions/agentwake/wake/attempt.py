@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.domain.conversation import fit_window
 from agentwake.domain.steps import is_tool_result
@@ -124,10 +124,25 @@ def task_starter(session: SessionConfig, deps: WakeDeps) -> TaskStarter | None:
     if tasks is None:
         return None
 
-    def start(ctx: ToolContext, **call: Any) -> Task:
+    def start(
+        ctx: ToolContext,
+        *,
+        kind: Literal["tool", "subagent"],
+        name: str,
+        args: dict[str, object],
+        deadline_s: float | None = None,
+    ) -> Task:
         from agentwake.wake.start_task import start_background_task  # loaded by a run that starts one
 
-        return start_background_task(ctx, tasks=tasks, default_deadline_s=session.task_deadline_s, **call)
+        return start_background_task(
+            ctx,
+            kind=kind,
+            name=name,
+            args=args,
+            deadline_s=deadline_s,
+            tasks=tasks,
+            default_deadline_s=session.task_deadline_s,
+        )
 
     return start
 

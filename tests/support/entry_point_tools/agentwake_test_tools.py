@@ -26,6 +26,24 @@ class WordCount(Tool):
         return f"{len(args.text.split())} words"
 
 
+class LookupArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1)
+
+
+class BrokenLookup(Tool):
+    """A tool whose backend is down: every call raises (a background call's task ends ``failed``)."""
+
+    name = "broken_lookup"
+    description = "Look a key up in a service that is down."
+    Args = LookupArgs
+    side_effect = False
+
+    def invoke(self, args: LookupArgs, ctx: ToolContext) -> str:
+        raise RuntimeError(f"the lookup service is down (key {args.key})")
+
+
 class NotATool:
     pass
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentwake.agent.tools import TaskStarter, Tool, ToolContext
 from agentwake.agent.types import ToolSpec
-from agentwake.errors import ConfigError
+from agentwake.errors import AgentwakeError, ConfigError, StepInterrupted
 
 
 class BackgroundTool(Tool):
@@ -43,7 +43,16 @@ class BackgroundTool(Tool):
     def invoke(self, args: dict[str, Any], ctx: ToolContext) -> str:
         if self.starter is None:
             raise ConfigError(f"background tool {self.name!r} cannot start here: this process has no work queue")
-        task = self.starter(ctx, kind="tool", name=self.name, args=args, deadline_s=self.deadline_s)
+        try:
+            task = self.starter(ctx, kind="tool", name=self.name, args=args, deadline_s=self.deadline_s)
+        except AgentwakeError:
+            raise  # a refusal the model reads (no work queue, a task id taken), or an interrupted step
+        except Exception as exc:
+            # the table or the queue failed: perhaps registered, perhaps sent. Not an error the model
+            # should act on: the step is redone on retry, and the start is idempotent on this call
+            raise StepInterrupted(
+                f"starting background tool {self.name!r} did not finish: {type(exc).__name__}"
+            ) from exc
         until = f", deadline {task.deadline_at}" if task.deadline_at else ""
         return (
             f"started task {task.task_id} ({self.name} in the background{until}): "

@@ -7,6 +7,8 @@
 
 An HTTP tool whose method is not GET/HEAD is side-effecting unless it says ``"side_effect": false``;
 a Python tool's class declares ``side_effect`` (True or False) or is refused here (docs/tools.md).
+Either may say ``"background": true``: the model's call then starts a task (``BackgroundTool``) and the
+background-work function calls the tool (docs/background-work.md).
 
 Imported only when a session declares tools, so sessions without them load none of this.
 """
