@@ -22,7 +22,7 @@ journal on the retry (no model call) and completes again, which the task's claim
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.agent.runner import AgentState
 from agentwake.deadline import deadline_after, run_deadline
@@ -200,7 +200,7 @@ class _Attempt:
         self._failed(error_type, result.completion_text, final=self.last or not error.retryable, result=result)
         raise error
 
-    def _complete(self, status: str, text: str) -> None:
+    def _complete(self, status: Literal["succeeded", "failed"], text: str) -> None:
         """The task's completion (the one finish path); one that comes too late changes nothing."""
         tasks = self.deps.tasks
         if tasks is None:
@@ -209,7 +209,7 @@ class _Attempt:
         try:
             tasks.finish_task(
                 self.task.task_id,
-                status,  # type: ignore[arg-type]
+                status,
                 text,
                 task_token=str(self.msg.task_token),
                 summary_name=f"subagent {name}",
