@@ -320,3 +320,43 @@ def test_a_background_tool_is_called_inside_the_subagents_run() -> None:
     )
     # THEN the subagent calls it itself (it is the detached work already), starting no task of its own
     assert isinstance(agent.build().tools.get("web_search"), HttpTool)
+
+
+def test_a_subagents_failure_is_bounded_in_the_tool_result() -> None:
+    # GIVEN a subagent whose provider fails with a 100,000-character error
+    from agentwake.errors import PermanentProviderError
+
+    clock = FakeClock()
+    session = _session(
+        [{**RESEARCHER, "providers": [{"type": "scripted", "id": "sub"}]}],
+        providers=[{"type": "scripted", "id": "main", "script": _main_script()}],
+    )
+    recorder = Recorder(clock)
+
+    def factory(spec: dict[str, Any]) -> Any:
+        if spec.get("id") != "sub":
+            return recorder(spec)
+
+        class Loud:
+            id = "sub"
+
+            def complete(self, request: ChatRequest) -> ModelReply:
+                raise PermanentProviderError("x" * 100_000, code="Loud")
+
+        return Loud()
+
+    journal = InMemoryJournal()
+    session_agent(
+        session=session,
+        run_id="cron:j1:t",
+        prompt=WakePrompt(persona="p", kind="cron", wake={}, history=()),
+        journal=journal,
+        channel=None,
+        clock=clock,
+        deadline=None,
+        provider_factory=factory,
+    ).run()
+    # THEN the main agent reads the reason, cut to a bounded size
+    content = journal.get("000.tool.00")["content"]
+    assert content.startswith("error: the subagent researcher failed (AllProvidersFailed)")
+    assert 4000 < len(content) < 5000 and "truncated" in content

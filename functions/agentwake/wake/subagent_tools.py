@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentwake import deadline as run_deadlines
 from agentwake.agent.runner import AgentState
 from agentwake.agent.tools import DRY_RUN_RESULT, Tool, ToolContext
+from agentwake.domain.models import truncate
 from agentwake.errors import DeadlineExceeded
 
 if TYPE_CHECKING:
@@ -143,7 +144,8 @@ class SubagentTool(Tool):
             return result.completion_text
         if self.clock.now() >= chain_deadline and (self.deadline is None or chain_deadline < self.deadline):
             return self._out_of_time(agent)
-        return f"error: the subagent {spec.name} failed ({result.error_type}): {result.completion_text}"
+        # bounded: every text that leaves a run is (a provider's error may be long)
+        return f"error: the subagent {spec.name} failed ({result.error_type}): {truncate(result.completion_text, 4000)}"
 
     def _out_of_time(self, agent: WokenAgent) -> str:
         done = agent.result()
