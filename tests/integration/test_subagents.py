@@ -220,6 +220,21 @@ def _texts_about(store: DynamoStore, task_id: str) -> list[str]:
     return texts
 
 
+def ops_context(stack: Stack) -> Any:
+    """The operator CLI's context on this stack (agentwake_ops, as `agentwake` builds it)."""
+    from agentwake_ops.context import Discovery, build_context
+
+    discovery = Discovery(source="env", description="moto", outputs=stack.outputs, region=REGION)
+    return build_context(discovery, session=boto3.session.Session(region_name=REGION))
+
+
+def dlq_listing(stack: Stack) -> list[Any]:
+    """BackgroundWorkDLQ as `agentwake dlq list --queue work` lists it: its messages joined with their runs."""
+    from agentwake_ops.dlq.select import list_messages
+
+    return list(list_messages(ops_context(stack), "work"))
+
+
 def peek(url: str) -> list[dict[str, Any]]:
     """The messages on a queue, left there (visible again at once)."""
     sqs = boto3.client("sqs", region_name=REGION)
@@ -255,6 +270,10 @@ def fail_truthfully(stack: Stack) -> str:
     # and its record is in BackgroundWorkDLQ (its reason: the run's failure records, by its run id)
     dead = peek(stack.outputs["BackgroundWorkDLQUrl"])
     assert [json.loads(m["Body"])["task_id"] for m in dead] == [task_id]
+    # as an operator's `dlq list --queue work` reads it: the sub run, and why its last attempt failed
+    listed = dlq_listing(stack)
+    assert [(m.kind, m.run_id, m.error_type) for m in listed] == [("work:subagent", run_id, "AllProvidersFailed")]
+    assert "sub-a: ServerError" in str(listed[0].error_detail)
     # the task completed failed, once, with the reason
     task = store.records.get_task(task_id)
     assert task is not None and task.status in ("failed", "woken")
@@ -278,13 +297,13 @@ def test_a_background_subagent_that_fails_ends_in_the_dlq_and_the_agent_tells_th
 
 
 def redrive(stack: Stack) -> None:
-    """An operator's redrive of BackgroundWorkDLQ: each message back to its queue (moto has no
-    StartMessageMoveTask), a new message id and receive count."""
-    sqs = boto3.client("sqs", region_name=REGION)
-    dlq, queue = stack.outputs["BackgroundWorkDLQUrl"], stack.outputs["BackgroundWorkQueueUrl"]
-    for message in drain(dlq):
-        sqs.send_message(QueueUrl=queue, MessageBody=message["Body"])
-        sqs.delete_message(QueueUrl=dlq, ReceiptHandle=message["ReceiptHandle"])
+    """An operator's `dlq redrive --queue work --all`: each message back to BackgroundWorkQueue (a new
+    message id, a new receive count)."""
+    from agentwake_ops.dlq.act import redrive as dlq_redrive
+    from agentwake_ops.dlq.select import Selection
+
+    report = dlq_redrive(ops_context(stack), Selection(everything=True), queue="work")
+    assert len(report.moved) == 1 and not report.failed
 
 
 def fix_and_redrive(stack: Stack, task_id: str) -> None:
