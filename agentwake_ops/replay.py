@@ -159,17 +159,23 @@ def session_for_replay(
     providers: list[dict[str, Any]] | None = None,
     max_steps: int | None = None,
     persona: str | None = None,
+    subagent: str | None = None,
 ) -> SessionConfig:
-    """The session's config with the what-if changes (validated as a stored config would be)."""
+    """The session's config with the what-if changes (validated as a stored config would be);
+    ``subagent``: the changes are to that subagent's spec (the replay of its ``sub:`` run)."""
     data = session.model_dump()
+    target = data
+    if subagent is not None:
+        target = next((dict(s) for s in data["subagents"] if s.get("name") == subagent), {"name": subagent})
+        data["subagents"] = [target if s.get("name") == subagent else s for s in data["subagents"]]
     if providers is not None:
         for spec in providers:
             parse_spec(spec)  # ConfigError naming the problem
-        data["providers"] = providers
+        target["providers"] = providers
     if max_steps is not None:
-        data["max_steps"] = max_steps
+        target["max_steps"] = max_steps
     if persona is not None:
-        data["persona"] = persona
+        target["persona"] = persona
     return SessionConfig.model_validate(data)
 
 
@@ -197,7 +203,9 @@ def replay(
     ro = read_only(store)
     run = ro.records.get_run(run_id)
     if run is None:
-        raise ReplayError(f"no run {run_id!r} in the store (run ids look like bg:TASK_ID or cron:JOB_ID:TIME)")
+        raise ReplayError(
+            f"no run {run_id!r} in the store (run ids look like bg:TASK_ID, sub:TASK_ID or cron:JOB_ID:TIME)"
+        )
     recorded = ro.runs.get_wake(run_id)
     if recorded is None:
         raise ReplayError(
@@ -210,7 +218,8 @@ def replay(
         raise ReplayError(
             f"session {run.session_id} has no config (agentwake sessions put {run.session_id}); the run would fail too"
         )
-    session = session_for_replay(stored, providers=providers, max_steps=max_steps, persona=persona)
+    subagent = str(wake.get("subagent")) if kind == "subagent" else None
+    session = session_for_replay(stored, providers=providers, max_steps=max_steps, persona=persona, subagent=subagent)
     outcome = ReplayOutcome(
         run_id=run_id,
         session_id=session.session_id,
@@ -238,19 +247,25 @@ def replay(
         retry=retry,
         on_event=collect,
     )
-    spec = RunSpec(run_id=run_id, kind=kind, session_id=session.session_id, wake=wake)  # type: ignore[arg-type]
     journal = ReplayJournal(ro.journals.journal_entries(run_id))
     channel = DryChannel(ro)
-    attempt = None
+    agent = None
     try:
-        attempt = build_attempt(spec, session, deps, journal=journal, channel=channel, dry_run=True)
-        attempt.agent.run()
+        if kind == "subagent":
+            # a background subagent's run: built as its wake builds it (no prompt of a wake, no channel)
+            from agentwake.wake.subagent import subagent_attempt
+
+            agent = subagent_attempt(session, wake, deps, run_id=run_id, journal=journal, deadline=None, dry_run=True)
+        else:
+            spec = RunSpec(run_id=run_id, kind=kind, session_id=session.session_id, wake=wake)  # type: ignore[arg-type]
+            agent = build_attempt(spec, session, deps, journal=journal, channel=channel, dry_run=True).agent
+        agent.run()
     except WriteRefused:
         raise  # a bug: the replay must never get here quietly
     except Exception as exc:  # what would crash or fail the real run ends this replay in ERROR
         outcome.error_type = type(exc).__name__
         outcome.final_text = f"{type(exc).__name__}: {exc}"
-    result = attempt.agent.result() if attempt is not None else None
+    result = agent.result() if agent is not None else None
     if result is not None:
         outcome.steps = result.steps_done
         outcome.replayed_steps = result.replayed_steps

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.ledger import Limits, ModelCall, RunLedger
 from agentwake.agent.runner import AgentState, DeliverFinal, RunEvent, Runner
-from agentwake.agent.tools import TaskStarter, ToolContext, ToolRegistry
+from agentwake.agent.tools import TaskStarter, Tool, ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.errors import ConfigError
 
@@ -80,7 +80,8 @@ class WokenAgent:
     #: an absolute time on ``clock``: no backoff sleeps past it, no model call starts after it
     deadline: float | None
     journal: StepJournal
-    channel: DeliveryChannel
+    #: where send_message_to_user delivers; None: the agent is not offered it (a subagent)
+    channel: DeliveryChannel | None
     limits: Limits
     max_steps: int
     deliver_final: DeliverFinal = "never"
@@ -89,6 +90,8 @@ class WokenAgent:
     tools: list[Any] = field(default_factory=list)
     #: tools built by the wake for this session (its self-wake tools), offered after the declared ones
     extra_tools: list[Any] = field(default_factory=list)
+    #: tools the wake built itself: the hand-off tools of the session's subagents
+    handoffs: list[Tool] = field(default_factory=list)
     #: the session's counters of today, when it has daily limits
     tokens_today: int = 0
     deliveries_today: int = 0
@@ -127,15 +130,12 @@ class WokenAgent:
             chain = ProviderChain(providers, retry=self.retry, clock=self.clock, deadline=self.deadline)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        messaging = (
+            [] if self.channel is None else [SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final)]
+        )
         self.runner = Runner(
             model=chain,
-            tools=ToolRegistry(
-                [
-                    SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final),
-                    *self._declared_tools(),
-                    *self.extra_tools,
-                ]
-            ),
+            tools=ToolRegistry([*messaging, *self._declared_tools(), *self.extra_tools, *self.handoffs]),
             messages=messages,
             context=ToolContext(run_id=self.run_id, session_id=self.session_id, role=self.role, dry_run=self.dry_run),
             journal=self.journal,

@@ -212,6 +212,13 @@ class RunsPort(Protocol):
         counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
         ...
 
+    def begin_unleased(
+        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None, wake: dict[str, Any]
+    ) -> int:
+        """The attempt count of a run that holds no lease (a subagent's), and on a first attempt what
+        woke it, in one conditional write; the attempt number (raises LeaseHeld, RunAlreadySucceeded)."""
+        ...
+
 
 class RunEndsPort(Protocol):
     """How a run ends (``store.ends``): each returns the lease after its release."""
@@ -221,7 +228,7 @@ class RunEndsPort(Protocol):
         *,
         run_id: str,
         session_id: str,
-        note: str,
+        note: str | None,
         steps: int,
         task_id: str | None = None,
         job_id: str | None = None,
@@ -232,8 +239,9 @@ class RunEndsPort(Protocol):
         usage: dict[str, Any] | None = None,
         waited: bool = False,
     ) -> Lease | None:
-        """DONE: marker, note, run, task/job, what ``journal`` has not written yet (its last step)
-        and lease release in one transaction (raises RunAlreadySucceeded, CommitConflict)."""
+        """DONE: marker, note (None: no history, a subagent's run), run, task/job, what ``journal``
+        has not written yet (its last step) and lease release in one transaction (raises
+        RunAlreadySucceeded, CommitConflict)."""
         ...
 
     def record_failure(

@@ -105,7 +105,7 @@ class RunEnds:
         *,
         run_id: str,
         session_id: str,
-        note: str,
+        note: str | None,
         steps: int,
         task_id: str | None = None,
         job_id: str | None = None,
@@ -116,7 +116,8 @@ class RunEnds:
         usage: dict[str, Any] | None = None,
         waited: bool = False,
     ) -> Lease | None:
-        """One transaction: marker + note in history, run succeeded, task woken / job completed,
+        """One transaction: marker + note in history (none when ``note`` is None: a subagent's run,
+        which writes no history), run succeeded, task woken / job completed,
         the steps and deliveries ``journal`` has not written yet (the run's last step, and the
         deliveries no step reported), and the lease released (``waited``: and the run's entry on the
         session's wait list removed). Once it landed, the journal has nothing left to write.
@@ -130,11 +131,12 @@ class RunEnds:
         earlier = self.journals.unwritten_items(
             run_id, journal.unwritten(for_commit=True) if journal is not None else None
         )
-        marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
-        note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
-        items: list[tuple[str, Any]] = [
-            ("marker", self.history.entry_put(marker)),
-            ("note", self.history.entry_put(note_entry)),
+        items: list[tuple[str, Any]] = []
+        if note is not None:
+            marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
+            note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
+            items += [("marker", self.history.entry_put(marker)), ("note", self.history.entry_put(note_entry))]
+        items += [
             (
                 "run",
                 {

@@ -252,6 +252,27 @@ class Runs:
             }
         }
 
+    def begin_unleased(
+        self, *, run_id: str, kind: str, session_id: str, previous: RunRecord | None, wake: dict[str, Any]
+    ) -> int:
+        """Count an attempt of a run that holds no session lease (a background subagent's ``sub:``
+        run: it writes no history and sends nothing to the user), keeping what woke it on a first
+        attempt, in one transaction. Returns the attempt number. Raises RunAlreadySucceeded, or
+        LeaseHeld when another copy of the run counted an attempt since ``previous`` was read."""
+        attempt, run_update = self.attempt_update(run_id=run_id, kind=kind, session_id=session_id, previous=previous)
+        items: list[tuple[str, Any]] = [("run", run_update)]
+        if previous is None:
+            items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
+        try:
+            self.table.transact(items)
+        except self.table.db.exceptions.TransactionCanceledException as exc:
+            failed: dict[str, Any] = getattr(exc, "failed_tags", {})
+            old = (failed.get("run") or {}).get("Item") or {}
+            if old.get("status", {}).get("S") == "succeeded":
+                raise RunAlreadySucceeded(run_id) from exc
+            raise LeaseHeld(session_id, run_id, detail=f"another copy of {run_id} started meanwhile") from exc
+        return attempt
+
     def _begin_run(
         self,
         *,

@@ -5,6 +5,8 @@ can never run is refused where it is written (one ``ConfigError`` line), not at 
 
 - it names its providers (no default provider: the scripted one runs only where a config names it);
 - each provider, delivery and tool spec parses as the wake parses it;
+- its subagents (``agentwake.agent.subagents``) parse, name only tools the session declares (never
+  ``send_message_to_user`` or a hand-off tool), and their providers pass the provider checks;
 - every secret reference is inside the stack's scope (``agentwake.trust.secrets.check_ref``: the
   ``env:`` prefix, the stack's ``SecretsPrefix`` / ``SsmPathPrefix``, no ``..``);
 - a Python tool is installed, where the stack's functions run in this Python environment (the
@@ -99,6 +101,7 @@ def check_session(config: SessionConfig, rules: ConfigRules | None = None) -> No
     _check_delivery(config.delivery, rules)
     for raw in config.tools:
         _check_tool(raw, rules, config.session_id)
+    _check_subagents(config, rules)
 
 
 def secret_refs(config: SessionConfig) -> frozenset[str]:
@@ -110,6 +113,7 @@ def secret_refs(config: SessionConfig) -> frozenset[str]:
     _check_delivery(config.delivery, collecting)
     for raw in config.tools:
         _check_tool(raw, collecting, config.session_id)
+    _check_subagents(config, collecting)
     return frozenset(found)
 
 
@@ -151,6 +155,17 @@ def _check_delivery(raw: Any, rules: ConfigRules) -> None:
     if isinstance(spec, WebhookSpec):
         _check_url(spec.url, "webhook url", rules)
         _check_ref(spec.secret_ref, rules)
+
+
+def _check_subagents(config: SessionConfig, rules: ConfigRules) -> None:
+    """Each subagent's spec and tools (``parse_subagents``), and its providers as the session's."""
+    if not config.subagents:
+        return
+    from agentwake.agent.subagents import parse_subagents
+
+    for spec in parse_subagents(config.subagents, config.tools, session_id=config.session_id):
+        for raw in spec.providers:
+            _check_provider(raw, rules)
 
 
 def _check_tool(raw: Any, rules: ConfigRules, session_id: str) -> None:

@@ -18,7 +18,8 @@ from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agentwake.agent.tools import TaskStarter
+    from agentwake.agent.subagents import SubagentSpec
+    from agentwake.agent.tools import TaskStarter, Tool
     from agentwake.domain.models import SessionConfig
     from agentwake.settings import Settings
 
@@ -77,7 +78,7 @@ def session_agent(
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
-    attempts made."""
+    attempts made; ``start_task``: starts a background tool's or subagent's task (None: none can start)."""
     if not session.providers:  # stored by an older version (put_session refuses it now): never run scripted
         from agentwake.trust.session_checks import no_providers_message
 
@@ -109,4 +110,105 @@ def session_agent(
         on_event=on_event,
         dry_run=dry_run,
         start_task=start_task,
+        handoffs=_handoffs(
+            session,
+            clock=clock,
+            deadline=deadline,
+            settings=settings,
+            provider_factory=provider_factory,
+            retry=retry,
+            start=start_task,
+        ),
+    )
+
+
+def _handoffs(
+    session: SessionConfig,
+    *,
+    clock: Clock,
+    deadline: float | None,
+    settings: Settings | None,
+    provider_factory: Callable[[dict[str, Any]], Provider],
+    retry: RetryPolicy | None,
+    start: TaskStarter | None,
+) -> list[Tool]:
+    """The hand-off tools of the session's subagents (their modules load only when it has some)."""
+    if not session.subagents:
+        return []
+    from agentwake.agent.journal import InMemoryJournal
+    from agentwake.agent.subagents import parse_subagents
+    from agentwake.wake.subagent_tools import subagent_tools
+
+    def build(spec: SubagentSpec, run_id: str, task: str, until: float | None, dry_run: bool) -> WokenAgent:
+        # journaled as a whole by the main run's step (the tool result), not step by step
+        return subagent_agent(
+            session=session,
+            spec=spec,
+            run_id=run_id,
+            task=task,
+            journal=InMemoryJournal(),
+            clock=clock,
+            deadline=until,
+            settings=settings,
+            provider_factory=provider_factory,
+            retry=retry,
+            dry_run=dry_run,
+        )
+
+    specs = parse_subagents(session.subagents, session.tools, session_id=session.session_id)
+    return subagent_tools(specs, build=build, clock=clock, deadline=deadline, start=start)
+
+
+def subagent_agent(
+    *,
+    session: SessionConfig,
+    spec: SubagentSpec,
+    run_id: str,
+    task: str,
+    journal: StepJournal,
+    clock: Clock,
+    deadline: float | None,
+    settings: Settings | None = None,
+    provider_factory: Callable[[dict[str, Any]], Provider] = build_provider,
+    retry: RetryPolicy | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    dry_run: bool = False,
+) -> WokenAgent:
+    """A subagent of ``session``, not yet built, for a foreground hand-off or a ``sub:`` run: its
+    persona, providers (the session's when it names none), step limit and the session's tools it
+    names; no send_message_to_user (no channel), no hand-off tools, no final delivery. The session's
+    run token budget applies to it; its daily limits count only the main agent's runs."""
+    from agentwake.agent.subagents import SubagentPrompt
+
+    providers = spec.providers or session.providers
+    if not providers:
+        from agentwake.trust.session_checks import no_providers_message
+
+        raise ConfigError(no_providers_message(session.session_id))
+    return WokenAgent(
+        run_id=run_id,
+        session_id=session.session_id,
+        role="user",
+        prompt=SubagentPrompt(persona=spec.persona, task=task),
+        providers=[with_stack_defaults(p, settings) if settings is not None else p for p in providers],
+        provider_factory=provider_factory,
+        retry=retry
+        or RetryPolicy(max_attempts=session.retry_max_attempts, base_delay=session.retry_base_delay_ms / 1000),
+        clock=clock,
+        deadline=deadline,
+        journal=journal,
+        channel=None,
+        limits=Limits(max_deliveries_per_run=None, max_tokens_per_run=session.max_tokens_per_run),
+        max_steps=spec.max_steps,
+        deliver_final="never",
+        max_repeated_tool_calls=session.max_repeated_tool_calls,
+        # a background tool runs inside the subagent's own run (it is the detached work already)
+        tools=[
+            {k: v for k, v in t.items() if k != "background"}
+            for t in session.tools
+            if isinstance(t, dict) and t.get("name") in spec.tools
+        ],
+        prices=run_prices(session, settings),
+        on_event=on_event,
+        dry_run=dry_run,
     )
