@@ -194,7 +194,9 @@ def test_a_session_held_past_the_limit_dead_letters_as_session_busy_and_redrives
     assert redrive.exit_code == 0, redrive.stdout + redrive.stderr
 
     # THEN the run succeeds with its note and its delivery, and the DLQ holds nothing of it
-    wait_until(lambda: (r := store.records.get_run(run_id)) is not None and r.status == "succeeded", 120, "redriven run")
+    wait_until(
+        lambda: (r := store.records.get_run(run_id)) is not None and r.status == "succeeded", 120, "redriven run"
+    )
     assert [e.run_id for e in store.history.history(session) if e.kind == "note"] == [run_id]
     assert receiver.by_delivery_id() == {f"{run_id}#0#0": 1}
     assert messages_of(local, "BackgroundResultDLQ", session) == []
@@ -254,6 +256,7 @@ def test_a_cron_wake_on_a_busy_session_runs_after_the_holder_not_on_the_failure_
     (bg_first, bg_last, first_run), (cron_first, _, second_run) = run_spans(store, [bg_run, cron_run])
     assert (first_run, second_run) == (bg_run, cron_run) and bg_last < cron_first
     assert [e.run_id for e in store.history.history(session) if e.kind == "note"] == [bg_run, cron_run]
+
     # AND the one-time schedule (now only the fallback: the release handed the session over) fires,
     # finds the run done, and deletes itself
     def fallback_gone() -> bool:

@@ -69,7 +69,9 @@ def test_runs_started_over_several_days_are_listed_newest_first_by_queries(
         run_id = f"bg:t{i:02d}"
         with monkeypatch.context() as clock:
             clock.setattr(wake_begin, "utcnow_iso", lambda m=moment: _iso(m))
-            lease = store.runs.begin_run(run_id=run_id, kind="background", session_id=f"s{i % 3}", seconds=60, previous=None)
+            lease = store.runs.begin_run(
+                run_id=run_id, kind="background", session_id=f"s{i % 3}", seconds=60, previous=None
+            )
         store.leases.release(lease.session_id, lease.token)
         started.append((_iso(moment), run_id))
     store.table.db.update_item(

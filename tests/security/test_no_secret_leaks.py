@@ -93,7 +93,9 @@ def test_an_echoed_api_key_appears_nowhere(
         "api_key_ref": f"env:{KEY_ENV}",
     }
     cli("sessions", "put", "s-leak", "--provider", json.dumps(provider))
-    stack.store.records.put_session(stack.store.records.get_session("s-leak").model_copy(update={"retry_max_attempts": 1}))  # type: ignore[union-attr]
+    stack.store.records.put_session(
+        stack.store.records.get_session("s-leak").model_copy(update={"retry_max_attempts": 1})
+    )  # type: ignore[union-attr]
     registered = cli_json(cli, "tasks", "register", "--session", "s-leak", "--tool", "web_research")
     task_id = registered["task_id"]
 
