@@ -114,7 +114,12 @@ class Root:
         """Registering and completing tasks; a completion is sent to the result queue (its SQS client)."""
         from agentwake.product.tasks import TasksService
 
-        return TasksService(self.store, self.settings.result_queue_url, sqs=self.result_queue.client)
+        return TasksService(
+            self.store,
+            self.settings.result_queue_url,
+            sqs=self.result_queue.client,
+            work_queue_url=self.settings.work_queue_url,
+        )
 
 
 def _transcript():  # type: ignore[no-untyped-def]

@@ -22,6 +22,9 @@ class Resources:
     schedule_group: str
     #: the provisioned local stack (functions with their event sources, outputs)
     stack: Any = None
+    #: the background-work queue (background tools, subagents, task deadline checks) and its DLQ
+    work_queue_url: str = ""
+    work_dlq_url: str = ""
 
     def env(self) -> dict[str, str]:
         return {
@@ -29,6 +32,7 @@ class Resources:
             "AGENTWAKE_RESULT_QUEUE_URL": self.queue_url,
             "AGENTWAKE_RESULT_DLQ_URL": self.dlq_url,
             "AGENTWAKE_CRON_FAILURE_QUEUE_URL": self.cron_failure_url,
+            "AGENTWAKE_WORK_QUEUE_URL": self.work_queue_url,
             "AGENTWAKE_SCHEDULE_GROUP": self.schedule_group,
             "AGENTWAKE_RUN_TIMEOUT_MARGIN_MS": "1000",
             "POWERTOOLS_METRICS_NAMESPACE": "AgentwakeTest",
@@ -69,6 +73,8 @@ def create_resources(max_receive_count: int = 5) -> Resources:
         scheduler_dlq_url=out["SchedulerDLQUrl"],
         schedule_group=out["ScheduleGroupName"],
         stack=stack,
+        work_queue_url=out["BackgroundWorkQueueUrl"],
+        work_dlq_url=out["BackgroundWorkDLQUrl"],
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
@@ -127,6 +127,19 @@ class RecordsPort(Protocol):
     def get_task(self, task_id: str) -> Task | None: ...
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None: ...
+
+    def claim_task_outcome(
+        self,
+        task_id: str,
+        *,
+        number: int,
+        outcome: Literal["succeeded", "failed"],
+        reason: str | None,
+        at: str,
+        by: Literal["completion", "deadline", "cancel"] = "completion",
+    ) -> bool: ...
+
+    def count_late_completion(self, task_id: str) -> None: ...
 
     def put_job(self, job: Job) -> None: ...
 

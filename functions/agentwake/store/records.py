@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
+from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, truncate
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
 from agentwake.store.keys import JOBS_GSI_PK, config_key, deleted_key, job_key, run_key, task_key
@@ -103,6 +103,77 @@ class Records:
                     ":f": {"S": finished_at},
                     ":running": {"S": "running"},
                 },
+            )
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            pass
+
+    def claim_task_outcome(
+        self,
+        task_id: str,
+        *,
+        number: int,
+        outcome: Literal["succeeded", "failed"],
+        reason: str | None,
+        at: str,
+        by: Literal["completion", "deadline", "cancel"] = "completion",
+    ) -> bool:
+        """Claim the task's outcome ``number`` (domain.task_outcome): True if this call claimed it,
+        False if another completion, the deadline or a cancel got there first (nothing written).
+        Outcome 1 only while the task has none; outcome 2 only over its worker's ``failed`` outcome 1,
+        never over a cancel or a timeout. A deadline also stamps ``timed_out_at``; a cancel
+        ``cancelled_at`` and the status ``cancelled``."""
+        sets = ["outcome = :o", "outcomes = :n", "finished_at = :at"]
+        values: dict[str, Any] = {":o": {"S": outcome}, ":n": {"N": str(number)}, ":at": {"S": at}}
+        names: dict[str, str] = {}
+        removes: list[str] = []
+        if reason is None:
+            removes.append("outcome_reason")
+        else:
+            sets.append("outcome_reason = :r")
+            values[":r"] = {"S": truncate(reason, 2000)}
+        if number == 1:
+            condition = "attribute_exists(pk) AND attribute_not_exists(outcome)"
+            if by != "completion":  # the deadline and a cancel end only a running task
+                condition += " AND #s = :running"
+                names["#s"] = "status"
+                values[":running"] = {"S": "running"}
+        else:
+            condition = (
+                "outcome = :failed AND outcomes = :prev AND attribute_not_exists(cancelled_at)"
+                " AND attribute_not_exists(timed_out_at)"
+            )
+            values[":failed"] = {"S": "failed"}
+            values[":prev"] = {"N": str(number - 1)}
+        if by == "deadline":
+            sets.append("timed_out_at = :at")
+        elif by == "cancel":
+            sets += ["cancelled_at = :at", "#s = :cancelled"]
+            names["#s"] = "status"
+            values[":cancelled"] = {"S": "cancelled"}
+        request: dict[str, Any] = {
+            "TableName": self.table.name,
+            "Key": key(*task_key(task_id)),
+            "UpdateExpression": "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        try:
+            self.table.db.update_item(**request)
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def count_late_completion(self, task_id: str) -> None:
+        """A completion that changed nothing (the task had ended otherwise): counted on the task."""
+        try:
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
+                UpdateExpression="ADD late_completions :one",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":one": {"N": "1"}},
             )
         except self.table.db.exceptions.ConditionalCheckFailedException:
             pass
