@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agentwake.product.tasks import TasksService
     from agentwake.store.cron_failures import CronFailures
     from agentwake.store.dynamo import DynamoStore
-    from agentwake.store.queues import DeadLetters, ResultQueue
+    from agentwake.store.queues import DeadLetters, ResultQueue, WorkQueue
     from agentwake.store.schedules import Schedules
     from agentwake.wake.spec import WakeDeps
 
@@ -73,6 +73,13 @@ class Root:
         return DeadLetters(self.settings.result_dlq_url)
 
     @cached_property
+    def work_queue(self) -> WorkQueue:
+        """The background-work queue (its SQS client is made on the first send: a started task)."""
+        from agentwake.store.queues import WorkQueue
+
+        return WorkQueue(self.settings.work_queue_url)
+
+    @cached_property
     def cron_failures(self) -> CronFailures:
         """CronFailureQueue for a permanent cron failure (imported and built only on that path)."""
         from agentwake.store.cron_failures import CronFailures
@@ -98,6 +105,8 @@ class Root:
             on_event=_transcript() if self.settings.transcript else None,
             # a release hands the session to its next waiter through it (its client is made then)
             result_queue=self.result_queue,
+            # a background tool or subagent is started, and completed, through it (no client until then)
+            tasks=self.tasks,
         )
 
     # -- the product API's services ---------------------------------------------------------------
@@ -114,12 +123,7 @@ class Root:
         """Registering and completing tasks; a completion is sent to the result queue (its SQS client)."""
         from agentwake.product.tasks import TasksService
 
-        return TasksService(
-            self.store,
-            self.settings.result_queue_url,
-            sqs=self.result_queue.client,
-            work_queue_url=self.settings.work_queue_url,
-        )
+        return TasksService(self.store, self.settings.result_queue_url, work_queue=self.work_queue)
 
 
 def _transcript():  # type: ignore[no-untyped-def]

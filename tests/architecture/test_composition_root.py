@@ -15,6 +15,7 @@ BUILT_BY_THE_ROOT = {
     "DynamoStore",
     "ResultQueue",
     "DeadLetters",
+    "WorkQueue",
     "CronFailures",
     "Schedules",
     "SessionsService",

@@ -15,11 +15,12 @@ import boto3
 import pytest
 
 from agentwake.domain.models import Task, task_token_hash
-from agentwake.errors import ForgedCompletion, TaskAlreadyEnded
+from agentwake.errors import TaskAlreadyEnded
 from agentwake.handlers import background_result
 from agentwake.product.tasks import TasksService
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
+from agentwake.store.queues import WorkQueue
 from agentwake.wake.messages import WorkMessage
 from agentwake.wake.spec import WakeDeps
 from agentwake.wake.task_deadline import check_deadline
@@ -51,7 +52,7 @@ class RecordingSqs:
 
 
 def service(store: DynamoStore, resources: Resources, sqs: RecordingSqs) -> TasksService:
-    return TasksService(store, resources.queue_url, sqs=sqs, work_queue_url=resources.work_queue_url)
+    return TasksService(store, resources.queue_url, sqs=sqs, work_queue=WorkQueue(resources.work_queue_url, client=sqs))
 
 
 def deadline_message(sqs: RecordingSqs, resources: Resources) -> WorkMessage:
@@ -60,8 +61,11 @@ def deadline_message(sqs: RecordingSqs, resources: Resources) -> WorkMessage:
     return WorkMessage.parse_body(sent[-1]["MessageBody"])
 
 
-def deps_at(store: DynamoStore, wall: float) -> WakeDeps:
-    return WakeDeps(store=store, settings=Settings.from_env(), clock=FakeClock(start=wall))
+def check_at(check: WorkMessage, wall: float, store: DynamoStore, resources: Resources, sqs: RecordingSqs) -> None:
+    """The deadline check as the background-work function runs it, its clock at ``wall``."""
+    tasks = service(store, resources, sqs)
+    deps = WakeDeps(store=store, settings=Settings.from_env(), clock=FakeClock(start=wall), tasks=tasks)
+    check_deadline(check, deps, remaining_ms=60_000, receive_count=1)
 
 
 def deliver_results(resources: Resources) -> list[dict[str, Any]]:
@@ -134,8 +138,8 @@ def test_a_check_before_the_deadline_sends_itself_again_with_the_next_delay(
     check = deadline_message(sqs, resources)
     due = time.time() + 3600
     # WHEN its check comes 900 s in, and again 300 s before it is due
-    check_deadline(check, deps_at(store, due - 2700), remaining_ms=60_000, receive_count=1)
-    check_deadline(check, deps_at(store, due - 300), remaining_ms=60_000, receive_count=1)
+    check_at(check, due - 2700, store, resources, sqs)
+    check_at(check, due - 300, store, resources, sqs)
     # THEN each sent the check again, delayed by what is left (at most 900 s), and the task still runs
     client = boto3.client("sqs", region_name=REGION)
     attrs = client.get_queue_attributes(QueueUrl=resources.work_queue_url, AttributeNames=["All"])["Attributes"]
@@ -156,8 +160,8 @@ def test_a_task_past_its_deadline_completes_failed_once_and_wakes_once(
     check = deadline_message(sqs, resources)
     # WHEN its check comes past the deadline, twice (SQS delivers at least once)
     past = time.time() + 61
-    check_deadline(check, deps_at(store, past), remaining_ms=60_000, receive_count=1)
-    check_deadline(check, deps_at(store, past), remaining_ms=60_000, receive_count=2)
+    check_at(check, past, store, resources, sqs)
+    check_at(check, past, store, resources, sqs)
     delivered = deliver_results(resources)
     # THEN one failed completion "timed out" was sent, and it woke the agent once, saying it failed
     assert [(b["status"], b["result_text"]) for b in delivered] == [("failed", "timed out: no completion within 60 s")]
@@ -188,7 +192,7 @@ def test_a_completion_racing_the_deadline_in_the_same_second_leaves_one_outcome_
     past = time.time() + 60
 
     def deadline() -> None:
-        check_deadline(check, deps_at(store, past), remaining_ms=60_000, receive_count=1)
+        check_at(check, past, store, resources, sqs)
 
     def completion() -> None:
         try:
@@ -237,7 +241,7 @@ def test_a_cancelled_task_never_wakes_and_a_later_completion_is_recorded_as_late
     }
     boto3.client("sqs", region_name=REGION).send_message(QueueUrl=resources.queue_url, MessageBody=json.dumps(direct))
     deliver_results(resources)
-    check_deadline(check, deps_at(store, time.time() + 61), remaining_ms=60_000, receive_count=1)
+    check_at(check, time.time() + 61, store, resources, sqs)
     # THEN nothing woke the agent: no run, no note; the task is cancelled, failed, with two late completions
     assert wake_runs(store, reg.task_id) == {}
     assert notes(store, "s1") == []
@@ -352,20 +356,23 @@ def test_a_deadline_claim_whose_send_crashed_is_sent_by_the_retried_check(
         reg.task_id, number=1, outcome="failed", reason="timed out", at="2026-11-30T05:00:00Z", by="deadline"
     )
     # WHEN SQS delivers the check again
-    check_deadline(check, deps_at(store, time.time() + 61), remaining_ms=60_000, receive_count=2)
+    check_at(check, time.time() + 61, store, resources, sqs)
     # THEN the timed-out completion is sent now, and wakes the agent once
     assert [b["status"] for b in deliver_results(resources)] == ["failed"]
     assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
 
 
-def test_a_deadline_check_without_the_tasks_token_changes_nothing(store: DynamoStore, resources: Resources) -> None:
-    # GIVEN a task past its deadline, and a check that does not carry its token
+def test_a_deadline_check_with_an_older_token_retires_and_changes_nothing(
+    store: DynamoStore, resources: Resources
+) -> None:
+    # GIVEN a task past its deadline, and a check carrying a token that is not (any more) the task's:
+    # a retried start gave the task a new token and sent its own check
     seed_session(store, "s1")
     sqs = RecordingSqs()
     reg = service(store, resources, sqs).register_task("s1", "Research", deadline_s=60)
-    forged = deadline_message(sqs, resources).model_copy(update={"task_token": "awt_not-it"})
-    # WHEN it is checked THEN it is refused as permanent (dead-lettered), the task untouched
-    with pytest.raises(ForgedCompletion):
-        check_deadline(forged, deps_at(store, time.time() + 61), remaining_ms=60_000, receive_count=1)
+    stale = deadline_message(sqs, resources).model_copy(update={"task_token": "awt_not-it"})
+    # WHEN it comes THEN it sends nothing, the task untouched (the newer check will end it)
+    check_at(stale, time.time() + 61, store, resources, sqs)
     task = store.records.get_task(reg.task_id)
     assert task is not None and task.outcome is None and task.status == "running"
+    assert deliver_results(resources) == []

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.domain.models import DEFAULT_TASK_DEADLINE_S, Task, task_token_hash, truncate
+from agentwake.domain.models import DEFAULT_TASK_DEADLINE_S, Task, TaskKind, task_token_hash, truncate
 from agentwake.domain.task_outcome import Again, Late, judge
 from agentwake.errors import ForgedCompletion, TaskAlreadyEnded, TaskClaimContended, UnknownTask
 from agentwake.observability import logger
 from agentwake.wake.messages import BackgroundResultMessage
 
 if TYPE_CHECKING:
-    from agentwake.store.port import Store
+    from agentwake.store.port import Store, WorkQueuePort
 
 
 def new_task_token() -> str:
@@ -42,6 +42,8 @@ class RegisteredTask:
 
     task_id: str
     task_token: str
+    #: the task as registered
+    task: Task | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # the token is a secret: never in a repr or a log line
         return f"RegisteredTask(task_id={self.task_id!r}, task_token='…')"
@@ -49,17 +51,22 @@ class RegisteredTask:
 
 class TasksService:
     def __init__(
-        self, store: Store, queue_url: str | None, *, sqs: Any = None, work_queue_url: str | None = None
+        self, store: Store, queue_url: str | None, *, sqs: Any = None, work_queue: WorkQueuePort | None = None
     ) -> None:
-        if sqs is None:
-            from agentwake.store.aws import client
-
-            sqs = client("sqs")
         self.store = store
         self.queue_url = queue_url
-        self.sqs = sqs
-        #: the background-work queue a task's deadline check is sent to (None: deadlines not enforced)
-        self.work_queue_url = work_queue_url
+        self._sqs = sqs
+        #: where agentwake's own work for a task is sent (``wake.start_task``); None: nowhere
+        self.work_queue = work_queue
+
+    @property
+    def sqs(self) -> Any:
+        """The result queue's SQS client, made on first use (a wake that only starts a task needs none)."""
+        if self._sqs is None:
+            from agentwake.store.aws import client
+
+            self._sqs = client("sqs")
+        return self._sqs
 
     def register_task(
         self,
@@ -68,13 +75,20 @@ class TasksService:
         args: dict[str, Any] | None = None,
         *,
         task_id: str | None = None,
+        kind: TaskKind = "producer",
+        started_by: str | None = None,
+        started_by_call: str | None = None,
+        subagent: str | None = None,
+        deadline_at: str | None = None,
         deadline_s: int | None = None,
     ) -> RegisteredTask:
         """Register a task; returns its id and its token (stored only as a hash: keep it).
 
-        ``deadline_s``: the task is completed ``failed`` (timed out) if no completion came within it
+        ``kind``, ``started_by``, ``started_by_call``, ``subagent``: a task agentwake runs itself
+        (``wake.start_task``); a producer's task leaves them out. Every task ends: it is completed
+        ``failed`` (timed out) if no completion came by ``deadline_at``, or ``deadline_s`` from now
         (default: the session's ``task_deadline_s``). Its deadline check is sent to the work queue
-        before the task is written, so that no task exists without one."""
+        before the task is written, so that no task exists without one (``wake.task_deadline``)."""
         import re
 
         from agentwake.errors import InvalidMessage
@@ -87,21 +101,45 @@ class TasksService:
         if deadline_s is not None and not MIN_DEADLINE_S <= deadline_s <= MAX_DEADLINE_S:
             raise InvalidMessage(f"deadline must be {MIN_DEADLINE_S}-{MAX_DEADLINE_S} seconds, not {deadline_s}")
         token = new_task_token()
+        now = datetime.now(UTC)
         task = Task(
             task_id=task_id or f"task-{uuid.uuid4().hex[:16]}",
             session_id=session_id,
             tool_name=tool_name,
             tool_args=args or {},
             token_sha256=task_token_hash(token),
-            created_at=_iso(now := datetime.now(UTC)),
-            deadline_at=deadline_at(deadline_s or self._session_deadline_s(session_id), now=now),
+            kind=kind,
+            started_by=started_by,
+            started_by_call=started_by_call,
+            subagent=subagent,
+            created_at=_iso(now),
+            deadline_at=deadline_at or _deadline_at(deadline_s or self._session_deadline_s(session_id), now=now),
         )
-        if self.work_queue_url:
-            from agentwake.wake.task_deadline import send_deadline_check
-
-            send_deadline_check(self.sqs, self.work_queue_url, task, token)
+        if self.work_queue is not None and self.work_queue.url:
+            self.send_deadline_check(task, token)
+        else:
+            logger.warning("no work queue (AGENTWAKE_WORK_QUEUE_URL): this task's deadline is not enforced")
         self.store.records.put_task(task)
-        return RegisteredTask(task_id=task.task_id, task_token=token)
+        return RegisteredTask(task_id=task.task_id, task_token=token, task=task)
+
+    def send_deadline_check(self, task: Task, token: str, *, now: float | None = None) -> str:
+        """Send the task's deadline check to the work queue (``wake.task_deadline.check_deadline``),
+        visible after min(900 s, the time left). It carries the task token the timed-out completion
+        needs (the work queue is agentwake's own). A start that gives its task a new token (a retried
+        start, ``wake.start_task``) sends a new check with it: one carrying an older token retires."""
+        from agentwake.wake.messages import WorkMessage
+
+        if self.work_queue is None or task.deadline_at is None:
+            raise ValueError(f"task {task.task_id}: no work queue, or no deadline to check")
+        msg = WorkMessage(
+            kind="deadline",
+            task_id=task.task_id,
+            session_id=task.session_id,
+            task_token=token,
+            started_by=task.started_by,
+            deadline_at=task.deadline_at,
+        )
+        return self.work_queue.send(msg.model_dump_json(), delay_s=deadline_delay_s(task.deadline_at, now))
 
     def _session_deadline_s(self, session_id: str) -> int:
         config = self.store.records.get_session(session_id)
@@ -232,11 +270,22 @@ MIN_DEADLINE_S = 60
 MAX_DEADLINE_S = 7 * 86_400
 
 
-def deadline_at(deadline_s: int, *, now: datetime | None = None) -> str:
+def _deadline_at(deadline_s: int, *, now: datetime | None = None) -> str:
     """The ISO UTC time ``deadline_s`` after ``now`` (a task's ``created_at``)."""
     from datetime import timedelta
 
     return _iso((now or datetime.now(UTC)) + timedelta(seconds=deadline_s))
+
+
+def deadline_delay_s(deadline_at: str, now: float | None = None) -> int:
+    """How long a deadline check waits: until the deadline, at most SQS's 900 s."""
+    import math
+
+    from agentwake.store.queues import MAX_DELAY_SECONDS
+
+    due = datetime.fromisoformat(deadline_at.replace("Z", "+00:00")).timestamp()
+    left = due - (datetime.now(UTC).timestamp() if now is None else now)
+    return max(0, min(MAX_DELAY_SECONDS, math.ceil(left)))
 
 
 def _iso(at: datetime) -> str:

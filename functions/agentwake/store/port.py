@@ -367,6 +367,14 @@ class ResultQueuePort(Protocol):
     ) -> str: ...
 
 
+class WorkQueuePort(Protocol):
+    """The background-work queue (``store.queues.WorkQueue``): agentwake's own functions send to it."""
+
+    url: str | None
+
+    def send(self, body: str, *, delay_s: float = 0) -> str: ...
+
+
 class DeadLettersPort(Protocol):
     """Where a record no retry can help goes, with its reason."""
 

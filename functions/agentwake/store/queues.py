@@ -170,3 +170,29 @@ class ResultQueue:
             MessageAttributes=merged,
         )
         return str(resp["MessageId"])
+
+
+class WorkQueue:
+    """The background-work queue: a started task's work message, a deadline check (re-sent with a
+    delay until it is due). Only agentwake's own functions send to it."""
+
+    def __init__(self, queue_url: str | None, *, client: Any = None) -> None:
+        self.url = queue_url
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        """Made on first use (a wake that starts a task), not when every wake builds its adapters."""
+        if self._client is None:
+            self._client = _sqs_client(None)
+        return self._client
+
+    def send(self, body: str, *, delay_s: float = 0) -> str:
+        """Send one work message (visible after ``delay_s``, at most 900 s). Raises if the send fails."""
+        if not self.url:
+            raise ConfigError("AGENTWAKE_WORK_QUEUE_URL is not set: cannot start background work")
+        request: dict[str, Any] = {"QueueUrl": self.url, "MessageBody": body}
+        if delay_s > 0:
+            request["DelaySeconds"] = max(0, min(MAX_DELAY_SECONDS, round(delay_s)))
+        resp = self.client.send_message(**request)
+        return str(resp["MessageId"])

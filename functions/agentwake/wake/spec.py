@@ -15,6 +15,7 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
+    from agentwake.product.tasks import TasksService
     from agentwake.session.lease import Waiter
     from agentwake.session.waiting import WaitState
     from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
@@ -42,6 +43,8 @@ class WakeDeps:
     schedules: SchedulesPort | None = None
     #: the result queue a release hands the session on through (agentwake.session.handoff); None: no hand-off
     result_queue: ResultQueuePort | None = None
+    #: registers, starts (``wake.start_task``) and completes tasks; None: no background work can start here
+    tasks: TasksService | None = None
 
 
 @dataclass(frozen=True)
