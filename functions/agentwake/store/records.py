@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, truncate
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
-from agentwake.store.keys import JOBS_GSI_PK, config_key, deleted_key, job_key, run_key, task_key
+from agentwake.store.keys import (
+    JOBS_GSI_PK,
+    config_key,
+    deleted_key,
+    job_key,
+    run_key,
+    task_key,
+    tasks_gsi_pk,
+    tasks_gsi_sk,
+)
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
@@ -79,7 +88,12 @@ class Records:
         try:
             self.table.db.put_item(
                 TableName=self.table.name,
-                Item=self.table.item(task, *task_key(task.task_id)),
+                Item=self.table.item(
+                    task,
+                    *task_key(task.task_id),
+                    gsi1pk=tasks_gsi_pk(task.session_id),
+                    gsi1sk=tasks_gsi_sk(task.created_at, task.task_id),
+                ),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except self.table.db.exceptions.ConditionalCheckFailedException as exc:
@@ -88,6 +102,28 @@ class Records:
     def get_task(self, task_id: str) -> Task | None:
         item = self.table.read_item(*task_key(task_id))
         return self.table.load(Task, item) if item else None
+
+    def session_tasks(self, session_id: str, *, limit: int, before: str | None = None) -> tuple[list[Task], str | None]:
+        """A session's tasks, newest first: at most ``limit``, registered before the cursor ``before``
+        (a Query of its ``TASKS#{session}`` partition of ``gsi1``). Returns the page and the cursor of
+        the next one (None: no more). Tasks registered before the index named them are not listed."""
+        cond = "gsi1pk = :p"
+        values: dict[str, Any] = {":p": {"S": tasks_gsi_pk(session_id)}}
+        if before is not None:
+            cond += " AND gsi1sk < :before"
+            values[":before"] = {"S": before}
+        resp = self.table.db.query(
+            TableName=self.table.name,
+            IndexName="gsi1",
+            KeyConditionExpression=cond,
+            ExpressionAttributeValues=values,
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        items = resp.get("Items", [])
+        tasks = [self.table.load(Task, i) for i in items]
+        more = "LastEvaluatedKey" in resp and items
+        return tasks, (items[-1]["gsi1sk"]["S"] if more else None)
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""
