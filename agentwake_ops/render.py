@@ -785,9 +785,23 @@ def task_panel(task: Any, run: Any) -> None:
         ("created", when(task.created_at)),
         ("finished", when(task.finished_at)),
         ("last error", task.last_error),
+        ("outcome", _outcome(task)),
+        ("deadline", when(task.deadline_at)),
+        ("late completions", str(task.late_completions) if task.late_completions else None),
         ("run", f"{task.run_id} ({run.status})" if run is not None else f"{task.run_id} (not woken yet)"),
     )
     console().print(facts_panel(rows, "task"))
+
+
+def _outcome(task: Any) -> str | None:
+    """The task's one outcome and who claimed it (docs/durability.md, "Task outcomes")."""
+    if task.outcome is None:
+        return None
+    if task.cancelled_at:
+        return f"failed: cancelled at {task.cancelled_at} (never wakes the agent)"
+    if task.timed_out_at:
+        return f"failed: timed out at {task.timed_out_at}"
+    return f"{task.outcome} (after a redrive)" if task.outcomes > 1 else task.outcome
 
 
 # --------------------------------------------------------------------------------------------
