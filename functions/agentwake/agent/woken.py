@@ -24,6 +24,7 @@ from agentwake.errors import ConfigError
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.providers.base import Provider
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.clock import Clock
     from agentwake.delivery import DeliveryChannel
     from agentwake.domain.conversation import Message
@@ -87,6 +88,9 @@ class WokenAgent:
     max_repeated_tool_calls: int | None = None
     #: the session's declared HTTP and Python tools (their modules load only when it declares some)
     tools: list[Any] = field(default_factory=list)
+    #: cancels the tasks this conversation's runs started (``cancel_task``, offered when the session's
+    #: agent may start tasks); None: not offered
+    cancel_tasks: TaskCanceller | None = None
     #: the session's counters of today, when it has daily limits
     tokens_today: int = 0
     deliveries_today: int = 0
@@ -126,7 +130,11 @@ class WokenAgent:
         self.runner = Runner(
             model=chain,
             tools=ToolRegistry(
-                [SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final), *self._declared_tools()]
+                [
+                    SendMessageToUser(self.channel, final_answer_delivered=self.deliver_final),
+                    *self._declared_tools(),
+                    *self._task_tools(),
+                ]
             ),
             messages=messages,
             context=ToolContext(run_id=self.run_id, session_id=self.session_id, role=self.role, dry_run=self.dry_run),
@@ -159,6 +167,13 @@ class WokenAgent:
             calls=tuple(runner.ledger.calls),
             usage=runner.ledger.totals(self.prices),
         )
+
+    def _task_tools(self) -> list[Any]:
+        if self.cancel_tasks is None:
+            return []
+        from agentwake.agent.tools.cancel_task import CancelTask
+
+        return [CancelTask(self.cancel_tasks)]
 
     def _declared_tools(self) -> list[Any]:
         if not self.tools:

@@ -231,6 +231,9 @@ class TasksService:
         self.store.records.mark_task_finished(task.task_id, finished_at)
         return str(resp["MessageId"])
 
+    def get_task(self, task_id: str) -> Task | None:
+        return self.store.records.get_task(task_id)
+
     def cancel_task(self, task_id: str, *, by: str) -> Task:
         """Cancel a task that has no outcome yet: its outcome is ``failed`` (cancelled by ``by``), its
         status ``cancelled``, and it never wakes the agent (docs/durability.md). Idempotent: a task

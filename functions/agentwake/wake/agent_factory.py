@@ -18,6 +18,7 @@ from agentwake.delivery import DeliveryChannel
 from agentwake.errors import ConfigError
 
 if TYPE_CHECKING:
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.domain.models import SessionConfig
     from agentwake.settings import Settings
 
@@ -71,6 +72,7 @@ def session_agent(
     deliveries_today: int = 0,
     delivered: list[str] | None = None,
     dry_run: bool = False,
+    cancel_tasks: TaskCanceller | None = None,
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
@@ -104,4 +106,5 @@ def session_agent(
         prices=run_prices(session, settings),
         on_event=on_event,
         dry_run=dry_run,
+        cancel_tasks=cancel_tasks,
     )

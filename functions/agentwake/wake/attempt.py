@@ -22,6 +22,7 @@ from agentwake.wake.prompt import WakePrompt
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.domain.models import SessionConfig
@@ -111,8 +112,18 @@ def build_attempt(
         deliveries_today=deliveries_today,
         delivered=journaled_deliveries(journal),
         dry_run=dry_run,
+        cancel_tasks=_task_canceller(session, deps),
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
+
+
+def _task_canceller(session: SessionConfig, deps: WakeDeps) -> TaskCanceller | None:
+    """The tasks service when the session's agent may start tasks (it is then offered ``cancel_task``)."""
+    if deps.tasks is None or not (session.subagents or session.tools):
+        return None
+    from agentwake.agent.tools.cancel_task import starts_tasks
+
+    return deps.tasks if starts_tasks(session.tools, session.subagents) else None
 
 
 def journaled_deliveries(journal: StepJournal) -> list[str]:
