@@ -27,6 +27,7 @@ from agentwake.wake.task_deadline import check_deadline
 from tests.support.aws import REGION, FakeLambdaContext, Resources
 from tests.support.builders import seed_session
 from tests.support.clock import FakeClock
+from tests.support.faults import CallFaults
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -376,3 +377,32 @@ def test_a_deadline_check_with_an_older_token_retires_and_changes_nothing(
     task = store.records.get_task(reg.task_id)
     assert task is not None and task.outcome is None and task.status == "running"
     assert deliver_results(resources) == []
+
+
+@pytest.mark.parametrize("kind", ["server_error", "timeout_before", "timeout_after", "conditional"])
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_fault_at_any_call_of_a_completion_then_a_retry_makes_one_outcome_and_one_wake(
+    at: int, kind: str, store: DynamoStore, resources: Resources
+) -> None:
+    # GIVEN a running task, and a fault at the at-th DynamoDB call of its completion (the read, the
+    # claim, the finished mark)
+    seed_session(store, "s1")
+    sqs = RecordingSqs()
+    tasks = service(store, resources, sqs)
+    reg = tasks.register_task("s1", "Research")
+    faults = CallFaults(store.records.table.db)
+    faults.arm(at, kind)
+    # WHEN the producer completes it, and retries while it gets an error (as it should when unsure)
+    for _ in range(3):
+        try:
+            tasks.finish_task(reg.task_id, "succeeded", "the answer", task_token=reg.task_token)
+            break
+        except Exception:  # noqa: BLE001 - the injected fault, whatever botocore made of it
+            continue
+    faults.arm(None)
+    # THEN every completion sent says the one outcome, and the agent woke once
+    delivered = deliver_results(resources)
+    assert delivered and {(b["status"], b["outcome"]) for b in delivered} == {("succeeded", 1)}
+    assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
+    task = store.records.get_task(reg.task_id)
+    assert task is not None and (task.outcome, task.outcomes, task.late_completions) == ("succeeded", 1, 0)
