@@ -147,13 +147,52 @@ class ProductApiClient:
     # -- tasks ------------------------------------------------------------------------------------
 
     def register_task(
-        self, session_id: str, tool_name: str, args: Mapping[str, Any] | None = None, *, task_id: str | None = None
+        self,
+        session_id: str,
+        tool_name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        deadline: int | None = None,
     ) -> RegisteredTask:
+        """Register a task you run; ``deadline``: seconds until it is completed failed (timed out) if you
+        have not completed it (default: the session's ``task_deadline_s``)."""
         body: dict[str, Any] = {"session_id": session_id, "tool_name": tool_name, "args": dict(args or {})}
         if task_id is not None:
             body["task_id"] = task_id
+        if deadline is not None:
+            body["deadline"] = deadline
         out = self._call("POST", "/tasks", body)
         return RegisteredTask(task_id=out["task_id"], task_token=out["task_token"])
+
+    def start_task(
+        self,
+        session_id: str,
+        kind: Literal["tool", "subagent"],
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        deadline: int | None = None,
+    ) -> dict[str, Any]:
+        """Have agentwake run one of the session's background tools or subagents; the task's result
+        wakes the session's agent. Returns the task (a repeat with the same ``task_id`` starts nothing new)."""
+        body: dict[str, Any] = {"kind": kind, "name": name, "args": dict(args or {})}
+        if task_id is not None:
+            body["task_id"] = task_id
+        if deadline is not None:
+            body["deadline"] = deadline
+        return self._call("POST", f"/sessions/{_seg(session_id)}/tasks", body)
+
+    def list_tasks(self, session_id: str, *, cursor: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """``{"tasks": [...newest first], "cursor": next page or None}``."""
+        query = {"limit": str(limit), **({"cursor": cursor} if cursor else {})}
+        return self._call("GET", f"/sessions/{_seg(session_id)}/tasks", query=query)
+
+    def cancel_task(self, task_id: str) -> dict[str, Any]:
+        """Cancel a task with no outcome yet: it never wakes the agent, and a later completion is
+        refused as late. ApiError 409 ``TaskAlreadyEnded`` when it already ended."""
+        return self._call("POST", f"/tasks/{_seg(task_id)}/cancel", {})
 
     def task_status(self, task_id: str, task_token: str | None = None) -> dict[str, Any]:
         headers = {TASK_TOKEN_HEADER: task_token} if task_token else None
@@ -170,7 +209,8 @@ class ProductApiClient:
         summary_name: str | None = None,
         subagent_name: str | None = None,
     ) -> str:
-        """Send the completion (enqueued to the result queue); returns the SQS message id."""
+        """Send the completion (enqueued to the result queue); returns the SQS message id. ApiError 409
+        ``TaskAlreadyEnded`` when the task was cancelled, timed out or completed otherwise: nothing sent."""
         body: dict[str, Any] = {"task_token": task_token, "status": status, "result_text": result_text, "note": note}
         if summary_name is not None:
             body["summary_name"] = summary_name

@@ -338,7 +338,11 @@ def build_context(
         # the CLI flushes no Powertools metrics: `jobs show` is where an operator reads the counts
         metric=lambda _name, _value: None,
     )
-    tasks = TasksService(store, queues.get("results"), sqs=sqs)
+    from agentwake.store.queues import WorkQueue
+
+    # a task registered here gets its deadline check on the work queue, like one the product API registers
+    work_queue = WorkQueue(outputs.get("BackgroundWorkQueueUrl") or None, client=sqs)
+    tasks = TasksService(store, queues.get("results"), sqs=sqs, work_queue=work_queue)
     return OpsContext(
         store=store,
         sqs=sqs,

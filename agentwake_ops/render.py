@@ -845,12 +845,6 @@ def task_facts(links: TaskLinks) -> list[tuple[str, Any]]:
     ]
 
 
-def _outcome(task: Any) -> str | None:
-    if task.outcome is None:
-        return None
-    return f"{task.outcome} after a redrive" if task.outcomes >= 2 and task.outcome == "succeeded" else task.outcome
-
-
 def _state(links: TaskLinks) -> str:
     """A task's state in a few words: cancelled, running, succeeded (after a redrive), failed."""
     return links.state if links.state == "cancelled" else (_outcome(links.task) or links.state)
@@ -989,6 +983,17 @@ def run_tree(session_id: str, roots: list[TreeNode], listed: int) -> None:
             add(tree, child)
         out.print(tree)
     out.print("Show one: agentwake runs show RUN_ID  |  agentwake tasks show TASK_ID", style="dim")
+
+
+def _outcome(task: Any) -> str | None:
+    """The task's one outcome and who claimed it (docs/durability.md, "Task outcomes")."""
+    if task.outcome is None:
+        return None
+    if task.cancelled_at:
+        return f"failed: cancelled at {task.cancelled_at} (never wakes the agent)"
+    if task.timed_out_at:
+        return f"failed: timed out at {task.timed_out_at}"
+    return f"{task.outcome} (after a redrive)" if task.outcomes > 1 else task.outcome
 
 
 # --------------------------------------------------------------------------------------------

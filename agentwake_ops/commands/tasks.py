@@ -1,5 +1,5 @@
-"""``agentwake tasks register|finish|list|show``: a background task's start, the completion that wakes
-the agent, and reading them back."""
+"""``agentwake tasks register|finish|cancel|list|show``: a background task's start, the completion that
+wakes the agent, cancelling one, and reading them back."""
 
 from __future__ import annotations
 
@@ -9,14 +9,25 @@ from typing import Annotated, Literal
 import typer
 
 from agentwake_ops import render
-from agentwake_ops.cli_common import JsonOpt, WideOpt, check_id, fail, ops, parse_json_option, user_error
+from agentwake_ops.cli_common import (
+    JsonOpt,
+    WideOpt,
+    YesOpt,
+    check_id,
+    confirm,
+    fail,
+    ops,
+    parse_json_option,
+    user_error,
+)
 from agentwake_ops.terminal import masked
 
 app = typer.Typer(
-    help="Background tasks: register one, send its completion message, list and show them.", no_args_is_help=True
+    help="Background tasks: register one, send its completion message, cancel one, list and show them.",
+    no_args_is_help=True,
 )
 
-TASK_STATUSES = ("running", "finished", "woken", "failed")
+TASK_STATUSES = ("running", "finished", "woken", "failed", "cancelled")
 
 
 @app.command(
@@ -103,6 +114,35 @@ def tasks_finish(
         render.print_json({"task_id": task_id, "message_id": message_id, "run_id": run_id, "what_happens": what})
         return
     render.console().print(f"Sent the completion of {render.escape(task_id)} (message {message_id}); {what}.")
+
+
+@app.command("cancel", epilog="Example: agentwake tasks cancel task-0123 --yes")
+def tasks_cancel(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="The task id.", metavar="TASK_ID")],
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a task with no outcome yet: it never wakes the agent (its outcome is failed, cancelled),
+    and a completion that arrives later changes nothing (counted as late). Asks for confirmation."""
+    check_id(task_id, "task id")
+    context = ops(ctx)
+    task = context.store.records.get_task(task_id)
+    if task is None:
+        fail(f"no task {task_id!r} (list them with: agentwake tasks list)")
+    confirm(
+        f"Cancel task {task_id} ({task.tool_name}, session {task.session_id})? The agent is never woken for it.",
+        yes,
+        what="cancel a task",
+    )
+    cancelled = context.tasks.cancel_task(task_id, by="an operator (agentwake tasks cancel)")
+    if as_json:
+        render.print_json(render.task_dict(cancelled))
+        return
+    render.console().print(
+        f"Cancelled {render.escape(task_id)} at {cancelled.cancelled_at}: it will not wake the agent; "
+        "a completion that arrives later is refused and counted as late."
+    )
 
 
 def _what_happens(run_id: str, run_status: str | None, task_status: str) -> str:

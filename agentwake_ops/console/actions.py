@@ -1,6 +1,8 @@
 """The console's POST actions, each the CLI's own: ``runs replay`` (``agentwake_ops.replay``),
 ``dlq redrive --verify`` and ``dlq delete`` (``agentwake_ops.dlq.act``, on exact message ids, after a
-confirmation page that states the exact count), ``dlq export --out`` (``act.export``).
+confirmation page that states the exact count), ``dlq export --out`` (``act.export``), ``tasks cancel``
+(``TasksService.cancel_task``, after a confirmation page naming the task; ``cancel_button`` is the task
+page's form).
 
 A redrive or delete runs only when the form repeats the count its confirmation page showed and the
 ids still number that many: what the operator confirmed is what is attempted.
@@ -334,3 +336,49 @@ def apply(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         parts.append("<p class='muted'>This run has no message in the DLQs: nothing to redrive.</p>")
     parts.append("<p>" + link("/run", "back to the run", id=run_id) + "</p>")
     return Markup("".join(parts))
+
+
+# --------------------------------------------------------------------------------------------
+# tasks cancel
+
+
+def cancel_button(task: Any, csrf: str) -> str:
+    """The task page's form: a task with no outcome yet can be cancelled (after a confirmation)."""
+    if task.outcome is not None or task.status != "running":
+        return ""
+    return (
+        f"<form method='post' action='task/cancel-confirm' id='cancel-form'>{hidden('csrf', csrf)}"
+        f"{hidden('id', task.task_id)}<button id='cancel-task'>Cancel this task</button></form>"
+    )
+
+
+def _task(ctx: OpsContext, form: Query) -> Any:
+    task_id = one(form, "id")
+    task = ctx.store.records.get_task(task_id) if task_id else None
+    if task is None:
+        raise OpsError(f"no task {task_id!r} (list them with: agentwake tasks list)")
+    return task
+
+
+def cancel_confirm(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """The confirmation page of a cancel: which task, and what a cancel means (tasks cancel)."""
+    task = _task(ctx, form)
+    return Markup(
+        f"<p class='note' id='confirm-cancel'>Cancel task {h(task.task_id)} ({h(task.tool_name)}, session "
+        f"{h(task.session_id)})?</p>"
+        "<p>Its outcome becomes failed (cancelled) and the agent is never woken for it; a completion that "
+        "arrives later is refused and counted as late. There is no undo.</p>"
+        f"<form method='post' action='task/cancel'>{hidden('csrf', csrf)}{hidden('id', task.task_id)}"
+        f"<button id='confirm'>Cancel task {h(task.task_id)}</button></form>"
+        "<p>" + link("/task", "back: leave it running", id=task.task_id) + "</p>"
+    )
+
+
+def cancel(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """``agentwake tasks cancel ID --yes``, confirmed on the page before."""
+    task = _task(ctx, form)
+    cancelled = ctx.tasks.cancel_task(task.task_id, by="an operator (console)")
+    return Markup(
+        f"<p class='ok' id='cancel-result'>Cancelled {h(cancelled.task_id)} at {h(cancelled.cancelled_at)}: it will "
+        "not wake the agent.</p><p>" + link("/task", "back to the task", id=cancelled.task_id) + "</p>"
+    )

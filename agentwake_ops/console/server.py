@@ -72,6 +72,8 @@ POST_ACTIONS: dict[str, tuple[str, Page]] = {
     "/run/replay": ("Replay", actions.replay),
     "/run/apply-confirm": ("Apply to the session", actions.apply_confirm),
     "/run/apply": ("Applied to the session", actions.apply),
+    "/task/cancel-confirm": ("Cancel a task", actions.cancel_confirm),
+    "/task/cancel": ("Task cancelled", actions.cancel),
 }
 STATIC = {"/static/console.css": ("text/css", assets.CSS), "/static/console.js": ("text/javascript", assets.JS)}
 

@@ -285,6 +285,21 @@ class TaskExists(AgentwakeError, ValueError):
     retryable = False
 
 
+class TaskAlreadyEnded(AgentwakeError):
+    """A completion (or a cancel) for a task that already has its outcome: it was cancelled, timed
+    out, or completed otherwise. Nothing was sent and nothing changed; a completion is counted as
+    late (``late_completions``). Not an error of the caller's work: no retry can change it."""
+
+    retryable = False
+
+
+class TaskClaimContended(AgentwakeError):
+    """Claims on a task's outcome kept losing to other writers (a completion, the deadline, a cancel)
+    for a moment: try again; the next read sees who won."""
+
+    retryable = True
+
+
 class LiveTurnLost(AgentwakeError):
     """The live turn does not hold its session any more (it ended, or its lease expired and another
     writer took the session), or that is not its token: begin a new one. Nothing of the call was

@@ -19,6 +19,14 @@ handed copy) stays in the model's queue until a receive consumes it. Checked aft
 well: no live turn begins while a run holds the session, and no run begins while a live turn does;
 every live append is in history once per key; every run succeeded at most once; no waiter is left
 waiting for a run that succeeded; the history's writers come in the order the session was held.
+
+Task outcomes (issue 33): two more tasks (a background tool's, whose worker may fail and be redriven,
+and a producer's) are completed (through ``finish_task``), cancelled,
+timed out by their deadline check (early and late), and their completions delivered to the wake in
+any order. Checked after every step: each task has one claimed outcome (two only for the tool's
+failed-then-redriven work), every completion sent for an outcome says that outcome, a cancelled task
+has no wake, each outcome wakes at most once, and no note says "finished" for a failed outcome. At the
+end, once providers are fixed, every claimed outcome of a task that was not cancelled woke once.
 """
 
 from __future__ import annotations
@@ -38,18 +46,21 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from agentwake.agent.providers import build_provider
-from agentwake.domain.models import SessionConfig, Task
-from agentwake.errors import RunFailed, SessionBusy
+from agentwake.domain.models import SessionConfig, Task, background_run_id
+from agentwake.errors import RunFailed, SessionBusy, TaskAlreadyEnded
 from agentwake.product.sessions import LiveTurn, LiveTurnLost, SessionsService
+from agentwake.product.tasks import TasksService
 from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
 from agentwake.session.lease import LIVE_HOLDER_PREFIX, RESERVATION_S
 from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings, get_settings
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.invocation import run_waiters_here
-from agentwake.wake.messages import BackgroundResultMessage
+from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
 from agentwake.wake.spec import WakeDeps
+from agentwake.wake.task_deadline import check_deadline
 from tests.support.aws import REGION, create_resources
+from tests.support.clock import FakeClock
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore, around
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
@@ -57,6 +68,9 @@ from tests.support.tasks import token_for, token_hash_for
 
 TASKS = ("t0", "t1", "t2", "t3")
 SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0"}
+#: the tasks whose outcomes the lifecycle rule drives: a background tool's (its worker may fail, be
+#: dead-lettered and redriven: a second outcome) and a producer's
+LIFECYCLE = {"L0": ("s0", "tool"), "L1": ("s1", "producer")}
 MAX_RECEIVES = 3
 #: the stack's SessionWaitLimit in this model (seconds of the model's own clock)
 WAIT_LIMIT_S = 60
@@ -120,6 +134,29 @@ class Parked:
     def send(self, **kw: Any) -> str:
         self.dead.append(kw)
         return f"d{len(self.dead)}"
+
+
+class LifecycleQueues:
+    """The result queue and the work queue as ``TasksService`` sends to them (in memory): completions
+    wait to be delivered to the wake, deadline checks to be run."""
+
+    url = "memory://work"
+
+    def __init__(self) -> None:
+        self.completions: list[BackgroundResultMessage] = []
+        #: every completion ever sent, by (task, outcome): their statuses
+        self.sent: dict[tuple[str, int], list[str]] = defaultdict(list)
+        self.checks: list[WorkMessage] = []
+
+    def send_message(self, **kw: Any) -> dict[str, Any]:
+        msg = BackgroundResultMessage.parse_body(kw["MessageBody"])
+        self.completions.append(msg)
+        self.sent[(msg.task_id, msg.outcome)].append(msg.status)
+        return {"MessageId": f"c{len(self.completions)}"}
+
+    def send(self, body: str, *, delay_s: float = 0) -> str:
+        self.checks.append(WorkMessage.parse_body(body))
+        return f"w{len(self.checks)}"
 
 
 class HeldStore:
@@ -276,6 +313,23 @@ class DurableRuns(RuleBasedStateMachine):
             self.store.records.put_task(
                 Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t))
             )
+        self.lifecycle = LifecycleQueues()
+        self.tasks = TasksService(self.store, "memory://results", sqs=self.lifecycle, work_queue=self.lifecycle)
+        self.tokens = {}
+        for t, (session, kind) in LIFECYCLE.items():
+            registered = self.tasks.register_task(session, "job", task_id=t, deadline_s=600)
+            self.tokens[t] = registered.task_token
+            if kind != "producer":  # as the start path registers it (the tree of runs aside)
+                self.store.records.table.db.update_item(
+                    TableName=res.table,
+                    Key={"pk": {"S": f"TASK#{t}"}, "sk": {"S": "TASK"}},
+                    UpdateExpression="SET kind = :k, started_by = :r",
+                    ExpressionAttributeValues={":k": {"S": kind}, ":r": {"S": "cron:j0:2026-11-30T05:00:00Z"}},
+                )
+        #: the lifecycle runs that succeeded: how many times each
+        self.lifecycle_wakes = Counter[str]()
+        #: how many lifecycle wakes there were when the notes were last read
+        self._notes_read = -1
         self.where = dict.fromkeys(TASKS, "queue")  # queue | dlq | done
         self.receives = Counter[str]()
         self.resent_allowance = Counter[str]()
@@ -595,6 +649,75 @@ class DurableRuns(RuleBasedStateMachine):
             reserved = held[0] if after == "commit_success" else None
             self.dead_until[session] = (f"bg:{task}", held[1], reserved)
 
+    # -- task outcomes ---------------------------------------------------------------------------------
+
+    @rule(
+        events=st.lists(
+            st.tuples(
+                st.sampled_from(sorted(LIFECYCLE)),
+                st.sampled_from(["complete", "deadline", "early-deadline", "cancel", "deliver"]),
+                st.sampled_from(["succeeded", "failed"]),
+                st.integers(0, 3),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    def task_lifecycle(self, events: list[tuple[str, str, str, int]]) -> None:
+        """A few events in the tasks' lives (several a step, so that their orders are drawn often): a
+        task's work completes (``finish_task``: a failure then a success is the tool's worker
+        dead-lettered and redriven), its deadline check comes (due, or early), it is cancelled, or one
+        of the completions sent so far is delivered to the wake (any of them, in any order, again)."""
+        for task, action, status, pick in events:
+            self._lifecycle_event(task, action, status, pick)
+
+    def _lifecycle_event(self, task: str, action: str, status: str, pick: int) -> None:
+        session = LIFECYCLE[task][0]
+        event(f"task {action}")
+        if action == "complete":
+            try:
+                self.tasks.finish_task(task, status, f"{status} work", task_token=self.tokens[task])  # type: ignore[arg-type]
+            except TaskAlreadyEnded:
+                event("a late completion")
+        elif action in ("deadline", "early-deadline"):
+            stored = self.store.records.get_task(task)
+            assert stored is not None and stored.deadline_at is not None
+            due = FakeClock(start=9e9 if action == "deadline" else 0.0)
+            check = WorkMessage(
+                kind="deadline",
+                task_id=task,
+                session_id=session,
+                task_token=self.tokens[task],
+                deadline_at=stored.deadline_at,
+            )
+            check_deadline(check, replace(self.deps, clock=due, tasks=self.tasks), remaining_ms=60_000, receive_count=1)
+        elif action == "cancel":
+            try:
+                self.tasks.cancel_task(task, by="the model")
+            except TaskAlreadyEnded:
+                event("a cancel after the outcome")
+        elif self.lifecycle.completions:
+            self._deliver(self.lifecycle.completions[pick % len(self.lifecycle.completions)])
+
+    def _deliver(self, msg: BackgroundResultMessage) -> bool:
+        """One delivery of a completion to the wake; True when it is done with (ran, or changes nothing)."""
+        try:
+            outcome = wake_for_background_result(msg, self.deps)
+        except (SessionBusy, RunFailed):
+            return False  # retried later (the model's queue keeps it)
+        if outcome.status == "succeeded":
+            self.lifecycle_wakes[msg.run_id] += 1
+            self.commit_order[msg.session_id].append(msg.run_id)
+        return True
+
+    def _lifecycle_settle(self) -> None:
+        """The end: every completion sent is delivered until it is done with."""
+        for _ in range(5):
+            left = [m for m in self.lifecycle.completions if not self._deliver(m)]
+            if not left:
+                return
+        raise AssertionError(f"completions never done with: {[m.run_id for m in left]}")
+
     @rule(seconds=st.sampled_from([5.0, 31.0, 91.0]))
     def time_passes(self, seconds: float) -> None:
         self.now += seconds
@@ -732,8 +855,9 @@ class DurableRuns(RuleBasedStateMachine):
         for run_id in sorted(self.providers.failed):
             run = self.store.records.get_run(run_id)
             assert run is not None and run.status != "succeeded", (run_id, run)
-            task = run_id.removeprefix("bg:")
-            notes = [e for e in self.store.history.history(SESSION_OF[task]) if e.run_id == run_id and e.kind == "note"]
+            task = run_id.removeprefix("bg:").split(":")[0]
+            session = SESSION_OF.get(task) or LIFECYCLE[task][0]
+            notes = [e for e in self.store.history.history(session) if e.run_id == run_id and e.kind == "note"]
             assert not notes, (run_id, notes)
         self.providers.failed.clear()  # the next step's attempts are checked after it
 
@@ -754,6 +878,45 @@ class DurableRuns(RuleBasedStateMachine):
             )
             assert has_note == (run is not None and run.status == "succeeded")
             assert self.successes[task] <= 1, (task, self.successes[task])
+
+    @invariant()
+    def one_truthful_outcome_per_task_and_one_wake_per_outcome(self) -> None:
+        for task, (session, kind) in LIFECYCLE.items():
+            stored = self.store.records.get_task(task)
+            assert stored is not None
+            outcomes = {n for (t, n) in self.lifecycle.sent if t == task}
+            # every completion sent for an outcome says the same, and only a redriven worker's
+            # success after its failure is a second outcome
+            for n in outcomes:
+                assert len(set(self.lifecycle.sent[(task, n)])) == 1, (task, n, self.lifecycle.sent[(task, n)])
+            assert outcomes <= {1, 2} and (2 not in outcomes or kind != "producer"), (task, outcomes)
+            if 2 in outcomes:
+                assert (
+                    self.lifecycle.sent[(task, 1)][0] == "failed" and self.lifecycle.sent[(task, 2)][0] == "succeeded"
+                )
+                assert stored.cancelled_at is None and stored.timed_out_at is None
+            if stored.outcomes:
+                assert self.lifecycle.sent.get((task, stored.outcomes), [stored.outcome])[0] == stored.outcome
+            for run_id, n in self.lifecycle_wakes.items():
+                assert n == 1, (run_id, n)
+            if self._notes_read == sum(self.lifecycle_wakes.values()):
+                continue  # no lifecycle wake since the notes were last read (reading history is costly)
+            notes = [
+                e
+                for e in self.store.history.history(session)
+                if e.kind == "note" and e.run_id is not None and e.run_id.split(":")[1] == task
+            ]
+            if stored.cancelled_at is not None:
+                assert not notes, (task, "a cancelled task woke the agent")
+            for note in notes:
+                number = int(note.run_id.split(":")[2]) if note.run_id.count(":") == 2 else 1  # type: ignore[union-attr]
+                said = self.lifecycle.sent[(task, number)][0]
+                head = note.content.split("\n\n")[0]
+                if said == "failed":
+                    assert " failed: " in head and "finished" not in head and "Result" not in head, head
+                else:
+                    assert ("succeeded after a redrive" in head) == (number == 2), head
+        self._notes_read = sum(self.lifecycle_wakes.values())
 
     @invariant()
     def history_order_follows_run_order(self) -> None:
@@ -823,6 +986,15 @@ class DurableRuns(RuleBasedStateMachine):
                             break
                         self._attempt(task, None, self.copies[task][0])
                 assert self.where[task] == "done", task
+            self._lifecycle_settle()
+            for task in LIFECYCLE:
+                stored = self.store.records.get_task(task)
+                assert stored is not None
+                woke = {run for run in self.lifecycle_wakes if run.split(":")[1] == task}
+                claimed = {background_run_id(task, n) for n in range(1, stored.outcomes + 1)}
+                # every claimed outcome of a task that was not cancelled woke once; a cancelled one never
+                assert woke == (set() if stored.cancelled_at else claimed), (task, woke, claimed)
+            self.one_truthful_outcome_per_task_and_one_wake_per_outcome()
             self.history_order_follows_run_order()
             self.at_most_one_note_and_only_for_done_runs()
             self.history_writers_come_in_the_order_the_session_was_held()

@@ -104,6 +104,9 @@ def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.M
         ("POST", "/tasks"),
         ("GET", "/tasks/{task_id}"),
         ("POST", "/tasks/{task_id}/completion"),
+        ("POST", "/tasks/{task_id}/cancel"),
+        ("POST", "/sessions/{session_id}/tasks"),
+        ("GET", "/sessions/{session_id}/tasks"),
     }
     assert "task_token" in doc["components"]["schemas"]["CompletionBody"]["required"]
     # WHEN a route's body model changes without `make schemas` THEN the drift check names the file

@@ -72,6 +72,28 @@ def test_every_route_through_the_client(
     assert not [e for e in seen if turn.token in e["rawPath"] + e.get("rawQueryString", "")]
 
 
+def test_a_sessions_tasks_through_the_client_register_list_cancel_and_a_late_completion(
+    api: tuple[ProductApiClient, list[dict]], resources: Resources
+) -> None:
+    # GIVEN a session with two tasks, one with its own deadline
+    client, _ = api
+    client.put_session("alice", providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}])
+    first = client.register_task("alice", "research", task_id="t-l1", deadline=600)
+    client.register_task("alice", "research", task_id="t-l2")
+    # WHEN they are listed THEN newest first, with their deadlines
+    page = client.list_tasks("alice", limit=1)
+    assert [t["task_id"] for t in page["tasks"]] == ["t-l2"] and page["cursor"]
+    assert [t["task_id"] for t in client.list_tasks("alice", cursor=page["cursor"])["tasks"]] == ["t-l1"]
+    # WHEN the first is cancelled, and then completed
+    assert client.cancel_task("t-l1")["status"] == "cancelled"
+    with pytest.raises(ApiError) as late:
+        client.complete_task("t-l1", first.task_token, "succeeded", "done")
+    # THEN the completion is refused as late, nothing enqueued
+    assert (late.value.status, late.value.type) == (409, "TaskAlreadyEnded")
+    assert drain(resources.queue_url) == []
+    assert client.task_status("t-l1")["late_completions"] == 1
+
+
 def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resources: Resources) -> None:
     def failing(_function_id: str, _event: dict[str, Any]) -> Any:
         return SimpleNamespace(response=None, error={"errorType": "RuntimeError", "errorMessage": "x"})

@@ -767,11 +767,14 @@ def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dic
         }
     }
     sends = [s for s in statements(policies(template, "ProductApiFunction")) if s["Action"] == "sqs:SendMessage"]
-    # a completion, a hand-off; and the start of a background tool or subagent for a session
+    # completions, a hand-off; a task's deadline check, the start of a background tool or subagent
     assert [s["Resource"] for s in sends] == [
         {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]},
         {"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]},
     ]
+    # a session's tasks are listed from gsi1 (Query on that index only)
+    (index,) = [s for s in statements(policies(template, "ProductApiFunction")) if "/index/" in repr(s["Resource"])]
+    assert (index["Action"], index["Resource"]) == ("dynamodb:Query", {"Fn::Sub": "${AgentTable.Arn}/index/gsi1"})
     others = {
         a
         for s in statements(policies(template, "ProductApiFunction"))
@@ -805,4 +808,5 @@ def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]
         granted.add((method, "/" + path))
     assert granted == {(m, re.sub(r"\{[a-z_]+\}", "*", p)) for m, p in api_routes(template)}
     (send,) = [s for s in producer_policy(template) if s["Action"] == "sqs:SendMessage"]
+    # completions only: never the work queue, whose messages carry task tokens and name the work to run
     assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}

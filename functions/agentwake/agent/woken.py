@@ -24,6 +24,7 @@ from agentwake.errors import ConfigError
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.providers.base import Provider
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.clock import Clock
     from agentwake.delivery import DeliveryChannel
     from agentwake.domain.conversation import Message
@@ -92,6 +93,9 @@ class WokenAgent:
     extra_tools: list[Any] = field(default_factory=list)
     #: tools the wake built itself: the hand-off tools of the session's subagents
     handoffs: list[Tool] = field(default_factory=list)
+    #: cancels the tasks this conversation's runs started (``cancel_task``, offered when the session's
+    #: agent may start tasks); None: not offered
+    cancel_tasks: TaskCanceller | None = None
     #: the session's counters of today, when it has daily limits
     tokens_today: int = 0
     deliveries_today: int = 0
@@ -135,7 +139,9 @@ class WokenAgent:
         )
         self.runner = Runner(
             model=chain,
-            tools=ToolRegistry([*messaging, *self._declared_tools(), *self.extra_tools, *self.handoffs]),
+            tools=ToolRegistry(
+                [*messaging, *self._declared_tools(), *self._task_tools(), *self.extra_tools, *self.handoffs]
+            ),
             messages=messages,
             context=ToolContext(run_id=self.run_id, session_id=self.session_id, role=self.role, dry_run=self.dry_run),
             journal=self.journal,
@@ -167,6 +173,13 @@ class WokenAgent:
             calls=tuple(runner.ledger.calls),
             usage=runner.ledger.totals(self.prices),
         )
+
+    def _task_tools(self) -> list[Any]:
+        if self.cancel_tasks is None:
+            return []
+        from agentwake.agent.tools.cancel_task import CancelTask
+
+        return [CancelTask(self.cancel_tasks)]
 
     def _declared_tools(self) -> list[Any]:
         if not self.tools:

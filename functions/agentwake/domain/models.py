@@ -230,6 +230,8 @@ class Task(_Stored):
     outcome_reason: str | None = None
     outcomes: int = 0
     cancelled_at: str | None = None
+    #: when its deadline completed it ``failed`` (timed out); a later completion is late
+    timed_out_at: str | None = None
     #: completions that arrived after the task had its outcome (cancelled, timed out): changed nothing
     late_completions: int = 0
     #: a ``tool``/``subagent`` task whose work the background-work function has begun: the hash of

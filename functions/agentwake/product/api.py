@@ -23,9 +23,12 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
 - ``POST /tasks`` register (never overwrites an existing task id: 409) → 201 with the token, once
 - ``GET /tasks/{task_id}`` status only; with the task's token in ``X-Agentwake-Task-Token`` also its
   session and registered arguments (a caller never reads another task's arguments)
-- ``POST /tasks/{task_id}/completion`` the completion (the published schema), enqueued → 202
+- ``POST /tasks/{task_id}/completion`` the completion (the published schema): its outcome claimed, then
+  enqueued → 202; 409 ``TaskAlreadyEnded`` when the task was cancelled, timed out or completed otherwise
+  (nothing sent; counted as a late completion)
 - ``GET /sessions/{session_id}/wakes``, ``DELETE /sessions/{session_id}/wakes/{wake_id}``: the wakes
   its agent scheduled for itself (``product/api_wakes.py``)
+- a session's tasks: start one, list them, cancel one (``product/api_tasks.py``)
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 
 from agentwake import bootstrap
-from agentwake.domain.models import SessionConfig, Task, utcnow_iso
+from agentwake.domain.models import SessionConfig, utcnow_iso
 from agentwake.errors import (
     AgentwakeError,
     ConfigError,
@@ -47,6 +50,7 @@ from agentwake.errors import (
     SessionBusy,
     SessionChanged,
     SessionExists,
+    TaskAlreadyEnded,
     TaskExists,
     UnknownSession,
     UnknownTask,
@@ -71,6 +75,8 @@ from agentwake.product.api_models import (  # the models (re-exported: callers i
     TaskStatusOut,
     Turn,
 )
+from agentwake.product.api_tasks import owned_task, task_out
+from agentwake.product.api_tasks import router as tasks_router
 from agentwake.product.api_wakes import router as wakes_router
 from agentwake.product.authority import caller, owned_session, require_owner
 from agentwake.product.sessions import (
@@ -274,47 +280,31 @@ def conversation(
 
 @app.post("/tasks", responses={409: {"description": "the task id is registered already"}})
 def register_task(body: RegisterBody) -> Response[Registered]:
-    _owned(body.session_id)  # 404 for a session that does not exist: its wake could never run
-    task = bootstrap.tasks().register_task(body.session_id, body.tool_name, body.args, task_id=body.task_id)
+    config = _owned(body.session_id)  # 404 for a session that does not exist: its wake could never run
+    task = bootstrap.tasks().register_task(
+        body.session_id,
+        body.tool_name,
+        body.args,
+        task_id=body.task_id,
+        deadline_s=body.deadline or config.task_deadline_s,
+    )
     return _json(201, Registered(task_id=task.task_id, task_token=task.task_token).model_dump())
-
-
-def _owned_task(task_id: str) -> Task:
-    """The task when the caller owns its session. Another owner's task answers as one that does not
-    exist (404), so that task ids — one namespace for every product on the stack — say nothing."""
-    task = bootstrap.store().records.get_task(task_id)
-    unknown = UnknownTask(f"no task is registered with id {task_id!r} for a session of yours")
-    if task is None:
-        raise unknown
-    principal = _caller()
-    if principal is None:
-        require_owner(task.session_id, None, None)  # NotAnOwner: no identity
-    config = bootstrap.store().records.get_session(task.session_id)
-    if config is None or principal not in config.owners:
-        raise unknown
-    return task
 
 
 @app.get("/tasks/<task_id>")
 def task_status(
     task_id: TaskId, token: Annotated[str | None, Header(alias=TASK_TOKEN_HEADER.lower(), max_length=256)] = None
 ) -> TaskStatusOut:
-    task = _owned_task(task_id)
-    out = TaskStatusOut(
-        task_id=task.task_id,
-        tool_name=task.tool_name,
-        status=task.status,
-        created_at=task.created_at,
-        finished_at=task.finished_at,
-    )
+    task = owned_task(task_id)
+    out = task_out(task)
     if token is not None and task.token_matches(token):
         out.session_id, out.args = task.session_id, task.tool_args
     return out
 
 
-@app.post("/tasks/<task_id>/completion")
+@app.post("/tasks/<task_id>/completion", responses={409: {"description": "the task already ended"}})
 def complete_task(task_id: TaskId, body: CompletionBody) -> Response[Enqueued]:
-    _owned_task(task_id)
+    owned_task(task_id)
     message_id = bootstrap.tasks().finish_task(
         task_id,
         body.status,
@@ -334,6 +324,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (LiveTurnLost, 409),  # and LiveTurnCapped: a renewal past the turn's cap
     (AppendTooLarge, 413),
     (TaskExists, 409),
+    (TaskAlreadyEnded, 409),  # a completion or a cancel for a task that ended otherwise: nothing changed
     (SessionChanged, 409),
     (SessionExists, 409),
     (UnknownTask, 404),
@@ -352,6 +343,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
         LiveTurnCapped,
         AppendTooLarge,
         TaskExists,
+        TaskAlreadyEnded,
         SessionChanged,
         SessionExists,
         UnknownTask,
@@ -402,6 +394,9 @@ def _no_route(exc: Exception) -> Response[Any]:
 def _unexpected(exc: Exception) -> Response[Any]:
     logger.error("product API request failed", extra={"error_type": type(exc).__name__})
     return _json(500, {"error": "internal error; see the function's log", "type": "InternalError"})
+
+
+app.include_router(tasks_router)  # a session's tasks: product/api_tasks.py
 
 
 def openapi_json() -> str:

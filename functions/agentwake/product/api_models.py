@@ -118,11 +118,22 @@ class Conversation(BaseModel):
     cursor: str | None = Field(description="the next (older) page; null at the first entry")
 
 
+#: a task's own deadline, in seconds (``TasksService.register_task``; the same bounds)
+DEADLINE_FIELD = Field(
+    default=None,
+    ge=60,
+    le=7 * 86_400,
+    description="seconds until the task is completed failed (timed out) if no completion came; "
+    "default: the session's task_deadline_s",
+)
+
+
 class RegisterBody(_Body):
     session_id: str = Field(pattern=ID_PATTERN)
     tool_name: str = Field(min_length=1, max_length=128)
     args: dict[str, Any] = {}
     task_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    deadline: int | None = DEADLINE_FIELD
 
 
 class Registered(BaseModel):
@@ -136,6 +147,15 @@ class TaskStatusOut(BaseModel):
     status: str
     created_at: str
     finished_at: str | None = None
+    kind: str = "producer"
+    #: its one outcome (and 2 when its work failed, was redriven and then succeeded), when it ends
+    outcome: Literal["succeeded", "failed"] | None = None
+    outcomes: int = 0
+    deadline_at: str | None = None
+    cancelled_at: str | None = None
+    timed_out_at: str | None = None
+    late_completions: int = Field(default=0, description="completions that came after it ended: they changed nothing")
+    started_by: str | None = Field(default=None, description="the run that started it (None: the product)")
     session_id: str | None = Field(default=None, description="only to the holder of the task's token")
     args: dict[str, Any] | None = Field(default=None, description="only to the holder of the task's token")
 
@@ -152,3 +172,21 @@ class CompletionBody(_Body):
 class Enqueued(BaseModel):
     task_id: str
     message_id: str
+
+
+class StartBody(_Body):
+    """Start one of the session's background tools or subagents (the product's own live agent
+    delegating through the same machinery as the woken agent)."""
+
+    kind: Literal["tool", "subagent"]
+    name: str = Field(min_length=1, max_length=128, description="the tool's or subagent's name in the session's config")
+    args: dict[str, Any] = {}
+    task_id: str | None = Field(
+        default=None, pattern=ID_PATTERN, description="yours: a repeat of the same start starts nothing new"
+    )
+    deadline: int | None = DEADLINE_FIELD
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskStatusOut]
+    cursor: str | None = Field(default=None, description="the next (older) page; None: no more")

@@ -41,10 +41,9 @@ FIELD_DOCS: dict[str, dict[str, str]] = {
         "summary_name": "A short human name for the task, used in the history note.",
         "finished_at": "When the task finished, ISO-8601 (e.g. 2026-11-30T05:00:00Z).",
         "subagent_name": "Optional: the sub-agent that ran the task.",
-        "outcome": (
-            "Which outcome of the task this is (default 1; 2: its work failed, was redriven and then succeeded). "
-            "Each outcome wakes its own run: bg:{task_id}, then bg:{task_id}:2."
-        ),
+        "outcome": "Which outcome of the task this is: 1 (the default; a producer always sends 1). agentwake "
+        "itself sends 2 when a background tool or subagent whose work failed was redriven and then succeeded "
+        "(its wake is bg:{task_id}:2).",
     },
     "cron-wake.schema.json": {
         "job_id": "The job that came due (agentwake jobs create printed it).",

@@ -17,7 +17,8 @@
 
 Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
 ``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
-``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id.
+``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id; a task's ``gsi1pk`` is ``TASKS#{session}`` and
+its ``gsi1sk`` ``{created_at}#{task}`` (a session's tasks, newest first, on the product API).
 
 Index ``gsi2`` (runs by time, all sessions): a run's ``gsi2pk`` is ``RUNDAY#{yyyy-mm-dd}`` (the UTC
 day its latest attempt started) and its ``gsi2sk`` the same ``{start}#{run}`` as its ``gsi1sk``.
@@ -57,6 +58,7 @@ LEASE_SK = "LEASE"
 #: gsi1 partition keys
 RUNS_PREFIX = "RUNS#"
 JOBS_GSI_PK = "JOBS"
+TASKS_PREFIX = "TASKS#"
 #: gsi2 partition keys (one per UTC day)
 RUNDAY_PREFIX = "RUNDAY#"
 #: gsi2 partition keys of the tasks and jobs runs started (one per session)
@@ -80,6 +82,15 @@ def run_key(run_id: str) -> tuple[str, str]:
 
 def task_key(task_id: str) -> tuple[str, str]:
     return f"{TASK_PREFIX}{task_id}", TASK_SK
+
+
+def tasks_gsi_pk(session_id: str) -> str:
+    """The ``gsi1`` partition of a session's tasks."""
+    return TASKS_PREFIX + session_id
+
+
+def tasks_gsi_sk(created_at: str, task_id: str) -> str:
+    return f"{created_at}#{task_id}"
 
 
 def job_key(job_id: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
@@ -131,6 +131,22 @@ class RecordsPort(Protocol):
     def claim_task_work(self, task_id: str, token_sha256: str) -> bool: ...
 
     def rotate_task_token(self, task_id: str, token_sha256: str) -> bool: ...
+    def claim_task_outcome(
+        self,
+        task_id: str,
+        *,
+        number: int,
+        outcome: Literal["succeeded", "failed"],
+        reason: str | None,
+        at: str,
+        by: Literal["completion", "deadline", "cancel"] = "completion",
+    ) -> bool: ...
+
+    def count_late_completion(self, task_id: str) -> None: ...
+
+    def session_tasks(
+        self, session_id: str, *, limit: int, before: str | None = None
+    ) -> tuple[list[Task], str | None]: ...
 
     def put_job(self, job: Job) -> None: ...
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
+from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, truncate
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
 from agentwake.store.keys import (
@@ -17,6 +17,8 @@ from agentwake.store.keys import (
     job_key,
     run_key,
     task_key,
+    tasks_gsi_pk,
+    tasks_gsi_sk,
     tree_keys,
 )
 from agentwake.store.table import Table, pages
@@ -99,7 +101,13 @@ class Records:
         try:
             self.table.db.put_item(
                 TableName=self.table.name,
-                Item=self.table.item(task, *task_key(task.task_id), **started_keys(task)),
+                Item=self.table.item(
+                    task,
+                    *task_key(task.task_id),
+                    gsi1pk=tasks_gsi_pk(task.session_id),
+                    gsi1sk=tasks_gsi_sk(task.created_at, task.task_id),
+                    **started_keys(task),
+                ),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except self.table.db.exceptions.ConditionalCheckFailedException as exc:
@@ -141,6 +149,28 @@ class Records:
             return False
         return True
 
+    def session_tasks(self, session_id: str, *, limit: int, before: str | None = None) -> tuple[list[Task], str | None]:
+        """A session's tasks, newest first: at most ``limit``, registered before the cursor ``before``
+        (a Query of its ``TASKS#{session}`` partition of ``gsi1``). Returns the page and the cursor of
+        the next one (None: no more). Tasks registered before the index named them are not listed."""
+        cond = "gsi1pk = :p"
+        values: dict[str, Any] = {":p": {"S": tasks_gsi_pk(session_id)}}
+        if before is not None:
+            cond += " AND gsi1sk < :before"
+            values[":before"] = {"S": before}
+        resp = self.table.db.query(
+            TableName=self.table.name,
+            IndexName="gsi1",
+            KeyConditionExpression=cond,
+            ExpressionAttributeValues=values,
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        items = resp.get("Items", [])
+        tasks = [self.table.load(Task, i) for i in items]
+        more = "LastEvaluatedKey" in resp and items
+        return tasks, (items[-1]["gsi1sk"]["S"] if more else None)
+
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""
         try:
@@ -155,6 +185,77 @@ class Records:
                     ":f": {"S": finished_at},
                     ":running": {"S": "running"},
                 },
+            )
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            pass
+
+    def claim_task_outcome(
+        self,
+        task_id: str,
+        *,
+        number: int,
+        outcome: Literal["succeeded", "failed"],
+        reason: str | None,
+        at: str,
+        by: Literal["completion", "deadline", "cancel"] = "completion",
+    ) -> bool:
+        """Claim the task's outcome ``number`` (domain.task_outcome): True if this call claimed it,
+        False if another completion, the deadline or a cancel got there first (nothing written).
+        Outcome 1 only while the task has none; outcome 2 only over its worker's ``failed`` outcome 1,
+        never over a cancel or a timeout. A deadline also stamps ``timed_out_at``; a cancel
+        ``cancelled_at`` and the status ``cancelled``."""
+        sets = ["outcome = :o", "outcomes = :n", "finished_at = :at"]
+        values: dict[str, Any] = {":o": {"S": outcome}, ":n": {"N": str(number)}, ":at": {"S": at}}
+        names: dict[str, str] = {}
+        removes: list[str] = []
+        if reason is None:
+            removes.append("outcome_reason")
+        else:
+            sets.append("outcome_reason = :r")
+            values[":r"] = {"S": truncate(reason, 2000)}
+        if number == 1:
+            condition = "attribute_exists(pk) AND attribute_not_exists(outcome)"
+            if by != "completion":  # the deadline and a cancel end only a running task
+                condition += " AND #s = :running"
+                names["#s"] = "status"
+                values[":running"] = {"S": "running"}
+        else:
+            condition = (
+                "outcome = :failed AND outcomes = :prev AND attribute_not_exists(cancelled_at)"
+                " AND attribute_not_exists(timed_out_at)"
+            )
+            values[":failed"] = {"S": "failed"}
+            values[":prev"] = {"N": str(number - 1)}
+        if by == "deadline":
+            sets.append("timed_out_at = :at")
+        elif by == "cancel":
+            sets += ["cancelled_at = :at", "#s = :cancelled"]
+            names["#s"] = "status"
+            values[":cancelled"] = {"S": "cancelled"}
+        request: dict[str, Any] = {
+            "TableName": self.table.name,
+            "Key": key(*task_key(task_id)),
+            "UpdateExpression": "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        try:
+            self.table.db.update_item(**request)
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def count_late_completion(self, task_id: str) -> None:
+        """A completion that changed nothing (the task had ended otherwise): counted on the task."""
+        try:
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
+                UpdateExpression="ADD late_completions :one",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":one": {"N": "1"}},
             )
         except self.table.db.exceptions.ConditionalCheckFailedException:
             pass

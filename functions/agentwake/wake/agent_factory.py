@@ -20,6 +20,7 @@ from agentwake.errors import ConfigError
 if TYPE_CHECKING:
     from agentwake.agent.subagents import SubagentSpec
     from agentwake.agent.tools import TaskStarter, Tool
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.domain.models import SessionConfig
     from agentwake.settings import Settings
 
@@ -75,6 +76,7 @@ def session_agent(
     dry_run: bool = False,
     extra_tools: list[Any] | None = None,
     start_task: TaskStarter | None = None,
+    cancel_tasks: TaskCanceller | None = None,
 ) -> WokenAgent:
     """The session's agent, not yet built: ``WokenAgent.run`` builds and runs it. ``tokens_today``,
     ``deliveries_today``: the session's counters of today; ``delivered``: the deliveries earlier
@@ -109,6 +111,7 @@ def session_agent(
         prices=run_prices(session, settings),
         on_event=on_event,
         dry_run=dry_run,
+        cancel_tasks=cancel_tasks,
         start_task=start_task,
         handoffs=_handoffs(
             session,

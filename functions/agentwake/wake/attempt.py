@@ -23,6 +23,7 @@ from agentwake.wake.prompt import WakePrompt
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.tools import TaskStarter, ToolContext
+    from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import Delivery, DeliveryChannel
     from agentwake.domain.models import SessionConfig, Task
@@ -114,6 +115,7 @@ def build_attempt(
         dry_run=dry_run,
         extra_tools=session_tools(session, deps, kind=spec.kind),
         start_task=task_starter(session, deps),
+        cancel_tasks=_task_canceller(session, deps),
     )
     return Attempt(agent=agent, journal=journal, channel=channel, session=session)
 
@@ -159,6 +161,15 @@ def task_starter(session: SessionConfig, deps: WakeDeps) -> TaskStarter | None:
         )
 
     return start
+
+
+def _task_canceller(session: SessionConfig, deps: WakeDeps) -> TaskCanceller | None:
+    """The tasks service when the session's agent may start tasks (it is then offered ``cancel_task``)."""
+    if deps.tasks is None or not (session.subagents or session.tools):
+        return None
+    from agentwake.agent.tools.cancel_task import starts_tasks
+
+    return deps.tasks if starts_tasks(session.tools, session.subagents) else None
 
 
 def journaled_deliveries(journal: StepJournal) -> list[str]:

@@ -25,6 +25,7 @@ from agentwake.errors import (
     RunDeferred,
     SessionBusy,
     SessionMismatch,
+    TaskClaimContended,
     UnknownTask,
 )
 from agentwake.observability import logger, permanent_failure_handed_over
@@ -183,7 +184,7 @@ def run_record(
             error=exc,
         )
         return dead, None
-    if parked is not None and outcome.status != "superseded":
+    if parked is not None and outcome.status not in ("superseded", "late"):
         from agentwake.session.waiting import ran_after_waiting
 
         ran_after_waiting(parked.state, deps.clock.wall())
@@ -285,10 +286,17 @@ def wait_for_session(
 
 
 def background_note_head(msg: BackgroundResultMessage, task: Task | None = None) -> str:
-    """The history note of a DONE background run, before its final answer."""
-    status = "finished" if msg.status == "succeeded" else "finished with status failed"
+    """The history note of a DONE background run, before its final answer. A failed outcome says
+    "failed" with its reason, never "finished" or "Result" (the reference bug); a success after a
+    redrive says so."""
     name = msg.summary_name or (task.tool_name if task is not None else msg.tool_name) or "task"
-    return f"[BackgroundTask] {name} (task_id={msg.task_id}) {status}. Result: {truncate(msg.result_text, NOTE_RESULT_CHARS)}"
+    text = truncate(msg.result_text, NOTE_RESULT_CHARS)
+    head = f"[BackgroundTask] {name} (task_id={msg.task_id})"
+    if msg.status == "failed":
+        return f"{head} failed: {text}"
+    if msg.outcome > 1:
+        return f"{head} succeeded after a redrive. Result: {text}"
+    return f"{head} finished. Result: {text}"
 
 
 def wake_for_background_result(
@@ -345,6 +353,10 @@ def wake_for_background_result(
             f"{run.message_attempts} counted on the run; its last error: {run.last_error_type or '?'}: "
             f"{truncate(run.last_error or '', 500)}"
         )
+    ended = _claimed(msg, task, deps)
+    if ended is not None:
+        logger.info("a completion for a task that ended otherwise changed nothing", extra={"reason": ended})
+        return WakeOutcome(run_id=run_id, status="late")
     wake = {
         "trigger": "background_task_finished",
         "task_id": msg.task_id,
@@ -356,6 +368,8 @@ def wake_for_background_result(
         "note": msg.note,
         "finished_at": msg.finished_at,
         "subagent_name": msg.subagent_name,
+        # 2: it had failed (its worker dead-lettered), was redriven and succeeded
+        "outcome": msg.outcome,
         "result": truncate(msg.result_text, NOTE_RESULT_CHARS),
     }
     spec = RunSpec(
@@ -370,3 +384,36 @@ def wake_for_background_result(
         message_id=message_id,
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
+
+
+def _claimed(msg: BackgroundResultMessage, task: Task, deps: WakeDeps) -> str | None:
+    """None when the message is the task's claimed outcome; else why it changes nothing (a cancelled
+    task never wakes; a timed-out or completed one wakes once), counted as a late completion.
+
+    ``finish_task`` claimed the outcome before it sent the message, so this reads nothing and writes
+    nothing more (the wake's round trips are unchanged). A first completion a producer sent straight
+    to the queue has no claim: it runs as before (its run id, ``bg:{task}``, is the outcome's)."""
+    from agentwake.domain.task_outcome import Claim, Late, judge
+
+    for _ in range(2):
+        verdict = judge(task, msg.status, by="wake", outcome=msg.outcome)
+        if isinstance(verdict, Late):
+            deps.store.records.count_late_completion(task.task_id)
+            return verdict.reason
+        if (
+            not isinstance(verdict, Claim)
+            or verdict.number == 1
+            or deps.store.records.claim_task_outcome(
+                task.task_id,
+                number=verdict.number,
+                outcome=msg.status,
+                reason=None if msg.status == "succeeded" else truncate(msg.result_text, 2000),
+                at=msg.finished_at,
+            )
+        ):
+            return None
+        again = deps.store.records.get_task(task.task_id)
+        if again is None:
+            raise UnknownTask(f"no task is registered with id {msg.task_id!r}")
+        task = again
+    raise TaskClaimContended(f"the outcome of task {msg.task_id} is contended; the record is retried")

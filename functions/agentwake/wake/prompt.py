@@ -48,6 +48,31 @@ USER_TURN = {
     "background": "The background task above has finished. Act on its result now.",
 }
 
+#: a background task whose outcome is not a plain success is never called "finished" (the reference
+#: bug: a failure presented as a result); the rule and the user turn say what happened instead
+_BACKGROUND_CASES = {
+    "failed": (
+        "You were woken because a background task you started has failed, not by the user. Its work did "
+        "not succeed: never present it as done or as a result.",
+        "The background task above failed (its reason is in the wake). Tell the user what failed if it "
+        "matters to them, and what you will do about it.",
+    ),
+    "redriven": (
+        "You were woken because a background task you started succeeded after a redrive (it had failed "
+        "before, and you may have told the user so), not by the user.",
+        "The background task above succeeded after a redrive. Act on its result now; if you told the user "
+        "it had failed, say that it succeeded after all.",
+    ),
+}
+
+
+def _rule_and_turn(kind: WakeKind, wake: dict[str, Any]) -> tuple[str, str]:
+    if kind == "background":
+        case = "failed" if wake.get("status") == "failed" else "redriven" if (wake.get("outcome") or 1) > 1 else None
+        if case is not None:
+            return _BACKGROUND_CASES[case]
+    return _RULES[kind], USER_TURN[kind]
+
 
 def deliveries_rule(left: int | None, made: int) -> str:
     """How many messages the run may still send, and how many it already sent (earlier attempts)."""
@@ -73,10 +98,11 @@ def build_wake_messages(
     deliveries_made: int = 0,
 ) -> list[Message]:
     """System prompt, then the history window as real messages (oldest first), then the wake turn."""
+    rule, turn = _rule_and_turn(kind, wake)
     rules = " ".join(
         part
         for part in (
-            _RULES[kind],
+            rule,
             COMMON_RULES,
             FINAL_ANSWER_RULES.get(deliver_final, FINAL_ANSWER_RULES["never"]),
             deliveries_rule(deliveries_left, deliveries_made),
@@ -96,7 +122,7 @@ def build_wake_messages(
         )
         if part
     )
-    return [Message(role="system", content=system), *history, Message(role="user", content=USER_TURN[kind])]
+    return [Message(role="system", content=system), *history, Message(role="user", content=turn)]
 
 
 @dataclass(frozen=True)

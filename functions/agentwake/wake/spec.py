@@ -76,7 +76,8 @@ class RunSpec:
 class WakeOutcome:
     run_id: str
     #: ``superseded``: a waiting copy whose run a newer copy (a hand-off) has taken over
-    status: Literal["succeeded", "already_succeeded", "superseded"]
+    #: ``late``: the completion came after its task ended otherwise (cancelled, timed out): no wake
+    status: Literal["succeeded", "already_succeeded", "superseded", "late"]
     attempt: int = 0
     steps: int = 0
     final_text: str = ""
