@@ -69,8 +69,9 @@ from tests.support.tasks import token_for, token_hash_for
 TASKS = ("t0", "t1", "t2", "t3")
 SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0"}
 #: the tasks whose outcomes the lifecycle rule drives: a background tool's (its worker may fail, be
-#: dead-lettered and redriven: a second outcome) and a producer's
-LIFECYCLE = {"L0": ("s0", "tool"), "L1": ("s1", "producer")}
+#: dead-lettered and redriven: a second outcome) and a producer's, each in a session of its own whose
+#: agent answers in one step (the outcomes are what is checked; the sessions above are the busy ones)
+LIFECYCLE = {"L0": ("s2", "tool"), "L1": ("s3", "producer")}
 MAX_RECEIVES = 3
 #: the stack's SessionWaitLimit in this model (seconds of the model's own clock)
 WAIT_LIMIT_S = 60
@@ -313,6 +314,13 @@ class DurableRuns(RuleBasedStateMachine):
             self.store.records.put_task(
                 Task(task_id=t, session_id=SESSION_OF[t], tool_name="job", token_sha256=token_hash_for(t))
             )
+        for session, _ in LIFECYCLE.values():
+            self.store.records.put_session(
+                SessionConfig(
+                    session_id=session, providers=[{"type": "scripted", "id": "p", "script": [{"text": "ok"}]}]
+                )
+            )
+            self.commit_order[session] = []
         self.lifecycle = LifecycleQueues()
         self.tasks = TasksService(self.store, "memory://results", sqs=self.lifecycle, work_queue=self.lifecycle)
         self.tokens = {}
@@ -376,7 +384,7 @@ class DurableRuns(RuleBasedStateMachine):
 
     def _may_hold(self, session_id: str, holder: str) -> None:
         """A run or a live turn just took the session: nobody the model knows to be inside it may be."""
-        turn = self.live[session_id]
+        turn = self.live.get(session_id)
         if turn is not None and self.now <= turn.expires_at:
             self._broken(f"{holder} took {session_id} during the live turn {turn.turn_id}")
         if session_id in self.running:
@@ -660,7 +668,7 @@ class DurableRuns(RuleBasedStateMachine):
                 st.integers(0, 3),
             ),
             min_size=1,
-            max_size=3,
+            max_size=4,
         )
     )
     def task_lifecycle(self, events: list[tuple[str, str, str, int]]) -> None:
