@@ -458,10 +458,14 @@ def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     """``tasks show``: a task linked to the run that started it and the runs it caused."""
     from agentwake_ops.console.links import task_page
 
+    from agentwake_ops.console.actions import cancel_button
+
     task_id = one(query, "id")
     if not task_id:
         raise OpsError("say which task: /task?id=TASK_ID")
-    return task_page(ctx, task_id)
+    page = task_page(ctx, task_id)
+    record = ctx.store.records.get_task(task_id)
+    return Markup(page + Markup(cancel_button(record, csrf))) if record is not None else page
 
 
 def tree(ctx: OpsContext, query: Query, csrf: str) -> Markup:

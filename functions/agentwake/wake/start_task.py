@@ -206,4 +206,8 @@ def _restart(
     token = new_task_token()
     if not records.rotate_task_token(task_id, task_token_hash(token)):
         return None  # claimed meanwhile: the work runs
-    return task.model_copy(update={"token_sha256": task_token_hash(token)}), token
+    task = task.model_copy(update={"token_sha256": task_token_hash(token)})
+    if task.deadline_at is not None and tasks.work_queue is not None and tasks.work_queue.url:
+        # the deadline check sent with the old token retires: the task keeps its deadline with the new one
+        tasks.send_deadline_check(task, token)
+    return task, token

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from agentwake.agent.tools import ToolContext, ToolOutcome
     from agentwake.domain.conversation import ToolCall
     from agentwake.domain.models import SessionConfig, Task
+    from agentwake.product.tasks import TasksService
     from agentwake.wake.messages import WorkMessage
     from agentwake.wake.spec import WakeDeps
 
@@ -102,8 +103,8 @@ def run_tool_work(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None,
                 raise
             # the last receive: the task ends truthfully before SQS dead-letters the record
             reason = f"{exc} (after {receive_count} attempts)"
-            tasks.finish_task(task.task_id, "failed", redact(reason), task_token=token, summary_name=task.tool_name)
-            journal.put(WORK_SENT_KEY, {"status": "failed", "gave_up": True})
+            if _complete(tasks, task, "failed", redact(reason), token):
+                journal.put(WORK_SENT_KEY, {"status": "failed", "gave_up": True})
             raise
         kept = {"status": status, "text": text}
         journal.put(WORK_RESULT_KEY, kept)  # before the completion: a retry sends this, never calls again
@@ -111,9 +112,24 @@ def run_tool_work(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None,
         logger.info("the task's completion was sent already: nothing to do")
         return
     status = "succeeded" if kept.get("status") == "succeeded" else "failed"
-    tasks.finish_task(task.task_id, status, str(kept.get("text", "")), task_token=token, summary_name=task.tool_name)
+    if not _complete(tasks, task, status, str(kept.get("text", "")), token):
+        journal.put(WORK_SENT_KEY, {"status": "late"})
+        return
     journal.put(WORK_SENT_KEY, {"status": status})
     logger.info("background tool completed its task", extra={"status": status, "tool": task.tool_name})
+
+
+def _complete(tasks: TasksService, task: Task, status: Status, text: str, token: str) -> bool:
+    """Complete the task through the one finish path; False when it had ended meanwhile (cancelled,
+    timed out): the completion was counted as late and changes nothing, the record is done."""
+    from agentwake.errors import TaskAlreadyEnded
+
+    try:
+        tasks.finish_task(task.task_id, status, text, task_token=token, summary_name=task.tool_name)
+    except TaskAlreadyEnded as exc:
+        logger.info("the task ended while its work ran: the completion is late", extra={"reason": str(exc)[:300]})
+        return False
+    return True
 
 
 def call_tool(msg: WorkMessage, task: Task, deps: WakeDeps, *, remaining_ms: int | None) -> tuple[Status, str]:
