@@ -340,11 +340,6 @@ def test_a_redriven_subagent_resumes_from_its_journal_and_completes_its_task_suc
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs i33-lifecycle: the failed task's wake note still says 'finished with status failed', "
-    "and a success after a redrive must be the task's outcome 2 (a wake of bg:{task}:2)",
-)
 def test_the_seed_scenario_end_to_end(stack: Stack) -> None:
     task_id = fail_truthfully(stack)
     # a scan of the whole table finds no "finished" / "here is the result" for that task (as a word:
