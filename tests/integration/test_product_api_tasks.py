@@ -3,9 +3,7 @@ session's owners — and the completion of a task that already ended (409, nothi
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -102,10 +100,12 @@ def test_a_completed_task_cannot_be_cancelled(store: DynamoStore) -> None:
 
 @pytest.fixture
 def start_path(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """The work engineer's start path (``wake.start_task.start_for_session``) as it is called: a
-    stand-in until that module is merged; it records each start and returns the task it registers."""
+    """The route's call into the start path (``wake.start_task.start_for_session``), recorded: it
+    registers the task as asked and sends nothing (the start path itself, with its work message, is
+    tested in tests/integration/test_background_tools.py)."""
+    import agentwake.wake.start_task as module
+
     starts: list[dict[str, Any]] = []
-    module = ModuleType("agentwake.wake.start_task")
 
     def start_for_session(tasks: Any, session: Any, **kw: Any) -> Task:
         starts.append({"session": session.session_id, **kw})
@@ -120,9 +120,7 @@ def start_path(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         assert reg.task is not None
         return reg.task
 
-    module.start_for_session = start_for_session  # type: ignore[attr-defined]
-    if "agentwake.wake.start_task" not in sys.modules:
-        monkeypatch.setitem(sys.modules, "agentwake.wake.start_task", module)
+    monkeypatch.setattr(module, "start_for_session", start_for_session)
     return starts
 
 

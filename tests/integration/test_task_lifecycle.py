@@ -406,3 +406,48 @@ def test_a_fault_at_any_call_of_a_completion_then_a_retry_makes_one_outcome_and_
     assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
     task = store.records.get_task(reg.task_id)
     assert task is not None and (task.outcome, task.outcomes, task.late_completions) == ("succeeded", 1, 0)
+
+
+def test_a_cancel_during_the_wake_of_an_unclaimed_completion_leaves_no_note(
+    store: DynamoStore, resources: Resources
+) -> None:
+    """A completion a producer sent straight to the queue runs without a claim (the wake's round trips
+    stay as they are); a cancel that lands while that wake runs must still win: no note says the task
+    finished, and the retry finds the outcome claimed and changes nothing."""
+    from agentwake.errors import AgentwakeError
+    from agentwake.wake.background import wake_for_background_result
+    from agentwake.wake.messages import BackgroundResultMessage
+
+    seed_session(store, "s1")
+    sqs = RecordingSqs()
+    tasks = service(store, resources, sqs)
+    reg = tasks.register_task("s1", "Research", deadline_s=600)
+    direct = {
+        "task_id": reg.task_id,
+        "session_id": "s1",
+        "task_token": reg.task_token,
+        "status": "succeeded",
+        "result_text": "done",
+        "finished_at": "2026-11-30T05:00:00Z",
+    }
+    msg = BackgroundResultMessage.parse_body(json.dumps(direct))
+    deps = WakeDeps(store=store, settings=Settings.from_env(), tasks=tasks)
+    commit = store.ends.commit_success
+
+    def cancel_then_commit(**kw: Any) -> Any:
+        tasks.cancel_task(reg.task_id, by="operator")  # lands between the wake's start and its commit
+        return commit(**kw)
+
+    store.ends.commit_success = cancel_then_commit  # type: ignore[method-assign]
+    # WHEN the wake runs and the task is cancelled before its commit
+    with pytest.raises(AgentwakeError):
+        wake_for_background_result(msg, deps)
+    store.ends.commit_success = commit  # type: ignore[method-assign]
+    # THEN no note was written and the task stays cancelled (never woken)
+    assert notes(store, "s1") == []
+    task = store.records.get_task(reg.task_id)
+    assert task is not None and (task.status, task.outcome) == ("cancelled", "failed")
+    # AND the retry of the record changes nothing: late
+    assert wake_for_background_result(msg, deps).status == "late"
+    assert notes(store, "s1") == []
+    assert store.records.get_run(f"bg:{reg.task_id}").status != "succeeded"  # type: ignore[union-attr]

@@ -258,7 +258,16 @@ def cancel_wake(jobs: JobsService, job_id: str, *, session_id: str, by: str, del
             return f"{job_id} is already cancelled ({reason})"
         return f"{job_id} is not pending any more ({reason}); nothing to cancel"
     logger.info("a wake is cancelled", extra={"job_id": job_id})
-    if jobs.store.jobs.update_job(job_id, enabled=False, disabled_reason=f"cancelled by {by}") is None:
+    # a paused wake is cancelled too: no longer paused (a resume must not bring it back, jobs.service)
+    cancelled = jobs.store.jobs.update_job(
+        job_id,
+        enabled=False,
+        disabled_reason=f"cancelled by {by}",
+        paused_at=None,
+        pause_reason=None,
+        pause_run_id=None,
+    )
+    if cancelled is None:
         raise WakeRefused(f"refused: there is no wake {job_id!r} in this conversation (deleted meanwhile)")
     return f"cancelled {job_id}: it will not wake you"
 

@@ -390,6 +390,8 @@ class JobsService:
         paused is caught up without a resume."""
         job = self.get(job_id)
         extra = {scheduled_time_text(parse_time(t)) for t in undelivered}
+        if job.disabled_reason and job.disabled_reason.startswith("cancelled"):
+            raise JobError(f"job {job_id!r} was {job.disabled_reason}: a cancelled wake is not resumed")
         if not job.paused and not extra:
             raise JobError(f"job {job_id!r} is not paused")
         now = self.clock()

@@ -39,7 +39,9 @@ def _caller() -> str | None:
 
 def owned_session(session_id: str) -> SessionConfig:
     """The session's config when the caller owns it (else 403/404: product/authority.py)."""
-    return require_owner(session_id, bootstrap.store().records.get_session(session_id), _caller())
+    from agentwake.product.authority import owned_session as owned  # the one check of every router
+
+    return owned(router.current_event.raw_event, session_id)
 
 
 def owned_task(task_id: str) -> Task:

@@ -255,6 +255,7 @@ class RunEndsPort(Protocol):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
+        task_outcome: str | None = None,
     ) -> Lease | None:
         """DONE: marker, note (None: no history, a subagent's run), run, task/job, what ``journal``
         has not written yet (its last step) and lease release in one transaction (raises

@@ -32,6 +32,11 @@ from agentwake.store.records import Records
 from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
 
+#: the condition on a task a wake's failure updates: not ended by a cancel or its deadline
+TASK_NOT_ENDED = "attribute_exists(pk) AND attribute_not_exists(cancelled_at) AND attribute_not_exists(timed_out_at)"
+#: ...and on the task a wake's commit marks woken: a cancelled task never wakes
+TASK_NOT_CANCELLED = "attribute_exists(pk) AND attribute_not_exists(cancelled_at)"
+
 
 class RunEnds:
     """How a run ends: its commit (DONE) or its failure record (ERROR), each one transaction that
@@ -115,6 +120,7 @@ class RunEnds:
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
+        task_outcome: str | None = None,
     ) -> Lease | None:
         """One transaction: marker + note in history (none when ``note`` is None: a subagent's run,
         which writes no history), run succeeded, task woken / job completed,
@@ -158,7 +164,15 @@ class RunEnds:
             ),
         ]
         if task_id is not None:
-            items.append(("task", self._target_update(task_key(task_id), "woken", last_error=None)))
+            woken = self._target_update(task_key(task_id), "woken", last_error=None)
+            # a task a cancel or its deadline ended while this wake ran gets no note: the wake that
+            # began without a claim (a completion sent straight to the queue) must not overtake them
+            woken["Update"]["ConditionExpression"] = TASK_NOT_CANCELLED
+            if task_outcome is not None:
+                # ...and one whose claimed outcome differs (its deadline claimed ``failed``) gets none either
+                woken["Update"]["ConditionExpression"] += " AND (attribute_not_exists(outcome) OR outcome = :claimed)"
+                woken["Update"]["ExpressionAttributeValues"][":claimed"] = {"S": task_outcome}
+            items.append(("task", woken))
         if job_id is not None:
             items.append(
                 (
@@ -184,6 +198,12 @@ class RunEnds:
         try:
             self.table.transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
         except self.table.db.exceptions.TransactionCanceledException as exc:
+            task_reason = getattr(exc, "failed_tags", {}).get("task")
+            if task_reason is not None and task_reason.get("Code") == "ConditionalCheckFailed":
+                raise CommitConflict(
+                    f"the task of {run_id} was cancelled or timed out while its wake ran: no note is written; "
+                    "the retry finds its outcome claimed and changes nothing"
+                ) from exc
             run_reason = getattr(exc, "failed_tags", {}).get("run")
             if run_reason is not None and run_reason.get("Code") == "ConditionalCheckFailed":
                 # read, not assumed: only a run already succeeded is a duplicate to ignore
@@ -293,7 +313,10 @@ class RunEnds:
             ),
         ]
         if task_id is not None:
-            items.append(("target", self._target_update(task_key(task_id), "failed", last_error=failure.detail)))
+            failed = self._target_update(task_key(task_id), "failed", last_error=failure.detail)
+            # a task a cancel or its deadline ended keeps that status (the target is dropped)
+            failed["Update"]["ConditionExpression"] = TASK_NOT_ENDED
+            items.append(("target", failed))
         if job_id is not None:
             items.append(
                 (

@@ -52,6 +52,7 @@ _KEY_SHAPES = re.compile(
     | \b(?:AKIA|ASIA)[0-9A-Z]{16}\b   # AWS access key ids
     | \bxox[abposr]-[A-Za-z0-9-]{10,}  # Slack tokens
     | \bgh[pousr]_[A-Za-z0-9]{20,}    # GitHub tokens
+    | \bawt_[A-Za-z0-9_\-]{20,}       # agentwake task tokens (register_task's)
     """
 )
 _MARKER = re.compile(re.escape(REDACTED))

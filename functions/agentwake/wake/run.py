@@ -218,6 +218,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result
             usage=result.usage,
             # off the wait list: a run that waited, or one on it that ran from a copy without its wait
             waited=spec.waited is not None or lease.listed,
+            task_outcome=spec.wake.get("status") if spec.task_id is not None else None,
         )
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")

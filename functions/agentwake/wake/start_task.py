@@ -52,6 +52,9 @@ def start_background_task(
     """Start the background ``tool`` or ``subagent`` ``name`` for the run's tool call ``ctx``, once per
     call: returns the task (registered now, or by an earlier attempt of the same call). ``deadline_s``:
     the tool's or subagent's own budget (None: ``default_deadline_s``, the session's ``task_deadline_s``).
+    A budget bounds one attempt of the work, and the work gets up to MaxReceiveCount attempts, each
+    after the queue's visibility timeout: the task's deadline is never shorter than the session's
+    ``task_deadline_s`` (3600 s by default: 5 attempts of the template's 720 s visibility).
     Raises ConfigError where there is no work queue (nothing registered)."""
     if ctx.dry_run:  # the registry never calls a side-effecting tool in a replay; this never starts one either
         raise ConfigError("a what-if replay starts no task")
@@ -64,7 +67,7 @@ def start_background_task(
         args=args,
         started_by=ctx.run_id,
         started_by_call=ctx.idempotency_key,
-        deadline_s=deadline_s if deadline_s is not None else default_deadline_s,
+        deadline_s=max(deadline_s or 0, default_deadline_s),
     )
 
 
@@ -99,7 +102,7 @@ def start_for_session(
         args=args,
         started_by=None,
         started_by_call=None,
-        deadline_s=deadline_s or budget or session.task_deadline_s,
+        deadline_s=deadline_s or max(budget or 0, session.task_deadline_s),
     )
 
 

@@ -124,8 +124,9 @@ def run_background_subagent(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: i
     if read.run is not None and read.run.status == "succeeded":
         logger.info("the subagent's run already succeeded; nothing to do")
         return
-    if task.cancelled_at is not None:
-        logger.info("the task was cancelled: its subagent does not run")
+    if task.cancelled_at is not None or task.timed_out_at is not None:
+        # its outcome is claimed for good (a redrive of its own failure is not: outcome 2 may follow)
+        logger.info("the task was cancelled or timed out: its subagent does not run")
         return
     if not msg.task_token or not store.records.claim_task_work(task.task_id, task_token_hash(msg.task_token)):
         # a retried start gave the task a new token and sent its work again: this copy is stale
