@@ -50,30 +50,7 @@ class BackgroundResultMessage(BaseModel):
     @classmethod
     def parse_body(cls, body: str | None) -> BackgroundResultMessage:
         """Parse an SQS body; anything wrong is an InvalidMessage saying what."""
-        if body is None or not body.strip():
-            raise InvalidMessage("the message body is empty")
-        try:
-            body.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidMessage(f"the message body is not valid UTF-8 (at character {exc.start})") from exc
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise InvalidMessage(f"the message body is not valid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels") from exc
-        except ValueError as exc:  # e.g. an integer longer than Python's int_max_str_digits
-            raise InvalidMessage(f"the message body is not acceptable JSON: {str(exc)[:200]}") from exc
-        if not isinstance(data, dict):
-            raise InvalidMessage(f"the message body must be a JSON object, got {type(data).__name__}")
-        if _depth(data) > MAX_DEPTH:
-            raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels")
-        try:
-            json.dumps(data, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidMessage(
-                "the message body contains a lone surrogate (\\ud800-\\udfff): not valid Unicode"
-            ) from exc
+        data = json_object(body)
         try:
             msg = cls.model_validate(data)
         except ValidationError as exc:
@@ -84,6 +61,35 @@ class BackgroundResultMessage(BaseModel):
         except ValueError as exc:
             raise InvalidMessage(f"finished_at is not an ISO-8601 time: {msg.finished_at!r}") from exc
         return msg
+
+
+def json_object(body: str | None) -> dict[str, Any]:
+    """The JSON object an SQS body holds, checked the one way every message of agentwake's queues is:
+    not empty, valid UTF-8 and JSON, an object, at most MAX_DEPTH deep, no lone surrogate. Anything
+    wrong is an InvalidMessage saying what."""
+    if body is None or not body.strip():
+        raise InvalidMessage("the message body is empty")
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(f"the message body is not valid UTF-8 (at character {exc.start})") from exc
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage(f"the message body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels") from exc
+    except ValueError as exc:  # e.g. an integer longer than Python's int_max_str_digits
+        raise InvalidMessage(f"the message body is not acceptable JSON: {str(exc)[:200]}") from exc
+    if not isinstance(data, dict):
+        raise InvalidMessage(f"the message body must be a JSON object, got {type(data).__name__}")
+    if _depth(data) > MAX_DEPTH:
+        raise InvalidMessage(f"the message body nests deeper than {MAX_DEPTH} levels")
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage("the message body contains a lone surrogate (\\ud800-\\udfff): not valid Unicode") from exc
+    return data
 
 
 def _depth(data: object) -> int:
@@ -141,15 +147,8 @@ class WorkMessage(BaseModel):
 
     @classmethod
     def parse_body(cls, body: str | None) -> WorkMessage:
-        """Parse an SQS body of the work queue; anything wrong is an InvalidMessage saying what."""
-        if body is None or not body.strip():
-            raise InvalidMessage("the message body is empty")
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
-            raise InvalidMessage(f"the message body is not valid JSON: {str(exc)[:200]}") from exc
-        if not isinstance(data, dict) or _depth(data) > MAX_DEPTH:
-            raise InvalidMessage(f"the message body must be a JSON object nesting at most {MAX_DEPTH} levels")
+        """Parse an SQS body of the work queue (checked as every queue's: ``json_object``)."""
+        data = json_object(body)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
