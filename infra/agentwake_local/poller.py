@@ -290,16 +290,17 @@ class SqsPoller:
 
     # -- many batches ---------------------------------------------------------------------
 
+    #: a drain waits for delayed messages too (a result re-sent while it waited for its session comes
+    #: back in seconds); not on the background-work queue, whose delayed messages are task deadline
+    #: checks, due minutes to days later (agentwake.wake.task_deadline)
+    waits_for_delayed: bool = True
+
     def queue_is_empty(self) -> bool:
-        """No message visible, in flight or delayed (one in flight may still come back)."""
-        attributes = self.sqs.get_queue_attributes(
-            QueueUrl=self.queue_url,
-            AttributeNames=[
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed",
-            ],
-        )["Attributes"]
+        """No message visible, in flight or (``waits_for_delayed``) delayed (one in flight may still come back)."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        if self.waits_for_delayed:
+            names.append("ApproximateNumberOfMessagesDelayed")
+        attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=names)["Attributes"]
         return all(int(value) == 0 for value in attributes.values())
 
     def drain(self, until_empty: bool = True, max_rounds: int = 100, timeout: float = 30.0) -> list[PollResult]:
