@@ -9,7 +9,13 @@ behind the local SQS poller and async invoker, exactly as they would behind Lamb
 3. a background task finishes and the agent messages the user;
 4. a background task whose wake fails (every provider fails) is retried and ends in the DLQ;
 5. the DLQ listing shows why; the history shows no success note for it;
-6. the operator fixes the session's provider and redrives: the run resumes and succeeds.
+6. the operator fixes the session's provider and redrives: the run resumes and succeeds;
+7. the seed's scenario: a cron wake's agent (a model on 127.0.0.1 that reads what woke it) hands
+   research to a background subagent and schedules its own follow-up in 2 hours; the subagent
+   repeats a tool call to its step limit, its final step gets malformed output then every provider
+   fails; its run is retried and ends in BackgroundWorkDLQ; the task completes failed and the agent
+   is woken once to say so; the operator fixes the subagent's provider and redrives: the run resumes
+   from its journal, the task completes succeeded (outcome 2) and the agent delivers the result.
 
 ``run_demo()`` returns what happened so the test suite can check outcomes, not printed text.
 """
@@ -58,6 +64,20 @@ class DemoResult:
     redrive_moved: int = 0
     after_redrive_notes: int = 0
     after_redrive_deliveries: int = 0
+    #: the seed's scenario (section 7)
+    self_wake_origin: str | None = None
+    self_wake_note: str | None = None
+    research_outcomes: list[str] = field(default_factory=list)
+    research_wakes: dict[str, int] = field(default_factory=dict)
+    research_receives: int = 0
+    research_dlq: list[str] = field(default_factory=list)
+    research_dlq_reason: str = ""
+    research_deliveries: list[str] = field(default_factory=list)
+    research_delivery_ids: dict[str, int] = field(default_factory=dict)
+    #: texts naming the failed task that claim it finished or gave its result (must be none)
+    research_finished_claims: list[str] = field(default_factory=lambda: ["(not scanned)"])
+    research_redrive_moved: int = 0
+    sub_status: str | None = None
     seconds: float = 0.0
 
 
@@ -323,6 +343,7 @@ def _run_demo(p: Printer, *, transcript: bool, started: float) -> DemoResult:
             f"bob's history: {result.after_redrive_deliveries} delivery (not sent again), "
             f"{result.after_redrive_notes} note"
         )
+        _seed_scenario(p, runtime, ctx, result, transcript=transcript)
     finally:
         p.section("Stopping the local stack")
         runtime.stop()
@@ -335,6 +356,266 @@ def _run_demo(p: Printer, *, transcript: bool, started: float) -> DemoResult:
         result.seconds = time.monotonic() - started
         print(f"\nThe whole demo took {result.seconds:.1f}s.", file=p.out, flush=True)
     return result
+
+
+# --- 7. the seed's scenario ---------------------------------------------------------------------
+
+RESEARCH = "What does Aurora Serverless v2 cost?"
+RESEARCH_ANSWER = "Aurora Serverless v2 costs $0.12 per ACU-hour."
+FOLLOW_UP = "Check that the Aurora research came back and the user has it."
+#: the researcher: a background subagent whose providers are broken until the operator fixes them.
+#: It repeats the same search to its step limit (3); on its forced final step the primary returns
+#: malformed output and the fallback a 5xx: every provider fails, on every attempt
+RESEARCHER: dict[str, Any] = {
+    "name": "researcher",
+    "description": "Researches a question and answers with what it found.",
+    "persona": "You are a careful researcher.",
+    "providers": [
+        {
+            "type": "scripted",
+            "id": "research-a",
+            "script": [{"tool_calls": [{"name": "web_search", "arguments": {"query": "aurora price"}}]}] * 3
+            + [{"error": "malformed"}],
+        },
+        {"type": "scripted", "id": "research-b", "script": [{"error": "server"}]},
+    ],
+    "max_steps": 3,
+    "time_budget_s": 120,
+    "mode": "background",
+}
+RESEARCHER_FIXED = [{"type": "scripted", "id": "research-fixed", "script": [{"text": RESEARCH_ANSWER}]}]
+
+
+class _AgentModel:
+    """The main agent's model: an OpenAI-compatible server on 127.0.0.1 that reads what woke it
+    (a scripted provider answers by step only, the same for every wake). A cron wake: it hands the
+    research to the researcher in the background and schedules its own follow-up in 2 hours; a
+    task's outcome: it tells the user whether the research succeeded, with the result."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        def reply(body: dict[str, Any]) -> dict[str, Any]:
+            messages = body["messages"]
+            system = str(messages[0].get("content") or "")
+            wake = json.loads(system.split("What woke you:\n", 1)[1]) if "What woke you:\n" in system else {}
+            finished = wake.get("trigger") == "background_task_finished"
+            if messages[-1].get("role") == "tool":
+                return {"content": "Told the user." if finished else "Research asked for; follow-up set."}
+            if finished:
+                verdict = "succeeded" if wake.get("status") == "succeeded" else "failed"
+                calls = [("send_message_to_user", {"text": f"The research {verdict}: {wake.get('result')}"})]
+            else:
+                calls = [
+                    ("ask_researcher", {"task": RESEARCH, "background": True}),
+                    ("schedule_wake", {"in": "2h", "note": FOLLOW_UP}),
+                ]
+            return {
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                    for i, (n, a) in enumerate(calls)
+                ],
+            }
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                out = json.dumps(
+                    {
+                        "id": "chatcmpl-demo",
+                        "object": "chat.completion",
+                        "model": "demo-agent",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", **reply(body)}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args: Any) -> None:  # the demo's output is its story
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _seed_scenario(p: Printer, runtime: Any, ctx: Any, result: DemoResult, *, transcript: bool) -> None:
+    """Section 7: the seed's scenario (issue 33), told as an operator watches it."""
+    from agentwake.domain.models import SessionConfig, subagent_run_id
+    from agentwake_local.server import LOCAL_CALLER_ARN
+    from agentwake_ops.dlq import act, select
+    from agentwake_ops.render import tree_label
+    from agentwake_ops.stack_settings import config_rules
+    from agentwake_ops.tree import session_tree
+
+    store = ctx.store
+    p.section("A subagent's research fails, is redriven, and is delivered")
+    model = _AgentModel()
+    try:
+        session = SessionConfig(
+            session_id="carol",
+            persona="You are Carol's assistant.",
+            providers=[{"type": "openai", "id": "agent", "base_url": model.url, "model": "demo-agent"}],
+            owners=[LOCAL_CALLER_ARN],
+            subagents=[RESEARCHER],
+            self_wakes={},
+            max_repeated_tool_calls=10,
+            retry_max_attempts=1,
+        )
+        # as `sessions put` writes it: checked against the stack's rules (the local stack allows
+        # plain http on 127.0.0.1)
+        rules = config_rules(ctx.settings, source=ctx.source)
+        store.records.put_session(session, rules)
+        p.cmd(
+            'agentwake sessions put carol --provider \'{"type": "openai", ...}\' '
+            "--set self_wakes='{}' --set subagents='[{\"name\": \"researcher\", ...}]'"
+        )
+        p.line(
+            f"carol's model answers on {model.url} and reads what woke it; her researcher "
+            "subagent's providers are broken: it repeats one search to its step limit (3), then "
+            "its final step gets malformed output from one provider and a 5xx from the other"
+        )
+        job = ctx.jobs.create(session_id="carol", name="Research", cron="0 9 * * ? *", description="research")
+        p.cmd(f"agentwake jobs create --session carol --name Research --cron '0 9 * * ? *'  -> {job.job_id}")
+        p.line("it fires (the demo invokes CronWakeFunction at 09:00); the agent's run:")
+        fired = "2026-11-30T09:00:00Z"
+        runtime.run_async("CronWakeFunction", {"job_id": job.job_id, "scheduled_time": fired})
+        cron_run = f"cron:{job.job_id}:{fired}"
+        started = store.journals.journal_entries(cron_run).get("000.tool.00", {}).get("content", "")
+        task_id = str(started).split()[2].rstrip(":") if str(started).startswith("started task ") else ""
+        wakes = [j for j in ctx.jobs.list() if j.session_id == "carol" and j.origin == "agent"]
+        p.cmd("agentwake jobs list")
+        for j in wakes:
+            p.line(f"{j.job_id}  origin={j.origin}  {j.schedule_expression}  note: {j.note}")
+        if wakes:
+            result.self_wake_origin, result.self_wake_note = wakes[0].origin, wakes[0].note
+
+        p.line("the local SQS pollers run the researcher (BackgroundWorkFunction), retrying it:")
+        saved = os.environ.get("AGENTWAKE_TRANSCRIPT", "")
+        os.environ["AGENTWAKE_TRANSCRIPT"] = ""  # its five attempts would tell the same steps five times
+        try:
+            # until the failed outcome's wake ran (a result that waits for the session comes back later)
+            _drain_until(runtime, lambda: _succeeded(store, f"bg:{task_id}"))
+        finally:
+            os.environ["AGENTWAKE_TRANSCRIPT"] = saved
+        sub = store.records.get_run(subagent_run_id(task_id)) if task_id else None
+        result.research_receives = sub.attempts if sub else 0
+        failures = store.ends.failures(subagent_run_id(task_id)) if task_id else []
+        kinds = sorted({f.error_type for f in failures})
+        p.line(
+            f"run {subagent_run_id(task_id)}: {sub.status if sub else '?'} after "
+            f"{result.research_receives} attempts ({', '.join(kinds)}); steps 0-2 ran once, "
+            "each retry resumed from its journal at the final step"
+        )
+        p.cmd("agentwake dlq list --queue work")
+        listed = select.list_messages(ctx, "work")
+        for m in listed:
+            view = m.view()
+            p.line(
+                f"{view.get('run_id')}  attempts={view.get('attempts')}  {view.get('error_type')}: {view.get('error')}"
+            )
+        result.research_dlq = [str(m.view().get("run_id")) for m in listed]
+        result.research_dlq_reason = str(listed[0].view().get("error")) if listed else ""
+        task = store.records.get_task(task_id) if task_id else None
+        if task:
+            result.research_outcomes.append(str(task.outcome))
+        p.line(f"task {task_id}: {task.outcome if task else '?'} ({task.outcome_reason if task else ''})")
+        history = store.history.history("carol")
+        for e in history:
+            if e.kind == "delivery" and e.run_id == f"bg:{task_id}":
+                p.line(f"the user received: {e.content!r}")
+        # no text anywhere in the table claims the failed research finished or gave its result
+        result.research_finished_claims = [
+            text[:300] for text in _texts_naming(store, task_id) if re.search(CLAIMS_SUCCESS, text, re.IGNORECASE)
+        ]
+        p.line(f"texts naming the task that say it finished: {len(result.research_finished_claims)}")
+
+        p.line("the operator fixes the researcher's provider and redrives its run:")
+        fixed = session.model_copy(update={"subagents": [{**RESEARCHER, "providers": RESEARCHER_FIXED}]})
+        store.records.put_session(fixed, rules)
+        p.cmd('agentwake sessions put carol --set subagents=\'[{"name": "researcher", ...}]\'')
+        p.cmd("agentwake dlq redrive --queue work --session carol")
+        report = act.redrive(ctx, select.Selection(session_id="carol"), queue="work")
+        result.research_redrive_moved = len(report.moved)
+        _drain_until(runtime, lambda: _succeeded(store, f"bg:{task_id}:2"))
+        sub = store.records.get_run(subagent_run_id(task_id)) if task_id else None
+        result.sub_status = sub.status if sub else None
+        task = store.records.get_task(task_id) if task_id else None
+        if task:
+            result.research_outcomes.append(str(task.outcome))
+        p.line(
+            f"moved {result.research_redrive_moved}; the run is {result.sub_status} after "
+            f"{sub.attempts if sub else '?'} attempts; task outcome {task.outcomes if task else '?'}: "
+            f"{task.outcome if task else '?'}"
+        )
+        history = store.history.history("carol")
+        wake_runs = {f"bg:{task_id}", f"bg:{task_id}:2"}
+        for run_id in sorted(wake_runs):
+            run = store.records.get_run(run_id)
+            result.research_wakes[run_id] = run.attempts if run and run.status == "succeeded" else 0
+        deliveries = [e for e in history if e.kind == "delivery" and e.run_id in wake_runs]
+        result.research_deliveries = [e.content for e in deliveries]
+        for e in deliveries:
+            key = str(e.delivery_id)
+            result.research_delivery_ids[key] = result.research_delivery_ids.get(key, 0) + 1
+        if deliveries:
+            p.line(f"the user received: {deliveries[-1].content!r}")
+        p.cmd("agentwake runs list --session carol --tree")
+        roots, _ = session_tree(store, "carol", limit=20)
+
+        def show(node: Any, depth: int) -> None:
+            p.line("  " * depth + tree_label(node))
+            for child in node.children:
+                show(child, depth + 1)
+
+        for root in roots:
+            show(root, 0)
+    finally:
+        model.close()
+
+
+#: a text that claims work finished or gave its result (as a word: the wake's field names
+#: background_task_finished / finished_at claim nothing)
+CLAIMS_SUCCESS = r"\bfinished\b|here is the result"
+
+
+def _succeeded(store: Any, run_id: str) -> bool:
+    run = store.records.get_run(run_id)
+    return run is not None and run.status == "succeeded"
+
+
+def _drain_until(runtime: Any, done: Any, timeout: float = 240.0) -> None:
+    """Run the local pollers until ``done()`` holds (or ``timeout`` seconds pass)."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        runtime.drain(timeout=min(30.0, max(1.0, deadline - time.monotonic())))
+
+
+def _texts_naming(store: Any, task_id: str) -> list[str]:
+    """Every string attribute of every item in the table that names the task (a scan)."""
+    texts: list[str] = []
+    if not task_id:
+        return texts
+    for page in store.table.db.get_paginator("scan").paginate(TableName=store.table.name):
+        for item in page["Items"]:
+            values = [v["S"] for v in item.values() if "S" in v]
+            if any(task_id in v for v in values):
+                texts += values
+    return texts
 
 
 def _one_line(text: str | None) -> str:
@@ -356,6 +637,14 @@ def check(result: DemoResult) -> list[str]:
         problems.append("the redriven run did not end with exactly one note")
     if result.after_redrive_deliveries != 1:
         problems.append("the redriven run sent its message again")
+    if result.research_outcomes != ["failed", "succeeded"]:
+        problems.append(f"the research task's outcomes were {result.research_outcomes}, not failed then succeeded")
+    if list(result.research_wakes.values()) != [1, 1]:
+        problems.append(f"the agent was not woken once per research outcome: {result.research_wakes}")
+    if result.research_finished_claims:
+        problems.append(f"a text claims the failed research finished: {result.research_finished_claims[0]!r}")
+    if not result.research_dlq or result.self_wake_origin != "agent":
+        problems.append("the subagent's run is not in BackgroundWorkDLQ, or the agent's follow-up was not scheduled")
     return problems
 
 

@@ -45,6 +45,32 @@ def test_demo_scenario_outcomes(demo: tuple[DemoResult, str]) -> None:
     assert "== 1. The embedded local AWS ==" in text and "Stopping the local stack" in text
 
 
+def test_demo_tells_the_seed_scenario(demo: tuple[DemoResult, str]) -> None:
+    # GIVEN the demo's last section: a cron wake's agent hands research to a background subagent
+    # whose providers are broken, and schedules its own follow-up
+    result, text = demo
+    # THEN the follow-up is a job the agent created, with its note
+    assert result.self_wake_origin == "agent"
+    assert result.self_wake_note == "Check that the Aurora research came back and the user has it."
+    # AND the subagent's run was received MaxReceiveCount (5) times, then sat in BackgroundWorkDLQ
+    # with why every provider failed
+    assert result.research_receives == 5 and len(result.research_dlq) == 1
+    assert result.research_dlq[0].startswith("sub:")
+    assert "research-a: MalformedOutput" in result.research_dlq_reason
+    assert "research-b: ServerError" in result.research_dlq_reason
+    # AND the task completed failed, then (redriven, its provider fixed) succeeded: one wake each
+    assert result.research_outcomes == ["failed", "succeeded"]
+    assert result.research_redrive_moved == 1 and result.sub_status == "succeeded"
+    assert len(result.research_wakes) == 2 and list(result.research_wakes.values()) == [1, 1]
+    # AND the user was told it failed, then given the result: each delivery id once
+    assert [d.split(":")[0] for d in result.research_deliveries] == ["The research failed", "The research succeeded"]
+    assert result.research_deliveries[1].endswith("Aurora Serverless v2 costs $0.12 per ACU-hour.")
+    assert len(result.research_delivery_ids) == 2 and set(result.research_delivery_ids.values()) == {1}
+    # AND nothing anywhere in the table claims the failed research finished
+    assert result.research_finished_claims == []
+    assert "agentwake dlq redrive --queue work" in text
+
+
 def test_demo_reads_as_it_happens(demo: tuple[DemoResult, str]) -> None:
     # GIVEN the demo's printed story
     _, text = demo
