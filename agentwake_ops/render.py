@@ -993,7 +993,7 @@ def _outcome(task: Any) -> str | None:
         return f"failed: cancelled at {task.cancelled_at} (never wakes the agent)"
     if task.timed_out_at:
         return f"failed: timed out at {task.timed_out_at}"
-    return f"{task.outcome} (after a redrive)" if task.outcomes > 1 else task.outcome
+    return f"{task.outcome} after a redrive" if task.outcomes > 1 else task.outcome
 
 
 # --------------------------------------------------------------------------------------------

@@ -342,16 +342,6 @@ def apply(ctx: OpsContext, form: Query, csrf: str) -> Markup:
 # tasks cancel
 
 
-def cancel_button(task: Any, csrf: str) -> str:
-    """The task page's form: a task with no outcome yet can be cancelled (after a confirmation)."""
-    if task.outcome is not None or task.status != "running":
-        return ""
-    return (
-        f"<form method='post' action='task/cancel-confirm' id='cancel-form'>{hidden('csrf', csrf)}"
-        f"{hidden('id', task.task_id)}<button id='cancel-task'>Cancel this task</button></form>"
-    )
-
-
 def _task(ctx: OpsContext, form: Query) -> Any:
     task_id = one(form, "id")
     task = ctx.store.records.get_task(task_id) if task_id else None

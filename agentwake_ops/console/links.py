@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake_ops.console.html import Markup, facts, h, link, table
+from agentwake_ops.console.html import Markup, facts, h, hidden, link, table
 from agentwake_ops.context import OpsContext, OpsError
 from agentwake_ops.render import (
     STARTED_JOB_COLUMNS,
@@ -114,4 +114,14 @@ def tree_page(ctx: OpsContext, session_id: str, limit: int) -> Markup:
         f"<p class='muted'>{listed} run(s) of session {h(session_id)}, oldest first, each with the tasks "
         "and wakes it started and the runs those caused (<code>runs list --session S --tree</code>).</p>"
         f"<ul class='tree'>{''.join(_tree_item(r) for r in roots)}</ul>"
+    )
+
+
+def cancel_button(task: Any, csrf: str) -> str:
+    """The task page's form: a task with no outcome yet can be cancelled (after a confirmation)."""
+    if task.outcome is not None or task.status != "running":
+        return ""
+    return (
+        f"<form method='post' action='task/cancel-confirm' id='cancel-form'>{hidden('csrf', csrf)}"
+        f"{hidden('id', task.task_id)}<button id='cancel-task'>Cancel this task</button></form>"
     )

@@ -456,8 +456,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
 
 def task(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     """``tasks show``: a task linked to the run that started it and the runs it caused."""
-    from agentwake_ops.console.actions import cancel_button
-    from agentwake_ops.console.links import task_page
+    from agentwake_ops.console.links import cancel_button, task_page
 
     task_id = one(query, "id")
     if not task_id:

@@ -495,7 +495,9 @@ def _seed_scenario(p: Printer, runtime: Any, ctx: Any, result: DemoResult, *, tr
         fired = "2026-11-30T09:00:00Z"
         runtime.run_async("CronWakeFunction", {"job_id": job.job_id, "scheduled_time": fired})
         cron_run = f"cron:{job.job_id}:{fired}"
-        started = store.journals.journal_entries(cron_run).get("000.tool.00", {}).get("content", "")
+        from agentwake.domain.steps import tool_key
+
+        started = store.journals.journal_entries(cron_run).get(tool_key(0, 0), {}).get("content", "")
         task_id = str(started).split()[2].rstrip(":") if str(started).startswith("started task ") else ""
         wakes = [j for j in ctx.jobs.list() if j.session_id == "carol" and j.origin == "agent"]
         p.cmd("agentwake jobs list")

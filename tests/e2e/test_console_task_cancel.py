@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentwake_ops.console.actions import cancel_button
+from agentwake_ops.console.links import cancel_button
 from agentwake_ops.context import OpsContext, resolve_context
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.builders import SCRIPTED_ARGS

@@ -30,7 +30,7 @@ def test_an_operator_cancels_a_task_and_its_later_completion_wakes_nothing(cli: 
     # THEN the completion is refused in one line, nothing reaches the result queue, no run exists
     assert "was cancelled" in late.stderr and "nothing was sent" in late.stderr and token not in late.stderr
     assert stack.counts(stack.res.queue_url) == (0, 0)
-    assert "not woken yet" in cli("tasks", "show", task_id).stdout
+    assert "none (cancelled)" in cli("tasks", "show", task_id).stdout  # its wake runs: it never wakes
     assert cli_json(cli, "tasks", "show", task_id)["late_completions"] == 1
     # AND the table shows it cancelled; a second cancel says it already is, without asking twice
     assert "cancelled" in cli("tasks", "list", "--status", "cancelled").stdout
