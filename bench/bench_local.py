@@ -13,8 +13,9 @@ the scheduler), and a webhook receiver on 127.0.0.1.
    receiver. ``--failing-percent`` of the sessions have every provider failing: their results end in
    the DLQ after MaxReceiveCount receives (failed records come back after 0 s here). Timed from the
    pollers' start until every message is accounted for: a note in its session, or in the DLQ.
-   Then checked: every succeeded task has exactly one note, every failing one is in the DLQ, each
-   delivery id reached the receiver exactly once.
+   Then checked: every succeeded task has exactly one note, every failing one is in the DLQ after
+   exactly MaxReceiveCount attempts (printed as a histogram of attempts per failing run, with the
+   total), each delivery id reached the receiver exactly once.
 2. **floor**: every DynamoDB write the wakes made (recorded on the way), replayed in order against
    fresh copies of the two tables on the same server, by one client: the cost of the storage work
    alone, without the model, the poller or the handler.
@@ -193,6 +194,7 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
         failing_sessions = {f"bench-s{i}" for i in range(sessions) if i * 100 < failing_percent * sessions}
         # the sessions are written from this process: checked by the local stack's rules (loopback webhook)
         rules = ConfigRules.from_env(runtime.function_env("BackgroundResultFunction"))
+        max_receive = int(runtime.function_env("BackgroundResultFunction")["AGENTWAKE_MAX_RECEIVE_COUNT"])
         with CountingReceiver() as receiver:
             for i in range(sessions):
                 session_id = f"bench-s{i}"
@@ -263,6 +265,16 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
                     if entry.kind == "note" and entry.run_id:
                         notes[entry.run_id.removeprefix("bg:")] += 1
             dead = sum(queue_counts(sqs, dlq))
+            # attempts per failing run, as its run record counts them (issue 36: MaxReceiveCount each)
+            attempts: Counter[int] = Counter()
+            other_counts: list[str] = []
+            for task_id, session_id in tasks.items():
+                if session_id in failing_sessions:
+                    failed_run = store.records.get_run(f"bg:{task_id}")
+                    made = failed_run.attempts if failed_run is not None else 0
+                    attempts[made] += 1
+                    if made != max_receive:
+                        other_counts.append(f"bg:{task_id} ({made})")
             ok_tasks = [t for t, s in tasks.items() if s not in failing_sessions]
             deliveries = receiver.by_delivery_id()
         floor_s, floor_failed = floor(runtime, recorder.calls)
@@ -277,6 +289,11 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
         problems.append(f"notes: {len(notes)} tasks with a note, expected {len(ok_tasks)} with exactly one")
     if dead != expected_dlq:
         problems.append(f"DLQ holds {dead}, expected {expected_dlq}")
+    if set(attempts) - {max_receive}:
+        problems.append(
+            f"attempts: {len(other_counts)} failing run(s) made other than MaxReceiveCount ({max_receive}) attempts: "
+            + ", ".join(other_counts[:5])
+        )
     if len(deliveries) != len(ok_tasks) or any(c != 1 for c in deliveries.values()):
         problems.append(
             f"deliveries: {len(deliveries)} ids, {sum(deliveries.values())} received, expected {len(ok_tasks)} once each"
@@ -299,6 +316,13 @@ def run(n: int, sessions: int, failing_percent: int) -> int:
         f"accounted for: {len(notes)} notes + {dead} in the DLQ = {len(notes) + dead} of {n}; "
         f"{len(deliveries)} deliveries, each received {set(deliveries.values()) or {0}} time(s)"
     )
+    if attempts:
+        histogram = ", ".join(f"{k} x{v}" for k, v in sorted(attempts.items()))
+        total = sum(k * v for k, v in attempts.items())
+        print(
+            f"attempts per failing run: {histogram}; total {total} for {sum(attempts.values())} failing runs "
+            f"(MaxReceiveCount {max_receive} each: {max_receive * sum(attempts.values())} expected)"
+        )
     for problem in problems:
         print(f"PROBLEM: {problem}")
     return 1 if problems else 0

@@ -2,7 +2,7 @@
 
     agentwake local up [--faithful] [--deployed-outbound]
                                              moto + template.yaml + SQS pollers + async queue + scheduler, until Ctrl-C
-    agentwake local status                   the running local stack (endpoint, resources, functions)
+    agentwake local status [--json]          the running local stack: endpoint, functions, queue depths
     agentwake local seed                     create what events/ names (local up does it unless --no-seed)
     agentwake local env [--docker-host H]    env.json for `sam local invoke --env-vars`
     agentwake invoke FUNCTION -e events/X.json [--env-vars env.json] [--deployed-outbound]
@@ -285,13 +285,89 @@ def up(
 
 
 @app.command()
-def status(name: NameOption = None) -> None:
-    """The running local stack, as recorded in $AGENTWAKE_HOME/local.json (local-NAME.json for --name)."""
+def status(
+    name: NameOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The whole state document (local.json), as JSON.")] = False,
+) -> None:
+    """The running local stack: endpoint, functions, queues and DLQs with their depths, what to do
+    next (--json: the whole state recorded in $AGENTWAKE_HOME/local.json, local-NAME.json for --name)."""
     state = _running(name)
     if state is None:
         typer.echo(_none_running(name), err=True)
         raise typer.Exit(1)
-    _echo_json(state)
+    if as_json:
+        _echo_json(state)
+        return
+    for line in status_lines(state, _queue_depths(state)):
+        typer.echo(line)
+
+
+def _queue_depths(state: dict[str, Any]) -> dict[str, tuple[int, int, int] | None]:
+    """Each queue of the stack (a resource whose Ref is its URL) -> (visible, in flight, delayed),
+    None when it cannot be read."""
+    from agentwake_local.server import boto3_session
+    from agentwake_ops.sqs_scan import queue_counts
+
+    sqs = boto3_session(state.get("region") or "us-east-1").client("sqs", endpoint_url=state["endpoint_url"])
+    depths: dict[str, tuple[int, int, int] | None] = {}
+    for logical_id, ref in sorted((state.get("resources") or {}).items()):
+        if isinstance(ref, str) and ref.startswith(("http://", "https://")):
+            try:
+                depths[logical_id] = queue_counts(sqs, ref)
+            except Exception as exc:  # the server is stopping: said in the row, not as a traceback
+                logging.getLogger(__name__).debug("queue %s unreadable: %s", logical_id, type(exc).__name__)
+                depths[logical_id] = None
+    return depths
+
+
+def _is_dead_letter(queue: str) -> bool:
+    """A queue where failures land (the DLQs and the cron on-failure destination)."""
+    return queue.endswith(("DLQ", "DeadLetterQueue")) or "Failure" in queue
+
+
+def status_lines(state: dict[str, Any], depths: dict[str, tuple[int, int, int] | None]) -> list[str]:
+    """``local status`` for a person, within 80 columns: what runs, where, what waits, what next."""
+    stack = state.get("name") or DEFAULT_LOCAL_NAME
+    lines = [
+        f"local stack {stack!r} is running (pid {state.get('pid')}, since {state.get('started_at')})",
+        f"  endpoint   {state['endpoint_url']}  (region {state.get('region')})",
+    ]
+    if state.get("api_url"):
+        lines.append(f"  API        {state['api_url']}")
+    functions = sorted(state.get("functions") or {})
+    row = "  functions  "
+    for i, function in enumerate(functions):
+        word = function + ("," if i < len(functions) - 1 else "")
+        if len(row) + len(word) > 80 and row.strip() != "functions":
+            lines.append(row.rstrip())
+            row = " " * 13
+        row += word + " "
+    lines.append(row.rstrip())
+
+    def depth(counts: tuple[int, int, int] | None) -> str:
+        return "unreadable" if counts is None else "{} visible, {} in flight, {} delayed".format(*counts)
+
+    queues = {q: c for q, c in depths.items() if not _is_dead_letter(q)}
+    dead = {q: c for q, c in depths.items() if _is_dead_letter(q)}
+    lines.append("  queues")
+    lines += [f"    {q:<24} {depth(c)}" for q, c in queues.items()]
+    lines.append("  DLQs")
+    lines += [f"    {q:<24} {depth(c)}" for q, c in dead.items()]
+    logs = log_path(name=state.get("name"))
+    if logs.exists():  # `local up` writes it; a long path goes whole on a line of its own
+        shown = f"~/{logs.relative_to(Path.home())}" if logs.is_relative_to(Path.home()) else str(logs)
+        lines += [f"  logs       {shown}"] if len(shown) <= 80 - 13 else ["  logs", f"    {shown}"]
+    held = sum(sum(c) for c in dead.values() if c is not None)
+    lines.append("next:")
+    if stack != DEFAULT_LOCAL_NAME:
+        lines.append(f"  export {LOCAL_NAME_ENV}={stack}         point the CLI at this stack")
+    if held:
+        lines.append(f"  agentwake dlq list             {held} dead-lettered message(s): why each failed")
+    lines += [
+        "  agentwake sessions list        the sessions on this stack",
+        "  agentwake local status --json  the whole state document",
+    ]
+    return lines
 
 
 @app.command("list")

@@ -17,8 +17,13 @@ behind the local SQS poller and async invoker, exactly as they would behind Lamb
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
+import re
+import shutil
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +61,61 @@ class DemoResult:
     seconds: float = 0.0
 
 
+#: a shell word: quoted parts kept whole
+_SHELL_WORD = re.compile(r"""(?:'[^']*'|"[^"]*"|[^\s'"])+""")
+#: the demo's lines are at most this wide (or the terminal's width, when narrower)
+MAX_WIDTH = 80
+
+
+def wrap_line(line: str, width: int) -> list[str]:
+    """``line`` as rows of at most ``width`` columns: broken between words, a continuation indented
+    two more than the line, a word longer than a row (an id, a URL) cut across rows."""
+    if len(line) <= width:
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    rows = textwrap.wrap(
+        line.strip(),
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+    return rows or [line[:width]]
+
+
+class Wrapped(io.TextIOBase):
+    """A text stream that writes each whole line to ``out`` wrapped to ``width`` columns: the demo's
+    own lines and the runs' transcripts (which the functions print to stdout) alike."""
+
+    def __init__(self, out: TextIO, width: int) -> None:
+        self.out = out
+        self.width = width
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            self.out.write("".join(row + "\n" for row in wrap_line(line, self.width)))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.write("\n")
+        self.out.flush()
+
+
+def demo_width() -> int:
+    """The terminal's width, at most ``MAX_WIDTH`` (80 when there is no terminal)."""
+    return min(MAX_WIDTH, shutil.get_terminal_size((MAX_WIDTH, 24)).columns)
+
+
 class Printer:
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: Wrapped) -> None:
         self.out = out
         self.n = 0
 
@@ -69,10 +127,29 @@ class Printer:
         print(f"   {text}" if text else "", file=self.out, flush=True)
 
     def cmd(self, text: str) -> None:
-        print(f"   $ {text}", file=self.out, flush=True)
+        """A command as a person would type it: a long one continued with ``\\`` between its words."""
+        width = self.out.width - len("   $ ") - len(" \\")
+        rows = [""]
+        for word in _SHELL_WORD.findall(text):  # a quoted argument is one word: never cut inside it
+            if rows[-1] and len(rows[-1]) + 1 + len(word) > width:
+                rows.append(word)
+            else:
+                rows[-1] = f"{rows[-1]} {word}" if rows[-1] else word
+        print("   $ " + " \\\n       ".join(rows), file=self.out, flush=True)
 
 
 def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResult:
+    """The demo, printed to ``out`` (stdout) with no line wider than ``demo_width()``."""
+    started = time.monotonic()
+    wrapped = Wrapped(out or sys.stdout, demo_width())
+    with contextlib.redirect_stdout(wrapped):  # the runs' transcripts go through the same wrapping
+        try:
+            return _run_demo(Printer(wrapped), transcript=transcript, started=started)
+        finally:
+            wrapped.flush()
+
+
+def _run_demo(p: Printer, *, transcript: bool, started: float) -> DemoResult:
     from agentwake.domain.models import SessionConfig
     from agentwake_local.server import LOCAL_CALLER_ARN
     from agentwake_local.stack import LocalStackRuntime
@@ -80,8 +157,6 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
     from agentwake_ops.context import Discovery, build_context
     from agentwake_ops.dlq import act, select
 
-    started = time.monotonic()
-    p = Printer(out or sys.stdout)
     result = DemoResult()
     quiet = {"POWERTOOLS_METRICS_DISABLED": "true", "AGENTWAKE_TRANSCRIPT": "1" if transcript else ""}
     saved = {k: os.environ.get(k) for k in quiet}
@@ -173,7 +248,7 @@ def run_demo(out: TextIO | None = None, *, transcript: bool = True) -> DemoResul
         p.line(f"the user received: {result.delivered[-1]!r}" if result.delivered else "nothing was delivered")
         p.line(f"history note: {_one_line(result.task_note)}")
 
-        p.section("A background task whose wake fails: every provider fails after a first message")
+        p.section("A task whose wake fails: every provider fails after a first message")
         store.records.put_session(SessionConfig(session_id="bob", providers=BROKEN_PROVIDERS, retry_base_delay_ms=20))
         p.cmd("agentwake sessions put bob --provider <primary: 5xx> --provider <fallback: auth error>")
         failing_task = ctx.tasks.register_task("bob", "report", {"quarter": "Q3"})

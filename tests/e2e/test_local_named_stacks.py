@@ -93,8 +93,8 @@ def test_two_named_stacks_run_side_by_side_and_stopping_one_leaves_the_other(sta
     first = start()
     second = start("--name", "second")
     assert any("export AGENTWAKE_LOCAL=second" in line for line in second.output)
-    first_url = agentwake(env, "local", "status", "--name", "default").stdout
-    second_url = agentwake(env, "local", "status", "--name", "second").stdout
+    first_url = agentwake(env, "local", "status", "--json", "--name", "default").stdout
+    second_url = agentwake(env, "local", "status", "--json", "--name", "second").stdout
     assert json.loads(first_url)["endpoint_url"] != json.loads(second_url)["endpoint_url"]
 
     # WHEN a third `local up` asks for a name that runs
@@ -119,7 +119,7 @@ def test_two_named_stacks_run_side_by_side_and_stopping_one_leaves_the_other(sta
     # WHEN the second stops
     second.stop()
     # THEN the first is still found, by name and without one (the stale file is not in the way)
-    status = agentwake(env, "local", "status")
+    status = agentwake(env, "local", "status", "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["endpoint_url"] == json.loads(first_url)["endpoint_url"]
     assert agentwake(env, "sessions", "list").returncode == 0

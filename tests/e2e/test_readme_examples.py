@@ -83,7 +83,6 @@ class Running:
     tokens: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)  # the run each `tasks finish` woke
     message_ids: list[str] = field(default_factory=list)  # DLQ message ids, as `dlq list` shows them
-    job_ids: list[str] = field(default_factory=list)  # the jobs `jobs create` made, in order
     minutely_job: str = ""
 
     def wait_for_output(self, text: str) -> None:
@@ -149,7 +148,6 @@ PLACEHOLDERS: dict[str, Callable[[Running], str]] = {
     "TOKEN": lambda r: r.tokens[-1],
     "RUN_ID": lambda r: r.run_ids[-1],
     "ID": lambda r: r.message_ids[-1],
-    "JOB_ID": lambda r: r.job_ids[-1],
 }
 
 
@@ -216,105 +214,6 @@ def check_history_alice(running: Running, command: str) -> None:
     assert "[BackgroundTask]" in ok(result).stdout and "Output your last task result below." in result.stdout
 
 
-def check_invoke_cron(running: Running, command: str) -> None:
-    response = json.loads(ok(run(running, command)).stdout)  # only the response on stdout
-    assert response["run_id"] == "cron:job-nightly:2026-11-30T06:00:00Z" and response["status"] == "succeeded"
-    notes = [e for e in agentwake_json(running, "history", "show", "session-demo") if e["kind"] == "note"]
-    assert any(n["run_id"] == response["run_id"] and n["content"].startswith("[CronJob] Nightly report") for n in notes)
-
-
-def check_invoke_background(running: Running, command: str) -> None:
-    assert json.loads(ok(run(running, command)).stdout) == {"batchItemFailures": []}
-    notes = [e for e in agentwake_json(running, "history", "show", "session-demo") if e["kind"] == "note"]
-    assert any(n["run_id"] == "bg:task-ok-1" for n in notes)
-
-
-def check_job_at(running: Running, command: str) -> None:
-    created = ok(run(running, command)).stdout
-    job_id = re.search(r"Created job ([\w-]+)", created).group(1)  # type: ignore[union-attr]
-    # about 20 seconds later the scheduler of `local up` fires it: a note in alice's history
-    result = eventually(running, ".venv/bin/agentwake history show alice", lambda r: "[CronJob] Soon" in r.stdout)
-    assert "[CronJob] Soon" in result.stdout, result.stdout
-    [job] = [j for j in agentwake_json(running, "jobs", "list") if j["job_id"] == job_id]
-    assert job["status"] == "completed" and job["enabled"] is False  # a one-time job, done
-
-
-def check_job_rate(running: Running, command: str) -> None:
-    created = ok(run(running, command)).stdout
-    assert "Created job" in created
-    running.job_ids.append(re.search(r"Created job ([\w-]+)", created).group(1))  # type: ignore[union-attr]
-    jobs = agentwake_json(running, "jobs", "list")
-    assert any(j["name"] == "Hourly" and j["schedule_expression"] == "rate(1 hour)" for j in jobs)
-
-
-def _job(running: Running) -> dict[str, Any]:
-    return agentwake_json(running, "jobs", "show", running.job_ids[-1])
-
-
-def check_job_update(running: Running, command: str) -> None:
-    before = _job(running)["job"]
-    out = ok(run(running, command)).stdout
-    assert f"Updated job {running.job_ids[-1]}: cron(0 * * * ? *)" in out
-    job = _job(running)["job"]
-    assert job["schedule_expression"] == "cron(0 * * * ? *)" and job["overlap"] == "skip"
-    assert job["created_at"] == before["created_at"] and job["schedule_name"] == before["schedule_name"]
-    assert all(t.endswith(":00:00+00:00") for t in job["next_fire_times"])  # on the hour now
-
-
-def check_job_pause(running: Running, command: str) -> None:
-    assert "Paused job" in ok(run(running, command)).stdout
-    assert _job(running)["job"]["paused_at"]
-    # `local up` prints the paused job
-    running.wait_for_output(f"job {running.job_ids[-1]} (Hourly): PAUSED")
-
-
-def check_job_resume(running: Running, command: str) -> None:
-    assert "Resumed job" in ok(run(running, command)).stdout
-    job = _job(running)["job"]
-    assert job["paused_at"] is None and job["enabled"] is True and job["next_fire_times"]
-
-
-def check_backfill_dry_run(running: Running, command: str) -> None:
-    out = ok(run(running, command)).stdout
-    assert "5 fire time(s) in the range; 0 already have a run. Would run 5" in out and "Dry run" in out
-    assert _job(running)["runs"] == []
-
-
-def check_backfill(running: Running, command: str) -> None:
-    out = ok(run(running, command)).stdout
-    assert "Invoked 5" in out
-    prefix = f"cron:{running.job_ids[-1]}:2026-11-30T0"
-    done = eventually(
-        running,
-        f".venv/bin/agentwake jobs show {running.job_ids[-1]} --json",
-        lambda r: r.returncode == 0 and sum(x["status"] == "succeeded" for x in json.loads(r.stdout)["runs"]) == 5,
-    )
-    runs = json.loads(done.stdout)["runs"]
-    assert sorted(r["run_id"] for r in runs) == [f"{prefix}{h}:00:00Z" for h in range(5)]
-    # the same backfill again starts nothing
-    again = ok(run(running, command)).stdout
-    assert "5 already have a run. Invoked 0" in again
-
-
-def check_trigger(running: Running, command: str) -> None:
-    run_id = f"cron:{running.job_ids[-1]}:2026-11-30T06:00:00Z"
-    assert run_id in ok(run(running, command)).stdout
-
-
-def check_job_show(running: Running, command: str) -> None:
-    job_id = running.job_ids[-1]
-    expected = {f"cron:{job_id}:2026-11-30T0{h}:00:00Z" for h in (0, 1, 2, 3, 4, 6)}
-
-    def all_succeeded(r: Result) -> bool:
-        runs = json.loads(r.stdout)["runs"] if r.returncode == 0 else []
-        return expected <= {x["run_id"] for x in runs if x["status"] == "succeeded"}
-
-    assert all_succeeded(eventually(running, f"{command} --json", all_succeeded))
-    out = ok(run(running, command)).stdout  # (a fire on the hour meanwhile may add one more run)
-    assert "overlap" in out and "skip" in out and "latest within 86400s" in out and "3 failed runs in a row" in out, out
-    assert re.search(r"last [67] run\(s\)", out) and f"cron:{job_id}:2026-11-30T06:00:00Z" in out
-
-
 def _bobs_dlq_entries(running: Running) -> list[dict[str, Any]]:
     return [
         m for m in agentwake_json(running, "dlq", "list", "--queue", "results") if m["run_id"] == running.run_ids[-1]
@@ -375,13 +274,6 @@ def check_run_succeeded(running: Running, command: str) -> None:
     assert _bobs_dlq_entries(running) == []  # and the DLQ no longer holds it
 
 
-def check_session_carol(running: Running, command: str) -> None:
-    check_session_put(running, command)
-    providers = agentwake_json(running, "sessions", "show", "carol")["providers"]
-    assert [p["type"] for p in providers] == ["openai", "scripted"]
-    assert providers[0]["base_url"] == "http://127.0.0.1:11434/v1"
-
-
 def started_by_the_fixture(running: Running, command: str) -> None:
     """`local up`: the module's stack already runs (its banner is checked by the test)."""
 
@@ -392,23 +284,6 @@ CHECKS: list[tuple[str, Callable[[Running, str], None]]] = [
     (".venv/bin/agentwake tasks register --session alice", check_register),
     (".venv/bin/agentwake tasks finish TASK_ID", check_finish),
     (".venv/bin/agentwake history show alice", check_history_alice),
-    (".venv/bin/agentwake invoke CronWakeFunction -e events/cron-wake.json", check_invoke_cron),
-    (
-        ".venv/bin/agentwake invoke BackgroundResultFunction -e events/background-result-success.json",
-        check_invoke_background,
-    ),
-    (".venv/bin/agentwake jobs create --session alice --name Soon --at", check_job_at),
-    (".venv/bin/agentwake jobs create --session alice --name Hourly", check_job_rate),
-    (".venv/bin/agentwake jobs update JOB_ID", check_job_update),
-    (".venv/bin/agentwake jobs pause JOB_ID", check_job_pause),
-    (".venv/bin/agentwake jobs resume JOB_ID", check_job_resume),
-    (
-        ".venv/bin/agentwake jobs backfill JOB_ID --from 2026-11-30T00:00:00Z --to 2026-11-30T04:00:00Z",
-        check_backfill_dry_run,
-    ),
-    (".venv/bin/agentwake jobs backfill JOB_ID", check_backfill),
-    (".venv/bin/agentwake jobs trigger JOB_ID", check_trigger),
-    (".venv/bin/agentwake jobs show JOB_ID", check_job_show),
     ('.venv/bin/agentwake sessions put bob --provider \'{"type": "scripted", "script": [{"error"', check_session_put),
     (".venv/bin/agentwake tasks register --session bob", check_register),
     (".venv/bin/agentwake tasks finish TASK_ID", check_finish),
@@ -421,7 +296,6 @@ CHECKS: list[tuple[str, Callable[[Running, str], None]]] = [
     (".venv/bin/agentwake runs replay RUN_ID", check_replay),
     (".venv/bin/agentwake dlq redrive --id ID", check_redrive),
     (".venv/bin/agentwake runs show RUN_ID", check_run_succeeded),
-    (".venv/bin/agentwake sessions put carol", check_session_carol),
 ]
 
 

@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_ORIGINAL_ID, ATTR_REASON, ATTR_RECEIVE_COUNT
 from agentwake_local.poller import batch_item_failures, lambda_sqs_record
+from agentwake_ops.sqs_scan import queue_counts
 from tests.integration.test_wake_handlers import invoke_background, result_body
 from tests.support.aws import REGION, Resources
 from tests.support.builders import FAILING_PROVIDERS, seed_session, seed_task
@@ -25,8 +26,9 @@ QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:results"
 MAX_RECEIVE_COUNT = 5  # the template's default, which the stack under test was made with
 
 
-def receive(sqs: Any, url: str, *, within_s: float = 60.0) -> dict[str, Any] | None:
-    """The next visible message (a delayed copy becomes visible within ``within_s``), or None."""
+def receive(sqs: Any, url: str, *, within_s: float = 60.0, until_in: str | None = None) -> dict[str, Any] | None:
+    """The next visible message (a delayed copy becomes visible within ``within_s``), or None: at
+    once when the queue ``until_in`` holds a message (the run is dead-lettered, nothing comes back)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         got = sqs.receive_message(
@@ -34,6 +36,8 @@ def receive(sqs: Any, url: str, *, within_s: float = 60.0) -> dict[str, Any] | N
         ).get("Messages", [])
         if got:
             return dict(got[0])
+        if until_in is not None and sum(queue_counts(sqs, until_in)):
+            return None
         time.sleep(0.2)
     return None
 
@@ -51,7 +55,7 @@ def test_a_failing_result_that_waited_for_its_session_gets_exactly_max_receive_c
     # WHEN the event source mapping delivers it until nothing is left, the session held by another
     # writer on one receive (the result waits and is re-sent as a copy)
     receives = 0
-    while (message := receive(sqs, resources.queue_url, within_s=30)) is not None:
+    while (message := receive(sqs, resources.queue_url, within_s=30, until_in=resources.dlq_url)) is not None:
         receives += 1
         assert receives <= 3 * MAX_RECEIVE_COUNT, "the result keeps coming back"
         token = acquire_lease(store, "s-fail", "bg:intruder", 600) if receives == busy_on_receive else None
@@ -73,8 +77,12 @@ def test_a_failing_result_that_waited_for_its_session_gets_exactly_max_receive_c
     run = store.records.get_run("bg:t-fail")
     assert run is not None and run.status == "failed" and run.attempts == MAX_RECEIVE_COUNT, run
     assert receives == MAX_RECEIVE_COUNT + 1
+    # AND nothing of it is left to come back (visible, in flight or delayed)
+    assert queue_counts(sqs, resources.queue_url) == (0, 0, 0)
     # AND the DLQ holds it once, as the producer's message, with the receives that counted and why
-    [dead] = [m for m in iter(lambda: receive(sqs, resources.dlq_url, within_s=2), None)]
+    assert queue_counts(sqs, resources.dlq_url) == (1, 0, 0)
+    dead = receive(sqs, resources.dlq_url, within_s=2)
+    assert dead is not None
     attributes = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
     assert attributes[ATTR_ORIGINAL_ID] == first_id
     assert attributes[ATTR_RECEIVE_COUNT] == str(MAX_RECEIVE_COUNT)

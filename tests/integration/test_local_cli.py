@@ -94,7 +94,7 @@ def test_status_env_and_invoke_use_the_running_stack(home: Path, event_file: Pat
             runner = CliRunner()
 
             # WHEN asking for its status, its env.json for Docker, and invoking a function
-            status = runner.invoke(app, ["status"])
+            status = runner.invoke(app, ["status", "--json"])
             env = runner.invoke(app, ["env", "--docker-host", "host.docker.internal"])
             invoked = runner.invoke(app, ["invoke", "InfoFunction", "-e", str(event_file)])
 
@@ -109,6 +109,31 @@ def test_status_env_and_invoke_use_the_running_stack(home: Path, event_file: Pat
 
     # AND once it stopped, status says nothing is running
     assert CliRunner().invoke(app, ["status"]).exit_code == 1
+
+
+def test_status_is_a_short_summary_a_person_reads_in_80_columns(home: Path) -> None:
+    # GIVEN a running local stack whose DLQ holds a message
+    with MotoServer() as server:
+        server.reset()
+        with LocalStackRuntime().start(TEMPLATE, server=server) as running:
+            sqs = running.client("sqs")
+            sqs.send_message(QueueUrl=running.stack.ref("WorkDLQ"), MessageBody="{}")
+            # WHEN asking for its status
+            status = CliRunner().invoke(app, ["status"], env={"COLUMNS": "80"})
+    # THEN it is a short summary, not the state document
+    assert status.exit_code == 0, status.output
+    lines = status.stdout.splitlines()
+    assert not status.stdout.lstrip().startswith("{") and len(lines) <= 25, status.stdout
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    # AND it names where the stack is, its functions, its queues and DLQs with their depths
+    assert f"endpoint   {running.endpoint_url}" in status.stdout
+    assert "InfoFunction" in status.stdout
+    queues, dlqs = lines.index("  queues"), lines.index("  DLQs")
+    assert any(line.split()[0] == "WorkQueue" and "0 visible" in line for line in lines[queues:dlqs])
+    assert any(line.split()[0] == "WorkDLQ" and "1 visible" in line for line in lines[dlqs:])
+    # AND what to do next: the dead-lettered message first, the whole document with --json
+    assert any("agentwake dlq list" in line and "1 dead-lettered" in line for line in lines)
+    assert any("agentwake local status --json" in line for line in lines)
 
 
 def test_local_up_outside_the_repository_finds_a_template_or_says_how_to_point_at_one(
