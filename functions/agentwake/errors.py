@@ -72,6 +72,13 @@ class RunFailed(AgentwakeError):
         self.failure_type = failure_type
 
 
+class AttemptsSpent(AgentwakeError):
+    """A waiting copy's run already made its maxReceiveCount attempts for this message (some of them
+    run by a release of its session in its own invocation): dead-lettered, no attempt more."""
+
+    retryable = False
+
+
 class CommitConflict(AgentwakeError):
     """The DONE commit was cancelled on the run item and the run, read again, has not succeeded:
     not a duplicate of a succeeded run. Recorded as a failure; the trigger retries."""

@@ -203,3 +203,53 @@ def test_a_result_that_joins_the_list_after_the_holder_read_it_is_still_handed_t
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert [message_of(kw) for kw in queue.sent] == ["x"]  # its delayed copy, sent as it parked
         assert store.leases.waiters("s") == [] and lease_holder(store, "s") is None
+
+
+def test_attempts_a_release_ran_here_count_toward_max_receive_count_of_the_waiters_copy(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 36: a waiter run in the releasing invocation that fails made an attempt its delayed
+    copy's receives do not know of; the run counts it, so the run gets MaxReceiveCount attempts in
+    all, not one more per attempt made here."""
+    from agentwake.errors import RunFailed
+    from agentwake.wake.background import DeadLetter
+
+    with CountingReceiver() as receiver:
+        setup = Setup(resources, store, receiver)
+        most = setup.settings.max_receive_count
+        original = store.ends.commit_success
+
+        def commit(**kw: Any) -> Any:
+            if kw["run_id"] == "bg:x":
+                raise RunFailed("bg:x", "every provider failed (injected)")
+            return original(**kw)
+
+        store.ends.commit_success = commit  # type: ignore[method-assign]
+        # WHEN a runs with time left: x, handed the session, runs here and fails (attempt 1)
+        on_background_record(plain_record("a"), setup.deps, time_left=lambda: PLENTY_MS)
+        x = store.records.get_run("bg:x")
+        assert x is not None and x.attempts == 1 and x.message_attempts == 1
+        # (x's failure handed the session on to y, through a copy sent at once: y runs)
+        (y_handed,) = [kw for kw in setup.queue.sent if message_of(kw) == "y"]
+        assert on_background_record(record_of(y_handed, "handed-y"), setup.deps) == Done("succeeded")
+        # AND x's delayed copy comes back, failing on each receive SQS gives it
+        x_copy = setup.fallbacks[0]
+        outcomes: list[Any] = []
+        for receive in range(1, most + 1):
+            record = record_of(x_copy, "fallback-x")
+            record.raw_event["attributes"]["ApproximateReceiveCount"] = str(receive)
+            try:
+                result = on_background_record(record, setup.deps, time_left=lambda: PLENTY_MS)
+            except RunFailed:
+                outcomes.append("retried")
+                continue
+            outcomes.append(result)
+            break
+        # THEN its last attempt is the run's MaxReceiveCount-th: the copy is dead-lettered then
+        x = store.records.get_run("bg:x")
+        assert x is not None and x.attempts == most, (x.attempts, outcomes)
+        assert outcomes[:-1] == ["retried"] * (most - 2)
+        dead = outcomes[-1]
+        assert isinstance(dead, DeadLetter), outcomes
+        assert dead.receive_count == str(most)
+        assert "1 run for it by a release of its session" in dead.reason

@@ -353,6 +353,11 @@ class RunRecord(_Stored):
     #: sat idle this long between the release that handed it over and that start (None: not waited)
     waited_s: float | None = None
     idle_before_s: float | None = None
+    #: the SQS message (its first id: a copy re-sent while it waited keeps it) that the latest attempt
+    #: ran for, and how many attempts ran for it, wherever they ran (a copy's own receive, or a release
+    #: that ran the waiter in its invocation): what maxReceiveCount bounds. A redrive is a new message
+    message_id: str | None = None
+    message_attempts: int = 0
 
 
 class FailureRecord(_Stored):

@@ -124,6 +124,7 @@ class Runs:
         wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
+        message_id: str | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
 
@@ -139,6 +140,9 @@ class Runs:
         run of the session that counted a delivery or tokens between that read and this lease makes
         the check fail, and the transaction is made again with the counters it returned. The lease
         carries the counters it was taken with.
+
+        ``message_id``: the SQS message (its first id) the attempt runs for: the run counts the
+        attempts made for it (``message_attempts``), wherever they ran.
 
         An unknown outcome (the answer timed out, a 5xx) is read back, not waited out: the lease
         carries this acquisition's token and the run its attempt, so a transaction that landed is
@@ -160,6 +164,7 @@ class Runs:
                     wake=wake,
                     usage=usage,
                     waited=waited,
+                    message_id=message_id,
                 )
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
@@ -201,6 +206,7 @@ class Runs:
         previous: RunRecord | None,
         token: str | None = None,
         waited: Waited | None = None,
+        message_id: str | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """The attempt number and the write that counts it on the run record (status running),
         conditional on ``previous`` being what is stored (no record for a first attempt).
@@ -232,8 +238,13 @@ class Runs:
             if previous.attempts == 0:
                 condition = "#s <> :succeeded AND (attempts = :prev OR attribute_not_exists(attempts))"
         also = ""
+        if message_id:
+            same = previous is not None and previous.message_id == message_id
+            also += ", message_id = :mid, message_attempts = :ma"
+            values[":mid"] = {"S": message_id}
+            values[":ma"] = {"N": str((previous.message_attempts if same and previous else 0) + 1)}
         if waited is not None:
-            also = ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
+            also += ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
             values[":waited"] = {"N": f"{waited.waited_s:.3f}"}
             if waited.idle_s is not None:
                 values[":idle"] = {"N": f"{waited.idle_s:.3f}"}
@@ -264,11 +275,18 @@ class Runs:
         wake: dict[str, Any] | None,
         usage: DailyUsage | None,
         waited: Waited | None = None,
+        message_id: str | None = None,
     ) -> Lease:
         token = uuid.uuid4().hex
         lease_put = self.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)
         attempt, run_update = self.attempt_update(
-            run_id=run_id, kind=kind, session_id=session_id, previous=previous, token=token, waited=waited
+            run_id=run_id,
+            kind=kind,
+            session_id=session_id,
+            previous=previous,
+            token=token,
+            waited=waited,
+            message_id=message_id,
         )
         items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
         if waited is not None:

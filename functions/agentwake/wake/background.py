@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from agentwake.domain.models import Task, background_run_id, truncate
 from agentwake.errors import (
     AgentwakeError,
+    AttemptsSpent,
     ForgedCompletion,
     RunDeferred,
     SessionBusy,
@@ -132,6 +133,8 @@ def run_record(
                 remaining_ms=remaining_ms,
                 waiting=parked.state if parked else None,
                 run_next=run_next,
+                message_id=parked.first_id if parked else record.message_id,
+                max_attempts=most if parked else None,
             )
         except SessionBusy as busy:
             wait = wait_for_session(
@@ -148,13 +151,27 @@ def run_record(
         # the last of the attempts a copy that waited for its session had left (SQS counts each
         # copy's receives from 1: the run's count carried by the copy says when it is spent)
         if exc.retryable:
-            if parked is None or not parked.state.spent or parked.attempts < most or isinstance(exc, RunDeferred):
+            if parked is None or isinstance(exc, RunDeferred):
                 raise  # (a deferred record made no attempt)
+            # attempts a release ran in its own invocation (run_waiters_here) are counted on the run,
+            # not in this copy's receives: the larger count is the run's
+            made = _attempts_made(deps, msg.run_id, parked.first_id)
+            attempts = max(parked.attempts, made)
+            if attempts < most or (not parked.state.spent and made <= parked.attempts):
+                raise  # SQS's own count of this copy ends it, or it has attempts left
             reason = (
                 f"{exc} (the last of its {most} attempts, maxReceiveCount; {parked.state.spent} of them "
-                f"before it waited for its session)"
+                f"before it waited for its session"
+                + (
+                    f", {made - parked.attempts} run for it by a release of its session"
+                    if made > parked.attempts
+                    else ""
+                )
+                + ")"
             )
-            return _dead_letter(parked, error_type=getattr(exc, "failure_type", exc.error_type), reason=reason), None
+            return _dead_letter(
+                parked, error_type=getattr(exc, "failure_type", exc.error_type), reason=reason, attempts=attempts
+            ), None
         # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
         dead = DeadLetter(
             body=record.body,
@@ -173,20 +190,27 @@ def run_record(
     return Done(outcome.status), outcome.next_waiter
 
 
-def _dead_letter(parked: ParkedRecord, *, error_type: str, reason: str) -> DeadLetter:
+def _dead_letter(parked: ParkedRecord, *, error_type: str, reason: str, attempts: int | None = None) -> DeadLetter:
     """A copy whose run spent its attempts, dead-lettered as the producer's message it stands for."""
     from agentwake.store.queues import ATTR_ATTEMPTS_SPENT  # the DLQ's attribute names: only here
 
     logger.warning("a result's attempts are spent: dead-lettered", extra={"error_type": error_type})
+    spent = str(attempts if attempts is not None else parked.attempts)
     return DeadLetter(
         body=parked.body,
         message_id=parked.first_id,
         source=parked.source,
-        receive_count=str(parked.attempts),
+        receive_count=spent,
         error_type=error_type,
         reason=reason,
-        extra={ATTR_ATTEMPTS_SPENT: str(parked.attempts)},
+        extra={ATTR_ATTEMPTS_SPENT: spent},
     )
+
+
+def _attempts_made(deps: WakeDeps, run_id: str, message_id: str) -> int:
+    """The attempts the run made for this message, as its record counts them (0: none recorded)."""
+    run = deps.store.records.get_run(run_id)
+    return run.message_attempts if run is not None and run.message_id == message_id else 0
 
 
 def background_run_id_of(record: SQSRecord) -> str:
@@ -274,6 +298,8 @@ def wake_for_background_result(
     remaining_ms: int | None = None,
     waiting: WaitState | None = None,
     run_next: Callable[[], bool] | None = None,
+    message_id: str | None = None,
+    max_attempts: int | None = None,
 ) -> WakeOutcome:
     """Raises UnknownTask / ForgedCompletion / SessionMismatch (permanent), SessionBusy, RunFailed (retry).
 
@@ -303,6 +329,22 @@ def wake_for_background_result(
         # a release handed the session to a newer copy of this record: that one carries the run
         logger.info("a newer copy of this waiting result was handed the session; this one retires")
         return WakeOutcome(run_id=run_id, status="superseded")
+    run = read.run
+    if (
+        max_attempts is not None
+        and run is not None
+        and run.status != "succeeded"
+        and message_id
+        and run.message_id == message_id
+        and run.message_attempts >= max_attempts
+    ):
+        # a release ran this waiter in its own invocation until its attempts were spent: this copy
+        # (its fallback) must not start another
+        raise AttemptsSpent(
+            f"run {run_id} used its {max_attempts} attempts (maxReceiveCount) for this message, "
+            f"{run.message_attempts} counted on the run; its last error: {run.last_error_type or '?'}: "
+            f"{truncate(run.last_error or '', 500)}"
+        )
     wake = {
         "trigger": "background_task_finished",
         "task_id": msg.task_id,
@@ -325,5 +367,6 @@ def wake_for_background_result(
         note_sep="\n\n",
         task_id=msg.task_id,
         waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
+        message_id=message_id,
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)

@@ -91,6 +91,7 @@ def execute_run(
             wake=spec.wake,
             usage=usage,
             waited=spec.waited,
+            message_id=spec.message_id,
         )
     except LeaseHeld as exc:
         raise SessionBusy(

@@ -60,6 +60,8 @@ class RunSpec:
     #: the run waited for its session (its record was a waiting copy): for how long, and the
     #: session's idle time before this start when a release handed it over
     waited: Waited | None = None
+    #: the SQS message this attempt runs for (its first id), counted on the run (RunRecord.message_attempts)
+    message_id: str | None = None
 
 
 @dataclass(frozen=True)
