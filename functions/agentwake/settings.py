@@ -43,11 +43,6 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_RESULT_DLQ_URL", "result_dlq_url"),
         description="its DLQ (permanent input errors are sent here at once)",
     )
-    work_queue_url: str | None = Field(
-        default=None,
-        validation_alias=_env("AGENTWAKE_WORK_QUEUE_URL", "work_queue_url"),
-        description="background-work queue URL (background tools, subagents and task deadlines run from here)",
-    )
     cron_failure_queue_url: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_CRON_FAILURE_QUEUE_URL", "cron_failure_queue_url"),

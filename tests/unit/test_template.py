@@ -26,14 +26,7 @@ FUNCTIONS = {
     "CronWakeFunction": "agentwake.handlers.cron_wake.handler",
 }
 TABLES = ("AgentTable",)
-QUEUES = (
-    "BackgroundResultQueue",
-    "BackgroundResultDLQ",
-    "BackgroundWorkQueue",
-    "BackgroundWorkDLQ",
-    "CronFailureQueue",
-    "SchedulerDLQ",
-)
+QUEUES = ("BackgroundResultQueue", "BackgroundResultDLQ", "CronFailureQueue", "SchedulerDLQ")
 
 
 @pytest.fixture(scope="module")
@@ -192,14 +185,9 @@ def test_each_function_has_a_log_group_with_retention(template: dict[str, Any], 
 # ------------------------------------------------------------------ queues
 
 
-@pytest.mark.parametrize(
-    "source,dlq", [("BackgroundResultQueue", "BackgroundResultDLQ"), ("BackgroundWorkQueue", "BackgroundWorkDLQ")]
-)
-def test_background_queues_are_redriven_to_their_dlq_after_max_receive_count(
-    template: dict[str, Any], source: str, dlq: str
-) -> None:
-    redrive = props(template, source)["RedrivePolicy"]
-    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [dlq, "Arn"]}
+def test_background_results_are_redriven_to_the_dlq_after_max_receive_count(template: dict[str, Any]) -> None:
+    redrive = props(template, "BackgroundResultQueue")["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["BackgroundResultDLQ", "Arn"]}
     assert redrive["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
     assert default(template, "MaxReceiveCount") == 5
 
@@ -213,13 +201,10 @@ def test_visibility_timeout_default_is_at_least_six_function_timeouts(template: 
     assert default(template, "FunctionTimeout") == 120
 
 
-@pytest.mark.parametrize(
-    "source_id,dlq_id", [("BackgroundResultQueue", "BackgroundResultDLQ"), ("BackgroundWorkQueue", "BackgroundWorkDLQ")]
-)
-def test_dlq_outlives_its_source(template: dict[str, Any], source_id: str, dlq_id: str) -> None:
+def test_dlq_outlives_its_source(template: dict[str, Any]) -> None:
     # A standard queue's DLQ keeps the original enqueue time: a shorter retention loses messages.
-    source = props(template, source_id)["MessageRetentionPeriod"]
-    dlq = props(template, dlq_id)["MessageRetentionPeriod"]
+    source = props(template, "BackgroundResultQueue")["MessageRetentionPeriod"]
+    dlq = props(template, "BackgroundResultDLQ")["MessageRetentionPeriod"]
     assert source == 4 * 24 * 3600
     assert dlq == FOURTEEN_DAYS
     assert dlq > source
@@ -227,16 +212,13 @@ def test_dlq_outlives_its_source(template: dict[str, Any], source_id: str, dlq_i
     assert props(template, "SchedulerDLQ")["MessageRetentionPeriod"] == FOURTEEN_DAYS
 
 
-@pytest.mark.parametrize(
-    "source_id,dlq_id", [("BackgroundResultQueue", "BackgroundResultDLQ"), ("BackgroundWorkQueue", "BackgroundWorkDLQ")]
-)
-def test_dlq_allows_redrive_from_its_source_queue_only(template: dict[str, Any], source_id: str, dlq_id: str) -> None:
+def test_dlq_allows_redrive_from_its_source_queue_only(template: dict[str, Any]) -> None:
     # The source's ARN is spelled out (its RedrivePolicy already depends on the DLQ: no cycle),
     # so it must match the source's QueueName.
-    allow = props(template, dlq_id)["RedriveAllowPolicy"]
+    allow = props(template, "BackgroundResultDLQ")["RedriveAllowPolicy"]
     assert allow["redrivePermission"] == "byQueue"
     (arn,) = allow["sourceQueueArns"]
-    name = props(template, source_id)["QueueName"]["Fn::Sub"]
+    name = props(template, "BackgroundResultQueue")["QueueName"]["Fn::Sub"]
     assert arn == {"Fn::Sub": f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{name}"}
 
 
@@ -604,8 +586,6 @@ def test_outputs(template: dict[str, Any]) -> None:
     assert set(template["Outputs"]) == {
         "BackgroundResultQueueUrl",
         "BackgroundResultDLQUrl",
-        "BackgroundWorkQueueUrl",
-        "BackgroundWorkDLQUrl",
         "CronFailureQueueUrl",
         "SchedulerDLQUrl",
         "SchedulerDLQArn",

@@ -11,23 +11,11 @@ from agentwake.domain.conversation import HISTORY_WINDOW_BYTES, Message
 
 #: DynamoDB items are capped at 400 KB; long text is cut well below that, with a visible marker
 MAX_TEXT_CHARS = 60_000
-#: how long a task may run before it is completed ``failed`` (timed out), unless it names its own
-DEFAULT_TASK_DEADLINE_S = 3600
 
 
-def background_run_id(task_id: str, outcome: int = 1) -> str:
-    """The run a finished background task wakes: stable across retries and redrives.
-
-    ``outcome``: which outcome of the task this wake is for. A task has one, unless its work failed,
-    was dead-lettered, redriven and then succeeded: that second outcome wakes ``bg:{task_id}:2``
-    (one wake per outcome, never two for one)."""
-    return f"bg:{task_id}" if outcome <= 1 else f"bg:{task_id}:{outcome}"
-
-
-def subagent_run_id(task_id: str) -> str:
-    """The run of a background subagent that task ``task_id`` started (journaled, retried,
-    dead-lettered and redriven like any run; it writes no history and holds no session)."""
-    return f"sub:{task_id}"
+def background_run_id(task_id: str) -> str:
+    """The run a finished background task wakes: stable across retries and redrives."""
+    return f"bg:{task_id}"
 
 
 def cron_run_id(job_id: str, scheduled_time: str) -> str:
@@ -73,27 +61,10 @@ class TokenPrice(BaseModel):
 DeliverFinal = Literal["if_nothing_sent", "always", "never"]
 
 
-class SelfWakePolicy(BaseModel):
-    """The guardrails on the wakes an agent schedules for itself (docs/self-scheduling.md). A
-    request over a limit is a tool result the model reads, never a failed run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    #: the agent's pending wakes (jobs it created that may still fire) at once
-    max_pending: int = Field(default=5, ge=1, le=100)
-    #: how far ahead a wake (or a recurring wake's first fire) may be
-    max_days_ahead: int = Field(default=31, ge=1, le=366)
-    #: a recurring wake stops after this many fires
-    max_fires: int = Field(default=32, ge=1, le=1000)
-    #: a recurring wake fires at most this often
-    min_interval_s: int = Field(default=3600, ge=60, le=31 * 86_400)
-
-
 class SessionConfig(_Stored):
     """How a session's agent is built when it is woken."""
 
-    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools", "owners", "self_wakes", "subagents"})
+    JSON_FIELDS = frozenset({"providers", "delivery", "prices", "tools", "owners"})
 
     session_id: str = Field(min_length=1, max_length=128)
     persona: str = "You are a helpful assistant."
@@ -135,14 +106,6 @@ class SessionConfig(_Stored):
     #: there, and those it names (normalised: a role's sessions belong to the role). None: the API
     #: refuses every call for it until an operator adds one (agentwake.trust.principals, docs/security.md)
     owners: list[str] = Field(default=[], max_length=20)
-    #: may the woken agent schedule its own wakes, and within which limits (None: it may not).
-    #: docs/self-scheduling.md
-    self_wakes: SelfWakePolicy | None = None
-    #: subagents the agent may hand work to, in the foreground or in the background (docs/subagents.md)
-    subagents: list[dict[str, Any]] = Field(default=[], max_length=8)
-    #: a task this session's agent or the product starts without a deadline of its own ends ``failed``
-    #: (timed out) after this many seconds
-    task_deadline_s: int = Field(default=DEFAULT_TASK_DEADLINE_S, ge=60, le=7 * 86_400)
     updated_at: str = Field(default_factory=utcnow_iso)
 
     @field_validator("owners")
@@ -180,10 +143,7 @@ class HistoryEntry(_Stored):
         return Message(role=self.role, content=self.content)
 
 
-TaskStatus = Literal["running", "finished", "woken", "failed", "cancelled"]
-#: who runs a task's work: the product (``producer``), or agentwake's background-work function
-#: (a background ``tool`` or a background ``subagent`` the agent or the product API started)
-TaskKind = Literal["producer", "tool", "subagent"]
+TaskStatus = Literal["running", "finished", "woken", "failed"]
 
 
 #: a task's registered arguments are shown to the woken agent; they stay below this (UTF-8 JSON)
@@ -216,26 +176,10 @@ class Task(_Stored):
     created_at: str = Field(default_factory=utcnow_iso)
     finished_at: str | None = None
     last_error: str | None = None
-    kind: TaskKind = "producer"
-    #: the run that started it, and the tool call (``{run}#{step}#{call}``): None when the product did
-    started_by: str | None = None
-    started_by_call: str | None = None
-    #: the subagent a ``subagent`` task runs (its spec is in the session's config)
-    subagent: str | None = None
-    #: past this (ISO UTC) a task with no outcome is completed ``failed`` (timed out), once
-    deadline_at: str | None = None
-    #: the outcome claimed so far (the first completion, the deadline or a cancel claims it), why, and
-    #: how many outcomes there were (2: its work failed, was redriven and then succeeded)
-    outcome: Literal["succeeded", "failed"] | None = None
-    outcome_reason: str | None = None
-    outcomes: int = 0
-    cancelled_at: str | None = None
-    #: completions that arrived after the task had its outcome (cancelled, timed out): changed nothing
-    late_completions: int = 0
 
     @property
     def run_id(self) -> str:
-        return background_run_id(self.task_id, max(self.outcomes, 1))
+        return background_run_id(self.task_id)
 
     @field_validator("tool_args")
     @classmethod
@@ -302,15 +246,6 @@ class Job(_Stored):
     missed_fires: int = 0
     #: when the schedule was last changed (``jobs update``); a rate counts from here
     schedule_updated_at: str | None = None
-    #: who created it: an operator (CLI, console), the product API, or the agent itself (a wake it
-    #: scheduled: the run and tool call that created it, and its note for its future self)
-    origin: Literal["operator", "api", "agent"] = "operator"
-    created_by_run: str | None = None
-    created_by_call: str | None = None
-    note: str = ""
-    #: a recurring job stops (is disabled) after this many fires (None: no limit); fires so far
-    max_fires: int | None = Field(default=None, ge=1)
-    fires: int = 0
 
     @property
     def paused(self) -> bool:
@@ -337,7 +272,7 @@ class RunRecord(_Stored):
     JSON_FIELDS = frozenset({"usage"})
 
     run_id: str
-    kind: Literal["background", "cron", "subagent"]
+    kind: Literal["background", "cron"]
     session_id: str
     status: RunStatus = "running"
     attempts: int = 0

@@ -306,7 +306,7 @@ def wake_for_background_result(
     Nothing is written before the task, its token and its session are checked. ``waiting``: the
     record is a copy that waited for its session; an older copy than the wait list's retires.
     """
-    run_id = msg.run_id  # bg:{task}, or bg:{task}:{n} for a later outcome (a success after a redrive)
+    run_id = background_run_id(msg.task_id)  # the message's run_id, without going back to parse it
     logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
     # and, for a waiting copy, the run's entry on the session's wait list

@@ -39,13 +39,10 @@ class BackgroundResultMessage(BaseModel):
     summary_name: str | None = Field(default=None, min_length=1, max_length=256)
     finished_at: str = Field(max_length=64)
     subagent_name: str | None = Field(default=None, max_length=128)
-    #: which outcome of the task this is (2: its work failed, was redriven and then succeeded);
-    #: each outcome wakes its own run (``background_run_id``)
-    outcome: int = Field(default=1, ge=1, le=100)
 
     @property
     def run_id(self) -> str:
-        return background_run_id(self.task_id, self.outcome)
+        return background_run_id(self.task_id)
 
     @classmethod
     def parse_body(cls, body: str | None) -> BackgroundResultMessage:
@@ -117,41 +114,3 @@ class CronWakeInput(BaseModel):
     @property
     def run_id(self) -> str:
         return cron_run_id(self.job_id, self.scheduled_time)
-
-
-class WorkMessage(BaseModel):
-    """What the background-work queue carries to ``BackgroundWorkFunction``: run a background tool or
-    a background subagent for task ``task_id`` (then complete the task truthfully with its token), or
-    check the task's deadline (``deadline``: complete it ``failed``, timed out, if it has no outcome
-    by then; re-sent with a delay until the deadline is reached)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    kind: Literal["tool", "subagent", "deadline"]
-    task_id: str = Field(pattern=ID_PATTERN)
-    session_id: str = Field(pattern=ID_PATTERN)
-    #: the task's token (the work queue is agentwake's own: only its functions send to it)
-    task_token: str | None = Field(default=None, max_length=256)
-    #: the tool's or the subagent's name (as in the session's config) and the call's arguments
-    name: str | None = Field(default=None, max_length=128)
-    args: dict[str, Any] = {}
-    #: the run that started it (None: the product API)
-    started_by: str | None = Field(default=None, max_length=512)
-    deadline_at: str | None = Field(default=None, max_length=64)
-
-    @classmethod
-    def parse_body(cls, body: str | None) -> WorkMessage:
-        """Parse an SQS body of the work queue; anything wrong is an InvalidMessage saying what."""
-        if body is None or not body.strip():
-            raise InvalidMessage("the message body is empty")
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
-            raise InvalidMessage(f"the message body is not valid JSON: {str(exc)[:200]}") from exc
-        if not isinstance(data, dict) or _depth(data) > MAX_DEPTH:
-            raise InvalidMessage(f"the message body must be a JSON object nesting at most {MAX_DEPTH} levels")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            problems = describe_validation_error(exc, whole="(body)")
-            raise InvalidMessage(f"the message is not a valid background-work message: {problems}") from exc
