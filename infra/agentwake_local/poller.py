@@ -146,6 +146,8 @@ DEFAULT_CONCURRENCY = 5
 #: doubles while the queue stays empty); its other threads wait ``IDLE_FACTOR`` times longer
 MAX_IDLE_INTERVAL = 1.0
 IDLE_FACTOR = 5
+#: the template's function whose queue carries the task deadline checks
+BACKGROUND_WORK_FUNCTION = "BackgroundWorkFunction"
 
 
 class SqsPoller:
@@ -177,6 +179,10 @@ class SqsPoller:
         #: ``IDLE_FACTOR`` times longer, or until the first finds records): an idle stack costs
         #: next to nothing, a record waits at most this long
         self.max_idle_interval = max(idle_interval, MAX_IDLE_INTERVAL)
+        #: a drain waits for delayed messages too (a result re-sent while it waited for its session
+        #: comes back in seconds); not on the background-work function's queue, whose delayed
+        #: messages are task deadline checks, due minutes to days later (agentwake.wake.task_deadline)
+        self.waits_for_delayed = function.logical_id != BACKGROUND_WORK_FUNCTION
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -289,11 +295,6 @@ class SqsPoller:
         )
 
     # -- many batches ---------------------------------------------------------------------
-
-    #: a drain waits for delayed messages too (a result re-sent while it waited for its session comes
-    #: back in seconds); not on the background-work queue, whose delayed messages are task deadline
-    #: checks, due minutes to days later (agentwake.wake.task_deadline)
-    waits_for_delayed: bool = True
 
     def queue_is_empty(self) -> bool:
         """No message visible, in flight or (``waits_for_delayed``) delayed (one in flight may still come back)."""

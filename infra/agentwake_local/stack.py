@@ -359,9 +359,6 @@ class LocalStackRuntime:
             for source in function.sqs_events
             if source.enabled and source.queue_url
         ]
-        for poller in self.pollers:
-            # its delayed messages are task deadline checks, due minutes to days later: not drained
-            poller.waits_for_delayed = poller.function.logical_id != "BackgroundWorkFunction"
         logger.info(
             "local stack %s on %s: %d resources, %d functions, %d SQS pollers",
             self.stack_name,
