@@ -73,6 +73,13 @@ SCHEDULER_INTERVAL = 1.0
 #: invocation's own environment (``override_env``, from ``--env-vars``) names the variables.
 LOCAL_OUTBOUND_ENV = {"AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1", "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1"}
 
+#: variables the template sets on some functions only, because Globals cannot name them (the cron
+#: function's alias: a circular reference in its own environment). Locally every function gets them
+#: (one value across the template): os.environ is one per process, and functions whose environments
+#: differ take turns (``lambda_runtime.EnvironmentGate``), so a wake holding its session would keep
+#: the cron function, or a live turn, from even starting while it runs.
+STACK_WIDE_VARIABLES = ("AGENTWAKE_CRON_FUNCTION_ARN",)
+
 
 def agentwake_home(home: str | Path | None = None) -> Path:
     if home is not None:
@@ -491,10 +498,21 @@ class LocalStackRuntime:
         """What is applied over the function's template environment: the local allowances, the
         function's overrides, then this stack's endpoint and credentials."""
         return {
+            **self.stack_wide_env(),
             **self.outbound_env(),
             **self.env_overrides.get(function.logical_id, {}),
             **aws_env(self.endpoint_url, self.region),
         }
+
+    def stack_wide_env(self) -> dict[str, str]:
+        """``STACK_WIDE_VARIABLES`` as the template's functions set them (a name set to two values
+        stays each function's own)."""
+        out: dict[str, str] = {}
+        for name in STACK_WIDE_VARIABLES:
+            values = {f.environment[name] for f in self.stack.functions.values() if name in f.environment}
+            if len(values) == 1:
+                out[name] = values.pop()
+        return out
 
     def client(self, service: str) -> Any:
         """A boto3 client for the local endpoint (fake credentials, never ~/.aws)."""

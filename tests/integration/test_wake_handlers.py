@@ -13,7 +13,7 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-from agentwake.errors import RunFailed
+from agentwake.errors import CommitConflict, RunFailed
 from agentwake.handlers import background_result, cron_wake
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.history import MARKER_TEXT
@@ -134,8 +134,8 @@ def test_commit_is_atomic(store: DynamoStore) -> None:
     seed_task(store, "task-ok-1", "session-demo")
     begin_attempt(store, "bg:task-ok-1", kind="background", session_id="session-demo")
     store.table.db.delete_item(TableName=store.table.name, Key=store.table.key("TASK#task-ok-1", "TASK"))
-    # WHEN the commit is attempted
-    with pytest.raises(store.table.db.exceptions.TransactionCanceledException):
+    # WHEN the commit is attempted THEN it fails, saying why (the task's condition cancelled it)
+    with pytest.raises(CommitConflict, match="task task-ok-1 of bg:task-ok-1 is not registered any more"):
         store.ends.commit_success(
             run_id="bg:task-ok-1", session_id="session-demo", note="n", steps=1, task_id="task-ok-1"
         )

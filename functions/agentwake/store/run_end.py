@@ -199,7 +199,12 @@ class RunEnds:
             self.table.transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
         except self.table.db.exceptions.TransactionCanceledException as exc:
             task_reason = getattr(exc, "failed_tags", {}).get("task")
-            if task_reason is not None and task_reason.get("Code") == "ConditionalCheckFailed":
+            if task_id is not None and task_reason is not None and task_reason.get("Code") == "ConditionalCheckFailed":
+                if self.records.get_task(task_id) is None:  # read, not assumed: say what is true
+                    raise CommitConflict(
+                        f"task {task_id} of {run_id} is not registered any more (its item was deleted while "
+                        "its wake ran): no note is written"
+                    ) from exc
                 raise CommitConflict(
                     f"the task of {run_id} was cancelled or timed out while its wake ran: no note is written; "
                     "the retry finds its outcome claimed and changes nothing"
