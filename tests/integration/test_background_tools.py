@@ -256,6 +256,43 @@ def test_a_crash_after_the_work_before_the_completion_sends_exactly_one_completi
     assert kept["status"] == "succeeded"
 
 
+def test_a_completion_unsent_by_the_last_receive_is_sent_once_by_the_redrive_of_its_record(
+    store: DynamoStore, resources: Resources, httpserver: HTTPServer
+) -> None:
+    # GIVEN a started background tool whose completion cannot be sent (the result queue refuses)
+    httpserver.expect_request("/lookup").respond_with_json({"value": 9})
+    task = start_in_a_wake(store, lookup_tool(httpserver.url_for("/lookup")), {"key": "k9"})
+    (message,) = drain(resources.work_queue_url)
+    tasks = bootstrap.tasks()
+    broken = [True]
+
+    def result_queue(send: Any, **kw: Any) -> Any:
+        if broken[0] and kw.get("QueueUrl") == resources.queue_url:
+            raise ConnectionError("injected: the result queue is unreachable")
+        return send(**kw)
+
+    around(tasks.sqs, "send_message", result_queue)
+    # WHEN every receive up to the last (MaxReceiveCount) fails to send it: SQS dead-letters the record
+    for receive in ("1", "5"):
+        message["Attributes"]["ApproximateReceiveCount"] = receive
+        with pytest.raises(BatchProcessingError, match="result queue is unreachable"):
+            background_work.handler(work_event(message), FakeLambdaContext())
+    assert completions(resources) == []
+    stored = store.records.get_task(task.task_id)
+    assert stored is not None and (stored.status, stored.outcome) == ("running", "succeeded")  # claimed, unsent
+    # WHEN the operator fixes the queue and redrives the record, and SQS delivers it twice
+    broken[0] = False
+    message["Attributes"]["ApproximateReceiveCount"] = "1"
+    for _ in range(2):
+        assert background_work.handler(work_event(message), FakeLambdaContext()) == {"batchItemFailures": []}
+    # THEN the kept result is sent, once, the tool called once, and the agent woken once for it
+    (done,) = completions(resources)
+    assert (done.status, json.loads(done.result_text)) == ("succeeded", {"value": 9})
+    assert len(httpserver.log) == 1
+    wake_for(store, done)
+    assert len(wake_notes(store, f"bg:{task.task_id}")) == 1
+
+
 def crashing_after_the_start(store: DynamoStore, httpserver: HTTPServer) -> dict[str, Any]:
     """A wake whose background tool call started its task, then died before the call's result was
     journaled (the step is redone on retry): the wake's event, to retry it with."""

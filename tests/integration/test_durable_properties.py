@@ -697,6 +697,7 @@ class DurableRuns(RuleBasedStateMachine):
                 session_id=session,
                 task_token=self.tokens[task],
                 deadline_at=stored.deadline_at,
+                check_id=stored.deadline_check,  # the task's live check (a duplicate one retires)
             )
             check_deadline(check, replace(self.deps, clock=due, tasks=self.tasks), remaining_ms=60_000, receive_count=1)
         elif action == "cancel":

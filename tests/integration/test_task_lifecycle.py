@@ -138,9 +138,9 @@ def test_a_check_before_the_deadline_sends_itself_again_with_the_next_delay(
     reg = service(store, resources, sqs).register_task("s1", "research", deadline_s=3600)
     check = deadline_message(sqs, resources)
     due = time.time() + 3600
-    # WHEN its check comes 900 s in, and again 300 s before it is due
+    # WHEN its check comes 900 s in, and the check it sent comes 300 s before it is due
     check_at(check, due - 2700, store, resources, sqs)
-    check_at(check, due - 300, store, resources, sqs)
+    check_at(deadline_message(sqs, resources), due - 300, store, resources, sqs)
     # THEN each sent the check again, delayed by what is left (at most 900 s), and the task still runs
     client = boto3.client("sqs", region_name=REGION)
     attrs = client.get_queue_attributes(QueueUrl=resources.work_queue_url, AttributeNames=["All"])["Attributes"]
@@ -148,6 +148,42 @@ def test_a_check_before_the_deadline_sends_itself_again_with_the_next_delay(
     task = store.records.get_task(reg.task_id)
     assert task is not None and task.status == "running" and task.outcome is None
     assert client.receive_message(QueueUrl=resources.queue_url).get("Messages") is None  # no completion
+
+
+def test_a_check_delivered_twice_keeps_one_chain_of_checks(store: DynamoStore, resources: Resources) -> None:
+    # GIVEN a task due in an hour, whose first check comes 900 s in and sends its successor
+    seed_session(store, "s1")
+    sqs = RecordingSqs()
+    reg = service(store, resources, sqs).register_task("s1", "research", deadline_s=3600)
+    first = deadline_message(sqs, resources)
+    due = time.time() + 3600
+    check_at(first, due - 2700, store, resources, sqs)
+    second = deadline_message(sqs, resources)
+    # WHEN SQS delivers the first check again (at least once): THEN it sends nothing more
+    check_at(first, due - 2690, store, resources, sqs)
+    assert deadline_message(sqs, resources) == second
+    # WHEN the second check sends its successor and then crashes before it names it (a store fault),
+    # and SQS delivers the second check again
+    original = store.records.advance_deadline_check
+    store.records.advance_deadline_check = lambda *a, **kw: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        ConnectionError("injected: the store is unreachable")
+    )
+    with pytest.raises(ConnectionError):
+        check_at(second, due - 1800, store, resources, sqs)
+    store.records.advance_deadline_check = original  # type: ignore[method-assign]
+    orphan = deadline_message(sqs, resources)
+    check_at(second, due - 1790, store, resources, sqs)
+    third = deadline_message(sqs, resources)
+    # THEN the orphan the crashed copy sent retires when it comes, and the named one goes on
+    sends = len(sqs.to(resources.work_queue_url))
+    check_at(orphan, due - 900, store, resources, sqs)
+    assert len(sqs.to(resources.work_queue_url)) == sends
+    check_at(third, due - 900, store, resources, sqs)
+    assert len(sqs.to(resources.work_queue_url)) == sends + 1
+    # AND the last of the chain ends the task once, at its deadline
+    check_at(deadline_message(sqs, resources), due + 1, store, resources, sqs)
+    assert [b["status"] for b in deliver_results(resources)] == ["failed"]
+    assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
 
 
 def test_a_task_past_its_deadline_completes_failed_once_and_wakes_once(

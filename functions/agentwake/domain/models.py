@@ -237,6 +237,9 @@ class Task(_Stored):
     #: a ``tool``/``subagent`` task whose work the background-work function has begun: the hash of
     #: the token its work message carried (a retried start then sends nothing: docs/background-work.md)
     work_claimed: str | None = None
+    #: the id of the task's one live deadline check: a check re-sent before its deadline names its
+    #: successor here, and a check that is not this one (a redelivered check's second successor) retires
+    deadline_check: str | None = None
 
     @property
     def run_id(self) -> str:

@@ -124,13 +124,15 @@ class TasksService:
 
     def send_deadline_check(self, task: Task, token: str, *, now: float | None = None) -> str:
         """Send the task's deadline check to the work queue (``wake.task_deadline.check_deadline``),
-        visible after min(900 s, the time left). It carries the task token the timed-out completion
-        needs (the work queue is agentwake's own). A start that gives its task a new token (a retried
-        start, ``wake.start_task``) sends a new check with it: one carrying an older token retires."""
+        visible after min(900 s, the time left); returns the check's id. It carries the task token the
+        timed-out completion needs (the work queue is agentwake's own). A start that gives its task a
+        new token (a retried start, ``wake.start_task``) sends a new check with it: one carrying an
+        older token retires."""
         from agentwake.wake.messages import WorkMessage
 
         if self.work_queue is None or task.deadline_at is None:
             raise ValueError(f"task {task.task_id}: no work queue, or no deadline to check")
+        check_id = f"chk-{uuid.uuid4().hex[:16]}"
         msg = WorkMessage(
             kind="deadline",
             task_id=task.task_id,
@@ -138,8 +140,10 @@ class TasksService:
             task_token=token,
             started_by=task.started_by,
             deadline_at=task.deadline_at,
+            check_id=check_id,
         )
-        return self.work_queue.send(msg.model_dump_json(), delay_s=deadline_delay_s(task.deadline_at, now))
+        self.work_queue.send(msg.model_dump_json(), delay_s=deadline_delay_s(task.deadline_at, now))
+        return check_id
 
     def _session_deadline_s(self, session_id: str) -> int:
         config = self.store.records.get_session(session_id)

@@ -135,15 +135,39 @@ class Records:
 
     def rotate_task_token(self, task_id: str, token_sha256: str) -> bool:
         """A retried start of a task whose work nobody has begun: a new token (the work message
-        sent with the old one, if it was sent, can no longer claim the work). False once the work
-        was claimed: then nothing must be sent again."""
+        sent with the old one, if it was sent, can no longer claim the work, and the deadline check
+        the start sends with the new one is the live check). False once the work was claimed: then
+        nothing must be sent again."""
         try:
             self.table.db.update_item(
                 TableName=self.table.name,
                 Key=key(*task_key(task_id)),
-                UpdateExpression="SET token_sha256 = :h",
+                UpdateExpression="SET token_sha256 = :h REMOVE deadline_check",
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(work_claimed)",
                 ExpressionAttributeValues={":h": {"S": token_sha256}},
+            )
+        except self.table.db.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def advance_deadline_check(self, task_id: str, *, token_sha256: str, current: str | None, successor: str) -> bool:
+        """The live deadline check ``current`` (None: the first, which no write named) sent its
+        ``successor``: it becomes the live one. False if another copy of ``current`` advanced first
+        or the token changed: the successor this copy sent retires when it comes."""
+        values: dict[str, Any] = {":h": {"S": token_sha256}, ":next": {"S": successor}}
+        condition = "token_sha256 = :h AND "
+        if current is None:
+            condition += "attribute_not_exists(deadline_check)"
+        else:
+            condition += "deadline_check = :cur"
+            values[":cur"] = {"S": current}
+        try:
+            self.table.db.update_item(
+                TableName=self.table.name,
+                Key=key(*task_key(task_id)),
+                UpdateExpression="SET deadline_check = :next",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
             )
         except self.table.db.exceptions.ConditionalCheckFailedException:
             return False

@@ -2,7 +2,10 @@
 
 Registering a task sends a ``deadline`` WorkMessage to the background-work queue, visible after
 min(900 s, the time left) (``TasksService.send_deadline_check``): SQS delays a message at most 15
-minutes, so a check that comes before the deadline sends itself again with the next delay. Once due,
+minutes, so a check that comes before the deadline sends itself again with the next delay, and names
+that successor the task's live check (``Task.deadline_check``): a redelivered copy of a check that
+already sent its successor sends one more, which retires when it comes, so a task keeps one chain of
+checks however often SQS delivers one twice. Once due,
 ``check_deadline`` completes the task through the one finish path (``TasksService.complete``): the
 outcome is claimed with a conditional write first, so a real completion racing the deadline — in
 either order — leaves one outcome and one wake. A task that already has its outcome (completed,
@@ -14,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentwake.domain.models import Task
+from agentwake.domain.models import Task, task_token_hash
 from agentwake.domain.task_outcome import timed_out_reason
 from agentwake.errors import ConfigError, TaskAlreadyEnded
 from agentwake.observability import logger
@@ -53,6 +56,9 @@ def check_deadline(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         return
     if task.deadline_at is None:  # the task's deadline, never the message's
         return
+    if task.deadline_check is not None and msg.check_id != task.deadline_check:
+        logger.info("a deadline check that is not the task's live one (a copy's successor) retires")
+        return
     tasks = deps.tasks
     if tasks is None:
         raise ConfigError("this function has no tasks service (AGENTWAKE_WORK_QUEUE_URL): cannot check a deadline")
@@ -63,7 +69,10 @@ def check_deadline(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         return
     now = deps.clock.wall()
     if _epoch(task.deadline_at) > now:
-        tasks.send_deadline_check(task, msg.task_token, now=now)
+        successor = tasks.send_deadline_check(task, msg.task_token, now=now)
+        deps.store.records.advance_deadline_check(
+            task.task_id, token_sha256=task_token_hash(msg.task_token), current=task.deadline_check, successor=successor
+        )
         return
     _time_out(tasks, task, msg.task_token)
 
