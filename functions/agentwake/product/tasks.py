@@ -122,9 +122,7 @@ class TasksService:
         self.store.records.put_task(task)
         return RegisteredTask(task_id=task.task_id, task_token=token, task=task)
 
-    def send_deadline_check(
-        self, task: Task, token: str, *, now: float | None = None, after: str | None = None
-    ) -> str:
+    def send_deadline_check(self, task: Task, token: str, *, now: float | None = None, after: str | None = None) -> str:
         """Send the task's deadline check to the work queue (``wake.task_deadline.check_deadline``),
         visible after min(900 s, the time left); returns the check's id. It carries the task token the
         timed-out completion needs (the work queue is agentwake's own), and ``after``, the check that
