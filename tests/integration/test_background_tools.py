@@ -20,6 +20,7 @@ from agentwake.domain.models import Task
 from agentwake.domain.steps import WORK_RESULT_KEY, work_journal_id
 from agentwake.errors import InvalidMessage, TaskExists
 from agentwake.handlers import background_result, background_work
+from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
 from agentwake.wake.start_task import start_for_session, task_id_for_call
@@ -273,8 +274,8 @@ def test_a_completion_unsent_by_the_last_receive_is_sent_once_by_the_redrive_of_
 
     around(tasks.sqs, "send_message", result_queue)
     # WHEN every receive up to the last (MaxReceiveCount) fails to send it: SQS dead-letters the record
-    for receive in ("1", "5"):
-        message["Attributes"]["ApproximateReceiveCount"] = receive
+    for receive in (1, Settings.from_env().max_receive_count):
+        message["Attributes"]["ApproximateReceiveCount"] = str(receive)
         with pytest.raises(BatchProcessingError, match="result queue is unreachable"):
             background_work.handler(work_event(message), FakeLambdaContext())
     assert completions(resources) == []

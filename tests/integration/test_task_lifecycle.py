@@ -150,38 +150,72 @@ def test_a_check_before_the_deadline_sends_itself_again_with_the_next_delay(
     assert client.receive_message(QueueUrl=resources.queue_url).get("Messages") is None  # no completion
 
 
+def checks_sent(sqs: RecordingSqs, resources: Resources) -> list[WorkMessage]:
+    return [WorkMessage.parse_body(s["MessageBody"]) for s in sqs.to(resources.work_queue_url)]
+
+
 def test_a_check_delivered_twice_keeps_one_chain_of_checks(store: DynamoStore, resources: Resources) -> None:
-    # GIVEN a task due in an hour, whose first check comes 900 s in and sends its successor
+    # GIVEN a task due in an hour
     seed_session(store, "s1")
     sqs = RecordingSqs()
     reg = service(store, resources, sqs).register_task("s1", "research", deadline_s=3600)
-    first = deadline_message(sqs, resources)
+    (first,) = checks_sent(sqs, resources)
     due = time.time() + 3600
+    # WHEN SQS delivers its first check twice (at least once), 900 s in
     check_at(first, due - 2700, store, resources, sqs)
-    second = deadline_message(sqs, resources)
-    # WHEN SQS delivers the first check again (at least once): THEN it sends nothing more
     check_at(first, due - 2690, store, resources, sqs)
-    assert deadline_message(sqs, resources) == second
-    # WHEN the second check sends its successor and then crashes before it names it (a store fault),
-    # and SQS delivers the second check again
-    original = store.records.advance_deadline_check
-    store.records.advance_deadline_check = lambda *a, **kw: (_ for _ in ()).throw(  # type: ignore[method-assign]
-        ConnectionError("injected: the store is unreachable")
-    )
-    with pytest.raises(ConnectionError):
-        check_at(second, due - 1800, store, resources, sqs)
-    store.records.advance_deadline_check = original  # type: ignore[method-assign]
-    orphan = deadline_message(sqs, resources)
-    check_at(second, due - 1790, store, resources, sqs)
-    third = deadline_message(sqs, resources)
-    # THEN the orphan the crashed copy sent retires when it comes, and the named one goes on
+    # THEN each copy sent a successor (the second cannot know the first did not crash before its send)
+    a, b = checks_sent(sqs, resources)[1:]
+    assert a.after_check == b.after_check == first.check_id
+    # WHEN both successors come: the first takes the chain's place and goes on, the other retires
+    check_at(a, due - 1800, store, resources, sqs)
+    check_at(b, due - 1790, store, resources, sqs)
+    (c,) = checks_sent(sqs, resources)[3:]
+    assert c.after_check == a.check_id
+    # WHEN the chain's check comes once more and both of its copies' successors come
+    check_at(c, due - 900, store, resources, sqs)
+    check_at(c, due - 890, store, resources, sqs)
+    d, e = checks_sent(sqs, resources)[4:]
+    check_at(e, due - 300, store, resources, sqs)
+    check_at(d, due - 290, store, resources, sqs)
+    # THEN one chain goes on: of the five early checks after the first, each sent at most one
+    # successor, and only one successor of each check sent one
+    assert [m.after_check for m in checks_sent(sqs, resources)[6:]] == [e.check_id]
+    task = store.records.get_task(reg.task_id)
+    assert task is not None and task.outcome is None
+    # WHEN a retired check is delivered after the deadline THEN it ends the task all the same (a due
+    # check with the task's token ends it whatever its place), once: the chain's last check changes nothing
+    check_at(d, due + 1, store, resources, sqs)
+    check_at(checks_sent(sqs, resources)[-1], due + 2, store, resources, sqs)
+    assert [b["status"] for b in deliver_results(resources)] == ["failed"]
+    assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
+
+
+def test_a_retried_start_after_the_chain_moved_on_begins_a_new_chain_that_ends_the_task(
+    store: DynamoStore, resources: Resources
+) -> None:
+    # GIVEN a task whose chain of checks has moved on once
+    seed_session(store, "s1")
+    sqs = RecordingSqs()
+    tasks = service(store, resources, sqs)
+    reg = tasks.register_task("s1", "research", deadline_s=3600)
+    due = time.time() + 3600
+    check_at(checks_sent(sqs, resources)[0], due - 2700, store, resources, sqs)
+    old_chain = checks_sent(sqs, resources)[-1]
+    # WHEN a retried start gives the task a new token and sends its first check (as wake/start_task does)
+    token = f"awt_{uuid.uuid4().hex}"
+    assert store.records.rotate_task_token(reg.task_id, task_token_hash(token))
+    rotated = store.records.get_task(reg.task_id)
+    assert rotated is not None
+    tasks.send_deadline_check(rotated, token)
+    new_chain = checks_sent(sqs, resources)[-1]
+    # THEN the old chain's check retires, and the new one goes on to end the task at its deadline, once
     sends = len(sqs.to(resources.work_queue_url))
-    check_at(orphan, due - 900, store, resources, sqs)
+    check_at(old_chain, due - 1800, store, resources, sqs)
     assert len(sqs.to(resources.work_queue_url)) == sends
-    check_at(third, due - 900, store, resources, sqs)
-    assert len(sqs.to(resources.work_queue_url)) == sends + 1
-    # AND the last of the chain ends the task once, at its deadline
-    check_at(deadline_message(sqs, resources), due + 1, store, resources, sqs)
+    check_at(new_chain, due - 1790, store, resources, sqs)
+    assert checks_sent(sqs, resources)[-1].after_check == new_chain.check_id
+    check_at(checks_sent(sqs, resources)[-1], due + 1, store, resources, sqs)
     assert [b["status"] for b in deliver_results(resources)] == ["failed"]
     assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
 

@@ -237,8 +237,8 @@ class Task(_Stored):
     #: a ``tool``/``subagent`` task whose work the background-work function has begun: the hash of
     #: the token its work message carried (a retried start then sends nothing: docs/background-work.md)
     work_claimed: str | None = None
-    #: the id of the task's one live deadline check: a check re-sent before its deadline names its
-    #: successor here, and a check that is not this one (a redelivered check's second successor) retires
+    #: the deadline check that holds the place in the task's one chain of checks: each check takes it
+    #: over from the check that sent it (a conditional write); a second successor finds it taken, retires
     deadline_check: str | None = None
 
     @property

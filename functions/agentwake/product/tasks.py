@@ -122,12 +122,12 @@ class TasksService:
         self.store.records.put_task(task)
         return RegisteredTask(task_id=task.task_id, task_token=token, task=task)
 
-    def send_deadline_check(self, task: Task, token: str, *, now: float | None = None) -> str:
+    def send_deadline_check(self, task: Task, token: str, *, now: float | None = None, after: str | None = None) -> str:
         """Send the task's deadline check to the work queue (``wake.task_deadline.check_deadline``),
         visible after min(900 s, the time left); returns the check's id. It carries the task token the
-        timed-out completion needs (the work queue is agentwake's own). A start that gives its task a
-        new token (a retried start, ``wake.start_task``) sends a new check with it: one carrying an
-        older token retires."""
+        timed-out completion needs (the work queue is agentwake's own), and ``after``, the check that
+        sent it (None: the first of the chain). A start that gives its task a new token (a retried
+        start, ``wake.start_task``) sends a new first check with it: one carrying an older token retires."""
         from agentwake.wake.messages import WorkMessage
 
         if self.work_queue is None or task.deadline_at is None:
@@ -141,6 +141,7 @@ class TasksService:
             started_by=task.started_by,
             deadline_at=task.deadline_at,
             check_id=check_id,
+            after_check=after,
         )
         self.work_queue.send(msg.model_dump_json(), delay_s=deadline_delay_s(task.deadline_at, now))
         return check_id

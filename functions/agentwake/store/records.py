@@ -150,22 +150,22 @@ class Records:
             return False
         return True
 
-    def advance_deadline_check(self, task_id: str, *, token_sha256: str, current: str | None, successor: str) -> bool:
-        """The live deadline check ``current`` (None: the first, which no write named) sent its
-        ``successor``: it becomes the live one. False if another copy of ``current`` advanced first
-        or the token changed: the successor this copy sent retires when it comes."""
-        values: dict[str, Any] = {":h": {"S": token_sha256}, ":next": {"S": successor}}
+    def claim_deadline_check(self, task_id: str, *, token_sha256: str, after: str | None, check: str) -> bool:
+        """Deadline check ``check``, sent by ``after`` (None: the first of its chain), takes the
+        place in the task's one chain: False if another successor of ``after`` took it first, or the
+        token changed (a retried start began a new chain). ``wake.task_deadline``."""
+        values: dict[str, Any] = {":h": {"S": token_sha256}, ":c": {"S": check}}
         condition = "token_sha256 = :h AND "
-        if current is None:
+        if after is None:
             condition += "attribute_not_exists(deadline_check)"
         else:
-            condition += "deadline_check = :cur"
-            values[":cur"] = {"S": current}
+            condition += "deadline_check = :after"
+            values[":after"] = {"S": after}
         try:
             self.table.db.update_item(
                 TableName=self.table.name,
                 Key=key(*task_key(task_id)),
-                UpdateExpression="SET deadline_check = :next",
+                UpdateExpression="SET deadline_check = :c",
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )

@@ -144,8 +144,10 @@ class WorkMessage(BaseModel):
     #: the run that started it (None: the product API)
     started_by: str | None = Field(default=None, max_length=512)
     deadline_at: str | None = Field(default=None, max_length=64)
-    #: a deadline check's own id (``Task.deadline_check`` names the live one)
+    #: a deadline check's own id, and the check that sent it (None: the first of its chain);
+    #: ``Task.deadline_check`` names the check that holds the chain's place
     check_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    after_check: str | None = Field(default=None, pattern=ID_PATTERN)
 
     @classmethod
     def parse_body(cls, body: str | None) -> WorkMessage:

@@ -2,10 +2,10 @@
 
 Registering a task sends a ``deadline`` WorkMessage to the background-work queue, visible after
 min(900 s, the time left) (``TasksService.send_deadline_check``): SQS delays a message at most 15
-minutes, so a check that comes before the deadline sends itself again with the next delay, and names
-that successor the task's live check (``Task.deadline_check``): a redelivered copy of a check that
-already sent its successor sends one more, which retires when it comes, so a task keeps one chain of
-checks however often SQS delivers one twice. Once due,
+minutes, so a check that comes before the deadline sends itself again with the next delay. Each check
+first takes its place in the task's one chain (``Task.deadline_check``: a conditional write from the
+check that sent it to itself), so when SQS delivers a check twice, or a check crashed after its send
+and its retry sent another, one successor takes the place and the others retire. Once due,
 ``check_deadline`` completes the task through the one finish path (``TasksService.complete``): the
 outcome is claimed with a conditional write first, so a real completion racing the deadline — in
 either order — leaves one outcome and one wake. A task that already has its outcome (completed,
@@ -56,9 +56,6 @@ def check_deadline(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         return
     if task.deadline_at is None:  # the task's deadline, never the message's
         return
-    if task.deadline_check is not None and msg.check_id != task.deadline_check:
-        logger.info("a deadline check that is not the task's live one (a copy's successor) retires")
-        return
     tasks = deps.tasks
     if tasks is None:
         raise ConfigError("this function has no tasks service (AGENTWAKE_WORK_QUEUE_URL): cannot check a deadline")
@@ -69,12 +66,25 @@ def check_deadline(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         return
     now = deps.clock.wall()
     if _epoch(task.deadline_at) > now:
-        successor = tasks.send_deadline_check(task, msg.task_token, now=now)
-        deps.store.records.advance_deadline_check(
-            task.task_id, token_sha256=task_token_hash(msg.task_token), current=task.deadline_check, successor=successor
-        )
+        if msg.check_id is not None and not _live(msg, task, deps):
+            logger.info("a deadline check another check of its task took the place of retires (one chain)")
+            return
+        tasks.send_deadline_check(task, msg.task_token, now=now, after=msg.check_id)
         return
+    # due: any check with the task's token may end it (the outcome's claim is the conditional write)
     _time_out(tasks, task, msg.task_token)
+
+
+def _live(msg: WorkMessage, task: Task, deps: WakeDeps) -> bool:
+    """The check takes its place in the task's one chain: it follows the check that sent it
+    (``after``), or is this check already (a redelivered or retried copy, which sends its successor
+    again if the first copy crashed before; the successors then race for the place the same way)."""
+    assert msg.check_id is not None and msg.task_token is not None
+    if task.deadline_check == msg.check_id:
+        return True
+    return deps.store.records.claim_deadline_check(
+        task.task_id, token_sha256=task_token_hash(msg.task_token), after=msg.after_check, check=msg.check_id
+    )
 
 
 def _time_out(tasks: Any, task: Task, token: str) -> None:
