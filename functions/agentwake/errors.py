@@ -78,6 +78,11 @@ class AttemptsSpent(AgentwakeError):
 
     retryable = False
 
+    def __init__(self, message: str, *, attempts: int) -> None:
+        super().__init__(message)
+        #: the attempts the run counted for the message (the DLQ record's count)
+        self.attempts = attempts
+
 
 class CommitConflict(AgentwakeError):
     """The DONE commit was cancelled on the run item and the run, read again, has not succeeded:

@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import wait_key
+from agentwake.store.queues import ATTR_ATTEMPTS_SPENT
 from agentwake.wake.background import Done
 from agentwake.wake.invocation import CHAIN_RESERVE_RUNS, on_background_record
 from agentwake.wake.spec import WakeDeps
@@ -253,3 +254,12 @@ def test_attempts_a_release_ran_here_count_toward_max_receive_count_of_the_waite
         assert isinstance(dead, DeadLetter), outcomes
         assert dead.receive_count == str(most)
         assert "1 run for it by a release of its session" in dead.reason
+        assert dead.extra == {ATTR_ATTEMPTS_SPENT: str(most)}
+        # WHEN another copy of x comes after that (SQS delivers at least once)
+        late = on_background_record(record_of(x_copy, "fallback-x-again"), setup.deps, time_left=lambda: PLENTY_MS)
+        # THEN it makes no attempt more and is dead-lettered as the spent copy was: the run's count,
+        # the attribute dlq describe reads
+        assert isinstance(late, DeadLetter) and late.error_type == "AttemptsSpent", late
+        assert (late.receive_count, late.extra) == (str(most), {ATTR_ATTEMPTS_SPENT: str(most)})
+        x = store.records.get_run("bg:x")
+        assert x is not None and x.attempts == most

@@ -173,6 +173,9 @@ def run_record(
             return _dead_letter(
                 parked, error_type=getattr(exc, "failure_type", exc.error_type), reason=reason, attempts=attempts
             ), None
+        if isinstance(exc, AttemptsSpent) and parked is not None:
+            # the run's count, not this copy's receives: dead-lettered as every spent copy is
+            return _dead_letter(parked, error_type=exc.error_type, reason=str(exc), attempts=exc.attempts), None
         # a permanent input error, or a run that failed for good (BudgetExceeded): no retry can help
         dead = DeadLetter(
             body=record.body,
@@ -351,7 +354,8 @@ def wake_for_background_result(
         raise AttemptsSpent(
             f"run {run_id} used its {max_attempts} attempts (maxReceiveCount) for this message, "
             f"{run.message_attempts} counted on the run; its last error: {run.last_error_type or '?'}: "
-            f"{truncate(run.last_error or '', 500)}"
+            f"{truncate(run.last_error or '', 500)}",
+            attempts=run.message_attempts,
         )
     ended = _claimed(msg, task, deps)
     if ended is not None:
