@@ -40,6 +40,7 @@ from dataclasses import replace
 from typing import Any
 
 import boto3
+import pytest
 from hypothesis import HealthCheck, event, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -540,12 +541,20 @@ class DurableRuns(RuleBasedStateMachine):
             self._collect()
         if ran:
             event(f"waiters run here: {ran[0]}")
-        for other in TASKS:
+        # the waiters run here committed one after another, each before the next took the session:
+        # note their commits in the order they held it (their arrival order), not in TASKS' order
+        for other in sorted(TASKS, key=self._last_hold):
             if other != task and self.where[other] != "dlq":
                 before = self.where[other]
                 self._note_commit(other)
                 if self.where[other] == "done" and before != "done":
                     self.successes[other] += 1
+
+    def _last_hold(self, task: str) -> int:
+        """Where the task's run last took its session among the session's holds (-1: never)."""
+        holds = self.store.holds[SESSION_OF[task]]
+        run_id = f"bg:{task}"
+        return max((i for i, holder in enumerate(holds) if holder == run_id), default=-1)
 
     @rule(task=st.sampled_from(TASKS), pause=st.sampled_from([1.0, 30.0, 90.0]))
     def busy(self, task: str, pause: float) -> None:
@@ -1059,3 +1068,24 @@ def test_durable_runs_from_a_fixed_seed() -> None:
         _durable_runs_from_the_fixed_seed,
         settings=settings(MACHINE, database=None),
     )
+
+
+def test_waiters_run_here_are_noted_in_the_order_they_held_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a replay of the machine's steps (the failing sequence of a random seed, minimized): the model
+    # used to note the waiters a release ran here in TASKS' order, not in the order they ran
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *a, **k: None)  # no hypothesis test here
+    state = DurableRuns()
+    try:
+        # GIVEN t3, then t0 (later on the model's clock), waiting for s0 while another run holds it
+        state.busy(task="t3", pause=1.0)
+        state.busy(task="t0", pause=1.0)
+        # WHEN t1 runs on the free session in an invocation with time left, which runs the waiters
+        state.receive_and_run_waiters_here(task="t1", crash=None, pick=0)
+        # THEN the waiters ran in their arrival order, t3 before t0 (t0 comes first in TASKS), and
+        # the model's commit order, the holds and the history's notes all say so
+        assert state.store.holds["s0"] == ["bg:t1", "bg:t3", "bg:t0"]
+        assert state.commit_order["s0"] == ["bg:t1", "bg:t3", "bg:t0"]
+        state.history_order_follows_run_order()
+        state.history_writers_come_in_the_order_the_session_was_held()
+    finally:
+        state.teardown()
