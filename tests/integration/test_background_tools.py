@@ -24,6 +24,7 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
 from agentwake.wake.start_task import start_for_session, task_id_for_call
+from agentwake.wake.task_deadline import deadline_seconds
 from tests.integration.test_session_tools import TEST_TOOLS
 from tests.integration.test_wake_handlers import result_body, sqs_record
 from tests.support.aws import FakeLambdaContext, Resources, drain
@@ -463,6 +464,40 @@ def test_the_products_start_checks_the_tool_and_its_arguments_and_a_repeat_runs_
     # AND the same id for another start is refused
     with pytest.raises(TaskExists, match="taken by another start"):
         start_for_session(tasks, session, kind="tool", name="lookup", args={"key": "other"}, task_id="p-1")
+
+
+def test_the_products_start_of_a_subagent_checks_its_task_and_mode_as_the_hand_off_tool_does(
+    store: DynamoStore, resources: Resources
+) -> None:
+    # GIVEN a session with a researcher (foreground or background) and a helper (foreground only)
+    subagents = [
+        {"name": "researcher", "persona": "You research.", "mode": "both", "time_budget_s": 120},
+        {"name": "helper", "persona": "You help.", "mode": "foreground"},
+    ]
+    seed_session(store, "s1", subagents=subagents, task_deadline_s=60)
+    session = store.records.get_session("s1")
+    assert session is not None
+    tasks = bootstrap.tasks()
+    # WHEN the product starts one with no task, an unknown argument, a task longer than the hand-off
+    # tool takes, or a foreground-only subagent THEN each is refused saying why, nothing registered or sent
+    refusals = [
+        ("researcher", {}, 'must be {"task": "..."}: task: Field required'),
+        ("researcher", {"task": "aurora", "q": 1}, "q: Extra inputs are not permitted"),
+        ("researcher", {"task": "x" * 20_001}, "task: String should have at most"),
+        ("helper", {"task": "aurora"}, "runs only in the foreground"),
+        ("nobody", {"task": "aurora"}, "has no subagent 'nobody' \\(it has: researcher, helper\\)"),
+    ]
+    for name, args, why in refusals:
+        with pytest.raises(InvalidMessage, match=why):
+            start_for_session(tasks, session, kind="subagent", name=name, args=args, task_id="p-2")
+    assert store.records.get_task("p-2") is None and drain(resources.work_queue_url) == []
+    # WHEN it starts the researcher with a task THEN the task keeps what the hand-off tool keeps, and
+    # its deadline is the session's or the subagent's budget, whichever is longer
+    task = start_for_session(tasks, session, kind="subagent", name="researcher", args={"task": "aurora"}, task_id="p-2")
+    assert (task.kind, task.subagent, task.tool_args) == ("subagent", "researcher", {"task": "aurora"})
+    assert deadline_seconds(task) == pytest.approx(120, abs=2)  # the researcher's 120 s, not the session's 60
+    work = [WorkMessage.parse_body(m["Body"]) for m in drain(resources.work_queue_url)]
+    assert [(w.kind, w.args) for w in work if w.kind == "subagent"] == [("subagent", {"task": "aurora"})]
 
 
 #: the DynamoDB calls of a wake that starts one background tool (bench/bench_wake.py prints them):

@@ -415,6 +415,28 @@ def test_a_sender_that_crashed_after_its_claim_sends_on_retry_and_the_agent_wake
     assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
 
 
+@pytest.mark.parametrize(
+    "text", ["a" * 250_000, "\u0001" * 150_000, "\U0001f600" * 90_000], ids=["too-long", "escaped", "4-byte"]
+)
+def test_a_result_too_large_for_one_sqs_message_is_cut_to_fit_and_wakes_the_agent_once(
+    text: str, store: DynamoStore, resources: Resources
+) -> None:
+    # GIVEN a task whose worker (a subagent's answer, a tool's output) completes it with a text that
+    # is longer than a result may be, or whose JSON is larger than one SQS message (256 KiB)
+    seed_session(store, "s1")
+    sqs = RecordingSqs()
+    tasks = service(store, resources, sqs)
+    reg = tasks.register_task("s1", "Research")
+    # WHEN it completes the task
+    tasks.finish_task(reg.task_id, "succeeded", text, task_token=reg.task_token)
+    # THEN the completion was sent, within 256 KiB, its text cut with the visible marker, and the agent woke once
+    (sent,) = sqs.to(resources.queue_url)
+    assert len(sent["MessageBody"].encode()) <= 256 * 1024
+    (body,) = deliver_results(resources)
+    assert body["status"] == "succeeded" and "…[truncated " in body["result_text"]
+    assert wake_runs(store, reg.task_id) == {f"bg:{reg.task_id}": "succeeded"}
+
+
 def test_a_deadline_claim_whose_send_crashed_is_sent_by_the_retried_check(
     store: DynamoStore, resources: Resources
 ) -> None:

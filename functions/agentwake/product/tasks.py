@@ -25,7 +25,7 @@ from agentwake.domain.models import DEFAULT_TASK_DEADLINE_S, Task, TaskKind, tas
 from agentwake.domain.task_outcome import Again, Late, judge
 from agentwake.errors import ForgedCompletion, TaskAlreadyEnded, TaskClaimContended, UnknownTask
 from agentwake.observability import logger
-from agentwake.wake.messages import BackgroundResultMessage
+from agentwake.wake.messages import MAX_RESULT_CHARS, BackgroundResultMessage
 
 if TYPE_CHECKING:
     from agentwake.store.port import Store, WorkQueuePort
@@ -197,6 +197,21 @@ class TasksService:
         if not self.queue_url:
             raise ValueError("the background-result queue URL is unknown (AGENTWAKE_RESULT_QUEUE_URL)")
         finished_at = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        # the message is built, and fitted to SQS's 256 KiB, before the outcome is claimed: a claim
+        # whose message could never be sent would leave the task with an outcome and no wake
+        msg = _fitted(
+            BackgroundResultMessage(
+                task_id=task.task_id,
+                session_id=task.session_id,
+                task_token=task_token,
+                status=status,
+                result_text=truncate(result_text, MAX_RESULT_CHARS - 100),  # room for the cut's marker
+                note=note,
+                summary_name=summary_name or task.tool_name,
+                finished_at=finished_at,
+                subagent_name=subagent_name,
+            )
+        )
         for _ in range(3):  # a lost claim is judged again on the task as it is now
             verdict = judge(task, status, by=by)
             if isinstance(verdict, Late):
@@ -219,18 +234,7 @@ class TasksService:
             task = again
         else:  # pragma: no cover - three claims lost in a row: let the caller retry
             raise TaskClaimContended(f"the outcome of task {task.task_id} is contended; try again")
-        msg = BackgroundResultMessage(
-            task_id=task.task_id,
-            session_id=task.session_id,
-            task_token=task_token,
-            status=status,
-            result_text=result_text,
-            note=note,
-            summary_name=summary_name or task.tool_name,
-            finished_at=finished_at,
-            subagent_name=subagent_name,
-            outcome=verdict.number,
-        )
+        msg = msg.model_copy(update={"outcome": verdict.number})
         resp = self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=msg.model_dump_json())
         # after the send: the wake may already have moved the task on, which this must not undo
         self.store.records.mark_task_finished(task.task_id, finished_at)
@@ -299,3 +303,20 @@ def deadline_delay_s(deadline_at: str, now: float | None = None) -> int:
 def _iso(at: datetime) -> str:
     """As ``utcnow_iso`` writes times: microseconds, Z."""
     return at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _fitted(msg: BackgroundResultMessage) -> BackgroundResultMessage:
+    """``msg`` with its result text cut (with the visible marker) until the message fits in one SQS
+    message: 200,000 characters of text written as ``\\u`` escapes or 4-byte characters would not."""
+    from agentwake.store.queues import SQS_MAX_MESSAGE_BYTES
+
+    room = SQS_MAX_MESSAGE_BYTES - 16 * 1024  # the outcome number, the attributes SQS counts (moto: 248 KiB)
+    size = len(msg.model_dump_json().encode())
+    while size > room and msg.result_text:
+        keep = max(1000, len(msg.result_text) * room // size - 200)
+        if keep >= len(msg.result_text):
+            break  # the text is not what makes it too large: the send says so
+        msg = msg.model_copy(update={"result_text": truncate(msg.result_text, keep)})
+        size = len(msg.model_dump_json().encode())
+        logger.info("a completion's result text was cut to fit one SQS message", extra={"chars": keep})
+    return msg

@@ -90,9 +90,8 @@ def start_for_session(
     budget: float | None = None
     if kind == "tool":
         budget = _check_tool_call(session, name, args)
-    elif not any(isinstance(spec, dict) and spec.get("name") == name for spec in session.subagents):
-        names = ", ".join(str(s.get("name")) for s in session.subagents if isinstance(s, dict)) or "none"
-        raise InvalidMessage(f"session {session.session_id} has no subagent {name!r} (it has: {names})")
+    else:
+        budget, args = _check_subagent_call(session, name, args)
     return start_task(
         tasks,
         task_id=task_id or f"task-{uuid.uuid4().hex[:16]}",
@@ -104,6 +103,32 @@ def start_for_session(
         started_by_call=None,
         deadline_s=deadline_s or max(budget or 0, session.task_deadline_s),
     )
+
+
+def _check_subagent_call(session: SessionConfig, name: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """The session's subagent ``name`` may run in the background with ``args`` (``{"task": ...}``, as
+    its hand-off tool takes them): its time budget and the arguments as the hand-off tool keeps them.
+    InvalidMessage saying what is wrong otherwise (nothing registered)."""
+    from pydantic import ValidationError
+
+    from agentwake.agent.subagents import parse_subagents
+    from agentwake.errors import describe_validation_error
+    from agentwake.wake.subagent_tools import HandOffArgs
+
+    specs = {s.name: s for s in parse_subagents(session.subagents, session.tools, session_id=session.session_id)}
+    spec = specs.get(name)
+    if spec is None:
+        raise InvalidMessage(
+            f"session {session.session_id} has no subagent {name!r} (it has: {', '.join(specs) or 'none'})"
+        )
+    if not spec.allows(True):
+        raise InvalidMessage(f"subagent {name!r} runs only in the foreground (its mode is {spec.mode!r})")
+    try:
+        handed = HandOffArgs.model_validate({**args, "background": True})
+    except ValidationError as exc:
+        problems = describe_validation_error(exc, whole="(args)")
+        raise InvalidMessage(f'arguments for subagent {name!r} must be {{"task": "..."}}: {problems}') from exc
+    return float(spec.time_budget_s), {"task": handed.task}
 
 
 def _check_tool_call(session: SessionConfig, name: str, args: dict[str, Any]) -> float | None:

@@ -39,6 +39,7 @@ from agentwake.errors import (
     run_failed,
 )
 from agentwake.observability import logger, metrics
+from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
@@ -220,7 +221,9 @@ class _Attempt:
             if exc.retryable:
                 raise
             # the task already has its outcome (cancelled, timed out): this one is late
-            logger.info("the task had already ended: its completion changed nothing", extra={"why": str(exc)[:500]})
+            logger.info(
+                "the task had already ended: its completion changed nothing", extra={"why": redact(str(exc))[:500]}
+            )
 
     def _succeeded(self, result: RunResult) -> None:
         self._complete("succeeded", result.completion_text)
@@ -267,7 +270,9 @@ class _Attempt:
             steps_done=result.steps_done if result is not None else 0,
         )
         metrics.add_metric(name="RunFailed", unit="Count", value=1)
-        logger.error("subagent run failed", extra={"error_type": error_type, "detail": detail[:2000], "final": final})
+        logger.error(
+            "subagent run failed", extra={"error_type": error_type, "detail": redact(detail)[:2000], "final": final}
+        )
         if final:
             name = str(self.wake["subagent"])
             self._complete("failed", f"the subagent {name} failed ({error_type}): {failure.detail}")

@@ -127,7 +127,9 @@ def _complete(tasks: TasksService, task: Task, status: Status, text: str, token:
     try:
         tasks.finish_task(task.task_id, status, text, task_token=token, summary_name=task.tool_name)
     except TaskAlreadyEnded as exc:
-        logger.info("the task ended while its work ran: the completion is late", extra={"reason": str(exc)[:300]})
+        logger.info(
+            "the task ended while its work ran: the completion is late", extra={"reason": redact(str(exc))[:300]}
+        )
         return False
     return True
 
@@ -154,7 +156,7 @@ def call_tool(msg: WorkMessage, task: Task, deps: WakeDeps, *, remaining_ms: int
     try:
         registry = ToolRegistry(build_tools(specs, session_id=session.session_id, run_background=True))
     except ConfigError as exc:
-        return "failed", f"tool {msg.name!r} could not be built: {exc}"
+        return "failed", f"tool {msg.name!r} could not be built: {redact(str(exc))}"
     margin = deps.settings.run_timeout_margin_ms
     deadline = deadline_after(remaining_ms, margin)
     call = ToolCall(id=f"work-{task.task_id}", name=msg.name, arguments=json.dumps(msg.args, ensure_ascii=False))
@@ -167,7 +169,7 @@ def call_tool(msg: WorkMessage, task: Task, deps: WakeDeps, *, remaining_ms: int
             return "failed", f"refused: tool {msg.name!r} was not called: {redact(str(exc))}"
         except DeadlineExceeded as exc:
             outcome = None
-            logger.info("a background tool ran out of the function's time", extra={"detail": str(exc)[:200]})
+            logger.info("a background tool ran out of the function's time", extra={"detail": redact(str(exc))[:200]})
         except StepInterrupted as exc:  # e.g. a side-effecting call that may have acted: same key again
             raise ToolWorkUnfinished(f"background tool {msg.name!r} did not finish: {exc}") from exc
     if outcome is None:
