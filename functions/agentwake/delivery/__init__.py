@@ -1,9 +1,12 @@
-"""Where ``send_message_to_user`` goes. Adapters: ``log`` (embedded default) and ``webhook``."""
+"""Where ``send_message_to_user`` goes: one port (:class:`DeliveryChannel`), one adapter per
+platform (``log``, ``webhook``, ``websocket``, ``slack``, ``telegram``, ``sns``) and the routes
+``first``/``each`` over them (docs/channels.md). A send answers with the platform's
+:class:`Receipt`, journaled on the delivery's marker: nothing counts as delivered without one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from agentwake.trust.redact import redact
 
@@ -33,6 +36,77 @@ class Delivery:
         }
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A platform's proof that it took a delivery: Slack's ``ts``, Telegram's ``message_id``, SNS's
+    ``MessageId``, the WebSocket connections reached, a webhook's status. Journaled on the
+    delivery's marker and shown by ``runs show``, ``dlq show`` and the console."""
+
+    #: log | webhook | websocket | slack | telegram | sns
+    channel: str
+    #: the spec's ``name`` (its type unless named): keys a route's targets
+    target: str
+    #: where it went: a Slack channel (``C0123`` or ``C0123/thread_ts``), a chat id, a topic ARN
+    where: str = ""
+    #: the platform's ids: ts, message_id, MessageId, the connection ids reached
+    ids: tuple[str, ...] = ()
+    #: small extras: a webhook's status, a page's ``gone`` count, ``unread``
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: ``answer`` (the platform answered the send), ``lookup`` (found after a crash), ``operator``
+    found_by: Literal["answer", "lookup", "operator"] = "answer"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"channel": self.channel, "target": self.target}
+        if self.where:
+            out["where"] = self.where
+        if self.ids:
+            out["ids"] = list(self.ids)
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        if self.found_by != "answer":
+            out["found_by"] = self.found_by
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Receipt:
+        return cls(
+            channel=str(raw.get("channel", "")),
+            target=str(raw.get("target", raw.get("channel", ""))),
+            where=str(raw.get("where", "")),
+            ids=tuple(str(i) for i in raw.get("ids") or ()),
+            extra=dict(raw.get("extra") or {}),
+            found_by=raw.get("found_by", "answer"),
+        )
+
+    def describe(self) -> str:
+        """One line a person reads: "slack ts 1718.0100 in C0123", "websocket 2 connections"."""
+        from agentwake.delivery.receipts import describe
+
+        return describe(self)
+
+
+@dataclass(frozen=True)
+class Declined:
+    """The channel could not take it and nothing was sent (a WebSocket session with no open page).
+    A ``first`` route tries its next channel; as the last resort it is kept, unread."""
+
+    channel: str
+    target: str
+    reason: str
+
+
+#: what a send answers: a receipt, a route's receipts, a decline; ``None`` from the recording
+#: wrapper when the delivery was made before (nothing sent)
+Answer = Receipt | Declined | list[Receipt] | None
+
+
 class DeliveryChannel(Protocol):
-    def send(self, delivery: Delivery) -> None:
-        """Deliver or raise ``DeliveryError``."""
+    """Adapters also say who can tell a duplicate after a crash between the send and its journal
+    write, as a class attribute ``confirms``: ``receiver`` (it drops a repeated delivery id),
+    ``lookup`` (the channel can find what it sent: ``find(delivery)``), ``none`` (nobody: a retry in
+    doubt goes to the DLQ, or resends)."""
+
+    def send(self, delivery: Delivery) -> Answer:
+        """Deliver and answer the platform's receipt, or raise: ``DeliveryError`` (the model reads
+        ``error:``), ``DeliveryUncertain``, ``ChannelRefused``/``ChannelThrottled``/``ChannelUnavailable``."""
+        ...

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from agentwake.delivery import Delivery
+from agentwake.delivery import Delivery, Receipt
 from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
 from agentwake.trust.outbound import (
     ExchangeError,
@@ -153,6 +153,8 @@ def _utc_now() -> datetime:
 class WebhookChannel:
     """Deliver by HTTP POST; raise ``DeliveryError`` unless the receiver answers 2xx."""
 
+    confirms = "receiver"  # the receiver drops a repeated signed delivery id
+
     def __init__(
         self,
         url: str,
@@ -161,7 +163,9 @@ class WebhookChannel:
         *,
         now: Callable[[], datetime] = _utc_now,
         policy: OutboundPolicy | None = None,
+        name: str = "webhook",
     ) -> None:
+        self.name = name
         parts = urllib.parse.urlsplit(url or "")
         try:
             parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
@@ -194,7 +198,7 @@ class WebhookChannel:
         payload = {**delivery.to_dict(), "sent_at": sent_at}
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
-    def send(self, delivery: Delivery) -> None:
+    def send(self, delivery: Delivery) -> Receipt:
         body = self.body(delivery)
         headers = {
             "Content-Type": "application/json",
@@ -231,6 +235,7 @@ class WebhookChannel:
             if 300 <= status < 400:
                 detail = f" (redirect to {redact_url(response.headers.get('location', ''))!r} not followed){detail}"
             raise DeliveryError(redact(f"{what} failed: HTTP {status} {response.reason}{detail}"))
+        return Receipt(channel="webhook", target=self.name, where=where, extra={"status": status})
 
 
 def _error_body(body: bytes) -> str:

@@ -270,24 +270,38 @@ class DynamoJournal:
         self.flush()
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool:
         """Stage a sent delivery: it is written with the step that reports it (a tool result, or
         ``final.delivery`` for deliver_final's answer, which the commit or the failure record
         writes). A delivery to another session is recorded on its own, at once."""
         if run_id != self.run_id:
             return self.store.history.record_delivery(
-                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
             )
         if delivery_id == final_delivery_id(self.run_id):
             # built now, so its history entry sorts at the send, before the commit's marker and note
             self.staged += self.store.history.delivery_record(
-                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
             )
             self.delivered.add(delivery_id)
             return True
         self.loose.append(
-            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
+            {
+                "run_id": run_id,
+                "delivery_id": delivery_id,
+                "session_id": session_id,
+                "text": text,
+                "also": list(also),
+                "receipts": list(receipts),
+            }
         )
         self.delivered.add(delivery_id)
         return True

@@ -88,7 +88,14 @@ class Recorder(Protocol):
     def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 
@@ -111,7 +118,14 @@ class Journal(Protocol):
     def before_send(self) -> None: ...
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 
@@ -173,7 +187,14 @@ class HistoryPort(Protocol):
     def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentwake.delivery import Declined, Receipt
 from agentwake.domain.conversation import fit_window
 from agentwake.domain.steps import is_tool_result
 from agentwake.errors import DeliveryError, StepInterrupted
@@ -184,17 +185,33 @@ def journaled_deliveries(journal: StepJournal) -> list[str]:
 
 def channels_for(session: SessionConfig, deps: WakeDeps) -> Callable[[str], DeliveryChannel]:
     """Each target session's own delivery channel (an admin run may message other sessions)."""
-    built = {session.session_id: deps.channel_factory(session.delivery)}
+    from agentwake.delivery.kit import ChannelKit
+
+    # the store's connections port exists where the stack has a push API (store/push.py)
+    kit = ChannelKit(settings=deps.settings, clock=deps.clock, connections=getattr(deps.store, "connections", None))
+    built = {session.session_id: deps.channel_factory(session.delivery, kit)}
 
     def channel_for(session_id: str) -> DeliveryChannel:
         if session_id not in built:
             target = deps.store.records.get_session(session_id)
             if target is None:
                 raise DeliveryError(f"there is no session {session_id!r} to message")
-            built[session_id] = deps.channel_factory(target.delivery)
+            built[session_id] = deps.channel_factory(target.delivery, kit)
         return built[session_id]
 
     return channel_for
+
+
+def receipts_of(answer: Any) -> list[Receipt]:
+    """The receipts a channel answered (one, or a route's list); no receipt, no delivery. A channel
+    that declined as the last resort (a WebSocket with no open page) keeps the delivery unread."""
+    if isinstance(answer, Receipt):
+        return [answer]
+    if isinstance(answer, Declined):
+        return [Receipt(channel=answer.channel, target=answer.target, extra={"unread": True})]
+    if isinstance(answer, list | tuple) and answer and all(isinstance(r, Receipt) for r in answer):
+        return list(answer)
+    raise StepInterrupted(f"a delivery channel answered {type(answer).__name__} instead of a receipt: nothing recorded")
 
 
 class RecordingChannel:
@@ -224,17 +241,18 @@ class RecordingChannel:
         self.counters = counters
         self.sent: list[Delivery] = []
 
-    def send(self, delivery: Delivery) -> None:
+    def send(self, delivery: Delivery) -> list[Receipt] | None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
-            return
+            return None
         before_send = getattr(self.recorder, "before_send", None)
         if before_send is not None:
             before_send()  # every step kept back so far is durable before anything leaves
         # DeliveryError here (incl. an unknown target session) is a tool result the model sees
-        self.channel_for(delivery.session_id).send(delivery)
+        answer = self.channel_for(delivery.session_id).send(delivery)
+        receipts = receipts_of(answer)
         self.sent.append(delivery)
         try:
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {"receipts": [r.to_dict() for r in receipts]}
             if self.counters is not None and delivery.session_id == self.counters.session_id:
                 extra["also"] = [self.counters.add(deliveries=1)]
             self.recorder.record_delivery(
@@ -248,3 +266,4 @@ class RecordingChannel:
             # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
             # resends the same delivery id, which receivers drop
             raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc
+        return receipts
