@@ -19,6 +19,7 @@ Telegram URL holds the bot token in its path. stdlib only (``trust/outbound.py``
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from agentwake.errors import (
 )
 
 T = TypeVar("T")
+logger = logging.getLogger("agentwake.delivery")
 
 #: waits a platform may ask for in one send before the run gives up and fails transiently
 MAX_WAITS = 3
@@ -114,6 +116,9 @@ class RetryPolicy:
                         f"{self.platform} asked to wait {wait:g} s for {shown}; {had}", retry_after=wait
                     ) from None
                 waits += 1
+                logger.info(
+                    f"{self.platform} asked to wait {wait:g} s for {shown}: waiting", extra={"retry_after": wait}
+                )
                 self.clock.sleep(wait)
             except NotSent as failed:
                 reason = str(failed)
@@ -122,6 +127,7 @@ class RetryPolicy:
                     raise ChannelUnavailable(
                         f"{self.platform} is unavailable for {shown} ({tries} tr{'ies' if tries > 1 else 'y'}): {reason}"
                     ) from None
+                logger.info(f"{self.platform} did not take the request for {shown} ({reason}): trying again")
                 self.clock.sleep(self.backoff[backoffs])
                 backoffs += 1
 
@@ -175,7 +181,8 @@ class RetryPolicy:
                 "address): check the stack's API URL setting"
             )
         except DeadlineExceeded as exc:
-            sent = "may have arrived" in str(exc)
+            cause = exc.__cause__
+            sent = bool(getattr(cause, "request_sent", True))  # outbound.py raises it from the ExchangeTimeout
             failure = DeadlineExceeded(
                 f"{self.platform} did not answer for {shown} before the run's deadline"
                 + ("; it may have arrived" if sent else "; nothing was sent")

@@ -11,7 +11,7 @@ from agentwake.deadline import run_deadline
 from agentwake.delivery import Delivery, Receipt
 from agentwake.delivery.retry import CUT_MARKER
 from agentwake.delivery.slack import MAX_TEXT
-from agentwake.errors import ChannelRefused, ConfigError, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.errors import ChannelRefused, ChannelUnavailable, ConfigError, DeliveryUncertain, DeliveryUnconfirmed
 from tests.support.fake_slack import Scripted, error
 
 DELIVERY = Delivery(delivery_id="bg:t-1#0#0", run_id="bg:t-1", session_id="sess-A", text="Fertig — 3 new sign-ups.")
@@ -242,3 +242,28 @@ def test_find_honours_retry_after_like_a_send(slack, build, clock):
     assert found is not None
     assert clock.sleeps == [3.0]
     assert slack.calls("conversations.history") == 2
+
+
+def test_no_answer_after_the_post_went_out_is_in_doubt(monkeypatch, slack, build, silent_server):
+    # GIVEN a Slack that takes the request and never answers
+    monkeypatch.setenv("AGENTWAKE_SLACK_API_URL", f"http://127.0.0.1:{silent_server}/api/")
+    channel = build(SPEC)
+    channel._policy.exchange_s = 0.3  # the exchange's own timeout, short for the test
+
+    # WHEN a delivery is sent, THEN it may have arrived: the core's intent looks it up on the retry
+    with pytest.raises(DeliveryUncertain, match="may have arrived"):
+        channel.send(DELIVERY)
+
+
+def test_a_lookup_with_no_answer_is_retried_then_unavailable_never_in_doubt(
+    monkeypatch, slack, build, clock, silent_server
+):
+    # GIVEN the history read goes unanswered (a read is safe to repeat)
+    monkeypatch.setenv("AGENTWAKE_SLACK_API_URL", f"http://127.0.0.1:{silent_server}/api/")
+    channel = build(SPEC)
+    channel._policy.exchange_s = 0.2
+
+    # WHEN the lookup runs, THEN it retries shortly and reports the platform unavailable (retryable)
+    with pytest.raises(ChannelUnavailable):
+        channel.find(DELIVERY, {"probe": channel.probe(DELIVERY)})
+    assert clock.sleeps == [0.5, 1.0]
