@@ -27,14 +27,22 @@ from typing import Any, TypeVar
 from agentwake import deadline as run_deadline
 from agentwake.clock import Clock
 from agentwake.errors import (
+    ChannelRefused,
     ChannelThrottled,
     ChannelUnavailable,
+    ConfigError,
     DeadlineExceeded,
     DeliveryUncertain,
     OutboundRefused,
 )
 
 T = TypeVar("T")
+
+#: what a Slack or Telegram ``send`` raises when nothing reached the platform: the core marks the
+#: intent ``not_sent`` (``not_before`` from ``ChannelThrottled.retry_after``). Anything else a send
+#: raises (``DeliveryUncertain``, ``DeadlineExceeded``) leaves it in doubt (``sending``). From
+#: ``find`` the same types mean the lookup did not finish: the intent stays in doubt.
+NOTHING_SENT: tuple[type[Exception], ...] = (ChannelThrottled, ChannelUnavailable, ChannelRefused, ConfigError)
 logger = logging.getLogger("agentwake.delivery")
 
 #: waits a platform may ask for in one send before the run gives up and fails transiently

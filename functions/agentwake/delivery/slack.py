@@ -12,6 +12,11 @@ The API base is the stack's ``AGENTWAKE_SLACK_API_URL``, never a session field. 
 classified here, once: 429 → the retry policy's wait; ``ok: false`` with a code no retry can fix
 (``channel_not_found``, ``token_revoked``, …) → ``ChannelRefused`` naming the code and what to do;
 a 5xx or an exchange broken after the request went out → ``DeliveryUncertain`` (the intent decides).
+
+What the core calls: ``where`` and ``probe(delivery)`` (a dict: ``channel``, ``thread_ts?``,
+``oldest``) for the intent written just before ``send(delivery)``; after a crash, ``find(delivery,
+intent)`` with that intent (a mapping or an object with ``probe``, a dict or its JSON, and ``at``).
+``retry.NOTHING_SENT`` lists what ``send`` raises when nothing was posted.
 """
 
 from __future__ import annotations

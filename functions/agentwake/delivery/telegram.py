@@ -16,6 +16,10 @@ Answers, classified once here: 429 with ``parameters.retry_after`` → the retry
 ``ChannelRefused``; a 5xx whose body is the Bot API's ``{"ok": false}`` → certainly not sent,
 retried shortly then ``ChannelUnavailable``; a 5xx without it, a timeout or a reset after the request
 went out → ``DeliveryUncertain``.
+
+What the core calls: ``where`` and ``probe(delivery)`` (``chat_id``, ``message_thread_id?``: what an
+operator checks) for the intent, then ``send(delivery)``; ``unconfirmed`` says what an intent in
+doubt becomes. There is no ``find``.
 """
 
 from __future__ import annotations

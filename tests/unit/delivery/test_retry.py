@@ -10,7 +10,7 @@ import pytest
 
 from agentwake.deadline import run_deadline
 from agentwake.delivery import Delivery
-from agentwake.delivery.retry import EXCHANGE_S, MAX_WAITS, RetryPolicy, cut, utf16_units
+from agentwake.delivery.retry import EXCHANGE_S, MAX_WAITS, NOTHING_SENT, RetryPolicy, cut, utf16_units
 from agentwake.errors import ChannelThrottled, ChannelUnavailable
 from tests.support.clock import FakeClock
 from tests.support.fake_slack import ratelimited
@@ -59,6 +59,7 @@ def test_slack_retry_after_longer_than_the_time_left_fails_transiently_and_sends
     # THEN the run fails transiently carrying the wait, without sleeping or sending
     assert throttled.value.retry_after == 90
     assert throttled.value.retryable is True
+    assert isinstance(throttled.value, NOTHING_SENT)  # the core marks the intent not_sent
     assert str(throttled.value).startswith("Slack asked to wait 90 s for slack C0123ABCD; ")
     assert " s were left" in str(throttled.value)
     assert clock.sleeps == []
@@ -115,6 +116,7 @@ def test_connection_refused_is_retried_shortly_then_unavailable(slack, build, cl
 
     assert clock.sleeps == [0.5, 1.0]
     assert "cannot connect" in str(unavailable.value)
+    assert isinstance(unavailable.value, NOTHING_SENT)
 
 
 def test_the_policy_without_a_run_deadline_sleeps_only_a_short_wait():

@@ -9,7 +9,7 @@ import pytest
 
 from agentwake.deadline import run_deadline
 from agentwake.delivery import Delivery, Receipt
-from agentwake.delivery.retry import CUT_MARKER
+from agentwake.delivery.retry import CUT_MARKER, NOTHING_SENT
 from agentwake.delivery.slack import MAX_TEXT
 from agentwake.errors import ChannelRefused, ChannelUnavailable, ConfigError, DeliveryUncertain, DeliveryUnconfirmed
 from tests.support.fake_slack import Scripted, error
@@ -95,10 +95,11 @@ def test_an_answer_that_cannot_tell_is_uncertain_not_an_error(slack, build, answ
     slack.then("chat.postMessage", answer)
 
     # WHEN it is sent
-    with pytest.raises(DeliveryUncertain):
+    with pytest.raises(DeliveryUncertain) as uncertain:
         build(SPEC).send(DELIVERY)
 
-    # THEN it was not posted again (the core's intent looks it up on the retry)
+    # THEN the intent stays in doubt (not one of the "nothing sent" failures), and it was not posted again (the core's intent looks it up on the retry)
+    assert not isinstance(uncertain.value, NOTHING_SENT)
     assert slack.calls("chat.postMessage") == 1
 
 
