@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agentwake.delivery.factory import CHANNEL_EXAMPLES, AnySpec
 from agentwake.domain.models import SessionConfig
 from agentwake.product.sessions import (
     DEFAULT_TURN_TTL_S,
@@ -37,13 +38,24 @@ class _SessionBodyBase(_Body):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
+def _field(name: str) -> tuple[Any, Any]:
+    info = SessionConfig.model_fields[name]
+    if name == "delivery":
+        # the config keeps a dict (a wake validates only the spec its session names); the API's body
+        # names every channel and route, so the OpenAPI document shows them and a bad spec is a 422
+        # that names the one channel its "type" chose
+        return AnySpec, Field(
+            default_factory=info.default_factory,
+            discriminator="type",
+            description="where the woken agent's messages go: one channel, or a first/each route over up to "
+            "four (docs/channels.md)",
+            examples=list(CHANNEL_EXAMPLES.values()),
+        )
+    return info.annotation, copy(info)
+
+
 SessionBody = create_model(  # type: ignore[call-overload]
-    "SessionBody",
-    __base__=_SessionBodyBase,
-    **{
-        name: (SessionConfig.model_fields[name].annotation, copy(SessionConfig.model_fields[name]))
-        for name in SESSION_FIELDS
-    },
+    "SessionBody", __base__=_SessionBodyBase, **{name: _field(name) for name in SESSION_FIELDS}
 )
 #: an admin session's agent may message other sessions: only an operator makes one
 ADMIN_BY_OPERATOR = (
