@@ -3,8 +3,9 @@ document ``schemas/product-api.openapi.json`` is generated from them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import copy
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -45,7 +46,7 @@ def _field(name: str) -> tuple[Any, Any]:
         # names every channel and route, so the OpenAPI document shows them and a bad spec is a 422
         # that names the one channel its "type" chose
         return AnySpec, Field(
-            default_factory=info.default_factory,
+            default_factory=cast(Callable[[], Any], info.default_factory),  # the config's ({"type": "log"})
             discriminator="type",
             description="where the woken agent's messages go: one channel, or a first/each route over up to "
             "four (docs/channels.md)",
