@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -36,3 +37,9 @@ def test_the_cli_shows_the_examples_without_loading_the_specs() -> None:
     code = "import sys, agentwake_ops.cli; print('agentwake.delivery.factory' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_docs_show_the_same_examples() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "channels.md").read_text(encoding="utf-8")
+    for name, spec in CHANNEL_EXAMPLES.items():
+        assert f"| `{name}` | `{json.dumps(spec, separators=(',', ':'))}` |" in doc, name
