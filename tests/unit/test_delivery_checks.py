@@ -133,3 +133,43 @@ def test_what_the_writer_does_not_know_of_the_stack_is_left_to_the_wake() -> Non
     bare = ConfigRules.from_env({"AGENTWAKE_TABLE": "t", **BARE_STACK})
     with pytest.raises(ConfigError, match="no WebSocket push API"):
         check_session(config, bare)
+
+
+class _Stack:
+    """describe_stacks of a deployed stack with NotifyTopicPrefix and no bot tokens."""
+
+    region_name = "eu-west-1"
+
+    def client(self, *_: Any, **__: Any) -> Any:
+        return self
+
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:  # noqa: N803 -- boto3's name
+        parameters = {"SlackBotTokenSecretArn": "", "TelegramBotTokenSecretArn": "", "NotifyTopicPrefix": "notify-"}
+        return {
+            "Stacks": [
+                {
+                    "StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/agentwake/0f1e",
+                    "Outputs": [{"OutputKey": "AgentTableName", "OutputValue": "t"}],
+                    "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+                }
+            ]
+        }
+
+
+def test_the_cli_on_a_cloudformation_stack_checks_its_channel_parameters() -> None:
+    from agentwake_ops.context import OpsOptions, discover
+    from agentwake_ops.stack_settings import config_rules
+
+    # GIVEN a deployed stack found through CloudFormation: topics named notify-*, no bot tokens
+    found = discover(OpsOptions(stack_name="s"), {}, read_local_state=lambda: None, session_factory=lambda *_: _Stack())
+    cli = config_rules(found.settings)
+    session = SessionConfig(session_id="s1", providers=[{"type": "scripted"}])
+    # THEN its topics are those of its account and region under the prefix
+    ok = "arn:aws:sns:eu-west-1:123456789012:notify-alerts"
+    check_session(session.model_copy(update={"delivery": {"type": "sns", "topic_arn": ok}}), cli)
+    with pytest.raises(ConfigError, match="must start with arn:aws:sns:eu-west-1:123456789012:notify-"):
+        other = "arn:aws:sns:us-east-1:123456789012:notify-alerts"
+        check_session(session.model_copy(update={"delivery": {"type": "sns", "topic_arn": other}}), cli)
+    # AND a Slack channel without its own token is refused: the stack has none
+    with pytest.raises(ConfigError, match="SlackBotTokenSecretArn"):
+        check_session(session.model_copy(update={"delivery": SLACK}), cli)
