@@ -82,6 +82,7 @@ class SnsChannel:
         check_topic(spec.topic_arn, getattr(kit.settings, "notify_topic_prefix", None))
         self.name = spec.target()
         self.topic_arn = spec.topic_arn
+        self.where = spec.topic_arn  # as the receipt names it
         self.fifo = spec.topic_arn.endswith(".fifo")
         self._kit = kit
 
