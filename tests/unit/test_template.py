@@ -588,9 +588,9 @@ def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, A
         "Fn::Not": [{"Fn::Equals": [{"Ref": "OpenAIApiKeySecretArn"}, ""]}]
     }
     gated = [p["Fn::If"] for p in policies(template, logical_id) if isinstance(p, dict) and "Fn::If" in p]
-    assert len(gated) == 1
-    condition, when_set, when_unset = gated[0]
-    assert condition == "HasOpenAIApiKeySecret"
+    openai = [g for g in gated if g[0] == "HasOpenAIApiKeySecret"]
+    assert len(openai) == 1
+    condition, when_set, when_unset = openai[0]
     assert when_unset == {"Ref": "AWS::NoValue"}
     assert when_set["Statement"] == [
         {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "OpenAIApiKeySecretArn"}}
@@ -599,6 +599,77 @@ def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, A
     ungated = [p for p in policies(template, logical_id) if not (isinstance(p, dict) and "Fn::If" in p)]
     reads = [s for s in statements(ungated) if s["Action"] == "secretsmanager:GetSecretValue"]
     assert [s["Sid"] for s in reads] == ["ScopedSecrets"]
+
+
+#: the functions that deliver a woken agent's messages (a background subagent's run delivers nothing)
+DELIVERING = ("BackgroundResultFunction", "CronWakeFunction")
+#: condition -> (parameter, the statement granted when it is set): docs/channels.md "Permissions"
+CHANNEL_GRANTS = {
+    "HasSlackBotTokenSecret": (
+        "SlackBotTokenSecretArn",
+        {
+            "Sid": "SlackBotToken",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "SlackBotTokenSecretArn"},
+        },
+    ),
+    "HasTelegramBotTokenSecret": (
+        "TelegramBotTokenSecretArn",
+        {
+            "Sid": "TelegramBotToken",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "TelegramBotTokenSecretArn"},
+        },
+    ),
+    "HasNotifyTopics": (
+        "NotifyTopicPrefix",
+        {
+            "Sid": "PublishNotifyTopics",
+            "Effect": "Allow",
+            "Action": "sns:Publish",
+            "Resource": {"Fn::Sub": "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:${NotifyTopicPrefix}*"},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("logical_id", DELIVERING)
+def test_delivering_functions_read_the_bot_tokens_and_publish_to_notify_topics_only_when_set(
+    template: dict[str, Any], logical_id: str
+) -> None:
+    gated = {
+        p["Fn::If"][0]: p["Fn::If"][1:] for p in policies(template, logical_id) if isinstance(p, dict) and "Fn::If" in p
+    }
+    for condition, (parameter, statement) in CHANNEL_GRANTS.items():
+        # GIVEN a parameter empty by default, and its condition "is set"
+        assert default(template, parameter) == ""
+        assert template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        # THEN exactly that secret / those topics are granted when it is set, nothing when it is not
+        when_set, when_unset = gated[condition]
+        assert when_set["Statement"] == [statement], condition
+        assert when_unset == {"Ref": "AWS::NoValue"}
+    # AND nothing else of the function's policies publishes to SNS
+    publishes = [s for s in statements(policies(template, logical_id)) if "sns:Publish" in as_list(s["Action"])]
+    assert [s["Sid"] for s in publishes] == ["PublishNotifyTopics"]
+
+
+def test_the_functions_that_deliver_nothing_get_no_channel_grant(template: dict[str, Any]) -> None:
+    for logical_id in ("BackgroundWorkFunction", "ProductApiFunction"):
+        found = [
+            s
+            for s in statements(policies(template, logical_id))
+            if s.get("Sid") in ("SlackBotToken", "TelegramBotToken", "PublishNotifyTopics")
+        ]
+        assert found == [], logical_id
+    # AND the functions see the topics' ARN prefix and the tokens' refs as the parameters say
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    prefix = env["AGENTWAKE_NOTIFY_TOPIC_PREFIX"]["Fn::If"]
+    assert prefix[0] == "HasNotifyTopics"
+    assert prefix[1] == {"Fn::Sub": "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:${NotifyTopicPrefix}"}
+    assert env["AGENTWAKE_SLACK_TOKEN_REF"]["Fn::If"][0] == "HasSlackBotTokenSecret"
+    assert env["AGENTWAKE_TELEGRAM_TOKEN_REF"]["Fn::If"][0] == "HasTelegramBotTokenSecret"
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))

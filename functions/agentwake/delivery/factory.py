@@ -18,6 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from agentwake.delivery import DeliveryChannel
+
+# shown by ``agentwake sessions put --help`` and docs/channels.md (plain data: the CLI's help loads no pydantic)
+from agentwake.delivery.examples import CHANNEL_EXAMPLES as CHANNEL_EXAMPLES
 from agentwake.errors import ConfigError, describe_validation_error
 
 
@@ -128,18 +131,6 @@ _SPECS: dict[str, type[AnySpec]] = {
     "sns": SnsSpec,
     "first": FirstSpec,
     "each": EachSpec,
-}
-
-#: shown by ``agentwake sessions put --help`` and docs/channels.md
-CHANNEL_EXAMPLES: dict[str, dict[str, Any]] = {
-    "log": {"type": "log"},
-    "webhook": {"type": "webhook", "url": "https://example.com/agentwake", "secret_ref": "ssm:/agentwake/hook"},
-    "websocket": {"type": "websocket"},
-    "slack": {"type": "slack", "channel": "C0123ABCD", "thread_ts": "1733140000.000100"},
-    "telegram": {"type": "telegram", "chat_id": 123456789},
-    "sns": {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:agentwake-notify-alerts"},
-    "first": {"type": "first", "channels": [{"type": "websocket"}, {"type": "slack", "channel": "C0123ABCD"}]},
-    "each": {"type": "each", "channels": [{"type": "websocket"}, {"type": "telegram", "chat_id": 123456789}]},
 }
 
 

@@ -150,6 +150,14 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def delivery_body(delivery: Delivery, now: datetime) -> bytes:
+    """The JSON a delivery travels as, to a webhook and on an SNS topic: ``{"delivery_id", "run_id",
+    "session_id", "text", "sent_at"}`` (``sent_at``: ``now`` in ISO-8601 UTC, milliseconds)."""
+    sent_at = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    payload = {**delivery.to_dict(), "sent_at": sent_at}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class WebhookChannel:
     """Deliver by HTTP POST; raise ``DeliveryError`` unless the receiver answers 2xx."""
 
@@ -194,9 +202,7 @@ class WebhookChannel:
 
     def body(self, delivery: Delivery) -> bytes:
         """The exact bytes sent (and signed) for ``delivery``."""
-        sent_at = self._now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        payload = {**delivery.to_dict(), "sent_at": sent_at}
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return delivery_body(delivery, self._now())
 
     def send(self, delivery: Delivery) -> Receipt:
         body = self.body(delivery)
