@@ -64,6 +64,11 @@ def plan(
     both = sorted(set(delivered) & set(resend))
     if both:
         raise OpsError(f"{', '.join(both)}: either --delivered (the user has it) or --resend (they do not), not both")
+    if not messages:
+        raise OpsError(
+            "the selected message is not in the DLQ (redriven or deleted since): nothing was settled "
+            "(agentwake runs show RUN_ID says whether its send is still in doubt)"
+        )
     runs = list(dict.fromkeys(m.run_id for m in messages if m.run_id))
     if not runs:
         raise OpsError("--delivered/--resend settle a send of the message's run, and no selected message has a run")
