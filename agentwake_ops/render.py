@@ -364,12 +364,12 @@ def summary_tables(summary: RunSummary) -> None:
     if summary.deliveries:
         table = _table(
             f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
-            ("delivery id", "time", "the user already received", "text"),
+            ("delivery id", "time", "text", "the user already received"),
             title_justify="left",
         )
         for d in summary.deliveries:
             got = "\n".join(d.get("received") or ()) or "- (no receipt kept)"
-            table.add_row(escape(d["delivery_id"]), when(d.get("at")), escape(got), escape(d["text"]))
+            table.add_row(escape(d["delivery_id"]), when(d.get("at")), escape(d["text"]), escape(got))
         out.print(table)
     else:
         out.print("No message was delivered to the user by this run.")

@@ -360,9 +360,9 @@ def _attempts_and_deliveries(summary: Any) -> str:
         ),
         f"<h2>deliveries the user already received ({len(summary.deliveries)})</h2>",
         table(
-            ("delivery id", "time", "the user already received", "text"),
+            ("delivery id", "time", "text", "the user already received"),
             [
-                (d["delivery_id"], when(d.get("at")), "\n".join(d.get("received") or ()) or "-", d["text"])
+                (d["delivery_id"], when(d.get("at")), d["text"], "\n".join(d.get("received") or ()) or "-")
                 for d in summary.deliveries
             ],
             cls="deliveries",

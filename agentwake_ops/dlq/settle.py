@@ -102,13 +102,12 @@ def apply(ctx: OpsContext, settlement: Settlement) -> None:
     from agentwake.store.operator import OperatorStore
 
     operator = OperatorStore(ctx.store)
-    intents = [
+    mine = [
         (sk, item)
         for sk, item in operator.run_items(settlement.run_id)
-        if sk.startswith(SENDING_PREFIX)
-        and intent_delivery_id(sk, _s(item, "target")) == settlement.delivery_id
-        and (_s(item, "state") or "sending") == "sending"
+        if sk.startswith(SENDING_PREFIX) and intent_delivery_id(sk, _s(item, "target")) == settlement.delivery_id
     ]
+    intents = [(sk, item) for sk, item in mine if (_s(item, "state") or "sending") == "sending"]
     if not intents:
         raise OpsError(
             f"delivery {settlement.delivery_id} is no longer in doubt (settled meanwhile): nothing was written"
@@ -135,6 +134,7 @@ def apply(ctx: OpsContext, settlement: Settlement) -> None:
             session_id=session_id,
             text=_s(first, "text"),
             intents=receipts,
+            kept=[r for _, item in mine if _s(item, "state") == "sent" for r in _receipt(item)],
             also=_counted(ctx, session_id, _s(first, "at")),
         )
     if not ok:
@@ -147,6 +147,17 @@ def apply(ctx: OpsContext, settlement: Settlement) -> None:
 def _s(item: dict[str, Any], name: str) -> str:
     value = item.get(name) or {}
     return str(value.get("S", value.get("N", "")))
+
+
+def _receipt(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The receipt an intent holds (an ``each`` route's target that answered), if readable."""
+    import json
+
+    try:
+        raw = json.loads(_s(item, "receipt") or "null")
+    except ValueError:
+        return []
+    return [raw] if isinstance(raw, dict) else []
 
 
 def _run_session(ctx: OpsContext, run_id: str) -> str:

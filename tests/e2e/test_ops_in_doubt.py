@@ -150,3 +150,34 @@ def test_runs_replay_lists_the_send_in_doubt_and_sends_nothing(cli: Cli, stack: 
     said = " ".join(out.split())
     assert "sent? unknown" in said and "a replay never sends (nor settles) them" in said and "telegram in 99" in said
     assert item(stack, run_id, f"DELIVERY#{delivery_id}") is None
+
+
+def test_delivered_keeps_the_receipt_another_target_of_the_route_already_has(cli: Cli, stack: Stack) -> None:
+    # GIVEN an `each` route's delivery: Slack answered (its receipt on its intent), Telegram in doubt
+    run_id, delivery_id, message_id = dead_lettered_with_a_send_in_doubt(cli, stack, "s-each")
+    slack = {"channel": "slack", "target": "slack", "where": "C0123", "ids": ["1718.0100"]}
+    stack.store.table.db.put_item(
+        TableName=stack.res.table,
+        Item={
+            "pk": {"S": f"RUN#{run_id}"},
+            "sk": {"S": f"SENDING#{delivery_id}#slack"},
+            "session_id": {"S": "s-each"},
+            "channel": {"S": "slack"},
+            "target": {"S": "slack"},
+            "where": {"S": "C0123"},
+            "text": {"S": TEXT},
+            "at": {"S": "2026-12-03T09:00:00Z"},
+            "state": {"S": "sent"},
+            "receipt": {"S": json.dumps(slack)},
+            "expires_at": {"N": "1999999999"},
+        },
+    )
+    # WHEN the operator found the Telegram message too
+    cli("dlq", "redrive", "--id", message_id, "--delivered", delivery_id)
+    # THEN the marker keeps both receipts, and the delivery shows both
+    [shown] = cli_json(cli, "runs", "show", run_id)["deliveries"]
+    assert shown["received"] == [
+        "slack ts 1718.0100 in C0123",
+        "telegram message in 99 (marked delivered by an operator)",
+    ]
+    assert len(deliveries_in_history(stack, "s-each", delivery_id)) == 1

@@ -289,20 +289,23 @@ class OperatorStore:
         session_id: str,
         text: str,
         intents: list[tuple[str, dict[str, Any]]],
+        kept: list[dict[str, Any]] | None = None,
         also: list[dict[str, Any]] | None = None,
     ) -> bool:
         """Record a delivery the operator saw in the user's chat: its marker with the operator's
         receipts (``Receipt.to_dict()`` of each intent ``(sort key, receipt)``) and its history entry
         (``History.delivery_items``, the wake's own builder), each intent ``sent`` — one
         transaction, on condition that no marker exists and each intent is still ``sending``. False
-        (nothing written) when either condition failed: delivered already, or settled meanwhile."""
+        (nothing written) when either condition failed: delivered already, or settled meanwhile.
+        ``kept``: receipts the delivery's other targets already have (an ``each`` route's, on their
+        intents), kept on the marker too."""
         items = self.store.history.delivery_items(
             run_id=run_id,
             delivery_id=delivery_id,
             session_id=session_id,
             text=text,
             also=also or (),
-            receipts=[receipt for _, receipt in intents],
+            receipts=[*(kept or ()), *(receipt for _, receipt in intents)],
         )
         for sk, receipt in intents:
             items.append((f"intent:{sk}", self._intent_update(run_id, sk, "sent", receipt=receipt)))
