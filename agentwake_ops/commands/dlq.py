@@ -86,7 +86,8 @@ def show(
     queue: QueueOpt = "all",
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries.
+    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries (with their
+    receipts) and sends in doubt ("sent? unknown": see dlq redrive --delivered / --resend).
 
     The body's task_token is masked (also with --json); `dlq export` writes the body byte-exact.
     """

@@ -61,6 +61,8 @@ def plan(
     """Check each id against the selected messages' runs (read now); OpsError naming the problem."""
     from agentwake_ops.runs import in_doubt_line, run_summary
 
+    delivered = [_bounded(d) for d in delivered]
+    resend = [_bounded(d) for d in resend]
     both = sorted(set(delivered) & set(resend))
     if both:
         raise OpsError(f"{', '.join(both)}: either --delivered (the user has it) or --resend (they do not), not both")
@@ -142,6 +144,20 @@ def apply(ctx: OpsContext, settlement: Settlement) -> None:
             f"delivery {settlement.delivery_id} was settled meanwhile (delivered, or no longer in doubt): "
             "nothing was written; see agentwake runs show " + settlement.run_id
         )
+
+
+#: the longest delivery id an operator may name (run id + step + call index are far shorter)
+MAX_DELIVERY_ID = 600
+
+
+def _bounded(delivery_id: str) -> str:
+    """A delivery id as given, refused when it cannot be one (so an error never echoes a page of text)."""
+    value = delivery_id.strip()
+    if not value or len(value) > MAX_DELIVERY_ID or not value.isprintable():
+        raise OpsError(
+            f"not a delivery id (printable, 1-{MAX_DELIVERY_ID} characters): dlq show lists the sends in doubt"
+        )
+    return value
 
 
 def _s(item: dict[str, Any], name: str) -> str:
