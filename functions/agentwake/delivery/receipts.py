@@ -13,11 +13,11 @@ def describe(receipt: Receipt) -> str:
     where = f" in {receipt.where}" if receipt.where else ""
     by = {"lookup": " (found by lookup)", "operator": " (marked delivered by an operator)"}.get(receipt.found_by, "")
     if receipt.channel == "slack":
-        head = f"slack ts {ids}{where}"
+        head = f"slack ts {ids}".rstrip() + where
     elif receipt.channel == "telegram":
-        head = f"telegram message {ids}{where}"
+        head = f"telegram message {ids}".rstrip() + where
     elif receipt.channel == "sns":
-        head = f"sns message {ids}{where}"
+        head = f"sns message {ids}".rstrip() + where
     elif receipt.channel == "websocket":
         if receipt.ids:
             gone = receipt.extra.get("gone")

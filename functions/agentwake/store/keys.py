@@ -11,6 +11,7 @@
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
+| intent (a Slack/Telegram send about to leave) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
@@ -39,6 +40,7 @@ from typing import Any
 HISTORY_PREFIX = "MSG#"
 STEP_PREFIX = "STEP#"
 DELIVERY_PREFIX = "DELIVERY#"
+SENDING_PREFIX = "SENDING#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
@@ -163,6 +165,18 @@ def step_sk(key: str) -> str:
 
 def delivery_sk(delivery_id: str) -> str:
     return DELIVERY_PREFIX + delivery_id
+
+
+def intent_sk(delivery_id: str, target: str) -> str:
+    """An intent's sort key: written just before a Slack/Telegram request (docs/channels.md)."""
+    return f"{SENDING_PREFIX}{delivery_id}#{target}"
+
+
+def intent_delivery_id(sk: str, target: str) -> str:
+    """The delivery id of an intent's sort key (its ``target`` attribute names the tail)."""
+    rest = after(SENDING_PREFIX, sk)
+    tail = f"#{target}"
+    return rest[: -len(tail)] if target and rest.endswith(tail) else rest.rsplit("#", 1)[0]
 
 
 def failure_sk(attempt: int, at: str) -> str:
