@@ -35,7 +35,6 @@ from agentwake.errors import ChannelRefused, ChannelUnavailable, ConfigError
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
-    from agentwake.delivery.factory import SnsSpec
     from agentwake.delivery.kit import ChannelKit
 
 #: the stack parameter that scopes the topics (template.yaml; Settings.notify_topic_prefix)
@@ -78,7 +77,7 @@ class SnsChannel:
 
     confirms: ClassVar[Literal["receiver", "lookup", "none"]] = "receiver"
 
-    def __init__(self, spec: SnsSpec, kit: ChannelKit) -> None:
+    def __init__(self, spec: Any, kit: ChannelKit) -> None:  # an SnsSpec (delivery.factory)
         check_topic(spec.topic_arn, getattr(kit.settings, "notify_topic_prefix", None))
         self.name = spec.target()
         self.topic_arn = spec.topic_arn
