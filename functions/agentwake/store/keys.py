@@ -11,6 +11,7 @@
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
+| a send's intent (Slack, Telegram; a route's targets) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
@@ -39,6 +40,7 @@ from typing import Any
 HISTORY_PREFIX = "MSG#"
 STEP_PREFIX = "STEP#"
 DELIVERY_PREFIX = "DELIVERY#"
+SENDING_PREFIX = "SENDING#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
@@ -163,6 +165,11 @@ def step_sk(key: str) -> str:
 
 def delivery_sk(delivery_id: str) -> str:
     return DELIVERY_PREFIX + delivery_id
+
+
+def sending_sk(delivery_id: str, target: str) -> str:
+    """An intent's sort key; a target's name has no ``#`` (factory.py), a delivery id may."""
+    return f"{SENDING_PREFIX}{delivery_id}#{target}"
 
 
 def failure_sk(attempt: int, at: str) -> str:

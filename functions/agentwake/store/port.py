@@ -20,6 +20,7 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
+    from agentwake.delivery import Intent
     from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
 
 
@@ -116,6 +117,13 @@ class Journal(Protocol):
     def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
 
     def before_send(self) -> None: ...
+
+    # the run's intents (delivery/intents.py IntentLog): loaded with the journal, no read of their own
+    def intents(self, delivery_id: str) -> dict[str, Intent]: ...
+
+    def intend(self, intent: Intent) -> None: ...
+
+    def settle_intent(self, intent: Intent) -> None: ...
 
     def record_delivery(
         self,
