@@ -32,7 +32,7 @@ class RouteChannel:
         if not leaves:
             raise ValueError("a route needs at least one channel")
         self.mode: str = spec.type
-        self.name: str = spec.target()
+        self.name: str = spec.type
         self.leaves = list(leaves)
 
     def __repr__(self) -> str:
