@@ -32,6 +32,7 @@ from agentwake.wake.spec import WakeDeps
 from tests.support.aws import FakeLambdaContext, Resources, drain
 from tests.support.builders import OK_SCRIPT, message, seed_job, seed_session, seed_task
 from tests.support.clock import FakeClock
+from tests.support.probes import DynamoCalls
 
 RUN = "bg:t1"
 #: the delivery OK_SCRIPT's send_message_to_user makes (step 0, call 0)
@@ -443,3 +444,41 @@ def test_a_log_wake_writes_no_intent(store: DynamoStore, platform: Platform, clo
         ExpressionAttributeValues={":pk": {"S": run_pk(RUN)}, ":s": {"S": "SENDING#"}},
     )["Items"]
     assert items == []
+
+
+# --- round trips --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("script", "calls"),
+    [
+        (
+            OK_SCRIPT,  # send_message_to_user: the intent's PutItem just before the request
+            [
+                "BatchGetItem",
+                "TransactWriteItems",
+                "Query",
+                "PutItem",
+                "PutItem",
+                "TransactWriteItems",
+                "TransactWriteItems",
+            ],
+        ),
+        (
+            PLAIN,  # deliver_final: the reply flushed before the send, then the intent
+            ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "PutItem", "TransactWriteItems"],
+        ),
+    ],
+    ids=["tool_delivery", "deliver_final"],
+)
+def test_a_slack_delivery_costs_one_put_more_than_a_webhook_one(
+    store: DynamoStore, platform: Platform, clock: FakeClock, script: list[dict[str, Any]], calls: list[str]
+) -> None:
+    # GIVEN a Slack session (no result queue: no wait-list read before the release)
+    seed(store, SLACK, script)
+    counter = DynamoCalls(store.table.db)
+    # WHEN it is woken
+    made = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps_for(store, clock)))
+    # THEN it makes a webhook wake's calls plus the intent's one PutItem, and reads nothing more
+    assert made == calls, made
+    assert platform.ids() == [FINAL if script is PLAIN else SENT]
