@@ -32,6 +32,7 @@ from agentwake.wake.spec import WakeDeps
 from tests.support.aws import FakeLambdaContext, Resources, drain
 from tests.support.builders import OK_SCRIPT, message, seed_job, seed_session, seed_task
 from tests.support.clock import FakeClock
+from tests.support.faults import CallFaults
 from tests.support.probes import DynamoCalls
 
 RUN = "bg:t1"
@@ -465,13 +466,13 @@ def test_a_log_wake_writes_no_intent(store: DynamoStore, platform: Platform, clo
             ],
         ),
         (
-            PLAIN,  # deliver_final: the reply flushed before the send, then the intent
-            ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "PutItem", "TransactWriteItems"],
+            PLAIN,  # deliver_final: the reply kept back rides on the intent's write (no call more)
+            ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems", "TransactWriteItems"],
         ),
     ],
     ids=["tool_delivery", "deliver_final"],
 )
-def test_a_slack_delivery_costs_one_put_more_than_a_webhook_one(
+def test_a_slack_delivery_costs_a_webhook_ones_calls_plus_its_intent_put(
     store: DynamoStore, platform: Platform, clock: FakeClock, script: list[dict[str, Any]], calls: list[str]
 ) -> None:
     # GIVEN a Slack session (no result queue: no wait-list read before the release)
@@ -479,6 +480,26 @@ def test_a_slack_delivery_costs_one_put_more_than_a_webhook_one(
     counter = DynamoCalls(store.table.db)
     # WHEN it is woken
     made = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps_for(store, clock)))
-    # THEN it makes a webhook wake's calls plus the intent's one PutItem, and reads nothing more
+    # THEN it makes a webhook wake's calls plus the intent's PutItem (none for deliver_final), and
+    # reads nothing more
     assert made == calls, made
     assert platform.ids() == [FINAL if script is PLAIN else SENT]
+
+
+def test_an_intent_whose_write_failed_is_not_left_for_the_failure_transaction(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN deliver_final's answer to Slack, and the write of its reply and intent failing (throttled)
+    seed(store, SLACK, PLAIN)
+    faults = CallFaults(store.table.db)
+    faults.arm(4, "throttling")
+    deps = deps_for(store, clock)
+    # WHEN the run fails before anything was sent, and the trigger retries it
+    with pytest.raises(Exception):  # noqa: B017 -- the throttled write, as the wake saw it
+        wake_for_background_result(message("t1", "s1"), deps)
+    assert faults.fired is not None and faults.fired[1] == "TransactWriteItems"
+    assert platform.requests == 0
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the retry found no send in doubt: it posted once, without a lookup
+    assert outcome.status == "succeeded"
+    assert platform.ids() == [FINAL] and platform.lookups == 0

@@ -35,7 +35,8 @@ class IntentLog(Protocol):
         ...
 
     def intend(self, intent: Intent) -> None:
-        """Write the intent now (one PutItem): the request leaves right after it."""
+        """Write the intent now, with the steps the journal kept back (one write): the request
+        leaves right after it."""
         ...
 
     def settle_intent(self, intent: Intent) -> None:
@@ -82,6 +83,9 @@ class IntentGuard:
         self.confirms = getattr(inner, "confirms", "receiver")
         #: the inner channel's requests are journaled as intents before they leave
         self.in_doubt = self.confirms in IN_DOUBT
+        #: nothing leaves before the intent is written, which carries the steps the journal kept
+        #: back (``IntentLog.intend``): the recording channel need not flush them first
+        self.intends_first = self.in_doubt
 
     def __repr__(self) -> str:
         return f"IntentGuard({self.inner!r}, target={self.target!r})"

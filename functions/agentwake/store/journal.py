@@ -311,9 +311,20 @@ class DynamoJournal:
         return dict(self.intended.get(delivery_id) or {})
 
     def intend(self, intent: Intent) -> None:
-        """Put the intent now: the request leaves right after it (a crash in between is the window
-        the next attempt settles by it)."""
-        self.store.table.db.put_item(**self.store.intent_put(self.run_id, intent)["Put"])
+        """Write the intent now: the request leaves right after it (a crash in between is the window
+        the next attempt settles by it). Steps kept back ride on the same write (deliver_final's
+        reply, flushed before its send: the intent costs it no round trip); if that write fails,
+        the intent is not left for the failure transaction (nothing was sent)."""
+        put = self.store.intent_put(self.run_id, intent)
+        if self.pending.steps:
+            self.pending = self.pending + Unwritten(also=[put])
+            try:
+                self.flush()
+            except BaseException:
+                self.pending.also = [item for item in self.pending.also if item is not put]
+                raise
+        else:
+            self.store.table.db.put_item(**put["Put"])
         self.intended.setdefault(intent.delivery_id, {})[intent.target] = intent
 
     def settle_intent(self, intent: Intent) -> None:

@@ -90,11 +90,14 @@ class RecordingChannel:
     def send(self, delivery: Delivery) -> list[Receipt] | None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
             return None
-        before_send = getattr(self.recorder, "before_send", None)
-        if before_send is not None:
-            before_send()  # every step kept back so far is durable before anything leaves
         # DeliveryError here (incl. an unknown target session) is a tool result the model sees
-        answer = self.channel_for(delivery.session_id).send(delivery)
+        channel = self.channel_for(delivery.session_id)
+        before_send = getattr(self.recorder, "before_send", None)
+        if before_send is not None and not getattr(channel, "intends_first", False):
+            # every step kept back so far is durable before anything leaves (a channel that writes
+            # its intent before any request carries them on that write)
+            before_send()
+        answer = channel.send(delivery)
         receipts = receipts_of(answer)
         self.sent.append(delivery)
         try:
