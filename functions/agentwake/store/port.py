@@ -20,7 +20,6 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
-    from agentwake.delivery import Intent
     from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
 
 
@@ -118,12 +117,13 @@ class Journal(Protocol):
 
     def before_send(self) -> None: ...
 
-    # the run's intents (delivery/intents.py IntentLog): loaded with the journal, no read of their own
-    def intents(self, delivery_id: str) -> dict[str, Intent]: ...
+    # the run's intents (the IntentLog port of delivery/intents.py; an intent is its
+    # ``agentwake.delivery.Intent``): loaded with the journal, no read of their own
+    def intents(self, delivery_id: str) -> dict[str, Any]: ...
 
-    def intend(self, intent: Intent) -> None: ...
+    def intend(self, intent: Any) -> None: ...
 
-    def settle_intent(self, intent: Intent) -> None: ...
+    def settle_intent(self, intent: Any) -> None: ...
 
     def record_delivery(
         self,
