@@ -32,7 +32,7 @@ from agentwake.wake.spec import WakeDeps
 from tests.support.aws import FakeLambdaContext, Resources, drain
 from tests.support.builders import OK_SCRIPT, message, seed_job, seed_session, seed_task
 from tests.support.clock import FakeClock
-from tests.support.faults import CallFaults
+from tests.support.faults import FAULT_KINDS, CallFaults
 from tests.support.probes import DynamoCalls
 
 RUN = "bg:t1"
@@ -503,3 +503,36 @@ def test_an_intent_whose_write_failed_is_not_left_for_the_failure_transaction(
     # THEN the retry found no send in doubt: it posted once, without a lookup
     assert outcome.status == "succeeded"
     assert platform.ids() == [FINAL] and platform.lookups == 0
+
+
+# --- a fault at the intent's write, and at the write after the post ------------------------------
+
+
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+@pytest.mark.parametrize("at", [5, 6], ids=["intent-PutItem", "tool-step-TransactWriteItems"])
+def test_a_fault_at_the_intent_or_the_write_after_the_post_posts_nothing_twice(
+    at: int, kind: str, store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN a Slack session's tool delivery, and one fault at its intent's PutItem or at the tool
+    # step's transaction (marker, history entry, tool result) after Slack took the message
+    seed(store, SLACK)
+    faults = CallFaults(store.table.db)
+    faults.arm(at, kind)
+    deps = deps_for(store, clock)
+    # WHEN the record is received, and again after each failure, as SQS would
+    outcome = None
+    for _ in range(5):
+        try:
+            outcome = wake_for_background_result(message("t1", "s1"), deps)
+            break
+        except Exception:  # noqa: BLE001,S112 -- whatever the fault became, the trigger retries it
+            continue
+    # THEN the fault fired where it was aimed, and the run succeeded
+    assert faults.fired is not None and faults.fired[1] == ("PutItem" if at == 5 else "TransactWriteItems")
+    assert outcome is not None and outcome.status == "succeeded"
+    # AND Slack shows each delivery at most once, and history holds what Slack shows, once each
+    # (a failed intent write sends nothing: the model is told, as for any write before a send, and
+    # its final answer goes instead)
+    assert len(platform.ids()) == len(set(platform.ids())) == 1, platform.posts
+    assert platform.ids() == ([FINAL] if at == 5 else [SENT]) and platform.lookups == 0
+    assert deliveries_in_history(store) == platform.ids()
