@@ -17,6 +17,8 @@ FORBIDDEN_MODULES = {
     "agentwake.agent.providers.openai_compat",
     "agentwake.agent.providers.bedrock",
     "agentwake.delivery.webhook",
+    "agentwake.delivery.intents",
+    "agentwake.delivery.route",
     "agentwake.trust.outbound",
     "agentwake.agent.tools.config",
     "agentwake.agent.tools.http",
@@ -40,6 +42,25 @@ def test_handler_import_stays_light(handler: str) -> None:
     # THEN nothing heavy that a session might not use is loaded
     assert {m.split(".")[0] for m in loaded} & FORBIDDEN_TOP == set()
     assert loaded & FORBIDDEN_MODULES == set()
+
+
+def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
+    # GIVEN a fresh interpreter that builds a webhook and a log channel as a run does: with the
+    # run's journal at hand as the intent log
+    code = (
+        "import sys, json, agentwake.handlers.background_result\n"
+        "from agentwake.delivery.factory import build_channel\n"
+        "from agentwake.delivery.kit import ChannelKit\n"
+        "kit = ChannelKit(settings=None, intents=object())\n"
+        "built = [build_channel({'type': 'webhook', 'url': 'https://example.com/hook'}, kit),\n"
+        "         build_channel({'type': 'log'}, kit)]\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'built': [type(c).__name__ for c in built]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    # THEN the channels are the adapters themselves, and neither the route nor the intent code was loaded
+    assert result["built"] == ["WebhookChannel", "LogChannel"]
+    assert {"agentwake.delivery.intents", "agentwake.delivery.route"} & set(result["modules"]) == set()
 
 
 def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery() -> None:

@@ -155,6 +155,31 @@ def build_channel(spec: dict[str, Any], kit: Any = None) -> DeliveryChannel:
 
 
 def build_parsed(parsed: AnySpec, kit: Any) -> DeliveryChannel:
+    if isinstance(parsed, FirstSpec | EachSpec):
+        from agentwake.delivery.intents import guarded
+        from agentwake.delivery.route import RouteChannel
+
+        kit = _kit(kit)
+        leaves = [guarded(_build_leaf(leaf, kit), leaf, kit, in_route=True) for leaf in parsed.channels]
+        return RouteChannel(parsed, leaves)
+    channel = _build_leaf(parsed, kit)
+    if getattr(kit, "intents", None) is not None and getattr(channel, "confirms", "receiver") != "receiver":
+        from agentwake.delivery.intents import guarded  # a channel no receiver dedups (Slack, Telegram)
+
+        return guarded(channel, parsed, kit)  # type: ignore[no-any-return]
+    return channel
+
+
+def _kit(kit: Any) -> Any:
+    if kit is not None:
+        return kit
+    from agentwake.delivery.kit import ChannelKit
+    from agentwake.settings import get_settings
+
+    return ChannelKit(settings=get_settings())
+
+
+def _build_leaf(parsed: Leaf, kit: Any) -> DeliveryChannel:
     if isinstance(parsed, LogSpec):
         from agentwake.delivery.log import LogChannel
 
@@ -166,11 +191,7 @@ def build_parsed(parsed: AnySpec, kit: Any) -> DeliveryChannel:
         secret = resolve_secret(parsed.secret_ref) if parsed.secret_ref is not None else None
         # OutboundRefused (a ConfigError) for a URL that can never be sent to: scheme, IP literal
         return WebhookChannel(parsed.url, secret, timeout=parsed.timeout, name=parsed.target())
-    if kit is None:
-        from agentwake.delivery.kit import ChannelKit
-        from agentwake.settings import get_settings
-
-        kit = ChannelKit(settings=get_settings())
+    kit = _kit(kit)
     if isinstance(parsed, WebSocketSpec):
         from agentwake.delivery.websocket import WebSocketChannel
 
@@ -183,10 +204,6 @@ def build_parsed(parsed: AnySpec, kit: Any) -> DeliveryChannel:
         from agentwake.delivery.telegram import TelegramChannel
 
         return TelegramChannel(parsed, kit)
-    if isinstance(parsed, SnsSpec):
-        from agentwake.delivery.sns import SnsChannel
+    from agentwake.delivery.sns import SnsChannel
 
-        return SnsChannel(parsed, kit)
-    from agentwake.delivery.route import RouteChannel
-
-    return RouteChannel(parsed, [build_parsed(leaf, kit) for leaf in parsed.channels])
+    return SnsChannel(parsed, kit)

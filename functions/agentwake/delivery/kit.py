@@ -1,7 +1,7 @@
 """What a channel adapter needs from the outside, composed once by the wake (``wake/attempt.py``
 ``channels_for``): the stack's settings (API bases, default token refs, the push endpoint), the
 clock (a 429's wait sleeps on it, so tests do not), AWS clients by service name (SNS, the WebSocket
-API's management endpoint), and the session's open pages. ``delivery/`` imports no store module:
+API's management endpoint), the session's open pages, and the run's intents. ``delivery/`` imports no store module:
 the connections port is handed in."""
 
 from __future__ import annotations
@@ -35,3 +35,6 @@ class ChannelKit:
     client: Callable[..., Any] = _no_client
     #: the session's open pages; None where there is no push API (the websocket channel refuses)
     connections: Connections | None = None
+    #: the run's intents (``delivery.intents.IntentLog``: the run's journal); None: no intents are
+    #: written (a replay, a channel built outside a run)
+    intents: Any = None

@@ -12,7 +12,9 @@ logger = logging.getLogger("agentwake.delivery")
 
 
 class LogChannel:
-    confirms = "none"  # a log line is only for the developer who reads it: at least once
+    # a log line carries its delivery id: the developer who reads it tells a repeat (at least once,
+    # local only; no intent is written for it)
+    confirms = "receiver"
 
     def __init__(self, stream: TextIO | None = None, *, name: str = "log") -> None:
         self.stream = stream

@@ -11,7 +11,7 @@
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
-| intent (a Slack/Telegram send about to leave) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
+| a send's intent (Slack, Telegram; a route's targets) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
@@ -167,8 +167,8 @@ def delivery_sk(delivery_id: str) -> str:
     return DELIVERY_PREFIX + delivery_id
 
 
-def intent_sk(delivery_id: str, target: str) -> str:
-    """An intent's sort key: written just before a Slack/Telegram request (docs/channels.md)."""
+def sending_sk(delivery_id: str, target: str) -> str:
+    """An intent's sort key; a target's name has no ``#`` (factory.py), a delivery id may."""
     return f"{SENDING_PREFIX}{delivery_id}#{target}"
 
 

@@ -117,6 +117,14 @@ class Journal(Protocol):
 
     def before_send(self) -> None: ...
 
+    # the run's intents (the IntentLog port of delivery/intents.py; an intent is its
+    # ``agentwake.delivery.Intent``): loaded with the journal, no read of their own
+    def intents(self, delivery_id: str) -> dict[str, Any]: ...
+
+    def intend(self, intent: Any) -> None: ...
+
+    def settle_intent(self, intent: Any) -> None: ...
+
     def record_delivery(
         self,
         *,
