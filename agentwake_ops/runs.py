@@ -20,7 +20,6 @@ from agentwake.store.keys import (
     SENDING_PREFIX,
     STEP_PREFIX,
     after,
-    intent_delivery_id,
 )
 from agentwake.store.operator import QUIET_DAYS, OperatorStore, RunsPage
 from agentwake.trust.redact import redact
@@ -132,19 +131,21 @@ INTENT_TEXT_CHARS = 200
 
 
 def intent_view(sk: str, item: dict[str, Any]) -> dict[str, Any]:
-    """An intent (``SENDING#{delivery}#{target}``) as ``runs show`` and ``dlq show`` list it."""
-    target = _s(item, "target")
-    state = _s(item, "state") or "sending"
+    """An intent (``SENDING#{delivery}#{target}``) as ``runs show`` and ``dlq show`` list it, read
+    by the one reader the wake's guard uses (``store.journal.intent_of``)."""
+    from agentwake.store.journal import intent_of
+
+    intent = intent_of(item)
     return {
-        "delivery_id": intent_delivery_id(sk, target),
-        "session_id": _s(item, "session_id"),
-        "channel": _s(item, "channel"),
-        "target": target,
-        "where": _s(item, "where"),
-        "at": _s(item, "at") or None,
-        "state": state,
-        "sent": "unknown" if state == "sending" else ("yes" if state == "sent" else "no"),
-        "text": redact(_s(item, "text"))[:INTENT_TEXT_CHARS],
+        "delivery_id": intent.delivery_id,
+        "session_id": intent.session_id,
+        "channel": intent.channel,
+        "target": intent.target,
+        "where": intent.where,
+        "at": intent.at or None,
+        "state": intent.state,
+        "sent": "unknown" if intent.state == "sending" else ("yes" if intent.state == "sent" else "no"),
+        "text": redact(intent.text)[:INTENT_TEXT_CHARS],
     }
 
 

@@ -100,14 +100,15 @@ def plan(
 def apply(ctx: OpsContext, settlement: Settlement) -> None:
     """Write the settlement (one conditional transaction); OpsError when it was settled meanwhile."""
     from agentwake.delivery import Receipt
-    from agentwake.store.keys import SENDING_PREFIX, intent_delivery_id
+    from agentwake.store.journal import intent_of
+    from agentwake.store.keys import SENDING_PREFIX
     from agentwake.store.operator import OperatorStore
 
     operator = OperatorStore(ctx.store)
     mine = [
         (sk, item)
         for sk, item in operator.run_items(settlement.run_id)
-        if sk.startswith(SENDING_PREFIX) and intent_delivery_id(sk, _s(item, "target")) == settlement.delivery_id
+        if sk.startswith(SENDING_PREFIX) and intent_of(item).delivery_id == settlement.delivery_id
     ]
     intents = [(sk, item) for sk, item in mine if (_s(item, "state") or "sending") == "sending"]
     if not intents:

@@ -27,6 +27,7 @@ from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import delivery_sk, lease_key, run_pk, sending_sk
+from agentwake.trust.session_checks import ConfigRules
 from agentwake.wake.background import wake_for_background_result
 from agentwake.wake.spec import WakeDeps
 from tests.support.aws import FakeLambdaContext, Resources, drain
@@ -155,7 +156,14 @@ def deps_for(store: DynamoStore, clock: FakeClock) -> WakeDeps:
 
 
 def seed(store: DynamoStore, delivery: dict[str, Any], script: list[dict[str, Any]] = OK_SCRIPT) -> None:
-    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": script}], delivery=delivery)
+    # fake adapters stand in for the platforms: no bot token or push API to check the config against
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": script}],
+        delivery=delivery,
+        rules=ConfigRules(),
+    )
     seed_task(store, "t1", "s1")
 
 
@@ -364,7 +372,13 @@ def test_a_refusal_sends_a_cron_wake_to_the_cron_failure_queue(
     store: DynamoStore, resources: Resources, platform: Platform
 ) -> None:
     # GIVEN a job of a Telegram session whose bot was blocked by the user
-    seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}], delivery=TELEGRAM)
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+        delivery=TELEGRAM,
+        rules=ConfigRules(),
+    )
     seed_job(store, "job-1", "s1")
     refused = "Telegram: 403 Forbidden: bot was blocked by the user in chat 4711"
     platform.fail_next["telegram"] = ChannelRefused(refused)

@@ -19,6 +19,7 @@ from agentwake.store.keys import (
     SENDING_PREFIX,
     STEP_PREFIX,
     after,
+    intent_key_parts,
     run_pk,
     sending_sk,
     step_sk,
@@ -397,7 +398,7 @@ def intent_of(item: dict[str, Any]) -> Intent:
     delivery_id = text("delivery_id")
     target = text("target")
     if not delivery_id:  # written without the attribute: the key says (its target has no '#')
-        delivery_id, _, target = after(SENDING_PREFIX, item["sk"]["S"]).rpartition("#")
+        delivery_id, _, target = intent_key_parts(item["sk"]["S"])
     state = text("state") or "sending"
     return Intent(
         delivery_id=delivery_id,

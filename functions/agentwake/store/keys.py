@@ -172,11 +172,9 @@ def sending_sk(delivery_id: str, target: str) -> str:
     return f"{SENDING_PREFIX}{delivery_id}#{target}"
 
 
-def intent_delivery_id(sk: str, target: str) -> str:
-    """The delivery id of an intent's sort key (its ``target`` attribute names the tail)."""
-    rest = after(SENDING_PREFIX, sk)
-    tail = f"#{target}"
-    return rest[: -len(tail)] if target and rest.endswith(tail) else rest.rsplit("#", 1)[0]
+def intent_key_parts(sk: str) -> tuple[str, str, str]:
+    """An intent's sort key as (delivery id, "#", target): a target's name has no ``#``."""
+    return after(SENDING_PREFIX, sk).rpartition("#")
 
 
 def failure_sk(attempt: int, at: str) -> str:
