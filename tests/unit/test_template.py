@@ -669,6 +669,7 @@ def test_outputs(template: dict[str, Any]) -> None:
         "ProducerPolicyArn",
         "ProductApiUrl",
         "ProductApiFunctionArn",
+        "PushApiUrl",
     }
     assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
 
