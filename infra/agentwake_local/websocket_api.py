@@ -274,12 +274,6 @@ class LocalWebSocketApi:
                 if status != 200:
                     self.close_connection = True
                     return self._plain(*_json(status, {"message": "Forbidden" if status == 403 else "Unauthorized"}))
-                self.send_response(101, "Switching Protocols")
-                self.send_header("Upgrade", "websocket")
-                self.send_header("Connection", "Upgrade")
-                self.send_header("Sec-WebSocket-Accept", ws_frames.accept_key(self.headers["Sec-WebSocket-Key"]))
-                self.end_headers()
-                self.wfile.flush()
                 conn = _Connection(
                     cid,
                     self.connection,
@@ -287,8 +281,16 @@ class LocalWebSocketApi:
                     source_ip=self.client_address[0],
                     user_agent=self.headers.get("User-Agent", ""),
                 )
-                with api._lock:
-                    api.connections[cid] = conn
+                # open (and postable) once the page has its 101: a post waits for the lock meanwhile
+                with conn.lock:
+                    with api._lock:
+                        api.connections[cid] = conn
+                    self.send_response(101, "Switching Protocols")
+                    self.send_header("Upgrade", "websocket")
+                    self.send_header("Connection", "Upgrade")
+                    self.send_header("Sec-WebSocket-Accept", ws_frames.accept_key(self.headers["Sec-WebSocket-Key"]))
+                    self.end_headers()
+                    self.wfile.flush()
                 code = ws_frames.GOING_AWAY
                 try:
                     code = self._read_until_close(conn)
