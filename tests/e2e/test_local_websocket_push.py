@@ -15,6 +15,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from agentwake_client import ApiError, ProductApiClient
+from agentwake_local.cli import status_lines
 from agentwake_local.stack import LocalStackRuntime, read_state
 from tests.e2e.test_busy_sessions import wait_until
 from tests.e2e.test_local_product_api import _second_producer, producer_credentials
@@ -50,6 +51,7 @@ def test_local_up_serves_the_push_api_and_records_its_url(local: LocalStackRunti
     state = read_state(local.home)
     assert state is not None and state["push_url"] == local.push_url
     assert state["outputs"]["PushApiUrl"] == local.push_url
+    assert f"  push       {local.push_url}" in status_lines(state, {})
     env = local.function_env("BackgroundResultFunction")
     assert env["AGENTWAKE_PUSH_URL"] == local.push_url
     assert env["AGENTWAKE_PUSH_ENDPOINT"] == local.push_url.replace("ws://", "http://")
