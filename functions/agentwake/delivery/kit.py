@@ -14,24 +14,26 @@ from agentwake.clock import Clock, SystemClock
 
 
 class Connections(Protocol):
-    """The WebSocket connections a session's open pages hold (``store/push.py``)."""
+    """The WebSocket connections a session's open pages hold (``store/push.py``; it also has
+    ``mark_unread(session_id, delivery_id)``, which the websocket channel calls when none is reached)."""
 
     def of_session(self, session_id: str) -> list[str]: ...
 
     def forget(self, session_id: str, connection_id: str) -> None: ...
 
 
-def _no_client(service: str) -> Any:
+def _no_client(service: str, **options: Any) -> Any:
     from agentwake.store.aws import client
 
-    return client(service)
+    return client(service, **options)
 
 
 @dataclass(frozen=True)
 class ChannelKit:
     settings: Any  # agentwake.settings.Settings (kept loose: a test may pass a namespace)
     clock: Clock = field(default_factory=SystemClock)
-    #: an AWS client by service name ("sns", "apigatewaymanagementapi"); made on first use
+    #: an AWS client by service name ("sns", "apigatewaymanagementapi"; keyword ``endpoint_url``,
+    #: ``region``), made on first use
     client: Callable[..., Any] = _no_client
     #: the session's open pages; None where there is no push API (the websocket channel refuses)
     connections: Connections | None = None

@@ -9,6 +9,10 @@
 | waiter (a run waiting for the session) | ``SESSION#{session}`` | ``WAIT#{run}`` |
 | its place on the wait list (while it waits) | ``SESSION#{session}`` | ``QUEUE#{arrived}#{run}`` |
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
+| an open page (WebSocket connection) | ``SESSION#{session}`` | ``CONN#{connection}`` |
+| a delivery no open page received | ``SESSION#{session}`` | ``UNREAD`` |
+| the connection itself (``$disconnect``) | ``CONN#{connection}`` | ``CONN`` |
+| push ticket (single use, 60 s) | ``TICKET#{sha256 of the ticket}`` | ``TICKET`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
 | a send's intent (Slack, Telegram; a route's targets) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
@@ -48,6 +52,9 @@ SESSION_PREFIX = "SESSION#"
 WAIT_PREFIX = "WAIT#"
 QUEUE_PREFIX = "QUEUE#"
 APPEND_PREFIX = "APPEND#"
+#: the WebSocket API's items (store/push.py): a session's open pages, the connection's own item, tickets
+CONN_PREFIX = "CONN#"
+TICKET_PREFIX = "TICKET#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
 CONFIG_SK = "CONFIG"
@@ -57,6 +64,9 @@ DELETED_SK = "DELETED"
 TASK_SK = "TASK"
 WAKE_SK = "WAKE"
 LEASE_SK = "LEASE"
+CONN_SK = "CONN"
+TICKET_SK = "TICKET"
+UNREAD_SK = "UNREAD"
 #: gsi1 partition keys
 RUNS_PREFIX = "RUNS#"
 JOBS_GSI_PK = "JOBS"
