@@ -92,6 +92,25 @@ def test_references_inside_the_scope_resolve(monkeypatch: pytest.MonkeyPatch) ->
     assert check_ref("ssm:/agentwake/llm-key", scope)[1] == "/agentwake/llm-key"
 
 
+def test_the_stacks_bot_tokens_resolve_whatever_their_names_and_no_other_arn_does() -> None:
+    # GIVEN a stack deployed with SlackBotTokenSecretArn and TelegramBotTokenSecretArn outside SecretsPrefix
+    from agentwake.settings import Settings
+    from agentwake.trust.secrets import check_ref
+
+    slack = "arn:aws:secretsmanager:us-east-1:123456789012:secret:team/slack-bot-AbCdEf"
+    telegram = "arn:aws:secretsmanager:us-east-1:123456789012:secret:telegram-XyZ123"
+    settings = Settings(
+        table_name="t", slack_token_ref=f"secretsmanager:{slack}", telegram_token_ref=f"secretsmanager:{telegram}"
+    )
+    scope = SecretScope.from_settings(settings)
+    # THEN the channels' default tokens pass the scope (the wake resolves them through it) ...
+    assert check_ref(f"secretsmanager:{slack}", scope) == ("secretsmanager", slack)
+    assert check_ref(f"secretsmanager:{telegram}", scope) == ("secretsmanager", telegram)
+    # ... and a neighbouring secret outside SecretsPrefix is still refused
+    with pytest.raises(SecretRefRefused):
+        check_ref("secretsmanager:arn:aws:secretsmanager:us-east-1:123456789012:secret:team/other-AbCdEf", scope)
+
+
 # --- URLs refused before anything is sent ----------------------------------------------------------
 
 

@@ -41,13 +41,19 @@ class SecretScope:
     ssm_path_prefix: str = DEFAULT_SSM_PATH_PREFIX
     #: one Secrets Manager ARN allowed besides the prefix (the stack's OpenAIApiKeySecretArn)
     extra_secret_arn: str | None = None
+    #: the stack's bot tokens (SlackBotTokenSecretArn, TelegramBotTokenSecretArn), allowed besides the prefix
+    channel_secret_arns: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: object) -> SecretScope:
+        refs = (getattr(settings, "slack_token_ref", None), getattr(settings, "telegram_token_ref", None))
         return cls(
             secrets_prefix=getattr(settings, "secrets_prefix", DEFAULT_SECRETS_PREFIX),
             ssm_path_prefix=getattr(settings, "ssm_path_prefix", DEFAULT_SSM_PATH_PREFIX),
             extra_secret_arn=getattr(settings, "openai_api_key_secret_arn", None),
+            channel_secret_arns=tuple(
+                r.partition(":")[2] for r in refs if isinstance(r, str) and r.startswith("secretsmanager:")
+            ),
         )
 
 
@@ -107,8 +113,10 @@ def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
     if scheme == "secretsmanager":
         name = secret_name(target)
         prefix = scope.secrets_prefix
-        if (scope.extra_secret_arn and target == scope.extra_secret_arn) or (
-            prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name and ".." not in name
+        if (
+            (scope.extra_secret_arn and target == scope.extra_secret_arn)
+            or target in scope.channel_secret_arns
+            or (prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name and ".." not in name)
         ):
             return scheme, target
         raise SecretRefRefused(
