@@ -134,11 +134,25 @@ def test_reaching_no_page_marks_the_session_unread_and_declines(pages: list[str]
     api = FakeManagementApi(gone=set(pages))
     # WHEN a delivery is sent
     answer = build_channel({"type": "websocket"}, kit(conns, api)).send(delivery())
-    # THEN nothing reached anyone; the gone pages are forgotten; the session is marked unread
+    # THEN nothing reached anyone; the gone pages are forgotten; the channel declines
     assert isinstance(answer, Declined) and answer.channel == "websocket" and "alice" in answer.reason
     assert api.inbox == {}
     assert conns.forgotten == [("alice", p) for p in pages]
+    # AND the session is marked unread only once the decline is kept (no later channel took it)
+    assert conns.unread == {}
+    assert answer.kept().extra == {"unread": True}
     assert conns.unread == {"alice": "run-1:s0:c0"}
+
+
+def test_a_first_route_whose_next_channel_delivers_marks_nothing_unread() -> None:
+    # GIVEN push to the open page, else the log: and no page is open
+    conns = FakeConnections({"alice": []})
+    spec = {"type": "first", "channels": [{"type": "websocket"}, {"type": "log"}]}
+    # WHEN a delivery is sent
+    answer = build_channel(spec, kit(conns, FakeManagementApi())).send(delivery())
+    # THEN the log took it and the session has nothing unread
+    assert isinstance(answer, Receipt) and answer.channel == "log"
+    assert conns.unread == {}
 
 
 def test_a_refused_post_fails_for_good_and_an_outage_for_now() -> None:

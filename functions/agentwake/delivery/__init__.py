@@ -5,6 +5,7 @@ platform (``log``, ``webhook``, ``websocket``, ``slack``, ``telegram``, ``sns``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -119,10 +120,15 @@ class Declined:
     channel: str
     target: str
     reason: str
+    #: what keeping it unread means to the channel (the WebSocket marks the session unread); run by
+    #: :meth:`kept` only, so a ``first`` route whose next channel takes the delivery marks nothing
+    on_kept: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def kept(self) -> Receipt:
         """The receipt of a delivery no channel took (the last resort declined): kept in history,
         unread until the product reads it."""
+        if self.on_kept is not None:
+            self.on_kept()
         return Receipt(channel=self.channel, target=self.target, extra={"unread": True})
 
 

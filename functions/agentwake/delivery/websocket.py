@@ -12,8 +12,9 @@ API's management endpoint (``AGENTWAKE_PUSH_ENDPOINT``, a stack setting). The fr
 A page drops a frame whose ``delivery_id`` it has shown (the receiver's dedup: a retry after a crash
 between the post and the journal write posts the same id again). A gone connection (410
 ``GoneException``) is forgotten. Reached at least one page: the receipt names the connections.
-Reached none (no page open, all gone): the session is marked unread and the channel declines; as a
-session's last channel the delivery is still kept in its history, unread.
+Reached none (no page open, all gone): the channel declines; as a session's last channel the
+delivery is still kept in its history and the session is marked unread (a ``first`` route whose
+next channel takes it marks nothing).
 """
 
 from __future__ import annotations
@@ -122,7 +123,11 @@ class WebSocketChannel:
                 f"websocket: no page of session {delivery.session_id} could be reached ({', '.join(sorted(set(failures)))})"
             )
         mark_unread = getattr(connections, "mark_unread", None)
-        if mark_unread is not None:
-            mark_unread(delivery.session_id, delivery.delivery_id)
         reason = f"{gone} page(s) gone" if gone else "no page open"
-        return Declined(channel="websocket", target=self.name, reason=f"session {delivery.session_id}: {reason}")
+        return Declined(
+            channel="websocket",
+            target=self.name,
+            reason=f"session {delivery.session_id}: {reason}",
+            # only when no later channel takes it (a first route's fallback delivered: nothing unread)
+            on_kept=(lambda: mark_unread(delivery.session_id, delivery.delivery_id)) if mark_unread else None,
+        )
