@@ -117,13 +117,15 @@ def say(browser: Browser, text: str) -> None:
 
 
 def counted(app: Any, name: str) -> list[float]:
-    """Count the app's answers to one of its routes (``app.conversation``, ...): when each came."""
+    """Count the app's answers to one of its routes (``app.conversation``, ...): when each was made."""
     calls: list[float] = []
     real = getattr(app, name)
 
     def counting(*args: Any) -> Any:
-        calls.append(time.monotonic())
-        return real(*args)
+        try:
+            return real(*args)
+        finally:
+            calls.append(time.monotonic())
 
     setattr(app, name, counting)
     return calls
@@ -275,6 +277,7 @@ def test_a_page_whose_connection_is_closed_shows_what_came_meanwhile_once_after_
         # THEN the page does not show it yet: nothing reached it
         second = unread["delivery_id"]
         assert second not in browser.execute(KEYS) and browser.execute("return document.body.dataset.frames") == "1"
+        keep_screenshot(browser, "reconnecting")
         reads_before = len(reads)
         # WHEN tickets are given again THEN the page reconnects, reads the conversation and shows the
         # second message, each wake's line and message exactly once (the first: both pushed and read)
@@ -297,6 +300,7 @@ def test_a_page_whose_connection_is_closed_shows_what_came_meanwhile_once_after_
         browser.wait_for(lambda: len(reads) > reads_before, within=30, what="the page's read")
         assert app.api.unread("chat-web")["unread"] is False
         assert browser.text(browser.find("#link")) == ""
+        keep_screenshot(browser, "reconnected")
         # WHEN the second delivery is pushed again to the new connection (a retry's re-send of the
         # same delivery id, after the page read it from the history)
         assert pushing(browser)
