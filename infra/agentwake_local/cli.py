@@ -246,7 +246,7 @@ def up(
     if runtime.api_url:
         say(f"product API on {runtime.api_url}  ({AUTHORIZATION_NOTE})")
     if runtime.push_url:
-        say(f"push API on {runtime.push_url}  (a page connects with ?ticket= from POST /sessions/{{id}}/push-tickets)")
+        say(f"push API on {runtime.push_url}  (a page opens it with a push ticket)")
     say(chosen.describe())
     if deployed_outbound:
         say("outbound: the deployed policy (https only, no loopback)")

@@ -15,6 +15,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from agentwake_client import ApiError, ProductApiClient
+from agentwake_local.cli import status_lines
 from agentwake_local.stack import LocalStackRuntime, read_state
 from tests.e2e.test_busy_sessions import wait_until
 from tests.e2e.test_local_product_api import _second_producer, producer_credentials
@@ -50,6 +51,7 @@ def test_local_up_serves_the_push_api_and_records_its_url(local: LocalStackRunti
     state = read_state(local.home)
     assert state is not None and state["push_url"] == local.push_url
     assert state["outputs"]["PushApiUrl"] == local.push_url
+    assert f"  push       {local.push_url}" in status_lines(state, {})
     env = local.function_env("BackgroundResultFunction")
     assert env["AGENTWAKE_PUSH_URL"] == local.push_url
     assert env["AGENTWAKE_PUSH_ENDPOINT"] == local.push_url.replace("ws://", "http://")
@@ -130,3 +132,32 @@ def test_a_ticket_is_only_for_the_session_s_owner(local: LocalStackRuntime, api:
         with pytest.raises(HandshakeRefused) as no:
             WsClient.connect(f"{local.push_url}{query}")
         assert no.value.status == 401
+
+
+def test_a_page_that_vanished_without_disconnect_is_forgotten_and_the_open_one_still_gets_it(
+    local: LocalStackRuntime, api: ProductApiClient
+) -> None:
+    # GIVEN a session with a connection API Gateway never told us was closed (no $disconnect came)
+    # and an open page
+    api.put_session(
+        "page-4",
+        providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}],
+        delivery={"type": "websocket"},
+    )
+    store = stack_store(local)
+    store.connections.connect("page-4", "vanished0000", max_connections=10)
+    ticket = api.push_ticket("page-4")
+    with WsClient.connect(f"{ticket['url']}?ticket={ticket['ticket']}") as page:
+        [live] = [c for c in store.connections.of_session("page-4") if c != "vanished0000"]
+        # WHEN a wake delivers
+        task = api.register_task("page-4", "research", {"topic": "currents"})
+        api.complete_task(task.task_id, task.task_token, "succeeded", "done", summary_name="Research")
+        # THEN the open page gets it; the vanished one answered GoneException and is forgotten
+        [frame] = page.frames(1, within=90)
+        assert frame["run_id"] == f"bg:{task.task_id}"
+        wait_until(lambda: api.task_status(task.task_id)["status"] == "woken", 60, "the task's wake")
+        receipts = receipts_of_run(local, f"bg:{task.task_id}")
+        assert receipts == [{"channel": "websocket", "target": "websocket", "ids": [live], "extra": {"gone": 1}}]
+        assert store.connections.of_session("page-4") == [live]
+        assert store.table.read_item("CONN#vanished0000", "CONN") is None
+        assert api.unread("page-4")["unread"] is False

@@ -811,3 +811,55 @@ def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]
     (send,) = [s for s in producer_policy(template) if s["Action"] == "sqs:SendMessage"]
     # completions only: never the work queue, whose messages carry task tokens and name the work to run
     assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}
+
+
+# ------------------------------------------------------------------ WebSocket push (docs/channels.md)
+
+
+def test_the_push_api_connects_pages_through_its_small_function_only(template: dict[str, Any]) -> None:
+    # GIVEN the WebSocket API: $connect and $disconnect only (a page only receives), stage v1
+    api = resources(template)["PushApi"]
+    assert api["Type"] == "AWS::Serverless::WebSocketApi"
+    assert api["Properties"]["StageName"] == "v1"
+    assert api["Properties"]["Routes"] == {
+        "$connect": {"FunctionArn": {"Fn::GetAtt": ["PushConnectionFunction", "Arn"]}},
+        "$disconnect": {"FunctionArn": {"Fn::GetAtt": ["PushConnectionFunction", "Arn"]}},
+    }
+    fn = function(template, "PushConnectionFunction")
+    assert fn["Handler"] == "agentwake.handlers.push_connection.handler" and fn["CodeUri"] == "functions/"
+    assert resources(template)["PushConnectionFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    group = props(template, "PushConnectionFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${PushConnectionFunction}"}
+    # THEN its function reads and writes items, nothing else (a ticket, the connection items)
+    assert table_grants(template, "PushConnectionFunction") == {
+        "AgentTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}
+    }
+    others = {
+        a
+        for s in statements(policies(template, "PushConnectionFunction"))
+        for a in as_list(s["Action"])
+        if not a.startswith("dynamodb:")
+    }
+    assert others == set()
+    assert template["Outputs"]["PushApiUrl"]["Value"] == {
+        "Fn::Sub": "wss://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"
+    }
+
+
+def test_the_wake_functions_may_only_post_to_open_pages(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_PUSH_ENDPOINT"] == {
+        "Fn::Sub": "https://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"
+    }
+    assert env["AGENTWAKE_PUSH_URL"] == {"Fn::Sub": "wss://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"}
+    arn = "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${PushApi}/v1/POST/@connections/*"
+    for logical_id in FUNCTIONS:
+        manage = [
+            s
+            for s in statements(policies(template, logical_id))
+            if "execute-api:ManageConnections" in as_list(s["Action"])
+        ]
+        assert [(s["Action"], s["Resource"]) for s in manage] == [("execute-api:ManageConnections", {"Fn::Sub": arn})]
+    # nobody else manages connections (the product API issues tickets; it never posts)
+    holders = {n for n, r in resources(template).items() if "execute-api:ManageConnections" in repr(r)}
+    assert holders == set(FUNCTIONS)

@@ -157,3 +157,25 @@ def test_a_refused_post_fails_for_good_and_an_outage_for_now() -> None:
 def test_a_stack_without_a_push_api_has_no_websocket_channel() -> None:
     with pytest.raises(ConfigError, match="no push API|has none"):
         build_channel({"type": "websocket"}, kit(FakeConnections(), FakeManagementApi(), endpoint=None))
+
+
+def test_a_wake_that_delivers_elsewhere_loads_no_push_module() -> None:
+    # GIVEN a fresh process that composes a webhook session's channel as a wake does (the store's
+    # connections port handed to the kit)
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agentwake.store.dynamo import DynamoStore\n"
+        "from agentwake.delivery.kit import ChannelKit\n"
+        "from agentwake.delivery.factory import build_channel\n"
+        "from types import SimpleNamespace\n"
+        "store = DynamoStore('t', client=object())\n"
+        "kit = ChannelKit(settings=SimpleNamespace(), connections=getattr(store, 'connections', None))\n"
+        "build_channel({'type': 'webhook', 'url': 'https://example.com/hook'}, kit)\n"
+        "print(sorted(m for m in sys.modules if m in ('agentwake.store.push', 'agentwake.delivery.websocket')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    # THEN neither the push store nor the websocket channel was imported
+    assert out.stdout.strip() == "[]", out.stderr

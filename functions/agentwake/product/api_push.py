@@ -59,7 +59,13 @@ def _root() -> Any:
     return bootstrap.root()
 
 
-@router.post("/sessions/<session_id>/push-tickets", responses={201: {"description": "a ticket, shown once"}})
+@router.post(
+    "/sessions/<session_id>/push-tickets",
+    responses={
+        201: {"description": "a ticket, shown once", "content": {"application/json": {"model": PushTicket}}},
+        400: {"description": "the stack has no push API"},
+    },
+)
 def push_ticket(session_id: SessionId) -> Response[Any]:
     from agentwake.product.push import issue_ticket
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentwake.store.daily import Daily
 from agentwake.store.history import History
@@ -66,7 +66,21 @@ class DynamoStore:
 
     @cached_property
     def connections(self) -> PushStore:
-        """The delivery kit's ``Connections`` port (``agentwake.delivery.kit``) and the push tickets."""
-        from agentwake.store.push import PushStore
+        """The delivery kit's ``Connections`` port (``agentwake.delivery.kit``) and the push tickets;
+        ``store/push.py`` is imported on its first use, not when a wake composes its channel kit."""
+        return cast("PushStore", _OnFirstUse(self.table))
 
-        return PushStore(self.table)
+
+class _OnFirstUse:
+    """``PushStore(table)``, made when one of its methods is first asked for."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            from agentwake.store.push import PushStore
+
+            self._made = PushStore(self._table)
+        return getattr(self._made, name)
