@@ -1,11 +1,17 @@
 """A small WebSocket client for tests (stdlib sockets; RFC 6455 frames from ``agentwake_local.ws_frames``):
 open ``{url}?ticket=...``, read text frames with a deadline, ping, close. It checks the server's
-``Sec-WebSocket-Accept`` and refuses an unmasked-rule violation (a server's frames are unmasked)."""
+``Sec-WebSocket-Accept`` and refuses an unmasked-rule violation (a server's frames are unmasked).
+
+One reader thread reads the socket without a timeout and queues each message; a test waits on
+the queue with its own bound, so a slow frame on a busy machine is waited for, never lost to a
+socket timeout (a timed-out socket file cannot be read again)."""
 
 from __future__ import annotations
 
 import json
+import queue
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +34,22 @@ class WsClient:
     #: every text message received, in order (raw)
     received: list[str] = field(default_factory=list)
     closed_with: int | None = None
+    inbox: queue.Queue[tuple[int, bytes] | BaseException] = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        self.sock.settimeout(None)
+        threading.Thread(target=self._read, name="ws-client-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = ws_frames.read_message(self.stream, masked=False)
+            except BaseException as exc:  # closed, reset, a protocol error: the waiter sees it
+                self.inbox.put(exc)
+                return
+            self.inbox.put(message)
+            if message[0] == ws_frames.CLOSE:
+                return
 
     @classmethod
     def connect(cls, url: str, *, timeout: float = 10.0) -> WsClient:
@@ -62,13 +84,21 @@ class WsClient:
         self._send(ws_frames.TEXT, text.encode("utf-8"))
 
     def recv(self, timeout: float = 10.0) -> tuple[int, bytes]:
-        """The next message (opcode, payload); socket.timeout after ``timeout``."""
-        self.sock.settimeout(timeout)
-        opcode, payload = ws_frames.read_message(self.stream, masked=False)
+        """The next message (opcode, payload); TimeoutError after ``timeout``; the reader's error
+        (``ws_frames.Closed``, an OSError) once the connection ended."""
+        try:
+            got = self.inbox.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no WebSocket message within {timeout} s") from None
+        if isinstance(got, BaseException):
+            self.inbox.put(got)  # every later recv sees the end too
+            raise got
+        opcode, payload = got
         if opcode == ws_frames.TEXT:
             self.received.append(payload.decode("utf-8"))
         if opcode == ws_frames.CLOSE:
             self.closed_with = ws_frames.close_code(payload)
+            self.inbox.put(ws_frames.Closed("closed"))
         return opcode, payload
 
     def frames(self, count: int, *, within: float = 30.0) -> list[dict[str, Any]]:
@@ -79,7 +109,7 @@ class WsClient:
             if left <= 0:
                 raise TimeoutError(f"{len(self.received)} of {count} frames within {within} s: {self.received}")
             try:
-                opcode, _ = self.recv(timeout=min(left, 1.0))
+                opcode, _ = self.recv(timeout=left)
             except TimeoutError:
                 continue
             if opcode == ws_frames.CLOSE:
@@ -109,12 +139,12 @@ class WsClient:
     def close(self, code: int = ws_frames.NORMAL) -> None:
         try:
             self._send(ws_frames.CLOSE, ws_frames.close_payload(code))
-            self.sock.settimeout(5)
-            while True:
-                opcode, _ = ws_frames.read_message(self.stream, masked=False)
+            deadline = time.monotonic() + 10
+            while (left := deadline - time.monotonic()) > 0:
+                opcode, _ = self.recv(timeout=left)
                 if opcode == ws_frames.CLOSE:
                     break
-        except (OSError, ws_frames.Closed, ws_frames.ProtocolError):
+        except (OSError, TimeoutError, ws_frames.Closed, ws_frames.ProtocolError):
             pass
         finally:
             self.sock.close()
