@@ -767,6 +767,19 @@ def test_every_dlq_has_an_alarm_that_notifies_the_topic(template: dict[str, Any]
     [paused] = [a for a in alarms if a["MetricName"] == "JobPaused"]
     assert paused["Namespace"] == {"Ref": "MetricsNamespace"} and paused["Threshold"] == 0
     assert paused["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    # AND an approval left waiting (ApprovalPendingAge, reported by each pending request's chain at least
+    # every 900 s) alarms past the ApprovalAgeAlarmSeconds parameter: 4 hours unless set
+    [waiting] = [a for a in alarms if a["MetricName"] == "ApprovalPendingAge"]
+    assert resources["ApprovalWaitingAlarm"]["Properties"] is waiting
+    assert waiting["Namespace"] == {"Ref": "MetricsNamespace"}
+    assert waiting["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    assert (waiting["Statistic"], waiting["Period"], waiting["ComparisonOperator"]) == (
+        "Maximum",
+        900,
+        "GreaterThanThreshold",
+    )
+    assert waiting["Threshold"] == {"Ref": "ApprovalAgeAlarmSeconds"} and waiting["TreatMissingData"] == "notBreaching"
+    assert template["Parameters"]["ApprovalAgeAlarmSeconds"]["Default"] == 14400
     # AND the e-mail subscription exists only when an address is given
     assert resources["AlarmEmailSubscription"]["Condition"] == "HasAlarmEmail"
 
