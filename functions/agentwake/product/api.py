@@ -30,6 +30,7 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
   its agent scheduled for itself (``product/api_wakes.py``)
 - a session's tasks: start one, list them, cancel one (``product/api_tasks.py``)
 - WebSocket push: a page's ticket, the unread mark and clearing it (``product/api_push.py``)
+- approval requests: a session's, one, and deciding one (``product/api_approvals.py``)
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from agentwake.errors import (
     UnknownTask,
 )
 from agentwake.observability import logger
+from agentwake.product.api_approvals import router as approvals_router
 from agentwake.product.api_models import (  # the models (re-exported: callers import them from here)
     ADMIN_BY_OPERATOR,
     AppendBody,
@@ -400,6 +402,7 @@ def _unexpected(exc: Exception) -> Response[Any]:
 
 app.include_router(tasks_router)  # a session's tasks: product/api_tasks.py
 app.include_router(push_router)  # WebSocket push: tickets, unread (product/api_push.py)
+app.include_router(approvals_router)  # approval requests: list, read, decide (product/api_approvals.py)
 
 
 def openapi_json() -> str:
