@@ -280,9 +280,16 @@ def runs_table(
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
 
 
-def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: RunLinks | None = None) -> None:
-    """The run's facts (and its place in the tree: ``links``), the tasks and wakes it started, then
-    its transcript (``entries``) or its failures, steps and deliveries."""
+def run_show(
+    summary: RunSummary,
+    entries: list[TranscriptEntry] | None,
+    links: RunLinks | None = None,
+    *,
+    parked: str | None = None,
+) -> None:
+    """The run's facts (and its place in the tree: ``links``), what a parked run waits for (``parked``:
+    ``approvals_view.waiting_for``), the tasks and wakes it started, then its transcript (``entries``)
+    or its failures, steps and deliveries."""
     out = console()
     run = summary.run
     if run is not None:
@@ -301,6 +308,10 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: 
             *(run_link_facts(links) if links is not None else ()),
         )
         out.print(facts_panel(rows, "run"))
+    if parked:
+        from rich.text import Text
+
+        out.print(Text(shown(parked), style="yellow"))
     if links is not None:
         started_tables(links)
     if entries is not None:
