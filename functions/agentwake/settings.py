@@ -125,10 +125,13 @@ class Settings(BaseModel):
         description="a run is not started with less of the invocation left; the record is retried",
     )
     journal_ttl_days: int = Field(
-        default=15,
+        default=22,
         ge=1,
         validation_alias=_env("AGENTWAKE_JOURNAL_TTL_DAYS", "journal_ttl_days"),
-        description="how long journal items live (DynamoDB TTL), longer than the DLQ's 14 days",
+        description=(
+            "how long journal items live (DynamoDB TTL): the DLQ's 14 days + the longest approval wait (7) + 1, "
+            "so a run that waited for a person and then failed stays redrivable for the DLQ's whole life"
+        ),
     )
     session_wait_limit_s: int = Field(
         default=3600,

@@ -20,6 +20,7 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
+    from agentwake.domain.approvals import Approval
     from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
 
 
@@ -377,6 +378,59 @@ class JobStatePort(Protocol):
     def release_job_buffer(self, job_id: str, run_id: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Requested:
+    """What ``Approvals.request`` found: the stored request, and whether this call wrote it (or
+    rotated its token): only then may the caller send the request with its token."""
+
+    approval: Approval
+    #: the token this caller holds is the request's current one (written now, or rotated now)
+    token_current: bool
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What ``Approvals.decide`` found: the request as it stands, and whether this call decided it."""
+
+    approval: Approval
+    written: bool
+
+
+class ApprovalsPort(Protocol):
+    """Approval requests (``store.approvals``; issue 35): request, the one decision, the chain's place."""
+
+    def get(self, approval_id: str) -> Approval | None: ...
+
+    def request(self, approval: Approval, step: dict[str, Any]) -> Requested: ...
+
+    def asked_item(self, approval_id: str, at: str | None = None) -> tuple[str, dict[str, Any]]: ...
+
+    def decide(
+        self,
+        approval: Approval,
+        decision: str,
+        *,
+        by: str,
+        via: str,
+        reason: str | None = None,
+        expired: bool = False,
+        token_sha256: str | None = None,
+        at: str | None = None,
+    ) -> Decided: ...
+
+    def claim_check(self, approval_id: str, *, after: str | None, check: str) -> bool: ...
+
+    def resumed_item(self, approval_id: str, attempt: int, at: str | None = None) -> tuple[str, dict[str, Any]]: ...
+
+    def set_resume(self, approval_id: str, resume: dict[str, Any]) -> None: ...
+
+    def session_approvals(
+        self, session_id: str, *, limit: int = 50, before: str | None = None, state: str | None = None
+    ) -> tuple[list[Approval], str | None]: ...
+
+    def all_approvals(self, *, state: str | None = None) -> list[Approval]: ...
+
+
 class Store(Protocol):
     """The store the wake and the services are given: one port per aggregate."""
 
@@ -403,6 +457,9 @@ class Store(Protocol):
 
     @property
     def jobs(self) -> JobStatePort: ...
+
+    @property
+    def approvals(self) -> ApprovalsPort: ...
 
 
 class ResultQueuePort(Protocol):

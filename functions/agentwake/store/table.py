@@ -45,7 +45,7 @@ class Table:
         *,
         client: Any = None,
         now: Callable[[], float] = time.time,
-        journal_ttl_days: int = 15,
+        journal_ttl_days: int = 22,
     ) -> None:
         if client is None:
             from agentwake.store.aws import client as make_client

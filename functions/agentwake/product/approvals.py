@@ -1,0 +1,219 @@
+"""Deciding an approval request: the ONE decision path every surface calls (product API, CLI,
+console, the expiry), and the expiry chain's checks (design: issue 35 §4).
+
+``ApprovalsService.decide`` checks who may decide (an owner of the session, the holder of the
+decision token, an operator, the expiry), then makes the one conditional write
+(``store.approvals.decide``): the request moves from ``pending`` once, its decision lands in the
+run's journal in the same transaction. The same decision again answers with the stored record; a
+different one raises ``ApprovalAlreadyDecided`` saying what was decided. After the write a nudge
+goes to the work queue (``wake.approval_check``), which re-queues the parked run.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import uuid
+from typing import TYPE_CHECKING, Literal
+
+from agentwake.domain.approvals import MAX_REASON_CHARS, Approval, token_sha256
+from agentwake.domain.models import truncate
+from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, NotAnOwner, UnknownApproval
+from agentwake.observability import logger, metrics
+
+if TYPE_CHECKING:
+    from agentwake.store.port import ApprovalsPort, Store, WorkQueuePort
+
+#: how a decision came: ``api-owner``, ``api-token`` (product API), ``cli``, ``console`` (operators), ``expiry``
+Via = Literal["api", "api-owner", "api-token", "cli", "console", "expiry"]
+#: who the decision names when the token's holder gives no name
+TOKEN_HOLDER = "decision-token holder"
+#: SQS delays a message at most this long: a pending request's check comes at least this often
+MAX_CHECK_DELAY_S = 900
+_DECISIONS = {"approve": "approved", "approved": "approved", "reject": "rejected", "rejected": "rejected"}
+
+
+def decision_of(decision: str) -> Literal["approved", "rejected"]:
+    """``approve``/``reject`` (or the stored words) as stored; ValueError for anything else."""
+    try:
+        return _DECISIONS[decision.strip().lower()]  # type: ignore[return-value]
+    except (KeyError, AttributeError):
+        raise ValueError(f"a decision is approve or reject, not {decision!r}") from None
+
+
+def already_said(approval: Approval) -> str:
+    """What ``ApprovalAlreadyDecided`` says: what was decided, by whom, when and why."""
+    return f"approval {approval.approval_id} was already {approval.said()}"
+
+
+class ApprovalsService:
+    """Decide, send checks, read (the surfaces' one service over ``store.approvals``)."""
+
+    def __init__(self, store: Store, work_queue: WorkQueuePort | None = None) -> None:
+        self.store = store
+        self.work_queue = work_queue
+
+    @property
+    def approvals(self) -> ApprovalsPort:
+        return self.store.approvals
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, approval_id: str) -> Approval:
+        found = self.approvals.get(approval_id)
+        if found is None:
+            raise UnknownApproval(f"there is no approval {approval_id}")
+        return found
+
+    def owned(self, approval_id: str, principal: str | None, *, token: str | None = None) -> Approval:
+        """The request, for an owner of its session or the holder of its token; UnknownApproval
+        otherwise (another session's request answers as one that does not exist)."""
+        approval = self.get(approval_id)
+        if token is not None and self._token_ok(approval, token):
+            return approval
+        if principal is not None and self._owner(approval, principal):
+            return approval
+        raise UnknownApproval(f"there is no approval {approval_id}")
+
+    # --- decide --------------------------------------------------------------------------------
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: str,
+        *,
+        by: str | None,
+        via: Via,
+        reason: str | None = None,
+        token: str | None = None,
+        principal: str | None = None,
+    ) -> Approval:
+        """Decide request ``approval_id`` (``approve``/``reject``), once.
+
+        ``via``: ``api`` (an owner ``principal``, else the ``token``), ``cli`` or ``console`` (an
+        operator; ``by`` is the name given with ``--as``), ``expiry`` (the chain's check). ``by``: who
+        the decision names (on the API: on whose behalf). Raises UnknownApproval (404),
+        ForgedDecision (403), ApprovalAlreadyDecided (409, naming the decision that stands)."""
+        wanted = decision_of(decision)
+        approval = self.get(approval_id)
+        hashed: str | None = None
+        expired = via == "expiry"
+        if expired:
+            decided_by, stored_via = "expiry", "expiry"
+        elif via in ("cli", "console"):
+            decided_by, stored_via = (f"operator (as {by})" if by else "operator"), via
+        else:
+            decided_by, stored_via, hashed = self._authority(approval, by=by, token=token, principal=principal)
+        why = _reason(reason)
+        if expired and not why:
+            why = f"nobody decided within {approval.expires_in_s} s"
+        if not approval.pending:
+            return self._as_decided(approval, wanted)
+        result = self.approvals.decide(
+            approval, wanted, by=decided_by, via=stored_via, reason=why, expired=expired, token_sha256=hashed
+        )
+        if not result.written:
+            return self._as_decided(result.approval, wanted)
+        metrics.add_metric(name="ApprovalDecided", unit="Count", value=1)
+        if expired:
+            metrics.add_metric(name="ApprovalExpired", unit="Count", value=1)
+        logger.info(
+            "approval decided",
+            extra={"approval_id": approval_id, "run_id": approval.run_id, "decision": wanted, "via": stored_via},
+        )
+        self.nudge(result.approval)
+        return result.approval
+
+    def _authority(
+        self, approval: Approval, *, by: str | None, token: str | None, principal: str | None
+    ) -> tuple[str, str, str | None]:
+        """Who decides over the API: an owner (``api-owner``) or the token's holder (``api-token``)."""
+        if principal is not None and self._owner(approval, principal):
+            if "owners" not in approval.deciders:
+                raise ForgedDecision(f"approval {approval.approval_id}: its rule does not let owners decide")
+            named = f"{principal} on behalf of {truncate(by, 200)}" if by else principal
+            return named, "api-owner", None
+        if token:
+            if "token" not in approval.deciders or not self._token_ok(approval, token):
+                raise ForgedDecision(f"approval {approval.approval_id}: that is not its decision token")
+            return (truncate(by, 200) if by else TOKEN_HOLDER), "api-token", approval.token_sha256
+        if principal is None:
+            raise NotAnOwner(f"approval {approval.approval_id}: the request carries no identity and no decision token")
+        raise UnknownApproval(f"there is no approval {approval.approval_id}")
+
+    @staticmethod
+    def _token_ok(approval: Approval, token: str) -> bool:
+        return bool(approval.token_sha256) and hmac.compare_digest(token_sha256(token), approval.token_sha256)
+
+    def _owner(self, approval: Approval, principal: str) -> bool:
+        from agentwake.trust.principals import normal_principal
+
+        config = self.store.records.get_session(approval.session_id)
+        if config is None:
+            return False
+        try:
+            return normal_principal(principal) in config.owners
+        except ValueError:
+            return False
+
+    @staticmethod
+    def _as_decided(approval: Approval, wanted: str) -> Approval:
+        if approval.state == wanted:
+            return approval  # the same decision again: idempotent
+        raise ApprovalAlreadyDecided(already_said(approval), approval=approval)
+
+    # --- the work queue: nudges and the expiry chain ---------------------------------------------
+
+    def nudge(self, approval: Approval) -> None:
+        """After a decision: a check now, which re-queues the parked run. Never re-sent; if it
+        cannot be sent, the chain's next check (within 900 s) re-queues instead."""
+        if self.work_queue is None or not self.work_queue.url:
+            return
+        from agentwake.wake.messages import WorkMessage
+
+        msg = WorkMessage(kind="approval", session_id=approval.session_id, approval_id=approval.approval_id, nudge=True)
+        try:
+            self.work_queue.send(msg.model_dump_json(), delay_s=0)
+        except Exception:  # the decision stands; the chain re-queues
+            logger.exception("could not send the approval's nudge; its chain will re-queue the run")
+
+    def send_check(
+        self,
+        approval: Approval,
+        *,
+        now: float,
+        after: str | None = None,
+        delay_s: float | None = None,
+    ) -> str:
+        """Send the request's check to the work queue, visible after min(900 s, the time left), or
+        ``delay_s``; returns the check's id (the chain's place, ``Approvals.claim_check``)."""
+        from agentwake.wake.messages import WorkMessage
+
+        if self.work_queue is None or not self.work_queue.url:
+            raise ValueError(f"approval {approval.approval_id}: no work queue to send its check to")
+        check_id = f"achk-{uuid.uuid4().hex[:16]}"
+        if delay_s is None:
+            delay_s = check_delay_s(approval.expiry_epoch, now)
+        msg = WorkMessage(
+            kind="approval",
+            session_id=approval.session_id,
+            approval_id=approval.approval_id,
+            check_id=check_id,
+            after_check=after,
+        )
+        self.work_queue.send(msg.model_dump_json(), delay_s=delay_s)
+        return check_id
+
+
+def check_delay_s(expiry_epoch: float, now: float) -> int:
+    """Until the expiry, at most SQS's 900 s."""
+    return max(0, min(MAX_CHECK_DELAY_S, math.ceil(expiry_epoch - now)))
+
+
+def _reason(reason: str | None) -> str | None:
+    """A decision's reason as stored: redacted, at most 1000 characters (rendered inert where shown)."""
+    if not reason or not reason.strip():
+        return None
+    from agentwake.trust.redact import redact
+
+    return truncate(redact(reason.strip()), MAX_REASON_CHARS)
