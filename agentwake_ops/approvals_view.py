@@ -9,7 +9,6 @@ arguments are masked (``terminal.masked``) and bounded before either.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from agentwake.product.api_models import ApprovalOut
@@ -30,6 +29,23 @@ OPERATORS = "operators"
 def view(approval: Any) -> ApprovalOut:
     """A stored approval (a mapping or a model) as what may be shown of it."""
     return approval if isinstance(approval, ApprovalOut) else ApprovalOut.of(approval)
+
+
+def listed(service: Any, *, session_id: str | None = None, state: str | None = None) -> list[ApprovalOut]:
+    """``approvals list`` and the console's ``/approvals``: pending first, each newest request first;
+    one session's (its index partition, every page) or every one (a Scan, as ``tasks list``)."""
+    store = service.approvals
+    if session_id is None:
+        found = list(store.all_approvals(state=state))
+    else:
+        found, cursor = [], None
+        while True:
+            page, cursor = store.session_approvals(session_id, limit=100, before=cursor, state=state)
+            found += page
+            if cursor is None:
+                break
+    shown = sorted((view(a) for a in found), key=lambda a: (a.requested_at, a.approval_id), reverse=True)
+    return sorted(shown, key=lambda a: a.state != "pending")
 
 
 def arguments_text(approval: ApprovalOut, limit: int = SHOWN_ARGUMENTS_CHARS) -> str:
@@ -144,19 +160,6 @@ def row(approval: ApprovalOut) -> tuple[str, ...]:
 
 
 ROW_COLUMNS = ("approval id", "session", "run", "call", "state", "requested", "expires")
-
-
-def pending_age(approval: ApprovalOut, now: datetime | None = None) -> float | None:
-    """Seconds since a pending request was made (None once decided)."""
-    if approval.state != "pending":
-        return None
-    try:
-        requested = datetime.fromisoformat(approval.requested_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if requested.tzinfo is None:
-        requested = requested.replace(tzinfo=UTC)
-    return max(0.0, ((now or datetime.now(UTC)) - requested).total_seconds())
 
 
 def _when(iso: str | None) -> str:

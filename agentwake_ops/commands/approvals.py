@@ -43,14 +43,11 @@ def approvals_list(
 ) -> None:
     """List approval requests, pending first, then newest first: the call each asks about, its state,
     when it was requested and when it expires."""
-    from agentwake.store.approval_reads import all_approvals
-
     if session is not None:
         check_id(session, "session id")
     if state not in approvals_view.LIST_STATES:
         raise user_error(f"--state must be one of {', '.join(approvals_view.LIST_STATES)}, got {state!r}")
-    found = all_approvals(ops(ctx).store.table, session_id=session, state=None if state == "all" else state)
-    shown = [approvals_view.view(a) for a in found]
+    shown = approvals_view.listed(ops(ctx).approvals, session_id=session, state=None if state == "all" else state)
     if as_json:
         render.print_json([a.model_dump(mode="json") for a in shown])
         return
@@ -110,10 +107,8 @@ def approvals_reject(
 
 
 def _read(ctx: typer.Context, approval_id: str) -> approvals_view.ApprovalOut:
-    from agentwake.store.approval_reads import get_approval
-
     check_id(approval_id, "approval id")
-    found = get_approval(ops(ctx).store.table, approval_id)
+    found = ops(ctx).approvals.approvals.get(approval_id)
     if found is None:
         fail(f"no approval {approval_id!r} (list them with: agentwake approvals list)")
     return approvals_view.view(found)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from agentwake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from agentwake.product.approvals import ApprovalsService
     from agentwake.product.sessions import SessionsService
     from agentwake.product.tasks import TasksService
     from agentwake.store.cron_failures import CronFailures
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Root",
+    "approvals",
     "cron_failures",
     "dead_letters",
     "reset",
@@ -134,6 +136,13 @@ class Root:
 
         return TasksService(self.store, self.settings.result_queue_url, work_queue=self.work_queue)
 
+    @cached_property
+    def approvals(self) -> ApprovalsService:
+        """Reading and deciding approval requests: a decision nudges the parked run through the work queue."""
+        from agentwake.product.approvals import ApprovalsService
+
+        return ApprovalsService(self.store, work_queue=self.work_queue)
+
 
 def _transcript():  # type: ignore[no-untyped-def]
     import sys
@@ -184,6 +193,10 @@ def sessions() -> SessionsService:
 
 def tasks() -> TasksService:
     return root().tasks
+
+
+def approvals() -> ApprovalsService:
+    return root().approvals
 
 
 def reset() -> None:

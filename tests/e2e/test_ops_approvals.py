@@ -1,71 +1,99 @@
 """``agentwake approvals list|show|approve|reject``: an operator reads the requests of gated tool calls
-and decides them (docs/operations.md "Deciding approvals"). The requests are written as the park writes
-them (tests/support/approval_items.py)."""
+and decides them through the one decision path (docs/operations.md "Deciding approvals"). The requests
+are written as the park writes them (tests/support/approval_items.py)."""
 
 from __future__ import annotations
 
+import json
+
+from agentwake.domain.steps import decision_key
+from agentwake.store.keys import run_pk, step_sk
 from tests.e2e.conftest import Cli, Stack, cli_json
 from tests.support.approval_items import TOKEN, put_approval
 
-PENDING = "apr-000000000000000000000001"
-REJECTED = "apr-000000000000000000000002"
-OTHER = "apr-000000000000000000000003"
+SECRET = "sk-proj-abcdefghijklmnopqrstuvwx"
 
 
-def seed(stack: Stack) -> None:
-    put_approval(
+def seed(stack: Stack) -> tuple[str, str, str]:
+    """Session alice: one request pending (a secret among its arguments), one rejected later; bob: one pending."""
+    pending = put_approval(
         stack.store,
-        PENDING,
+        run_id="bg:t-pending",
         requested_at="2026-12-01T09:00:00Z",
-        arguments={"amount": 250, "api_key": "sk-proj-abcdefghijklmnopqrstuvwx"},
+        arguments={"amount": 250, "key": SECRET},
     )
-    put_approval(
-        stack.store,
-        REJECTED,
-        requested_at="2026-12-01T11:00:00Z",
-        state="rejected",
-        decided_by="operator (bob)",
-        decided_via="cli",
-        decided_at="2026-12-01T11:05:00Z",
-        reason="wrong customer",
-    )
-    put_approval(stack.store, OTHER, session_id="bob", requested_at="2026-12-01T12:00:00Z")
+    rejected = put_approval(stack.store, run_id="bg:t-rejected", requested_at="2026-12-01T11:00:00Z")
+    other = put_approval(stack.store, session_id="bob", run_id="bg:t-bob", requested_at="2026-12-01T12:00:00Z")
+    return pending.approval_id, rejected.approval_id, other.approval_id
 
 
 def test_an_operator_lists_approvals_pending_first_and_filters_them(cli: Cli, stack: Stack) -> None:
-    # GIVEN two approvals of session alice (one pending, one rejected later) and one of bob
-    seed(stack)
+    # GIVEN two requests of session alice (the later one rejected by an operator) and one of bob
+    pending, rejected, other = seed(stack)
+    cli("approvals", "reject", rejected, "--reason", "wrong customer", "--yes")
     # WHEN an operator lists them all
     listed = [a["approval_id"] for a in cli_json(cli, "approvals", "list")]
     # THEN the pending ones come first (newest first), then the decided
-    assert listed == [OTHER, PENDING, REJECTED]
+    assert listed == [other, pending, rejected]
     # AND the filters take one session, one state
-    assert [
-        a["approval_id"] for a in cli_json(cli, "approvals", "list", "--session", "alice", "--state", "pending")
-    ] == [PENDING]
-    assert [a["approval_id"] for a in cli_json(cli, "approvals", "list", "--state", "rejected")] == [REJECTED]
+    only = cli_json(cli, "approvals", "list", "--session", "alice", "--state", "pending")
+    assert [a["approval_id"] for a in only] == [pending]
+    assert [a["approval_id"] for a in cli_json(cli, "approvals", "list", "--state", "rejected")] == [rejected]
     # AND the table names the call each asks about, never a secret argument nor the token's hash
     table = cli("approvals", "list", "--wide").stdout
-    assert PENDING in table and "create_ticket" in table and "rejected" in table
-    assert "sk-proj-abcdefghijklmnopqrstuvwx" not in table and "token_sha256" not in table
+    assert pending in table and "create_ticket" in table and "rejected" in table
+    assert SECRET not in table and "token_sha256" not in table
     # AND a state it does not know is refused in one line
     assert "--state must be one of" in cli("approvals", "list", "--state", "maybe", expect=1).stderr
 
 
 def test_show_says_what_is_asked_until_when_and_how_to_decide_never_the_token(cli: Cli, stack: Stack) -> None:
-    seed(stack)
+    pending, _, _ = seed(stack)
     # WHEN an operator shows the pending request
-    shown = cli("approvals", "show", PENDING).stdout
+    shown = " ".join(cli("approvals", "show", pending).stdout.replace("│", " ").split())
     # THEN it names the call, why it was asked, the run, the expiry and then what, and how to decide
-    for said in ("create_ticket", "amount > 100", "bg:task-1", "2026-12-02 10:00:00 (then rejected)"):
+    for said in ("create_ticket", "amount > 100", "bg:t-pending", "2026-12-02 10:00:00 (then rejected)"):
         assert said in shown, said
-    assert f"agentwake approvals approve {PENDING}" in shown.replace("\n", " ").replace("│", " ")
+    assert f"agentwake approvals approve {pending} --yes" in shown
+    assert SECRET not in shown
     # AND its JSON carries no token nor its hash nor the resume copy
-    data = cli_json(cli, "approvals", "show", PENDING)
+    raw = cli("approvals", "show", pending, "--json").stdout
+    data = json.loads(raw)
     assert data["state"] == "pending" and "token_sha256" not in data and "resume" not in data
-    assert TOKEN not in cli("approvals", "show", PENDING, "--json").stdout
-    # AND a decided one says who decided, how, when and why
-    decided = cli("approvals", "show", REJECTED).stdout
-    assert 'rejected by operator (bob) via cli at 2026-12-01 11:05:00: "wrong customer"' in " ".join(decided.split())
+    assert TOKEN not in raw
     # AND an unknown id says so
     assert "no approval" in cli("approvals", "show", "apr-nope", expect=1).stderr
+
+
+def test_an_operator_approves_once_and_a_different_decision_is_refused_saying_what_stands(
+    cli: Cli, stack: Stack
+) -> None:
+    pending, _, _ = seed(stack)
+    # WHEN an operator approves without --yes and no terminal to ask THEN it is refused, nothing changed
+    assert "pass --yes" in cli("approvals", "approve", pending, expect=1).stderr
+    assert cli_json(cli, "approvals", "show", pending)["state"] == "pending"
+    # WHEN they approve it with their name
+    said = " ".join(cli("approvals", "approve", pending, "--as", "alice", "--yes").stdout.split())
+    # THEN it is approved once, naming who and how, and the run's journal holds the decision
+    assert "approved by operator (as alice) via cli" in said and "resumes and makes the call once" in said
+    shown = cli_json(cli, "approvals", "show", pending)
+    assert (shown["state"], shown["decided_by"], shown["decided_via"]) == ("approved", "operator (as alice)", "cli")
+    step = stack.store.table.read_item(run_pk("bg:t-pending"), step_sk(decision_key(1, 0)))
+    assert step is not None
+    # AND the same decision again answers the same, without asking
+    assert cli_json(cli, "approvals", "approve", pending, "--json")["decided_at"] == shown["decided_at"]
+    # AND a rejection now is refused in one line saying what was decided, and nothing changed
+    refused = cli("approvals", "reject", pending, "--reason", "no", "--yes", expect=1).stderr
+    assert "approved" in refused and "operator (as alice)" in refused
+    assert cli_json(cli, "approvals", "show", pending)["state"] == "approved"
+
+
+def test_a_rejection_says_why_or_is_refused(cli: Cli, stack: Stack) -> None:
+    pending, _, _ = seed(stack)
+    # WHEN an operator rejects with an empty reason THEN it is refused before anything is written
+    assert "reason" in cli("approvals", "reject", pending, "--reason", " ", "--yes", expect=1).stderr
+    assert cli_json(cli, "approvals", "show", pending)["state"] == "pending"
+    # WHEN they reject with a reason THEN the request says who, how and why
+    cli("approvals", "reject", pending, "--reason", "wrong customer", "--yes")
+    decided = " ".join(cli("approvals", "show", pending).stdout.replace("│", " ").split())
+    assert "rejected by operator via cli at" in decided and '"wrong customer"' in decided

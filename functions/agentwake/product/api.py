@@ -45,8 +45,10 @@ from agentwake import bootstrap
 from agentwake.domain.models import SessionConfig, utcnow_iso
 from agentwake.errors import (
     AgentwakeError,
+    ApprovalAlreadyDecided,
     ConfigError,
     ForgedCompletion,
+    ForgedDecision,
     InvalidMessage,
     NotAnOwner,
     SessionBusy,
@@ -54,6 +56,7 @@ from agentwake.errors import (
     SessionExists,
     TaskAlreadyEnded,
     TaskExists,
+    UnknownApproval,
     UnknownSession,
     UnknownTask,
 )
@@ -331,9 +334,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (TaskAlreadyEnded, 409),  # a completion or a cancel for a task that ended otherwise: nothing changed
     (SessionChanged, 409),
     (SessionExists, 409),
+    (ApprovalAlreadyDecided, 409),  # a different decision stands: the answer says which, by whom, when, why
     (UnknownTask, 404),
+    (UnknownApproval, 404),
     (UnknownSession, 404),
     (ForgedCompletion, 403),
+    (ForgedDecision, 403),
     (NotAnOwner, 403),
     (ConfigError, 400),  # a session config its wakes would refuse (secret scope, outbound policy)
     (InvalidMessage, 400),
@@ -350,9 +356,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
         TaskAlreadyEnded,
         SessionChanged,
         SessionExists,
+        ApprovalAlreadyDecided,
         UnknownTask,
+        UnknownApproval,
         UnknownSession,
         ForgedCompletion,
+        ForgedDecision,
         NotAnOwner,
         ConfigError,
         InvalidMessage,
@@ -363,6 +372,10 @@ def _known(exc: AgentwakeError) -> Response[Any]:
     body: dict[str, Any] = {"error": str(exc), "type": exc.error_type}
     if isinstance(exc, SessionBusy):
         body["holder"] = getattr(exc, "holder", None)
+    if isinstance(exc, ApprovalAlreadyDecided) and exc.approval is not None:
+        from agentwake.product.api_models import ApprovalOut
+
+        body["approval"] = ApprovalOut.of(exc.approval).model_dump(mode="json")
     return _json(status, body)
 
 

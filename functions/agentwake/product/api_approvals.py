@@ -17,7 +17,7 @@ token, nor the copy a resume re-sends.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
@@ -40,14 +40,12 @@ MAX_APPROVAL_PAGE = 100
 @router.get("/sessions/<session_id>/approvals")
 def list_approvals(
     session_id: SessionId,
-    state: Annotated[str | None, Query(pattern="^(pending|approved|rejected)$")] = None,
+    state: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = None,
     cursor: Annotated[str | None, Query(max_length=300)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_APPROVAL_PAGE)] = DEFAULT_APPROVAL_PAGE,
 ) -> ApprovalList:
-    from agentwake.store.approval_reads import session_approvals
-
     owned_session(router.current_event.raw_event, session_id)
-    found, more = session_approvals(bootstrap.store().table, session_id, state=state, limit=limit, before=cursor)
+    found, more = bootstrap.approvals().approvals.session_approvals(session_id, limit=limit, before=cursor, state=state)
     return ApprovalList(approvals=[ApprovalOut.of(a) for a in found], cursor=more)
 
 
@@ -56,7 +54,7 @@ def get_approval(
     approval_id: ApprovalId,
     token: Annotated[str | None, Header(alias=APPROVAL_TOKEN_HEADER.lower(), max_length=256)] = None,
 ) -> ApprovalOut:
-    return ApprovalOut.of(readable_approval(approval_id, token))
+    return ApprovalOut.of(bootstrap.approvals().owned(approval_id, _caller(), token=token))
 
 
 @router.post(
@@ -68,45 +66,17 @@ def get_approval(
     },
 )
 def decide(approval_id: ApprovalId, body: DecisionBody) -> ApprovalOut:
-    principal = _caller()
-    decided = _service().decide(
+    decided = bootstrap.approvals().decide(
         approval_id,
-        "approved" if body.decision == "approve" else "rejected",
+        body.decision,
         by=body.decided_by,
-        via="api-token" if body.token is not None else "api-owner",
+        via="api",
         reason=body.reason,
         token=body.token,
-        principal=principal,
+        principal=_caller(),
     )
     return ApprovalOut.of(decided)
 
 
-def readable_approval(approval_id: str, token: str | None) -> dict[str, Any]:
-    """The approval when the caller owns its session or holds its decision token. Any other approval
-    answers as one that does not exist (404), as another owner's task does: approval ids say nothing."""
-    import hmac
-
-    from agentwake.domain.models import task_token_hash
-    from agentwake.errors import UnknownApproval
-    from agentwake.store.approval_reads import get_approval
-
-    approval = get_approval(bootstrap.store().table, approval_id)
-    unknown = UnknownApproval(f"no approval {approval_id!r} for a session of yours")
-    if approval is None:
-        raise unknown
-    stored = approval.get("token_sha256")
-    if token and isinstance(stored, str) and hmac.compare_digest(task_token_hash(token), stored):
-        return approval
-    config = bootstrap.store().records.get_session(str(approval.get("session_id")))
-    principal = _caller()
-    if principal is None or config is None or principal not in config.owners:
-        raise unknown
-    return approval
-
-
 def _caller() -> str | None:
     return caller(router.current_event.raw_event)
-
-
-def _service():  # type: ignore[no-untyped-def]
-    return bootstrap.approvals()
