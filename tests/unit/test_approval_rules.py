@@ -94,3 +94,31 @@ def test_the_model_reads_who_rejected_and_why() -> None:
     assert decision_result("rejected", by="expiry", expired=True, expires_in_s=86400) == (
         "not run: nobody decided within 86400 s, so it was rejected by default"
     )
+
+
+def _tool(**kw: object) -> dict:
+    return {"type": "http", "name": "create_ticket", "description": "d", "url": "https://tickets.example.com/t", **kw}
+
+
+def test_the_config_write_refuses_a_bad_rule_saying_why() -> None:
+    from agentwake.domain.models import SessionConfig
+    from agentwake.errors import ConfigError
+    from agentwake.trust.session_checks import ConfigRules, check_session
+
+    def config(approval: object) -> SessionConfig:
+        return SessionConfig(session_id="s1", providers=[{"type": "scripted"}], tools=[_tool(approval=approval)])
+
+    check_session(config("always"), ConfigRules())
+    with pytest.raises(ConfigError, match="create_ticket.*expires_in_s"):
+        check_session(config({"expires_in_s": 5}), ConfigRules())
+
+
+def test_a_subagent_may_not_use_a_tool_that_asks_but_may_be_gated_itself() -> None:
+    from agentwake.agent.subagents import parse_subagents
+    from agentwake.errors import ConfigError
+
+    tools = [_tool(approval="always")]
+    with pytest.raises(ConfigError, match="asks for approval"):
+        parse_subagents([{"name": "r", "persona": "p", "tools": ["create_ticket"]}], tools)
+    (spec,) = parse_subagents([{"name": "r", "persona": "p", "approval": "always"}], tools)
+    assert spec.approval == "always"

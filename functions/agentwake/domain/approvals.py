@@ -153,6 +153,13 @@ def parse_rule(raw: Any) -> ApprovalRule | None:
         raise ValueError(f"approval: {describe_validation_error(exc, whole='(approval)')}") from exc
 
 
+def check_approval(raw: Any) -> Any:
+    """A spec's ``approval`` as written, once ``parse_rule`` accepts it (a pydantic field validator
+    of the tool and subagent specs: the config write refuses a bad rule, saying why)."""
+    parse_rule(raw)
+    return raw
+
+
 def matches(rule: ApprovalRule | None, args: Any) -> str | None:
     """``rule.matches(args)``, None without a rule."""
     return None if rule is None else rule.matches(args)
