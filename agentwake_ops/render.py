@@ -1130,7 +1130,10 @@ def replay_verdicts(verdicts: list[Verdict], *, force: bool, to_stderr: bool) ->
     )
     for v in verdicts:
         table.add_row(
-            v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(redact(v.reason or "-"))
+            v.message_id[:8],
+            escape(dash(v.run_id)),
+            (v.outcome.state if v.outcome else "DONE") if v.ok else "refused",
+            escape(redact(v.reason or "-")),
         )
     out.print(table)
     failing = [v for v in verdicts if not v.ok]
