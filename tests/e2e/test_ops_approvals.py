@@ -97,3 +97,14 @@ def test_a_rejection_says_why_or_is_refused(cli: Cli, stack: Stack) -> None:
     cli("approvals", "reject", pending, "--reason", "wrong customer", "--yes")
     decided = " ".join(cli("approvals", "show", pending).stdout.replace("│", " ").split())
     assert "rejected by operator via cli at" in decided and '"wrong customer"' in decided
+
+
+def test_a_run_that_asked_still_shows_and_lists_as_a_tree(cli: Cli, stack: Stack) -> None:
+    # GIVEN a run whose call asked for approval (the request is on the session's tree index, under its run)
+    approval = put_approval(stack.store, run_id="bg:t-asked")
+    # WHEN the run is shown, and the session's runs as a tree
+    shown = cli("runs", "show", "bg:t-asked").stdout
+    cli("runs", "list", "--session", "alice", "--tree")
+    # THEN both answer: the request is not mistaken for a task or a job the run started
+    assert "bg:t-asked" in shown and "tasks this run started" not in shown
+    assert approval.approval_id not in shown

@@ -21,6 +21,7 @@ from agentwake.store.keys import (
     SESSION_PREFIX,
     TASK_PREFIX,
     TASK_SK,
+    TREE_APPROVAL,
     TREE_TASK,
     delivery_sk,
     run_pk,
@@ -212,6 +213,8 @@ class OperatorStore:
         for item in pages(self.db.query, request):
             starter, _, rest = item["gsi2sk"]["S"].partition("#")
             kind = rest.split("#")[-2] if rest.count("#") >= 2 else ""
+            if kind == TREE_APPROVAL:
+                continue  # a run's approval requests are read on their own (``approvals`` of ``run_links``)
             found.append((starter, load_item(Task, item) if kind == TREE_TASK else load_item(Job, item)))
         return found
 
