@@ -108,3 +108,17 @@ def test_a_run_that_asked_still_shows_and_lists_as_a_tree(cli: Cli, stack: Stack
     # THEN both answer: the request is not mistaken for a task or a job the run started
     assert "bg:t-asked" in shown and "tasks this run started" not in shown
     assert approval.approval_id not in shown
+
+
+def test_what_a_decider_wrote_reaches_the_terminal_inert(cli: Cli, stack: Stack) -> None:
+    # GIVEN a request rejected with a reason and a name holding terminal controls
+    pending, _, _ = seed(stack)
+    from agentwake.product.approvals import ApprovalsService
+
+    ApprovalsService(stack.store).decide(
+        pending, "reject", by="\x1b]0;pwned\x07eve", via="console", reason="no\x1b[2J thanks"
+    )
+    # WHEN an operator lists and shows it THEN no control character reaches the terminal, shown as text
+    for out in (cli("approvals", "show", pending).stdout, cli("approvals", "list", "--wide").stdout):
+        assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b" in cli("approvals", "show", pending).stdout
