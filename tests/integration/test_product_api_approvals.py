@@ -54,6 +54,16 @@ def test_owners_list_a_sessions_approvals_newest_first_by_state_and_in_pages(sto
     # AND the state filter keeps the pending ones
     _, pending = call("GET", "/sessions/alice/approvals", query={"state": "pending"})
     assert [a["approval_id"] for a in pending["approvals"]] == [ids[2], ids[1]]
+    # AND a page whose every request is filtered out still leads to the older ones
+    _, filtered = call("GET", "/sessions/alice/approvals", query={"state": "rejected", "limit": "1"})
+    assert filtered["approvals"] == [] and filtered["cursor"]
+    found = []
+    cursor = filtered["cursor"]
+    while cursor:
+        _, page = call("GET", "/sessions/alice/approvals", query={"state": "rejected", "limit": "1", "cursor": cursor})
+        found += [a["approval_id"] for a in page["approvals"]]
+        cursor = page["cursor"]
+    assert found == [ids[0]]
     # AND another principal is refused, naming the session; a state it does not know is a 422
     status, refused = call("GET", "/sessions/alice/approvals", caller=STRANGER)
     assert status == 403 and "alice" in refused["error"]

@@ -316,9 +316,9 @@ class Approvals:
             request["ExpressionAttributeNames"] = {"#s": "state"}
             values[":st"] = {"S": state}
         resp = self.table.db.query(**request)
-        items = resp.get("Items", [])
-        more = "LastEvaluatedKey" in resp and items
-        return [self.load(i) for i in items], (items[-1]["gsi1sk"]["S"] if more else None)
+        # the next page starts after the last item *read* (a state filter may have kept none of them)
+        last = resp.get("LastEvaluatedKey")
+        return [self.load(i) for i in resp.get("Items", [])], (last["gsi1sk"]["S"] if last else None)
 
     def all_approvals(self, *, state: str | None = None) -> list[Approval]:
         """Every request on the table (a Scan, as ``tasks list`` does): the operator's list."""
