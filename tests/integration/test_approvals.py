@@ -1,26 +1,322 @@
 """Asking before acting (issue 35): a gated tool call parks its run, the decision is written once and
 resumes the run, which calls the tool exactly once on approval and never otherwise.
 
-Real moto, the real wake; tools are HTTP servers on 127.0.0.1 counting their calls."""
+Real moto, the real wake and handlers; the gated tool is an HTTP server on 127.0.0.1 counting its
+calls by ``Idempotency-Key``; the user's channel is a webhook receiver on 127.0.0.1 counting deliveries."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
 import pytest
 
+from agentwake import bootstrap
 from agentwake.domain.approvals import Approval, approval_id, new_token, token_sha256
 from agentwake.domain.models import RunRecord, utcnow_iso
-from agentwake.domain.steps import decision_key
+from agentwake.domain.steps import approval_delivery_id, decision_key, tool_key
 from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, UnknownApproval
+from agentwake.handlers import background_result, background_work
 from agentwake.product.approvals import ApprovalsService
+from agentwake.product.tasks import TasksService
+from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key
-from agentwake.store.queues import WorkQueue
-from tests.support.aws import REGION, Resources
-from tests.support.builders import PRODUCT_CALLER, seed_session
+from agentwake.store.queues import ResultQueue, WorkQueue
+from agentwake.wake.approval_check import check_approval
+from agentwake.wake.messages import WorkMessage
+from agentwake.wake.spec import WakeDeps
+from agentwake_local.poller import lambda_sqs_record
+from agentwake_ops.sqs_scan import queue_counts
+from tests.integration.test_task_lifecycle import RecordingSqs
+from tests.integration.test_wake_handlers import result_body, sqs_record
+from tests.support.aws import REGION, FakeLambdaContext, Resources
+from tests.support.builders import PRODUCT_CALLER, seed_session, seed_task
+from tests.support.clock import FakeClock
+from tests.support.receiver import CountingReceiver
+
+RUN = "bg:t1"
+APPROVAL = approval_id(RUN, 0, 0)
+RESULTS_ARN = "arn:aws:sqs:us-east-1:123456789012:results"
+WORK_ARN = "arn:aws:sqs:us-east-1:123456789012:agentwake-BackgroundWorkQueue"
+
+
+class ToolServer:
+    """The gated tool: a real HTTP server on 127.0.0.1 counting its calls by ``Idempotency-Key``."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.calls[self.headers.get("Idempotency-Key", "?")] += 1
+                body = b'{"ticket": "T-1"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def ticket_tool(url: str, approval: Any = "always") -> dict[str, Any]:
+    return {
+        "type": "http",
+        "name": "create_ticket",
+        "description": "File a ticket for a customer.",
+        "parameters": {"type": "object", "properties": {"amount": {"type": "number"}, "customer": {"type": "string"}}},
+        "url": url,
+        "method": "POST",
+        "approval": approval,
+    }
+
+
+#: step 0 files a ticket (gated), step 1 answers with what the tool said
+FILES_A_TICKET = [
+    {"tool_calls": [{"name": "create_ticket", "arguments": {"amount": 500, "customer": "acme"}}]},
+    {"text": "Handled the ticket."},
+]
+
+
+class Stack:
+    """The functions as the stack runs them, over moto: the background-result and work handlers with
+    these deps (their work-queue sends recorded: a check is delayed, so no receive would see it)."""
+
+    def __init__(self, store: DynamoStore, resources: Resources) -> None:
+        self.store = store
+        self.resources = resources
+        self.sqs = RecordingSqs()
+        self.work_queue = WorkQueue(resources.work_queue_url, client=self.sqs)
+        self.settings = Settings.from_env()
+        self.approvals = ApprovalsService(store, self.work_queue)
+        self.deps = self.deps_at(None)
+
+    def deps_at(self, wall: float | None) -> WakeDeps:
+        """The wake's deps; ``wall``: a clock standing at that time (the expiry's tests)."""
+        extra: dict[str, Any] = {} if wall is None else {"clock": FakeClock(start=wall)}
+        return WakeDeps(
+            store=self.store,
+            settings=self.settings,
+            result_queue=ResultQueue(self.resources.queue_url),
+            tasks=TasksService(self.store, self.resources.queue_url, work_queue=self.work_queue),
+            approvals=ApprovalsService(self.store, self.work_queue),
+            **extra,
+        )
+
+    def wake(self, task_id: str = "t1") -> dict[str, Any]:
+        """The producer's completion of ``task_id`` through BackgroundResultFunction."""
+        return background_result.handler({"Records": [sqs_record(result_body(task_id, "s1"))]}, FakeLambdaContext())
+
+    def results(self) -> list[dict[str, Any]]:
+        """Every visible result-queue message (a handed copy) through BackgroundResultFunction, deleted
+        once handled as the event source mapping does; the handler's answers."""
+        sqs = boto3.client("sqs", region_name=REGION)
+        answers = []
+        while True:
+            got = sqs.receive_message(
+                QueueUrl=self.resources.queue_url,
+                MaxNumberOfMessages=1,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not got:
+                return answers
+            answer = background_result.handler(
+                {"Records": [lambda_sqs_record(got[0], RESULTS_ARN, REGION)]}, FakeLambdaContext()
+            )
+            answers.append(answer)
+            if not answer["batchItemFailures"]:
+                sqs.delete_message(QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+
+    def work_sent(self) -> list[WorkMessage]:
+        return [WorkMessage.parse_body(s["MessageBody"]) for s in self.sqs.to(self.resources.work_queue_url)]
+
+    def checks(self) -> list[WorkMessage]:
+        return [m for m in self.work_sent() if m.kind == "approval" and not m.nudge]
+
+    def nudges(self) -> list[WorkMessage]:
+        return [m for m in self.work_sent() if m.kind == "approval" and m.nudge]
+
+    def work(self) -> list[dict[str, Any]]:
+        """Every visible work-queue message (a nudge) through BackgroundWorkFunction, deleted once handled."""
+        sqs = boto3.client("sqs", region_name=REGION)
+        answers = []
+        while True:
+            got = sqs.receive_message(
+                QueueUrl=self.resources.work_queue_url, MaxNumberOfMessages=1, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not got:
+                return answers
+            answer = background_work.handler(
+                {"Records": [lambda_sqs_record(got[0], WORK_ARN, REGION)]}, FakeLambdaContext()
+            )
+            answers.append(answer)
+            sqs.delete_message(QueueUrl=self.resources.work_queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+
+    def check(self, message: WorkMessage, *, at: float | None = None) -> None:
+        """A check as BackgroundWorkFunction runs it, its clock at ``at``."""
+        check_approval(message, self.deps_at(at), remaining_ms=60_000, receive_count=1)
+
+    def approval(self) -> Approval:
+        found = self.store.approvals.get(APPROVAL)
+        assert found is not None
+        return found
+
+    def notes(self) -> list[str]:
+        return [e.content for e in self.store.history.history("s1") if e.kind == "note"]
+
+    def dlqs_empty(self) -> bool:
+        sqs = boto3.client("sqs", region_name=REGION)
+        return not any(sum(queue_counts(sqs, url)) for url in (self.resources.dlq_url, self.resources.work_dlq_url))
+
+
+@pytest.fixture
+def tool() -> Iterator[ToolServer]:
+    server = ToolServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[CountingReceiver]:
+    with CountingReceiver() as r:
+        yield r
+
+
+@pytest.fixture
+def stack(store: DynamoStore, resources: Resources, monkeypatch: pytest.MonkeyPatch) -> Stack:
+    made = Stack(store, resources)
+    # the handlers' composition root, given these deps (its work queue's sends recorded)
+    monkeypatch.setattr(bootstrap.root(), "wake_deps", made.deps)
+    return made
+
+
+def gated_session(
+    store: DynamoStore,
+    tool: ToolServer,
+    receiver: CountingReceiver,
+    *,
+    approval: Any = "always",
+    script: list[dict[str, Any]] | None = None,
+) -> None:
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": script or FILES_A_TICKET}],
+        tools=[ticket_tool(tool.url, approval)],
+        delivery={"type": "webhook", "url": receiver.url},
+    )
+    seed_task(store, "t1", "s1")
+
+
+def parked(stack: Stack, tool: ToolServer, receiver: CountingReceiver, **kw: Any) -> Approval:
+    """A run parked on its gated call: the producer's completion woke it, the model called the tool."""
+    gated_session(stack.store, tool, receiver, **kw)
+    assert stack.wake() == {"batchItemFailures": []}
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "parked", run
+    return stack.approval()
+
+
+def resume_all(stack: Stack) -> None:
+    """Deliver what a decision sets going: its nudge (the work function), then the handed copy (the
+    result function)."""
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+
+
+# --- the park, then a decision ----------------------------------------------------------------
+
+
+def test_approved_the_gated_tool_runs_once_and_the_run_succeeds(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a run parked on its gated call
+    approval = parked(stack, tool, receiver)
+    # THEN nothing was called, no note exists, nothing is in a DLQ, the session is free
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    assert stack.store.leases.waiters("s1") == []
+    assert (approval.state, approval.tool, approval.arguments) == (
+        "pending",
+        "create_ticket",
+        {"amount": 500, "customer": "acme"},
+    )
+    assert approval.asked_at is not None
+    # AND the user was asked once, the token only in the delivery's payload
+    assert receiver.by_delivery_id() == Counter({approval_delivery_id(RUN, 0, 0): 1})
+    (asked,) = receiver.received
+    token = asked["approval"]["token"]
+    assert token_sha256(token) == approval.token_sha256
+    assert token not in asked["text"] and APPROVAL in asked["text"]
+    assert token not in json.dumps(stack.store.journals.journal_entries(RUN))
+    assert all(token not in e.content for e in stack.store.history.history("s1"))
+    # AND the expiry's first check was sent, delayed at most 900 s
+    (first,) = stack.checks()
+    assert first.approval_id == APPROVAL and first.after_check is None
+    assert [s["DelaySeconds"] for s in stack.sqs.to(stack.resources.work_queue_url)] == [900]
+    # WHEN the holder of the token approves it, and what the decision sets going runs
+    decided = stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=token)
+    assert decided.state == "approved" and len(stack.nudges()) == 1
+    resume_all(stack)
+    # THEN the tool ran exactly once, with the call's key, and the run succeeded with one note
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded" and run.attempts == 2
+    assert len(stack.notes()) == 1
+    step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
+    assert (step["approval_id"], step["decided_by"]) == (APPROVAL, "bob")
+    # AND the request was delivered once, nothing is in a DLQ
+    assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
+    assert stack.dlqs_empty()
+
+
+def test_rejected_the_model_reads_who_rejected_it_and_why(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    parked(stack, tool, receiver)
+    stack.approvals.decide(APPROVAL, "reject", by=None, via="api", reason="wrong customer", principal=PRODUCT_CALLER)
+    resume_all(stack)
+    assert tool.calls == Counter()
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded"
+    step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
+    assert step["content"] == f'not run: {PRODUCT_CALLER} rejected this call: "wrong customer"'
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
+def test_a_copy_of_a_parked_run_before_the_decision_does_nothing(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a parked run WHEN the producer's message comes again (an SQS duplicate)
+    parked(stack, tool, receiver)
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN nothing ran: one attempt, nobody asked twice, nothing called, no second check
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.attempts) == ("parked", 1)
+    assert len(receiver.received) == 1 and tool.calls == Counter() and len(stack.checks()) == 1
+
+
+# --- the decision service -----------------------------------------------------------------------
 
 
 def _pending(store: DynamoStore, run_id: str = "bg:t1", session_id: str = "s1") -> tuple[Approval, str]:

@@ -534,9 +534,14 @@ def test_the_work_function_completes_tasks_resends_its_work_and_dead_letters_to_
         ("sqs:SendMessage", "BackgroundWorkQueue"),
         ("sqs:SendMessage", "BackgroundWorkDLQ"),
     }
-    # AND it manages no schedule and passes no role
-    assert "scheduler:" not in repr(policies(template, "BackgroundWorkFunction"))
-    assert "iam:PassRole" not in repr(policies(template, "BackgroundWorkFunction"))
+    # AND the only schedule it makes is a decided approval's re-queue of a parked cron run (a
+    # one-time schedule in the stack's group, passing the scheduler role to the scheduler alone)
+    own = list(statements(policies(template, "BackgroundWorkFunction")))
+    scheduling = [s for s in own if any(str(a).startswith("scheduler:") for a in as_list(s["Action"]))]
+    assert [as_list(s["Action"]) for s in scheduling] == [["scheduler:CreateSchedule"]]
+    passing = [s for s in own if "iam:PassRole" in as_list(s["Action"])]
+    assert len(passing) == 1
+    assert passing[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
 
 def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(template: dict[str, Any]) -> None:

@@ -173,7 +173,7 @@ class ApprovalsService:
 
         msg = WorkMessage(kind="approval", session_id=approval.session_id, approval_id=approval.approval_id, nudge=True)
         try:
-            self.work_queue.send(msg.model_dump_json(), delay_s=0)
+            self.work_queue.send(msg.model_dump_json(exclude_defaults=True), delay_s=0)
         except Exception:  # the decision stands; the chain re-queues
             logger.exception("could not send the approval's nudge; its chain will re-queue the run")
 
@@ -201,7 +201,7 @@ class ApprovalsService:
             check_id=check_id,
             after_check=after,
         )
-        self.work_queue.send(msg.model_dump_json(), delay_s=delay_s)
+        self.work_queue.send(msg.model_dump_json(exclude_defaults=True), delay_s=delay_s)
         return check_id
 
 

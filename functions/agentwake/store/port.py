@@ -309,6 +309,25 @@ class RunEndsPort(Protocol):
         one transaction."""
         ...
 
+    def record_park(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        approval_id: str,
+        asked: tuple[str, dict[str, Any]],
+        steps: int,
+        job_id: str | None = None,
+        journal: Journal | None = None,
+        lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
+        waited: bool = False,
+    ) -> Lease | None:
+        """PARKED (issue 35): run parked, job parked, what ``journal`` has not written (the request's
+        ``asked`` step and delivery), the request's ``asked`` mark and the lease release in one
+        transaction; no note, no failure (raises ApprovalAlreadyDecided, RunAlreadySucceeded)."""
+        ...
+
 
 class SessionLeasePort(Protocol):
     """Who holds a session (``store.leases``): its lease, its wait list, the live turns."""
