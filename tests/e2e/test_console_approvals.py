@@ -10,7 +10,7 @@ import pytest
 
 from agentwake_ops.context import OpsContext, resolve_context
 from tests.e2e.conftest import Cli, Stack, cli_json
-from tests.support.approval_items import put_approval
+from tests.support.approval_items import park_run, put_approval
 from tests.support.console import ConsoleClient, csrf_of, serving, text_of
 
 
@@ -74,3 +74,17 @@ def test_an_approval_is_rejected_from_the_console_after_a_confirmation_with_a_re
     # AND an unknown approval is a one-line error
     unknown = console.post("/approval/confirm", [("csrf", csrf), ("id", "apr-nope"), ("decision", "approve")])
     assert unknown.status == 400 and "no approval 'apr-nope'" in text_of(unknown.text)
+
+
+def test_a_parked_runs_page_says_what_it_waits_for_with_the_buttons(stack: Stack, console: ConsoleClient) -> None:
+    # GIVEN a run parked on a request
+    approval = put_approval(stack.store, run_id="bg:p1")
+    park_run(stack.store, approval)
+    # WHEN its page is opened
+    page = console.page("/run?id=bg:p1")
+    # THEN it says since when what it waits for, until when and then what, links the request and offers
+    # the decision
+    said = text_of(page)
+    assert "parked since 2026-12-01 10:00:00 at step 1: waiting for approval" in said
+    assert "(then rejected)" in said and f"approval?id={approval.approval_id}" in page
+    assert "id='approve'" in page and "id='reject'" in page

@@ -9,7 +9,7 @@ import json
 from agentwake.domain.steps import decision_key
 from agentwake.store.keys import run_pk, step_sk
 from tests.e2e.conftest import Cli, Stack, cli_json
-from tests.support.approval_items import TOKEN, put_approval
+from tests.support.approval_items import TOKEN, park_run, put_approval
 
 SECRET = "sk-proj-abcdefghijklmnopqrstuvwx"
 
@@ -97,6 +97,37 @@ def test_a_rejection_says_why_or_is_refused(cli: Cli, stack: Stack) -> None:
     cli("approvals", "reject", pending, "--reason", "wrong customer", "--yes")
     decided = " ".join(cli("approvals", "show", pending).stdout.replace("│", " ").split())
     assert "rejected by operator via cli at" in decided and '"wrong customer"' in decided
+
+
+def test_a_parked_run_shows_what_it_waits_for_since_when_and_how_to_decide(cli: Cli, stack: Stack) -> None:
+    # GIVEN a run parked on a request, and a run of the same session that succeeded
+    approval = put_approval(stack.store, run_id="bg:t-parked", requested_at="2026-12-01T10:00:00Z")
+    park_run(stack.store, approval)
+    other = put_approval(stack.store, run_id="bg:t-done")
+    park_run(stack.store, other, started_at="2026-12-01T09:00:00Z")
+    stack.store.table.db.update_item(
+        TableName=stack.store.table.name,
+        Key={"pk": {"S": "RUN#bg:t-done"}, "sk": {"S": "RUN"}},
+        UpdateExpression="SET #s = :s REMOVE waiting_for, parked_at",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "succeeded"}},
+    )
+    # WHEN an operator shows the parked run
+    shown = " ".join(cli("runs", "show", "bg:t-parked").stdout.split())
+    # THEN it says since when, at which step, what it waits for, until when and then what, and how to decide
+    assert "parked since 2026-12-01 10:00:00 at step 1: waiting for approval" in shown
+    assert approval.approval_id in shown and 'create_ticket({"amount": 250, "customer": "acme"})' in shown
+    assert "expires 2026-12-02 10:00:00 (then rejected)" in shown
+    assert f"agentwake approvals approve {approval.approval_id} --yes" in shown
+    waiting = cli_json(cli, "runs", "show", "bg:t-parked")["waiting_for"]
+    assert waiting["approval_id"] == approval.approval_id and "token_sha256" not in waiting
+    # AND `runs list --status parked` lists it alone, by session and by day
+    for extra in (["--session", "alice"], []):
+        listed = cli_json(cli, "runs", "list", "--status", "parked", "--since", "2026-11-30T00:00:00Z", *extra)
+        rows = listed["runs"] if isinstance(listed, dict) else listed
+        assert [r["run_id"] for r in rows] == ["bg:t-parked"], extra
+    # AND a run that is not parked shows no such line
+    assert "waiting for approval" not in cli("runs", "show", "bg:t-done").stdout
 
 
 def test_a_run_that_asked_still_shows_and_lists_as_a_tree(cli: Cli, stack: Stack) -> None:

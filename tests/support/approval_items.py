@@ -50,3 +50,32 @@ def put_approval(
     )
     assert store.approvals.request(approval, {"approval_id": approval.approval_id, "tool": tool}).token_current
     return approval
+
+
+def park_run(store: DynamoStore, approval: Approval, *, started_at: str = "2026-12-01T09:59:00Z") -> None:
+    """``approval``'s run as the park leaves it: ``parked`` since the request, waiting for it, listed on
+    its session's and its day's index partitions (what ``runs list`` reads)."""
+    from agentwake.store.keys import runs_by_day_pk, runs_gsi_pk, runs_gsi_sk
+
+    run = RunRecord(
+        run_id=approval.run_id,
+        kind="background",
+        session_id=approval.session_id,
+        status="parked",
+        attempts=1,
+        started_at=started_at,
+        parked_at=approval.requested_at,
+        waiting_for=approval.approval_id,
+    )
+    sort_key = runs_gsi_sk(started_at, approval.run_id)
+    store.table.db.put_item(
+        TableName=store.table.name,
+        Item=store.table.item(
+            run,
+            *run_key(approval.run_id),
+            gsi1pk=runs_gsi_pk(approval.session_id),
+            gsi1sk=sort_key,
+            gsi2pk=runs_by_day_pk(started_at[:10]),
+            gsi2sk=sort_key,
+        ),
+    )
