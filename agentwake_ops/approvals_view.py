@@ -9,10 +9,12 @@ arguments are masked (``terminal.masked``) and bounded before either.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentwake.product.api_models import ApprovalOut
 from agentwake_ops.terminal import masked
+
+if TYPE_CHECKING:  # the CLI starts without pydantic's models: they load when an approval is read
+    from agentwake.product.api_models import ApprovalOut
 
 #: the states ``approvals list --state`` takes (``all``: every state)
 LIST_STATES = ("pending", "approved", "rejected", "all")
@@ -28,6 +30,8 @@ OPERATORS = "operators"
 
 def view(approval: Any) -> ApprovalOut:
     """A stored approval (a mapping or a model) as what may be shown of it."""
+    from agentwake.product.api_models import ApprovalOut
+
     return approval if isinstance(approval, ApprovalOut) else ApprovalOut.of(approval)
 
 
