@@ -145,7 +145,7 @@ def facts(approval: ApprovalOut) -> list[tuple[str, Any]]:
         rows += [
             ("decision", decision_text(approval)),
             ("expired", "yes: nobody decided in time" if approval.expired else None),
-            ("resumed", _when(approval.resumed_at) if approval.resumed_at else "not yet"),
+            ("resumed", _when(approval.resumed_at) if approval.resumed_at else None),
         ]
     return rows
 

@@ -319,7 +319,13 @@ def run_show(
 
         out.print("transcript", style="bold")
         for entry in entries:
-            style = {"failure": "red", "outcome": "bold", "delivery": "green", "in-doubt": "yellow"}.get(entry.kind, "")
+            style = {
+                "failure": "red",
+                "outcome": "bold",
+                "delivery": "green",
+                "in-doubt": "yellow",
+                "approval": "yellow",
+            }.get(entry.kind, "")
             out.print(Text(shown(f"[{when(entry.at)}] {entry.title}"), style=style))
             for line in entry.lines:
                 for part in shown(line).splitlines() or [""]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.domain.models import FailureRecord, RunRecord
-from agentwake.domain.steps import STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
+from agentwake.domain.steps import APPROVAL_KINDS, STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
@@ -305,6 +305,8 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                     f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
                     f"{usage.get('latency_ms', 0)} ms"
                 )
+        elif parsed is not None and parsed.kind in APPROVAL_KINDS:
+            entry = _approval_entry(parsed.kind, step, number, of)
         elif is_final_delivery(key):
             delivered = step.get("delivery_id")
             title = f"final answer delivered as {delivered}{of}" if delivered else f"final answer not delivered{of}"
@@ -344,7 +346,43 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
             title = f"attempt {run.attempts} succeeded: the run is done after {run.attempts} attempt(s)"
         elif run.status == "failed":
             title = f"the run is failed after {run.attempts} attempt(s) (a redrive resumes it)"
+        elif run.status == "parked":
+            waiting = getattr(run, "waiting_for", None)
+            title = (
+                f"attempt {run.attempts} parked: waiting for approval {waiting} (no failure, no retry spent; "
+                "the decision resumes it)"
+            )
         else:
             title = f"attempt {run.attempts} is running (or stopped without recording an outcome)"
         entries.append(TranscriptEntry("outcome", run.ended_at, title))
     return entries
+
+
+def _approval_entry(kind: str, step: dict[str, Any], number: int, of: str) -> TranscriptEntry:
+    """A gated call's journal entries: the request as asked, its delivery, the decision (never a token)."""
+    approval = step.get("approval_id") or "?"
+    if kind == "approval":
+        entry = TranscriptEntry(
+            "approval",
+            step.get("at"),
+            f"step {number}{of}: {step.get('tool') or '?'} needs approval ({step.get('rule') or '?'}): asked as {approval}",
+        )
+        entry.lines.append(
+            f"arguments as shown: {json.dumps(step.get('arguments'), ensure_ascii=False, sort_keys=True)}"
+        )
+        then = "approved" if step.get("on_expiry") == "approve" else "rejected"
+        entry.lines.append(f"expires {step.get('expiry_at') or '?'} (then {then})")
+        return entry
+    if kind == "asked":
+        return TranscriptEntry(
+            "approval", step.get("at"), f"step {number}{of}: request {approval} delivered as {step.get('delivery_id')}"
+        )
+    expired = " (nobody decided in time)" if step.get("expired") else ""
+    entry = TranscriptEntry(
+        "approval",
+        step.get("at"),
+        f"step {number}: {approval} {step.get('decision') or '?'} by {step.get('by') or '?'} via {step.get('via') or '?'}{expired}",
+    )
+    if step.get("reason"):
+        entry.lines.append(f"why: {step['reason']}")
+    return entry

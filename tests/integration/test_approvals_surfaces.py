@@ -67,6 +67,8 @@ def test_an_operator_sees_the_parked_run_and_approves_it_and_the_tool_runs_once(
     shown = " ".join(agentwake("runs", "show", RUN).stdout.split())
     # THEN it is listed as parked, and says what it waits for and how to decide
     assert [r["run_id"] for r in listed["runs"]] == [RUN]
+    parked_transcript = " ".join(agentwake("runs", "show", RUN, "--transcript").stdout.split())
+    assert f"attempt 1 parked: waiting for approval {APPROVAL}" in parked_transcript
     assert f"waiting for approval {APPROVAL} create_ticket(" in shown and "(then rejected)" in shown
     assert "parked since" in shown and f"agentwake approvals approve {APPROVAL} --yes" in shown
     pending = json.loads(agentwake("approvals", "list", "--state", "pending", "--json").stdout)
@@ -82,6 +84,12 @@ def test_an_operator_sees_the_parked_run_and_approves_it_and_the_tool_runs_once(
     decided = json.loads(agentwake("approvals", "show", APPROVAL, "--json").stdout)
     assert decided["state"] == "approved"
     assert "waiting for approval" not in agentwake("runs", "show", RUN).stdout
+    # AND its transcript reads through the request as asked, its delivery, the decision and the call
+    transcript = " ".join(agentwake("runs", "show", RUN, "--transcript").stdout.split())
+    assert f"step 0: create_ticket needs approval (always): asked as {APPROVAL}" in transcript
+    assert f"request {APPROVAL} delivered as {RUN}#0#0#approval" in transcript
+    assert f"step 0: {APPROVAL} approved by operator (as ops-alice) via cli" in transcript
+    assert "tool ? returned" not in transcript and "attempt 2 succeeded" in transcript
 
 
 def test_the_product_api_rejects_it_and_the_tool_is_never_called(
