@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from agentwake import bootstrap
 from agentwake.domain.approvals import Approval, approval_id, new_token, token_sha256
@@ -141,9 +143,12 @@ class Stack:
             ).get("Messages", [])
             if not got:
                 return answers
-            answer = background_result.handler(
-                {"Records": [lambda_sqs_record(got[0], RESULTS_ARN, REGION)]}, FakeLambdaContext()
-            )
+            try:
+                answer = background_result.handler(
+                    {"Records": [lambda_sqs_record(got[0], RESULTS_ARN, REGION)]}, FakeLambdaContext()
+                )
+            except BatchProcessingError:  # the whole batch (this one record) failed: Lambda retries it
+                answer = {"batchItemFailures": [{"itemIdentifier": got[0]["MessageId"]}]}
             answers.append(answer)
             if not answer["batchItemFailures"]:
                 sqs.delete_message(QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
@@ -314,6 +319,183 @@ def test_a_copy_of_a_parked_run_before_the_decision_does_nothing(
     run = stack.store.records.get_run(RUN)
     assert run is not None and (run.status, run.attempts) == ("parked", 1)
     assert len(receiver.received) == 1 and tool.calls == Counter() and len(stack.checks()) == 1
+
+
+# --- time decides when nobody does --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_expiry", ["reject", "approve"])
+def test_nobody_decides_the_expiry_decides_as_configured_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, on_expiry: str
+) -> None:
+    # GIVEN a run parked on a call whose rule expires after an hour
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 3600, "on_expiry": on_expiry})
+    (first,) = stack.checks()
+    # WHEN its check comes before the expiry
+    stack.check(first, at=time.time() + 900)
+    # THEN it is still pending and the check sent its successor, delayed by what is left
+    assert stack.approval().state == "pending"
+    successor = stack.checks()[-1]
+    assert successor.after_check == first.check_id and successor.check_id != first.check_id
+    # WHEN the successor comes at the expiry, and again (SQS delivers it twice)
+    stack.check(successor, at=approval.expiry_epoch + 1)
+    decided = stack.approval()
+    stack.check(successor, at=approval.expiry_epoch + 2)
+    # THEN the expiry decided once, as configured, and the run resumed through its re-queue
+    assert stack.approval() == decided
+    assert (decided.state, decided.decided_by, decided.decided_via, decided.expired) == (
+        {"reject": "rejected", "approve": "approved"}[on_expiry],
+        "expiry",
+        "expiry",
+        True,
+    )
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded"
+    step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
+    if on_expiry == "approve":
+        assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    else:
+        assert tool.calls == Counter()
+        assert step["content"] == "not run: nobody decided within 3600 s, so it was rejected by default"
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
+@pytest.mark.parametrize("first", ["person_first", "expiry_first"])
+def test_a_decision_racing_the_expiry_leaves_one_decision(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, first: str
+) -> None:
+    # GIVEN a parked run whose request is due
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 60})
+    (check,) = stack.checks()
+    due = approval.expiry_epoch + 1
+
+    def person() -> None:
+        stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+
+    # WHEN a person approves and the expiry's check comes in the same second, in either order
+    if first == "person_first":
+        person()
+        stack.check(check, at=due)
+    else:
+        stack.check(check, at=due)
+        with pytest.raises(ApprovalAlreadyDecided, match="rejected by expiry"):
+            person()
+    # THEN exactly one decision stands, the first, and the journal holds that one
+    decided = stack.approval()
+    winner = ("approved", PRODUCT_CALLER) if first == "person_first" else ("rejected", "expiry")
+    assert (decided.state, decided.decided_by) == winner
+    step = stack.store.journals.journal_entries(RUN)[decision_key(0, 0)]
+    assert (step["decision"], step["by"]) == winner
+    resume_all(stack)
+    assert tool.calls == (Counter({f"{RUN}#0#0": 1}) if first == "person_first" else Counter())
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+
+
+# --- the session while a run is parked ----------------------------------------------------------
+
+
+def test_a_parked_run_holds_no_lease_live_turns_and_other_wakes_run(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.product.sessions import SessionsService
+
+    # GIVEN a parked run
+    parked(stack, tool, receiver)
+    # WHEN a live turn begins at once, and another task's completion wakes the agent meanwhile
+    sessions = SessionsService(stack.store, ResultQueue(stack.resources.queue_url))
+    with sessions.live_turn("s1", wait_s=0):
+        pass
+    seed_task(stack.store, "t2", "s1")
+    assert stack.wake("t2") == {"batchItemFailures": []}
+    # THEN both ran without waiting for the parked run (the other wake parked on its own gated call)
+    other = stack.store.records.get_run("bg:t2")
+    assert other is not None and other.status == "parked" and other.attempts == 1
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert stack.store.leases.waiters("s1") == []
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+
+
+def test_a_decision_during_a_live_turn_resumes_when_the_turn_ends(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.product.sessions import SessionsService
+
+    # GIVEN a parked run, and a live turn holding the session
+    parked(stack, tool, receiver)
+    sessions = SessionsService(stack.store, ResultQueue(stack.resources.queue_url))
+    turn = sessions.begin_live_turn("s1", wait_s=0)
+    # WHEN the request is approved and its nudge runs while the turn holds the session
+    stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # THEN the run waits on the session's list: it has not started, nothing was called
+    assert stack.results() == []
+    assert [w.run_id for w in stack.store.leases.waiters("s1")] == [RUN]
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.attempts) == ("parked", 1) and tool.calls == Counter()
+    # WHEN the turn ends
+    assert sessions.end_live_turn(turn) == RUN
+    # THEN its end handed the session to the run, which resumed and called the tool once
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_a_decision_before_the_park_lands_goes_on_in_place(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.run_end import RunEnds
+
+    # GIVEN a person who approves the request the moment it is delivered, before the park lands
+    park = RunEnds.record_park
+
+    def decided_first(self: RunEnds, **kw: Any) -> Any:
+        token = receiver.received[-1]["approval"]["token"]
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=token)
+        return park(self, **kw)
+
+    monkeypatch.setattr(RunEnds, "record_park", decided_first)
+    gated_session(stack.store, tool, receiver)
+    # WHEN the run parks
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN it went on in place: the tool ran once, the run succeeded in its first attempt
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
+    assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
+    # AND the decision's nudge finds nothing to re-queue; the request was delivered once
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    assert stack.results() == []
+    assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
+
+
+# --- a resume that fails ------------------------------------------------------------------------
+
+
+def test_an_approved_run_failing_after_its_tool_is_redriven_decision_kept_tool_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an approved parked run whose model breaks after the tool step (every provider fails)
+    approval = parked(stack, tool, receiver)
+    stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    session = stack.store.records.get_session("s1")
+    assert session is not None
+    failing_after_tool = [{"type": "scripted", "id": "p", "script": [FILES_A_TICKET[0], {"error": "auth"}]}]
+    stack.store.records.put_session(session.model_copy(update={"providers": failing_after_tool}))
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # WHEN the resumed run fails (its handed copy's batch item fails: SQS retries it, then dead-letters it)
+    assert [len(a["batchItemFailures"]) for a in stack.results()] == [1]
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "failed", run
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    # WHEN the model is fixed and the run is redriven (the producer's message, from the DLQ)
+    stack.store.records.put_session(session)
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the decision was kept and the tool was not called again; the run succeeded with one note
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded"
+    assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
+    assert stack.approval().state == "approved" and stack.approval().decided_by == PRODUCT_CALLER
+    assert approval.state == "pending"  # as parked; decided once since
 
 
 # --- the decision service -----------------------------------------------------------------------
