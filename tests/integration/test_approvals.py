@@ -30,6 +30,7 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key
 from agentwake.store.queues import ResultQueue, WorkQueue
+from agentwake.store.schedules import Schedules
 from agentwake.wake.approval_check import check_approval
 from agentwake.wake.messages import WorkMessage
 from agentwake.wake.spec import WakeDeps
@@ -46,6 +47,8 @@ RUN = "bg:t1"
 APPROVAL = approval_id(RUN, 0, 0)
 RESULTS_ARN = "arn:aws:sqs:us-east-1:123456789012:results"
 WORK_ARN = "arn:aws:sqs:us-east-1:123456789012:agentwake-BackgroundWorkQueue"
+SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/agentwake-scheduler"
+CRON_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-cron:live"
 
 
 class ToolServer:
@@ -122,6 +125,7 @@ class Stack:
             result_queue=ResultQueue(self.resources.queue_url),
             tasks=TasksService(self.store, self.resources.queue_url, work_queue=self.work_queue),
             approvals=ApprovalsService(self.store, self.work_queue),
+            schedules=Schedules(self.resources.schedule_group, client=boto3.client("scheduler", region_name=REGION)),
             **extra,
         )
 
@@ -210,6 +214,9 @@ def receiver() -> Iterator[CountingReceiver]:
 
 @pytest.fixture
 def stack(store: DynamoStore, resources: Resources, monkeypatch: pytest.MonkeyPatch) -> Stack:
+    # as deployed: a decided cron run's copy is a one-time schedule invoking the cron function
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", SCHEDULER_ROLE)
+    monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", CRON_FUNCTION)
     made = Stack(store, resources)
     # the handlers' composition root, given these deps (its work queue's sends recorded)
     monkeypatch.setattr(bootstrap.root(), "wake_deps", made.deps)
@@ -496,6 +503,75 @@ def test_an_approved_run_failing_after_its_tool_is_redriven_decision_kept_tool_o
     assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
     assert stack.approval().state == "approved" and stack.approval().decided_by == PRODUCT_CALLER
     assert approval.state == "pending"  # as parked; decided once since
+
+
+# --- what a park costs, and the cron trigger ----------------------------------------------------
+
+
+def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from tests.support.probes import DynamoCalls
+
+    # GIVEN a session whose agent calls a gated tool at step 0
+    gated_session(stack.store, tool, receiver)
+    counter = DynamoCalls(stack.store.table.db)
+    sends_before = len(stack.sqs.sent)
+    # WHEN the producer's completion wakes it and it parks
+    calls = counter.during(stack.wake)
+    # THEN the wake's batch read, its start, the history window, the reply (it calls a tool), the
+    # request, the wait list's read for the hand-off and the park: one transaction each
+    assert calls == [
+        "BatchGetItem",
+        "TransactWriteItems",
+        "Query",
+        "PutItem",
+        "TransactWriteItems",
+        "Query",
+        "TransactWriteItems",
+    ], calls
+    # AND one SQS send (the expiry's first check) and one delivery (the request)
+    assert len(stack.sqs.sent) - sends_before == 1 and len(receiver.received) == 1
+
+
+def test_a_cron_run_that_parks_returns_success_spending_no_retry(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.domain.models import Job
+    from agentwake.handlers import cron_wake
+
+    # GIVEN a job whose run calls a gated tool
+    gated_session(stack.store, tool, receiver)
+    stack.store.records.put_job(
+        Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
+    )
+    event = {"job_id": "j1", "scheduled_time": "2026-12-03T06:00:00Z", "session_id": "s1"}
+    # WHEN the schedule invokes the cron function
+    answer = cron_wake.handler(event, FakeLambdaContext())
+    # THEN the invocation succeeded, saying the run parked (no Lambda retry, no on-failure record)
+    run_id = "cron:j1:2026-12-03T06:00:00Z"
+    assert answer["status"] == "parked" and answer["run_id"] == run_id
+    run = stack.store.records.get_run(run_id)
+    assert run is not None and run.status == "parked" and run.waiting_for == approval_id(run_id, 0, 0)
+    job = stack.store.records.get_job("j1")
+    assert job is not None and job.status == "parked" and job.consecutive_failures == 0
+    request = stack.store.approvals.get(approval_id(run_id, 0, 0))
+    assert request is not None and request.kind == "cron" and request.resume is not None
+    assert json.loads(request.resume["body"])["job_id"] == "j1"
+    assert tool.calls == Counter() and stack.notes() == []
+    # WHEN it is approved and the decision's nudge runs
+    stack.approvals.decide(request.approval_id, "approve", by="ops", via="cli")
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # THEN its copy is a one-time schedule invoking the function the run came through (moto's
+    # scheduler stores it and never fires it)
+    client = boto3.client("scheduler", region_name=REGION)
+    names = [x["Name"] for x in client.list_schedules(GroupName=stack.resources.schedule_group)["Schedules"]]
+    (handed,) = [client.get_schedule(Name=n, GroupName=stack.resources.schedule_group) for n in names]
+    assert handed["Target"]["Arn"] == FakeLambdaContext.invoked_function_arn  # the function it came through
+    # WHEN it fires: the run resumes, calls the tool once and succeeds
+    answer = cron_wake.handler(json.loads(handed["Target"]["Input"]), FakeLambdaContext())
+    assert answer["status"] == "succeeded", answer
+    assert tool.calls == Counter({f"{run_id}#0#0": 1}) and len(stack.notes()) == 1
 
 
 # --- the decision service -----------------------------------------------------------------------
