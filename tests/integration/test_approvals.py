@@ -297,6 +297,8 @@ def test_approved_the_gated_tool_runs_once_and_the_run_succeeds(
     assert len(stack.notes()) == 1
     step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
     assert (step["approval_id"], step["decided_by"]) == (APPROVAL, "bob")
+    # AND the request says which attempt resumed on it; the run waits for nothing any more
+    assert stack.approval().resumed_attempt == 2 and run.waiting_for is None
     # AND the request was delivered once, nothing is in a DLQ
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
     assert stack.dlqs_empty()

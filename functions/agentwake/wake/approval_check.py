@@ -73,6 +73,9 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         except ApprovalAlreadyDecided as exc:  # a person decided in the same moment: theirs stands
             approval = exc.approval
         logger.info("approval expired: decided as configured", extra={"decision": approval.state})
+    if approval.resumed_at is not None:
+        logger.info("the decided approval's run has resumed: the chain retires")
+        return
     run = store.records.get_run(approval.run_id)
     if run is None or run.status != "parked" or run.waiting_for != approval.approval_id:
         logger.info(
