@@ -507,6 +507,68 @@ def test_an_approved_run_failing_after_its_tool_is_redriven_decision_kept_tool_o
     assert approval.state == "pending"  # as parked; decided once since
 
 
+# --- the request reaches the person once ---------------------------------------------------------
+
+
+def test_a_request_not_delivered_fails_the_attempt_and_the_retry_asks_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a gated session whose webhook refuses every request for now
+    gated_session(stack.store, tool, receiver)
+    receiver.fail_next = 1000
+    # WHEN the run parks: the request cannot be delivered
+    with pytest.raises(BatchProcessingError):
+        stack.wake()
+    # THEN the attempt failed (retried: nobody was asked), the run is not parked
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.last_error_type) == ("failed", "DeliveryFailed")
+    assert receiver.received == [] and stack.store.records.get_run(RUN).waiting_for is None  # type: ignore[union-attr]
+    # WHEN the receiver is back and the record is retried
+    receiver.fail_next = 0
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the run parked, the person asked once, with the token the request holds now
+    (asked,) = receiver.received
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert token_sha256(asked["approval"]["token"]) == stack.approval().token_sha256
+    assert len(stack.checks()) == 1  # one chain: the retry found its request and sent no second check
+
+
+def test_a_hard_kill_after_the_request_was_sent_resends_one_id_with_a_newer_token(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.run_end import RunEnds
+
+    # GIVEN a run whose process dies after the request's send, before anything records it
+    gated_session(stack.store, tool, receiver)
+    park, fail = RunEnds.record_park, RunEnds.record_failure
+
+    def killed(self: RunEnds, *args: Any, **kw: Any) -> Any:
+        raise ConnectionError("injected: the process died")
+
+    monkeypatch.setattr(RunEnds, "record_park", killed)
+    monkeypatch.setattr(RunEnds, "record_failure", killed)
+    with pytest.raises(BatchProcessingError):
+        stack.wake()
+    (first,) = receiver.received
+    # WHEN the record is retried (the process is well again)
+    monkeypatch.setattr(RunEnds, "record_park", park)
+    monkeypatch.setattr(RunEnds, "record_failure", fail)
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the same delivery id was sent again with a newer token (receivers drop the copy, keep the token)
+    second = receiver.received[-1]
+    assert second["delivery_id"] == first["delivery_id"] == approval_delivery_id(RUN, 0, 0)
+    assert (first["approval"]["token_gen"], second["approval"]["token_gen"]) == (1, 2)
+    assert len(receiver.received) == 2
+    # AND only the newer token decides
+    with pytest.raises(ForgedDecision):
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=first["approval"]["token"])
+    assert stack.approvals.decide(
+        APPROVAL, "approve", by="bob", via="api", token=second["approval"]["token"]
+    ).state == ("approved")
+    resume_all(stack)
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+
+
 # --- what a park costs, and the cron trigger ----------------------------------------------------
 
 
