@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from agentwake import bootstrap
 from agentwake.domain.approvals import Approval, approval_id, new_token, token_sha256
@@ -28,6 +30,7 @@ from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key
 from agentwake.store.queues import ResultQueue, WorkQueue
+from agentwake.store.schedules import Schedules
 from agentwake.wake.approval_check import check_approval
 from agentwake.wake.messages import WorkMessage
 from agentwake.wake.spec import WakeDeps
@@ -44,6 +47,8 @@ RUN = "bg:t1"
 APPROVAL = approval_id(RUN, 0, 0)
 RESULTS_ARN = "arn:aws:sqs:us-east-1:123456789012:results"
 WORK_ARN = "arn:aws:sqs:us-east-1:123456789012:agentwake-BackgroundWorkQueue"
+SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/agentwake-scheduler"
+CRON_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-cron:live"
 
 
 class ToolServer:
@@ -120,6 +125,7 @@ class Stack:
             result_queue=ResultQueue(self.resources.queue_url),
             tasks=TasksService(self.store, self.resources.queue_url, work_queue=self.work_queue),
             approvals=ApprovalsService(self.store, self.work_queue),
+            schedules=Schedules(self.resources.schedule_group, client=boto3.client("scheduler", region_name=REGION)),
             **extra,
         )
 
@@ -141,9 +147,12 @@ class Stack:
             ).get("Messages", [])
             if not got:
                 return answers
-            answer = background_result.handler(
-                {"Records": [lambda_sqs_record(got[0], RESULTS_ARN, REGION)]}, FakeLambdaContext()
-            )
+            try:
+                answer = background_result.handler(
+                    {"Records": [lambda_sqs_record(got[0], RESULTS_ARN, REGION)]}, FakeLambdaContext()
+                )
+            except BatchProcessingError:  # the whole batch (this one record) failed: Lambda retries it
+                answer = {"batchItemFailures": [{"itemIdentifier": got[0]["MessageId"]}]}
             answers.append(answer)
             if not answer["batchItemFailures"]:
                 sqs.delete_message(QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
@@ -205,6 +214,9 @@ def receiver() -> Iterator[CountingReceiver]:
 
 @pytest.fixture
 def stack(store: DynamoStore, resources: Resources, monkeypatch: pytest.MonkeyPatch) -> Stack:
+    # as deployed: a decided cron run's copy is a one-time schedule invoking the cron function
+    monkeypatch.setenv("AGENTWAKE_SCHEDULER_ROLE_ARN", SCHEDULER_ROLE)
+    monkeypatch.setenv("AGENTWAKE_CRON_FUNCTION_ARN", CRON_FUNCTION)
     made = Stack(store, resources)
     # the handlers' composition root, given these deps (its work queue's sends recorded)
     monkeypatch.setattr(bootstrap.root(), "wake_deps", made.deps)
@@ -285,6 +297,8 @@ def test_approved_the_gated_tool_runs_once_and_the_run_succeeds(
     assert len(stack.notes()) == 1
     step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
     assert (step["approval_id"], step["decided_by"]) == (APPROVAL, "bob")
+    # AND the request says which attempt resumed on it; the run waits for nothing any more
+    assert stack.approval().resumed_attempt == 2 and run.waiting_for is None
     # AND the request was delivered once, nothing is in a DLQ
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
     assert stack.dlqs_empty()
@@ -314,6 +328,314 @@ def test_a_copy_of_a_parked_run_before_the_decision_does_nothing(
     run = stack.store.records.get_run(RUN)
     assert run is not None and (run.status, run.attempts) == ("parked", 1)
     assert len(receiver.received) == 1 and tool.calls == Counter() and len(stack.checks()) == 1
+
+
+# --- time decides when nobody does --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_expiry", ["reject", "approve"])
+def test_nobody_decides_the_expiry_decides_as_configured_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, on_expiry: str
+) -> None:
+    # GIVEN a run parked on a call whose rule expires after an hour
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 3600, "on_expiry": on_expiry})
+    (first,) = stack.checks()
+    # WHEN its check comes before the expiry
+    stack.check(first, at=time.time() + 900)
+    # THEN it is still pending and the check sent its successor, delayed by what is left
+    assert stack.approval().state == "pending"
+    successor = stack.checks()[-1]
+    assert successor.after_check == first.check_id and successor.check_id != first.check_id
+    # WHEN the successor comes at the expiry, and again (SQS delivers it twice)
+    stack.check(successor, at=approval.expiry_epoch + 1)
+    decided = stack.approval()
+    stack.check(successor, at=approval.expiry_epoch + 2)
+    # THEN the expiry decided once, as configured, and the run resumed through its re-queue
+    assert stack.approval() == decided
+    assert (decided.state, decided.decided_by, decided.decided_via, decided.expired) == (
+        {"reject": "rejected", "approve": "approved"}[on_expiry],
+        "expiry",
+        "expiry",
+        True,
+    )
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded"
+    step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
+    if on_expiry == "approve":
+        assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    else:
+        assert tool.calls == Counter()
+        assert step["content"] == "not run: nobody decided within 3600 s, so it was rejected by default"
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
+@pytest.mark.parametrize("first", ["person_first", "expiry_first"])
+def test_a_decision_racing_the_expiry_leaves_one_decision(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, first: str
+) -> None:
+    # GIVEN a parked run whose request is due
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 60})
+    (check,) = stack.checks()
+    due = approval.expiry_epoch + 1
+
+    def person() -> None:
+        stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+
+    # WHEN a person approves and the expiry's check comes in the same second, in either order
+    if first == "person_first":
+        person()
+        stack.check(check, at=due)
+    else:
+        stack.check(check, at=due)
+        with pytest.raises(ApprovalAlreadyDecided, match="rejected by expiry"):
+            person()
+    # THEN exactly one decision stands, the first, and the journal holds that one
+    decided = stack.approval()
+    winner = ("approved", PRODUCT_CALLER) if first == "person_first" else ("rejected", "expiry")
+    assert (decided.state, decided.decided_by) == winner
+    step = stack.store.journals.journal_entries(RUN)[decision_key(0, 0)]
+    assert (step["decision"], step["by"]) == winner
+    resume_all(stack)
+    assert tool.calls == (Counter({f"{RUN}#0#0": 1}) if first == "person_first" else Counter())
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+
+
+# --- the session while a run is parked ----------------------------------------------------------
+
+
+def test_a_parked_run_holds_no_lease_live_turns_and_other_wakes_run(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.product.sessions import SessionsService
+
+    # GIVEN a parked run
+    parked(stack, tool, receiver)
+    # WHEN a live turn begins at once, and another task's completion wakes the agent meanwhile
+    sessions = SessionsService(stack.store, ResultQueue(stack.resources.queue_url))
+    with sessions.live_turn("s1", wait_s=0):
+        pass
+    seed_task(stack.store, "t2", "s1")
+    assert stack.wake("t2") == {"batchItemFailures": []}
+    # THEN both ran without waiting for the parked run (the other wake parked on its own gated call)
+    other = stack.store.records.get_run("bg:t2")
+    assert other is not None and other.status == "parked" and other.attempts == 1
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert stack.store.leases.waiters("s1") == []
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+
+
+def test_a_decision_during_a_live_turn_resumes_when_the_turn_ends(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.product.sessions import SessionsService
+
+    # GIVEN a parked run, and a live turn holding the session
+    parked(stack, tool, receiver)
+    sessions = SessionsService(stack.store, ResultQueue(stack.resources.queue_url))
+    turn = sessions.begin_live_turn("s1", wait_s=0)
+    # WHEN the request is approved and its nudge runs while the turn holds the session
+    stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # THEN the run waits on the session's list: it has not started, nothing was called
+    assert stack.results() == []
+    assert [w.run_id for w in stack.store.leases.waiters("s1")] == [RUN]
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.attempts) == ("parked", 1) and tool.calls == Counter()
+    # WHEN the turn ends
+    assert sessions.end_live_turn(turn) == RUN
+    # THEN its end handed the session to the run, which resumed and called the tool once
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_a_decision_before_the_park_lands_goes_on_in_place(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.run_end import RunEnds
+
+    # GIVEN a person who approves the request the moment it is delivered, before the park lands
+    park = RunEnds.record_park
+
+    def decided_first(self: RunEnds, **kw: Any) -> Any:
+        token = receiver.received[-1]["approval"]["token"]
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=token)
+        return park(self, **kw)
+
+    monkeypatch.setattr(RunEnds, "record_park", decided_first)
+    gated_session(stack.store, tool, receiver)
+    # WHEN the run parks
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN it went on in place: the tool ran once, the run succeeded in its first attempt
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.attempts) == ("succeeded", 1)
+    assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
+    # AND the decision's nudge finds nothing to re-queue; the request was delivered once
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    assert stack.results() == []
+    assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
+
+
+# --- a resume that fails ------------------------------------------------------------------------
+
+
+def test_an_approved_run_failing_after_its_tool_is_redriven_decision_kept_tool_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an approved parked run whose model breaks after the tool step (every provider fails)
+    approval = parked(stack, tool, receiver)
+    stack.approvals.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    session = stack.store.records.get_session("s1")
+    assert session is not None
+    failing_after_tool = [{"type": "scripted", "id": "p", "script": [FILES_A_TICKET[0], {"error": "auth"}]}]
+    stack.store.records.put_session(session.model_copy(update={"providers": failing_after_tool}))
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # WHEN the resumed run fails (its handed copy's batch item fails: SQS retries it, then dead-letters it)
+    assert [len(a["batchItemFailures"]) for a in stack.results()] == [1]
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "failed", run
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    # WHEN the model is fixed and the run is redriven (the producer's message, from the DLQ)
+    stack.store.records.put_session(session)
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the decision was kept and the tool was not called again; the run succeeded with one note
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded"
+    assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
+    assert stack.approval().state == "approved" and stack.approval().decided_by == PRODUCT_CALLER
+    assert approval.state == "pending"  # as parked; decided once since
+
+
+# --- the request reaches the person once ---------------------------------------------------------
+
+
+def test_a_request_not_delivered_fails_the_attempt_and_the_retry_asks_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a gated session whose webhook refuses every request for now
+    gated_session(stack.store, tool, receiver)
+    receiver.fail_next = 1000
+    # WHEN the run parks: the request cannot be delivered
+    with pytest.raises(BatchProcessingError):
+        stack.wake()
+    # THEN the attempt failed (retried: nobody was asked), the run is not parked
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and (run.status, run.last_error_type) == ("failed", "DeliveryFailed")
+    assert receiver.received == [] and stack.store.records.get_run(RUN).waiting_for is None  # type: ignore[union-attr]
+    # WHEN the receiver is back and the record is retried
+    receiver.fail_next = 0
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the run parked, the person asked once, with the token the request holds now
+    (asked,) = receiver.received
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert token_sha256(asked["approval"]["token"]) == stack.approval().token_sha256
+    assert len(stack.checks()) == 1  # one chain: the retry found its request and sent no second check
+
+
+def test_a_hard_kill_after_the_request_was_sent_resends_one_id_with_a_newer_token(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.run_end import RunEnds
+
+    # GIVEN a run whose process dies after the request's send, before anything records it
+    gated_session(stack.store, tool, receiver)
+    park, fail = RunEnds.record_park, RunEnds.record_failure
+
+    def killed(self: RunEnds, *args: Any, **kw: Any) -> Any:
+        raise ConnectionError("injected: the process died")
+
+    monkeypatch.setattr(RunEnds, "record_park", killed)
+    monkeypatch.setattr(RunEnds, "record_failure", killed)
+    with pytest.raises(BatchProcessingError):
+        stack.wake()
+    (first,) = receiver.received
+    # WHEN the record is retried (the process is well again)
+    monkeypatch.setattr(RunEnds, "record_park", park)
+    monkeypatch.setattr(RunEnds, "record_failure", fail)
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the same delivery id was sent again with a newer token (receivers drop the copy, keep the token)
+    second = receiver.received[-1]
+    assert second["delivery_id"] == first["delivery_id"] == approval_delivery_id(RUN, 0, 0)
+    assert (first["approval"]["token_gen"], second["approval"]["token_gen"]) == (1, 2)
+    assert len(receiver.received) == 2
+    # AND only the newer token decides
+    with pytest.raises(ForgedDecision):
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=first["approval"]["token"])
+    assert stack.approvals.decide(
+        APPROVAL, "approve", by="bob", via="api", token=second["approval"]["token"]
+    ).state == ("approved")
+    resume_all(stack)
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+
+
+# --- what a park costs, and the cron trigger ----------------------------------------------------
+
+
+def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from tests.support.probes import DynamoCalls
+
+    # GIVEN a session whose agent calls a gated tool at step 0
+    gated_session(stack.store, tool, receiver)
+    counter = DynamoCalls(stack.store.table.db)
+    sends_before = len(stack.sqs.sent)
+    # WHEN the producer's completion wakes it and it parks
+    calls = counter.during(stack.wake)
+    # THEN the wake's batch read, its start, the history window, the reply (it calls a tool), the
+    # request, the wait list's read for the hand-off and the park: one transaction each
+    assert calls == [
+        "BatchGetItem",
+        "TransactWriteItems",
+        "Query",
+        "PutItem",
+        "TransactWriteItems",
+        "Query",
+        "TransactWriteItems",
+    ], calls
+    # AND one SQS send (the expiry's first check) and one delivery (the request)
+    assert len(stack.sqs.sent) - sends_before == 1 and len(receiver.received) == 1
+
+
+def test_a_cron_run_that_parks_returns_success_spending_no_retry(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    from agentwake.domain.models import Job
+    from agentwake.handlers import cron_wake
+
+    # GIVEN a job whose run calls a gated tool
+    gated_session(stack.store, tool, receiver)
+    stack.store.records.put_job(
+        Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
+    )
+    event = {"job_id": "j1", "scheduled_time": "2026-12-03T06:00:00Z", "session_id": "s1"}
+    # WHEN the schedule invokes the cron function
+    answer = cron_wake.handler(event, FakeLambdaContext())
+    # THEN the invocation succeeded, saying the run parked (no Lambda retry, no on-failure record)
+    run_id = "cron:j1:2026-12-03T06:00:00Z"
+    assert answer["status"] == "parked" and answer["run_id"] == run_id
+    run = stack.store.records.get_run(run_id)
+    assert run is not None and run.status == "parked" and run.waiting_for == approval_id(run_id, 0, 0)
+    job = stack.store.records.get_job("j1")
+    assert job is not None and job.status == "parked" and job.consecutive_failures == 0
+    request = stack.store.approvals.get(approval_id(run_id, 0, 0))
+    assert request is not None and request.kind == "cron" and request.resume is not None
+    assert json.loads(request.resume["body"])["job_id"] == "j1"
+    assert tool.calls == Counter() and stack.notes() == []
+    # WHEN it is approved and the decision's nudge runs
+    stack.approvals.decide(request.approval_id, "approve", by="ops", via="cli")
+    assert all(a == {"batchItemFailures": []} for a in stack.work())
+    # THEN its copy is a one-time schedule invoking the function the run came through (moto's
+    # scheduler stores it and never fires it)
+    client = boto3.client("scheduler", region_name=REGION)
+    names = [x["Name"] for x in client.list_schedules(GroupName=stack.resources.schedule_group)["Schedules"]]
+    (handed,) = [client.get_schedule(Name=n, GroupName=stack.resources.schedule_group) for n in names]
+    assert handed["Target"]["Arn"] == FakeLambdaContext.invoked_function_arn  # the function it came through
+    # WHEN it fires: the run resumes, calls the tool once and succeeds
+    answer = cron_wake.handler(json.loads(handed["Target"]["Input"]), FakeLambdaContext())
+    assert answer["status"] == "succeeded", answer
+    assert tool.calls == Counter({f"{run_id}#0#0": 1}) and len(stack.notes()) == 1
 
 
 # --- the decision service -----------------------------------------------------------------------

@@ -260,25 +260,7 @@ class Approvals:
         return True
 
     def resumed_item(self, approval_id: str, attempt: int, at: str | None = None) -> tuple[str, dict[str, Any]]:
-        """The resume's mark, in the run's start transaction: ``resumed_at``, ``resumed_attempt`` on a
-        decided request."""
-        return (
-            "approval",
-            {
-                "Update": {
-                    "TableName": self.table.name,
-                    "Key": key(*approval_key(approval_id)),
-                    "UpdateExpression": "SET resumed_at = :at, resumed_attempt = :n",
-                    "ConditionExpression": "#s <> :pending",
-                    "ExpressionAttributeNames": {"#s": "state"},
-                    "ExpressionAttributeValues": {
-                        ":at": {"S": at or utcnow_iso()},
-                        ":n": {"N": str(attempt)},
-                        ":pending": {"S": "pending"},
-                    },
-                }
-            },
-        )
+        return resumed_item(self.table, approval_id, attempt, at)
 
     def set_resume(self, approval_id: str, resume: dict[str, Any]) -> None:
         """Keep the copy that re-queues the run (``{kind, body, attributes, target}``)."""
@@ -333,3 +315,25 @@ class Approvals:
             request["ExpressionAttributeValues"][":st"] = {"S": state}
         found = [self.load(i) for i in pages(self.table.db.scan, request)]
         return sorted(found, key=lambda a: a.requested_at, reverse=True)
+
+
+def resumed_item(table: Table, approval_id: str, attempt: int, at: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The resume's mark, in the run's start transaction (``Runs.begin_run``): ``resumed_at``,
+    ``resumed_attempt`` on a decided request."""
+    return (
+        "approval",
+        {
+            "Update": {
+                "TableName": table.name,
+                "Key": key(*approval_key(approval_id)),
+                "UpdateExpression": "SET resumed_at = :at, resumed_attempt = :n",
+                "ConditionExpression": "attribute_exists(pk) AND #s <> :pending",
+                "ExpressionAttributeNames": {"#s": "state"},
+                "ExpressionAttributeValues": {
+                    ":at": {"S": at or utcnow_iso()},
+                    ":n": {"N": str(attempt)},
+                    ":pending": {"S": "pending"},
+                },
+            }
+        },
+    )

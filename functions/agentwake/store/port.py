@@ -256,6 +256,7 @@ class RunsPort(Protocol):
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
+        resuming: str | None = None,
     ) -> Lease:
         """The session's lease and the attempt count in one conditional write, checking the daily
         counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""

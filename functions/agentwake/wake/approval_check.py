@@ -73,6 +73,9 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         except ApprovalAlreadyDecided as exc:  # a person decided in the same moment: theirs stands
             approval = exc.approval
         logger.info("approval expired: decided as configured", extra={"decision": approval.state})
+    if approval.resumed_at is not None:
+        logger.info("the decided approval's run has resumed: the chain retires")
+        return
     run = store.records.get_run(approval.run_id)
     if run is None or run.status != "parked" or run.waiting_for != approval.approval_id:
         logger.info(
@@ -90,7 +93,15 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
 
 def requeue(approval: Approval, deps: WakeDeps, *, now: float) -> str | None:
     """The decided run joins its session's wait list and takes the session like any waiter; the run
-    id handed the session now, or None (its holder hands it over when it releases)."""
+    id handed the session now, or None (its holder hands it over when it releases, or the list is
+    full: ``SessionWaitListMax``, and the chain's next check tries again)."""
+    cap = deps.settings.session_wait_list_max
+    places = deps.store.leases.first_places(approval.session_id, limit=cap)
+    if len(places) >= cap and approval.run_id not in places:
+        # a full wait list is retried by the chain, never dead-lettered
+        metrics.add_metric(name="SessionWaitListFull", unit="Count", value=1)
+        logger.info("the session's wait list is full: the chain re-queues the decided run later")
+        return None
     resume = approval.resume or {}
     decided = _epoch(approval.decided_at) if approval.decided_at else now
     waiter = Waiter(

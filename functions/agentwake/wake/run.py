@@ -102,6 +102,8 @@ def execute_run(
             usage=usage,
             waited=spec.waited,
             message_id=spec.message_id,
+            # a parked run whose request was decided: its resume is marked in the same write
+            resuming=existing.waiting_for if existing is not None and existing.status == "parked" else None,
         )
     except LeaseHeld as exc:
         raise SessionBusy(
