@@ -920,6 +920,8 @@ def run_link_facts(links: RunLinks) -> list[tuple[str, Any]]:
         rows.append(("started by", j.created_by_run or "the product or an operator (no run)"))
         if j.created_by_call:
             rows.append(("tool call", j.created_by_call))
+    for a in links.approvals:
+        rows.append(("approval", f"{a.approval_id}: {a.tool}, {a.state}"))
     return rows
 
 
@@ -998,6 +1000,9 @@ def tree_label(node: TreeNode) -> str:
         if t.outcome == "failed" and t.outcome_reason:
             text += f": {first_line(t.outcome_reason, 80)}"
         return text
+    if node.kind == "approval":
+        a = node.record
+        return f"approval {a.approval_id}  {a.tool}  {a.state}"
     j = node.record.job
     fired = f"{j.fires}/{j.max_fires}" if j.max_fires else str(j.fires)
     text = f"wake {j.job_id}  {'once ' if j.run_once else ''}{j.schedule_expression}  {j.status}, fired {fired}"

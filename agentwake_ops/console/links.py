@@ -50,6 +50,10 @@ def run_link_rows(links: RunLinks) -> list[tuple[str, Any]]:
         rows.append(("job", link("/jobs", j.job_id, id=j.job_id)))
         starter = j.created_by_run
         rows.append(("started by", link("/run", starter, id=starter) if starter else "the product or an operator"))
+    for a in links.approvals:
+        rows.append(
+            ("approval", Markup(f"{link('/approval', a.approval_id, id=a.approval_id)} ({h(a.tool)}, {h(a.state)})"))
+        )
     return rows
 
 
@@ -91,7 +95,7 @@ def task_page(ctx: OpsContext, task_id: str) -> Markup:
 
 
 def _tree_item(node: TreeNode) -> str:
-    route = {"run": "/run", "task": "/task", "job": "/jobs"}[node.kind]
+    route = {"run": "/run", "task": "/task", "job": "/jobs", "approval": "/approval"}[node.kind]
     label = tree_label(node)
     # the node's id is the link (a run not listed may have no record: its id plain), the rest text
     rest = label.split(node.id, 1)[1] if node.id in label else ""

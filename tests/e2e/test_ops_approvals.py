@@ -136,9 +136,9 @@ def test_a_run_that_asked_still_shows_and_lists_as_a_tree(cli: Cli, stack: Stack
     # WHEN the run is shown, and the session's runs as a tree
     shown = cli("runs", "show", "bg:t-asked").stdout
     cli("runs", "list", "--session", "alice", "--tree")
-    # THEN both answer: the request is not mistaken for a task or a job the run started
+    # THEN both answer: the request is named as the run's approval, not mistaken for a task or a job
     assert "bg:t-asked" in shown and "tasks this run started" not in shown
-    assert approval.approval_id not in shown
+    assert f"approval {approval.approval_id}: create_ticket, pending" in " ".join(shown.replace("│", " ").split())
 
 
 def test_what_a_decider_wrote_reaches_the_terminal_inert(cli: Cli, stack: Stack) -> None:

@@ -114,3 +114,28 @@ def test_the_product_api_rejects_it_and_the_tool_is_never_called(
     # AND a later approval is refused, saying what stands
     status, conflict = call("POST", f"/approvals/{APPROVAL}/decision", {"decision": "approve"})
     assert status == 409 and "rejected" in conflict["error"] and "wrong customer" in conflict["error"]
+
+
+def test_the_tree_shows_the_request_under_the_run_that_asked(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a run parked on its gated call
+    parked(stack, tool, receiver)
+    # WHEN an operator reads the session's runs as a tree, and the run's links
+    tree = agentwake("runs", "list", "--session", "s1", "--tree").stdout
+    links = json.loads(agentwake("runs", "show", RUN, "--json").stdout)["links"]
+    # THEN the request hangs under its run, with its tool and state, and the run names it
+    assert f"approval {APPROVAL}  create_ticket  pending" in tree
+    assert links["approvals"] == [
+        {
+            "approval_id": APPROVAL,
+            "tool": "create_ticket",
+            "state": "pending",
+            "requested_at": links["approvals"][0]["requested_at"],
+        }
+    ]
+    data = json.loads(agentwake("runs", "list", "--session", "s1", "--tree", "--json").stdout)
+    (root,) = data["tree"]
+    assert [c["approval"]["approval_id"] for c in root["children"] if c["kind"] == "approval"] == [APPROVAL]
+    shown = " ".join(agentwake("runs", "show", RUN).stdout.replace("│", " ").split())
+    assert f"approval {APPROVAL}: create_ticket, pending" in shown
