@@ -8,15 +8,11 @@ Every value comes from :mod:`agentwake_ops.approvals_view`, the text the CLI pri
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentwake_ops import approvals_view
 from agentwake_ops.console.html import Markup, facts, h, hidden, link, table
+from agentwake_ops.console.links import DECISION_VERBS, decide_buttons
 from agentwake_ops.console.pages import Query, one
 from agentwake_ops.context import OpsContext, OpsError
-
-#: the form's decision values, as the CLI's commands
-DECISIONS = {"approve": "approved", "reject": "rejected"}
 
 
 def _read(ctx: OpsContext, approval_id: str) -> approvals_view.ApprovalOut:
@@ -69,20 +65,9 @@ def approval(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     return Markup(facts(rows) + Markup(decide_buttons(shown, csrf)))
 
 
-def decide_buttons(shown: approvals_view.ApprovalOut, csrf: str) -> str:
-    """While pending: approve and reject, each to its confirmation page."""
-    if shown.state != "pending":
-        return ""
-    return "".join(
-        f"<form method='post' action='approval/confirm' class='inline' id='{verb}-form'>{hidden('csrf', csrf)}"
-        f"{hidden('id', shown.approval_id)}{hidden('decision', verb)}<button id='{verb}'>{verb.title()}</button></form>"
-        for verb in DECISIONS
-    )
-
-
 def _decision(form: Query) -> str:
     verb = one(form, "decision")
-    if verb not in DECISIONS:
+    if verb not in DECISION_VERBS:
         raise OpsError(f"decision must be approve or reject, got {verb!r}")
     return verb
 
@@ -135,24 +120,4 @@ def decide(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         + " · "
         + link("/run", "the run", id=decided.run_id)
         + "</p>"
-    )
-
-
-def parked_block(ctx: OpsContext, record: Any, csrf: str) -> Markup:
-    """A parked run's page: what it waits for, since when, until when and then what, and the buttons."""
-    waiting = getattr(record, "waiting_for", None)
-    if getattr(record, "status", None) != "parked" or not waiting:
-        return Markup("")
-    found = ctx.approvals.approvals.get(waiting)
-    if found is None:
-        return Markup(f"<p class='note' id='parked'>parked: waiting for approval {h(waiting)} (not found)</p>")
-    shown = approvals_view.view(found)
-    line = approvals_view.waiting_for(
-        shown, parked_at=getattr(record, "parked_at", None), step=getattr(found, "step", None)
-    )
-    return Markup(
-        f"<h2>parked</h2><p class='note' id='parked'>{h(line)}</p><p>"
-        + link("/approval", f"approval {shown.approval_id}", id=shown.approval_id)
-        + "</p>"
-        + decide_buttons(shown, csrf)
     )

@@ -454,7 +454,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                 ]
             )
         )
-        from agentwake_ops.console.approvals import parked_block
+        from agentwake_ops.console.links import parked_block
 
         parts.append(parked_block(ctx, record, csrf))
         parts.append(_replay_form(ctx, record, csrf))
