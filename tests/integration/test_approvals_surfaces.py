@@ -77,12 +77,13 @@ def test_an_operator_sees_the_parked_run_and_approves_it_and_the_tool_runs_once(
     said = " ".join(agentwake("approvals", "approve", APPROVAL, "--as", "ops-alice", "--yes").stdout.split())
     assert "approved by operator (as ops-alice) via cli" in said
     resume_all(stack)
-    # THEN the tool ran exactly once and the run succeeded, no longer waiting
+    # THEN the tool ran exactly once and the run succeeded, no longer waiting; the request says when it resumed
     assert tool.calls == Counter({f"{RUN}#0#0": 1})
     run = stack.store.records.get_run(RUN)
     assert run is not None and run.status == "succeeded"
     decided = json.loads(agentwake("approvals", "show", APPROVAL, "--json").stdout)
-    assert decided["state"] == "approved"
+    assert decided["state"] == "approved" and decided["resumed_at"]
+    assert "resumed" in " ".join(agentwake("approvals", "show", APPROVAL).stdout.replace("│", " ").split())
     assert "waiting for approval" not in agentwake("runs", "show", RUN).stdout
     # AND its transcript reads through the request as asked, its delivery, the decision and the call
     transcript = " ".join(agentwake("runs", "show", RUN, "--transcript").stdout.split())
