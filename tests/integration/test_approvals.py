@@ -569,6 +569,81 @@ def test_a_hard_kill_after_the_request_was_sent_resends_one_id_with_a_newer_toke
     assert tool.calls == Counter({f"{RUN}#0#0": 1})
 
 
+# --- a fault at every AWS call of the park ----------------------------------------------------------
+
+#: the calls a park makes when nothing fails (test_a_park_costs_...): DynamoDB, and the check's SQS send
+PARK_CALLS = [
+    "BatchGetItem",  # run, task, session config
+    "TransactWriteItems",  # lease + attempt
+    "Query",  # history window
+    "PutItem",  # 000.reply, which calls the gated tool
+    "SendMessage",  # the expiry's first check (before the request: no request without its chain)
+    "TransactWriteItems",  # the request: approval item + its journal step
+    "Query",  # the wait list, read before the release (the hand-off)
+    "TransactWriteItems",  # the park: run parked, asked step + delivery, asked_at, lease release
+]
+
+
+#: run by default (``make test``): every kind at the calls the park adds (the check's send, the request,
+#: the park transaction); ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every call of the wake
+PARK_DEFAULT_CALLS = {5, 6, 8}
+
+
+def _park_points() -> Iterator[Any]:
+    import os
+
+    from tests.support.faults import FAULT_KINDS
+
+    full = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+    for n, operation in enumerate(PARK_CALLS, start=1):
+        if not full and n not in PARK_DEFAULT_CALLS:
+            continue
+        for kind in FAULT_KINDS:
+            if operation == "SendMessage" and kind == "conditional":
+                continue  # SQS has no conditions
+            yield pytest.param(n, kind, id=f"{n}-{operation}-{kind}")
+
+
+@pytest.mark.parametrize(("at", "kind"), list(_park_points()))
+def test_a_fault_at_any_call_of_the_park(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, at: int, kind: str
+) -> None:
+    from agentwake.wake.background import wake_for_background_result
+    from tests.support.builders import message
+    from tests.support.faults import CallFaults
+
+    # GIVEN a gated session, and one fault armed at the at-th AWS call of its park
+    gated_session(stack.store, tool, receiver)
+    faults = CallFaults(stack.store.table.db)
+    faults.also(stack.sqs.client, "sqs")
+    faults.arm(at, kind)
+    # WHEN the record is received, and again after each failure, as SQS would
+    errors: list[BaseException] = []
+    for _ in range(5):
+        try:
+            outcome = wake_for_background_result(message("t1", "s1"), stack.deps)
+        except Exception as exc:  # noqa: BLE001 -- whatever the fault became, the trigger retries it
+            errors.append(exc)
+            continue
+        break
+    # THEN the fault fired where it was aimed, and the run parked within the retries
+    assert faults.fired is not None and faults.fired[1] == PARK_CALLS[at - 1], faults.fired
+    assert outcome.status == "parked" and len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    # AND the person was asked once (by delivery id), nothing was called, no note, nothing in a DLQ,
+    # the session is free
+    assert receiver.by_delivery_id() == Counter({approval_delivery_id(RUN, 0, 0): 1})
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    assert stack.store.table.read_item("SESSION#s1", "LEASE") is None
+    # WHEN the token the person holds approves it
+    token = receiver.received[-1]["approval"]["token"]
+    stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=token)
+    resume_all(stack)
+    # THEN the tool ran exactly once and the run succeeded with one note
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+    assert len(stack.notes()) == 1
+
+
 # --- what a park costs, and the cron trigger ----------------------------------------------------
 
 

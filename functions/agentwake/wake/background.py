@@ -399,7 +399,8 @@ def wake_for_background_result(
         task_id=msg.task_id,
         waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
         message_id=message_id,
-        resume=resume,
+        # what re-queues the run if it parks: the record's own body and attributes, else this message
+        resume=resume or {"kind": "background", "body": msg.model_dump_json(), "attributes": {}, "target": ""},
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
 
