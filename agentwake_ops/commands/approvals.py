@@ -22,7 +22,7 @@ app = typer.Typer(
 
 AsOpt = Annotated[
     str | None,
-    typer.Option("--as", help="Who decides, recorded as 'operator (NAME)' (default: operator).", metavar="NAME"),
+    typer.Option("--as", help="Who decides, recorded as 'operator (as NAME)' (default: operator).", metavar="NAME"),
 ]
 
 
@@ -41,8 +41,10 @@ def approvals_list(
     as_json: JsonOpt = False,
     wide: WideOpt = False,
 ) -> None:
-    """List approval requests, pending first, then newest first: the call each asks about, its state,
-    when it was requested and when it expires."""
+    """List approval requests, pending first, then newest first.
+
+    Each row: the call it asks about, its state, when it was requested and when it expires.
+    """
     if session is not None:
         check_id(session, "session id")
     if state not in approvals_view.LIST_STATES:
@@ -68,8 +70,10 @@ def approvals_show(
     approval_id: Annotated[str, typer.Argument(help="The approval id.", metavar="APPROVAL_ID")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Show an approval request: the call, why it was asked, its run, who may decide, when it expires
-    and then what, and its decision (never its token)."""
+    """Show an approval request: the call, why it was asked, its run and its decision.
+
+    Also who may decide, when it expires and what the expiry decides. Never its token.
+    """
     approval = _read(ctx, approval_id)
     if as_json:
         render.print_json(approval.model_dump(mode="json"))
@@ -101,8 +105,10 @@ def approvals_reject(
     yes: YesOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Reject a pending request: the parked run resumes without making the call, and the agent reads
-    who rejected it and why. Asks for confirmation."""
+    """Reject a pending request: the parked run resumes without making the call.
+
+    The agent reads who rejected it and why. Asks for confirmation.
+    """
     _decide(ctx, approval_id, "rejected", reason=reason, as_name=as_name, yes=yes, as_json=as_json)
 
 
