@@ -88,3 +88,6 @@ def test_a_parked_runs_page_says_what_it_waits_for_with_the_buttons(stack: Stack
     assert "parked since 2026-12-01 10:00:00 at step 1: waiting for approval" in said
     assert "(then rejected)" in said and f"approval?id={approval.approval_id}" in page
     assert "id='approve'" in page and "id='reject'" in page
+    # AND the runs page filters the parked runs
+    runs = console.page("/runs?status=parked&since=2026-11-30T00:00:00Z")
+    assert "run?id=bg%3Ap1" in runs
