@@ -129,6 +129,14 @@ class Root:
         return SessionsService(self.store, self.result_queue, max_hold_s=self.settings.live_turn_max_hold_s)
 
     @cached_property
+    def approvals(self) -> ApprovalsService:
+        """Deciding approval requests (the one decision path: product API, CLI, console, expiry) and
+        sending their checks to the work queue (issue 35); loaded on first use."""
+        from agentwake.product.approvals import ApprovalsService
+
+        return ApprovalsService(self.store, self.work_queue)
+
+    @cached_property
     def tasks(self) -> TasksService:
         """Registering, starting and completing tasks: a completion is sent to the result queue, the work
         agentwake runs itself to the work queue (each SQS client is made on its first send)."""

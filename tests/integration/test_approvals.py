@@ -154,8 +154,13 @@ class Stack:
             except BatchProcessingError:  # the whole batch (this one record) failed: Lambda retries it
                 answer = {"batchItemFailures": [{"itemIdentifier": got[0]["MessageId"]}]}
             answers.append(answer)
-            if not answer["batchItemFailures"]:
-                sqs.delete_message(QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+            if answer["batchItemFailures"]:
+                # received again at once (its visibility timeout made zero), on the caller's next round
+                sqs.change_message_visibility(
+                    QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"], VisibilityTimeout=0
+                )
+                return answers
+            sqs.delete_message(QueueUrl=self.resources.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
 
     def work_sent(self) -> list[WorkMessage]:
         return [WorkMessage.parse_body(s["MessageBody"]) for s in self.sqs.to(self.resources.work_queue_url)]
@@ -644,6 +649,110 @@ def test_a_fault_at_any_call_of_the_park(
     assert len(stack.notes()) == 1
 
 
+# --- a fault at every AWS call of the re-queue and the resume ------------------------------------
+
+#: the calls of the decision's nudge (wake/approval_check.py) when nothing fails: the request, the
+#: run, the wait list's room, the run onto the list, the lease marked (none: the session is free), the
+#: oldest waiter read, the session reserved for it, its handed copy sent, the waiter marked handed
+CHECK_CALLS = [
+    "GetItem",
+    "GetItem",
+    "Query",
+    "UpdateItem",
+    "PutItem",
+    "UpdateItem",
+    "UpdateItem",
+    "Query",
+    "GetItem",
+    "PutItem",
+    "SendMessage",
+    "TransactWriteItems",
+]
+#: the resumed wake's calls: batch read, start (+ the request marked resumed), its journal, the
+#: history window, the gated tool's step, the final reply, the wait list, the commit
+RESUME_CALLS = [
+    "BatchGetItem",
+    "TransactWriteItems",
+    "Query",
+    "Query",
+    "PutItem",
+    "PutItem",
+    "Query",
+    "TransactWriteItems",
+]
+#: run by default: the hand-off's send and mark, the resume's start and commit; every call with
+#: ``AGENTWAKE_FAULT_MATRIX=full``
+RESUME_DEFAULT = {"check": {11, 12}, "resume": {2, 8}}
+
+
+def _resume_points() -> Iterator[Any]:
+    import os
+
+    from tests.support.faults import FAULT_KINDS
+
+    full = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+    for phase, calls in (("check", CHECK_CALLS), ("resume", RESUME_CALLS)):
+        for n, operation in enumerate(calls, start=1):
+            if not full and n not in RESUME_DEFAULT[phase]:
+                continue
+            for kind in FAULT_KINDS:
+                if operation == "SendMessage" and kind == "conditional":
+                    continue
+                yield pytest.param(phase, n, kind, id=f"{phase}-{n}-{operation}-{kind}")
+
+
+@pytest.mark.parametrize(("phase", "at", "kind"), list(_resume_points()))
+def test_a_fault_at_any_call_of_the_requeue_and_the_resume(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, phase: str, at: int, kind: str
+) -> None:
+    from tests.support.faults import CallFaults
+
+    # GIVEN an approved parked run, and one fault armed at the at-th call of its re-queue or resume
+    parked(stack, tool, receiver)
+    stack.approvals.decide(APPROVAL, "approve", by="bob", via="cli")
+    (nudge,) = stack.nudges()
+    faults = CallFaults(stack.store.table.db)
+    assert stack.deps.result_queue is not None
+    faults.also(stack.deps.result_queue.client, "sqs")
+    faults.arm(at, kind) if phase == "check" else faults.arm(None)
+    # WHEN the nudge is received, and again after each failure, as SQS would
+    errors: list[BaseException] = []
+    for _ in range(5):
+        try:
+            stack.check(nudge)
+        except Exception as exc:  # noqa: BLE001 -- whatever the fault became, the trigger retries it
+            errors.append(exc)
+            continue
+        break
+    # AND the handed copy is received until it is handled (a copy that found its session busy comes
+    # back delayed: polled, with a generous bound); a hand-off that was lost is the chain's to carry:
+    # its check comes (at the latest 900 s later) and re-queues the run
+    if phase == "resume":
+        faults.arm(at, kind)
+    chain: WorkMessage | None = stack.checks()[0]
+    deadline = time.monotonic() + 60
+    while True:
+        handled = stack.results()  # first: the armed fault counts the resume's calls from its first
+        status = stack.store.records.get_run(RUN).status  # type: ignore[union-attr]
+        if status == "succeeded":
+            break
+        assert time.monotonic() < deadline, "the run did not resume"
+        if not handled and status == "parked" and chain is not None:
+            stack.check(chain)
+            chain = None
+        time.sleep(0.2)
+    # THEN the fault fired where it was aimed, and cost one retry at most
+    expected = (CHECK_CALLS if phase == "check" else RESUME_CALLS)[at - 1]
+    assert faults.fired is not None and faults.fired[1] == expected, faults.fired
+    assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    # AND the tool ran exactly once, the run succeeded with one note, the request was delivered
+    # once, nothing is in a DLQ
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+    assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
+
+
 # --- what a park costs, and the cron trigger ----------------------------------------------------
 
 
@@ -795,3 +904,17 @@ def test_another_principal_is_told_the_request_does_not_exist(store: DynamoStore
         )
     with pytest.raises(UnknownApproval):
         service.decide("apr-000000000000000000000000", "approve", by=None, via="cli")
+
+
+def test_an_owner_lists_the_sessions_requests_and_nobody_else_does(
+    store: DynamoStore, service: ApprovalsService
+) -> None:
+    from agentwake.errors import NotAnOwner
+
+    approval, _ = _pending(store)
+    page, cursor = service.session_approvals("s1", PRODUCT_CALLER, state="pending")
+    assert [a.approval_id for a in page] == [approval.approval_id] and cursor is None
+    assert service.session_approvals("s1", PRODUCT_CALLER, state="approved")[0] == []
+    with pytest.raises(NotAnOwner):
+        service.session_approvals("s1", "arn:aws:iam::123456789012:role/other")
+    assert [a.approval_id for a in store.approvals.all_approvals(state="pending")] == [approval.approval_id]

@@ -75,6 +75,22 @@ class ApprovalsService:
             return approval
         raise UnknownApproval(f"there is no approval {approval_id}")
 
+    def session_approvals(
+        self,
+        session_id: str,
+        principal: str | None,
+        *,
+        state: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[Approval], str | None]:
+        """A session's requests, newest first, for one of its owners (NotAnOwner, UnknownSession
+        otherwise: ``product.authority.require_owner``); the page and the next cursor."""
+        from agentwake.product.authority import require_owner
+
+        require_owner(session_id, self.store.records.get_session(session_id), principal)
+        return self.approvals.session_approvals(session_id, limit=limit, before=cursor, state=state)
+
     # --- decide --------------------------------------------------------------------------------
 
     def decide(
