@@ -144,13 +144,6 @@ class Root:
 
         return TasksService(self.store, self.settings.result_queue_url, work_queue=self.work_queue)
 
-    @cached_property
-    def approvals(self) -> ApprovalsService:
-        """Reading and deciding approval requests: a decision nudges the parked run through the work queue."""
-        from agentwake.product.approvals import ApprovalsService
-
-        return ApprovalsService(self.store, work_queue=self.work_queue)
-
 
 def _transcript():  # type: ignore[no-untyped-def]
     import sys
