@@ -304,6 +304,7 @@ def test_approved_the_gated_tool_runs_once_and_the_run_succeeds(
     assert (step["approval_id"], step["decided_by"]) == (APPROVAL, "bob")
     # AND the request says which attempt resumed on it; the run waits for nothing any more
     assert stack.approval().resumed_attempt == 2 and run.waiting_for is None
+    assert run.parked_at is not None and run.parked_s > 0
     # AND the request was delivered once, nothing is in a DLQ
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
     assert stack.dlqs_empty()
