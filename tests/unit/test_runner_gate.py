@@ -111,3 +111,40 @@ def test_a_dry_run_parks_the_same_way_and_follows_a_decision_without_calling() -
     replay.context = ToolContext(run_id="bg:task-1", session_id="s-1", dry_run=True)
     assert replay.run() is AgentState.DONE
     assert echo.invocations == [] and journal.entries[tool_key(0, 0)]["content"] == DRY_RUN_RESULT
+
+
+def test_a_background_tool_and_a_subagent_are_gated_like_any_tool() -> None:
+    from agentwake.agent.subagents import parse_subagents
+    from agentwake.agent.tools import ToolRegistry
+    from agentwake.agent.tools.background import BackgroundTool
+    from agentwake.agent.tools.config import build_tools
+    from agentwake.domain.conversation import ToolCall
+    from agentwake.wake.subagent_tools import SubagentTool
+    from tests.support.clock import FakeClock
+
+    # GIVEN a background HTTP tool that asks above 100, and a subagent that always asks
+    spec = {
+        "type": "http",
+        "name": "refund",
+        "description": "Refund a customer.",
+        "parameters": {"type": "object", "properties": {"amount": {"type": "number"}}},
+        "url": "https://refunds.example.com/r",
+        "background": True,
+        "approval": {"when": [{"arg": "amount", "gt": 100}]},
+    }
+    (refund,) = build_tools([spec])
+    assert isinstance(refund, BackgroundTool)
+    (researcher,) = parse_subagents([{"name": "researcher", "persona": "p", "approval": "always"}])
+    ask = SubagentTool(researcher, build=lambda *a, **k: None, clock=FakeClock(), deadline=None, start=None)
+    registry = ToolRegistry([refund, ask])
+    # THEN the start of the task is gated on its arguments, and the hand-off always
+    big = registry.gate(ToolCall(id="c1", name="refund", arguments='{"amount": 500}'))
+    assert big is not None and big.words == "amount > 100"
+    assert registry.gate(ToolCall(id="c2", name="refund", arguments='{"amount": 5}')) is None
+    handoff = registry.gate(ToolCall(id="c3", name="ask_researcher", arguments='{"task": "look it up"}'))
+    assert handoff is not None and handoff.words == "always"
+    # AND a call whose arguments do not parse is not gated: nobody is asked about a call that cannot run
+    assert registry.gate(ToolCall(id="c4", name="refund", arguments='{"amount": "lots"}')) is None
+    # AND the background-work function's own build runs the approved call: no gate there
+    (work,) = build_tools([spec], run_background=True)
+    assert work.approval is None

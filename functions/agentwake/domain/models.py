@@ -379,6 +379,8 @@ class RunRecord(_Stored):
     parked_at: str | None = None
     waiting_for: str | None = None
     decided: str | None = None
+    #: seconds the run spent parked, in total (counted when it resumes)
+    parked_s: float = 0.0
 
 
 class FailureRecord(_Stored):

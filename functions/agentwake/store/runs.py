@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from typing import Any
 
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
@@ -248,6 +249,13 @@ class Runs:
             also += ", message_id = :mid, message_attempts = :ma"
             values[":mid"] = {"S": message_id}
             values[":ma"] = {"N": str((previous.message_attempts if same and previous else 0) + 1)}
+        if previous is not None and previous.status == "parked" and previous.parked_at:
+            # the time it waited for a person, counted as it resumes
+            parked = datetime.fromisoformat(started.replace("Z", "+00:00")) - datetime.fromisoformat(
+                previous.parked_at.replace("Z", "+00:00")
+            )
+            also += ", parked_s = :parked"
+            values[":parked"] = {"N": f"{previous.parked_s + max(0.0, parked.total_seconds()):.3f}"}
         if waited is not None:
             also += ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
             values[":waited"] = {"N": f"{waited.waited_s:.3f}"}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.approvals import Approval, approval_id, new_token, shown_arguments, token_sha256
 from agentwake.domain.steps import approval_delivery_id, approval_key, asked_key, decision_key
-from agentwake.errors import ApprovalAlreadyDecided, DeliveryError, RunAlreadySucceeded
+from agentwake.errors import ApprovalAlreadyDecided, RunAlreadySucceeded
 from agentwake.observability import logger, metrics
 from agentwake.session import handoff
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -73,7 +73,10 @@ def park_run(spec: RunSpec, deps: WakeDeps, held: Any, attempt: Attempt, result:
     journal = attempt.journal
     if journal.get(approval_key(park.step, park.index)) is None:
         # 1. the chain first: no request exists without the check that decides it at its expiry
-        service.send_check(approval, now=now)
+        if service.work_queue is not None and service.work_queue.url:
+            service.send_check(approval, now=now)
+        else:
+            logger.warning("no work queue (AGENTWAKE_WORK_QUEUE_URL): this request's expiry is not enforced")
     # 2. the request (a retry finds it, and the same pending request gets this attempt's token)
     requested = service.approvals.request(approval, _request_step(approval))
     stored = requested.approval
@@ -198,10 +201,7 @@ def _ask(spec: RunSpec, attempt: Attempt, approval: Approval, token: str) -> Non
             "decide_path": DECIDE_PATH.format(approval_id=approval.approval_id),
         },
     )
-    try:
-        attempt.channel.send(delivery)
-    except DeliveryError:
-        raise
+    attempt.channel.send(delivery)  # DeliveryError: certainly not sent (the caller fails the attempt)
     attempt.journal.put(
         asked_key(approval.step, approval.call_index),
         {"approval_id": approval.approval_id, "delivery_id": delivery_id, "token_gen": approval.token_gen},
