@@ -396,15 +396,6 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
                 self._answer(*app.push_ticket())
             elif path == TOOL_PATH:
                 self._answer(*app.check_sources())
-            elif path.startswith("/api/approvals/"):
-                from agentwake_client import ApiError
-
-                try:
-                    found = app.approvals().get(path.rsplit("/", 1)[-1])
-                except (ApiError, OSError) as exc:
-                    self._answer(502, {"error": f"the approvals cannot be read now ({type(exc).__name__})"})
-                    return
-                self._answer(*((200, {"approval": found}) if found else (404, {"error": "no such approval request"})))
             else:
                 self._answer(404, {"error": "not found"})
 
