@@ -1,0 +1,238 @@
+"""Slack, Telegram, WebSocket and SNS deliveries on `agentwake local up`'s stack (issue 34, "Must be
+shown"), with the REAL adapters against fake platforms on 127.0.0.1 (tests/support/fake_slack.py,
+fake_telegram.py; the stack's own WebSocket API and a plain RFC 6455 page; an SQS queue subscribed
+to an SNS topic), every delivery counted at the receiver.
+
+The stack's functions are given the fakes' API bases and their bot tokens as ``env:`` references
+(``override_env``: what ``sam local invoke --env-vars`` does), over the template's defaults
+(https://slack.com/api/, https://api.telegram.org/, no token).
+
+The background-result queue is polled by the stack's own SQS poller, one poll at a time from the
+test (the stack runs without its poller threads; the HTTP and WebSocket APIs are served as in "up"
+mode). That is how a crash is injected on the local stack itself: its functions run in this
+process, so a ``HardKill`` (a BaseException, as a Lambda killed by a timeout: no except clause
+runs) raised right after the adapter's ``send`` returned — the platform has answered, nothing is
+journaled yet — escapes the poll; the message stays on the queue, the killed holder's lease is
+expired (deleted) and the next poll is the retry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from agentwake.delivery import Delivery
+from agentwake.store.keys import lease_key
+from agentwake_client import ProductApiClient
+from agentwake_local.poller import PollResult
+from agentwake_local.stack import LocalStackRuntime
+from agentwake_ops.cli import app
+from tests.e2e.test_local_product_api import producer_credentials
+from tests.support.fake_slack import FakeSlack
+from tests.support.fake_telegram import FakeTelegram
+from tests.support.local_stack import local_stack, stack_store
+from tests.support.ws_client import WsClient
+
+NOTIFY_PREFIX = "agentwake-notify-"
+SAID = "Working on your research."
+#: step 0 tells the user, step 1 answers: a run with one delivery (the final answer is kept back)
+TELLS = [
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": SAID}}]},
+    {"text": "Told the user."},
+]
+#: step 0 tells the user, step 1 fails on every attempt (a provider error after the delivery)
+TELLS_THEN_FAILS = [TELLS[0], {"error": "auth"}]
+#: the fix: step 1 ends the run
+FIXED = {"type": "scripted", "id": "p2", "script": [{"text": "(replayed)"}, {"text": "All done."}]}
+
+
+class HardKill(BaseException):
+    """The Lambda is killed (timeout, out of memory): no except clause runs, no failure is recorded."""
+
+
+def provider(script: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "scripted", "id": "p", "script": script}]
+
+
+# --- the stack ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def local(
+    tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack, telegram: FakeTelegram
+) -> Iterator[LocalStackRuntime]:
+    home: Path = tmp_path_factory.mktemp("agentwake-home")
+    parameters = {"MaxReceiveCount": 2, "NotifyTopicPrefix": NOTIFY_PREFIX}
+    with local_stack(home, parameters) as runtime:
+        # the "up" mode's APIs, without its poller threads: the test polls
+        runtime.start_http_api()
+        runtime.start_push_api()
+        channels = {
+            "AGENTWAKE_SLACK_API_URL": slack.url,
+            "AGENTWAKE_SLACK_TOKEN_REF": "env:AGENTWAKE_SECRET_SLACK_BOT",
+            "AGENTWAKE_SECRET_SLACK_BOT": slack.token,
+            "AGENTWAKE_TELEGRAM_API_URL": telegram.url,
+            "AGENTWAKE_TELEGRAM_TOKEN_REF": "env:AGENTWAKE_SECRET_TELEGRAM_BOT",
+            "AGENTWAKE_SECRET_TELEGRAM_BOT": telegram.token,
+        }
+        for logical_id in runtime.functions:
+            runtime.override_env(logical_id, channels)
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+def api(local: LocalStackRuntime) -> ProductApiClient:
+    assert local.api_url is not None
+    return ProductApiClient(local.api_url, region=local.region, credentials=producer_credentials(local))
+
+
+def agentwake(*args: str, expect: int = 0) -> Any:
+    """``agentwake ARGS...`` in-process, finding the local stack by its state file (AGENTWAKE_HOME)."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == expect, f"agentwake {' '.join(args)}: {result.exit_code}\n{result.output}"
+    return result
+
+
+def agentwake_json(*args: str) -> Any:
+    return json.loads(agentwake(*args, "--json").stdout)
+
+
+def poll(local: LocalStackRuntime) -> PollResult:
+    """One poll of BackgroundResultFunction's event source mapping: one batch, one invocation."""
+    return local.poller("BackgroundResultFunction").poll_once()
+
+
+def wake(api: ProductApiClient, session: str) -> str:
+    """A task of ``session`` completes (its result message is on the queue): the run's id."""
+    task = api.register_task(session, "research", {"topic": session})
+    api.complete_task(task.task_id, task.task_token, "succeeded", "done", summary_name="Research")
+    return f"bg:{task.task_id}"
+
+
+def dead_letter(local: LocalStackRuntime, run_id: str) -> dict[str, Any]:
+    """Poll until the run's message is in the DLQ: its ``dlq list`` row."""
+    for _ in range(6):
+        rows = [r for r in agentwake_json("dlq", "list") if r["run_id"] == run_id]
+        if rows:
+            return dict(rows[0])
+        poll(local)
+    raise AssertionError(f"{run_id} was not dead-lettered")
+
+
+def expire_lease(local: LocalStackRuntime, session: str) -> None:
+    """The killed holder's lease runs out."""
+    table = stack_store(local).table
+    table.db.delete_item(TableName=table.name, Key=table.key(*lease_key(session)))
+
+
+@pytest.fixture
+def kill_after_send(monkeypatch: pytest.MonkeyPatch) -> Callable[[type], None]:
+    """Arm a channel class: its next ``send`` returns from the platform, then the Lambda dies."""
+
+    def arm(cls: type) -> None:
+        sent = cls.send  # type: ignore[attr-defined]
+
+        def send(self: Any, delivery: Delivery) -> Any:
+            answer = sent(self, delivery)
+            monkeypatch.setattr(cls, "send", sent)  # once
+            raise HardKill(f"killed after {type(self).__name__} sent {delivery.delivery_id}: {answer!r}")
+
+        monkeypatch.setattr(cls, "send", send)
+
+    return arm
+
+
+def run_json(run_id: str) -> dict[str, Any]:
+    return dict(agentwake_json("runs", "show", run_id))
+
+
+def receipts(run_id: str) -> list[dict[str, Any]]:
+    """The receipts ``agentwake runs show RUN --json`` lists, over the run's deliveries."""
+    return [r for d in run_json(run_id)["deliveries"] for r in d["receipts"]]
+
+
+def slack_ids(slack: FakeSlack, run_id: str) -> list[str]:
+    return [d for d in slack.by_delivery_id().elements() if d.startswith(f"{run_id}#")]
+
+
+# --- 1. the happy path of each channel ------------------------------------------------------------
+
+
+def test_slack_posts_once_and_runs_show_keeps_its_ts(
+    local: LocalStackRuntime, api: ProductApiClient, slack: FakeSlack
+) -> None:
+    api.put_session("ch-slack", providers=provider(TELLS), delivery={"type": "slack", "channel": "C0HAPPY"})
+    run_id = wake(api, "ch-slack")
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    # THEN Slack got the delivery once, in the channel, with its delivery id in the metadata
+    assert slack_ids(slack, run_id) == [f"{run_id}#0#0"]
+    [message] = [m for m in slack.messages if m["channel"] == "C0HAPPY"]
+    assert message["text"] == SAID
+    # AND `runs show` keeps Slack's ts as the receipt
+    assert receipts(run_id) == [{"channel": "slack", "target": "slack", "where": "C0HAPPY", "ids": [message["ts"]]}]
+
+
+def test_telegram_sends_once_and_runs_show_keeps_its_message_id(
+    local: LocalStackRuntime, api: ProductApiClient, telegram: FakeTelegram
+) -> None:
+    api.put_session("ch-tg", providers=provider(TELLS), delivery={"type": "telegram", "chat_id": 1001})
+    run_id = wake(api, "ch-tg")
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    [message] = [m for m in telegram.messages if m["chat_id"] == 1001]
+    assert message["text"] == SAID
+    [receipt] = receipts(run_id)
+    assert receipt["channel"] == "telegram" and receipt["ids"] == [str(message["message_id"])], receipt
+
+
+def test_a_page_gets_the_delivery_once_and_runs_show_keeps_its_connection(
+    local: LocalStackRuntime, api: ProductApiClient
+) -> None:
+    api.put_session("ch-ws", providers=provider(TELLS), delivery={"type": "websocket"})
+    ticket = api.push_ticket("ch-ws")
+    with WsClient.connect(f"{ticket['url']}?ticket={ticket['ticket']}") as page:
+        [connection] = stack_store(local).connections.of_session("ch-ws")
+        run_id = wake(api, "ch-ws")
+        result = poll(local)
+        assert result.deleted and not result.failed, result
+        [frame] = page.frames(1, within=30)
+        assert (frame["delivery_id"], frame["text"]) == (f"{run_id}#0#0", SAID)
+        assert page.quiet_for(0.3) == []
+    assert receipts(run_id) == [{"channel": "websocket", "target": "websocket", "ids": [connection]}]
+
+
+def test_an_sns_subscriber_gets_the_delivery_once_and_runs_show_keeps_its_message_id(
+    local: LocalStackRuntime, api: ProductApiClient
+) -> None:
+    sns, sqs = local.client("sns"), local.client("sqs")
+    topic = sns.create_topic(Name=f"{NOTIFY_PREFIX}happy")["TopicArn"]
+    queue = sqs.create_queue(QueueName="ch-sns-subscriber")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    api.put_session("ch-sns", providers=provider(TELLS), delivery={"type": "sns", "topic_arn": topic})
+    run_id = wake(api, "ch-sns")
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+    [notification] = [json.loads(m["Body"]) for m in got]
+    body = json.loads(notification["Message"])
+    assert (body["delivery_id"], body["text"]) == (f"{run_id}#0#0", SAID)
+    assert receipts(run_id) == [{"channel": "sns", "target": "sns", "where": topic, "ids": [notification["MessageId"]]}]
