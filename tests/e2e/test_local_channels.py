@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 from agentwake.delivery import Delivery
 from agentwake.store.keys import lease_key
 from agentwake_client import ProductApiClient
+from agentwake_local import timing
 from agentwake_local.poller import PollResult
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
@@ -80,7 +81,8 @@ def local(
 ) -> Iterator[LocalStackRuntime]:
     home: Path = tmp_path_factory.mktemp("agentwake-home")
     parameters = {"MaxReceiveCount": 2, "NotifyTopicPrefix": NOTIFY_PREFIX}
-    with local_stack(home, parameters) as runtime:
+    # a failed record is visible again at once (the queue's timeout shortened, as `local up` does)
+    with local_stack(home, parameters, timing=timing.immediate(0)) as runtime:
         # the "up" mode's APIs, without its poller threads: the test polls
         runtime.start_http_api()
         runtime.start_push_api()
@@ -133,7 +135,7 @@ def dead_letter(local: LocalStackRuntime, run_id: str) -> dict[str, Any]:
         if rows:
             return dict(rows[0])
         poll(local)
-    raise AssertionError(f"{run_id} was not dead-lettered")
+    raise AssertionError(f"{run_id} was not dead-lettered: {agentwake('dlq', 'list').output}")
 
 
 def expire_lease(local: LocalStackRuntime, session: str) -> None:
@@ -236,3 +238,75 @@ def test_an_sns_subscriber_gets_the_delivery_once_and_runs_show_keeps_its_messag
     body = json.loads(notification["Message"])
     assert (body["delivery_id"], body["text"]) == (f"{run_id}#0#0", SAID)
     assert receipts(run_id) == [{"channel": "sns", "target": "sns", "where": topic, "ids": [notification["MessageId"]]}]
+
+
+# --- 2. a crash after the send, a retry, a provider failure, a replay and a DLQ redrive ------------
+
+
+def killed_then_retried(local: LocalStackRuntime, session: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poll whose send is armed is killed; the killed invocation's visibility timeout and its
+    holder's lease run out (shortened here: the message is made visible, the lease deleted)."""
+    poller = local.poller("BackgroundResultFunction")
+    handles: list[str] = []
+    invoke = poller.invoke
+
+    def recording(event: Any) -> Any:
+        handles.extend(r["receiptHandle"] for r in event["Records"])
+        return invoke(event)
+
+    monkeypatch.setattr(poller, "invoke", recording)
+    with pytest.raises(HardKill):
+        poll(local)
+    monkeypatch.setattr(poller, "invoke", invoke)
+    assert handles, "the killed poll received nothing"
+    for handle in handles:
+        local.client("sqs").change_message_visibility(
+            QueueUrl=poller.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+        )
+    expire_lease(local, session)
+
+
+def replay_fix_redrive(local: LocalStackRuntime, api: ProductApiClient, session: str, run_id: str) -> None:
+    """The run failed after its delivery (the provider errs at step 1) and sits in the DLQ: the
+    operator replays it with a fixed provider, fixes the session and redrives; the run ends."""
+    row = dead_letter(local, run_id)
+    replayed = agentwake_json("runs", "replay", run_id, "--provider", json.dumps(FIXED))
+    # the what-if replay reaches DONE with the fix and would deliver nothing (step 0 is journaled)
+    assert (replayed["outcome"], replayed["would_deliver"], replayed["in_doubt"]) == ("DONE", [], []), replayed
+    api.put_session(session, providers=[FIXED])
+    agentwake("dlq", "redrive", "--id", row["message_id"])
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    assert run_json(run_id)["run"]["status"] == "succeeded"
+
+
+def test_slack_killed_after_its_post_is_found_by_lookup_and_never_posted_again(
+    local: LocalStackRuntime,
+    api: ProductApiClient,
+    slack: FakeSlack,
+    kill_after_send: Callable[[type], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentwake.delivery.slack import SlackChannel
+
+    # GIVEN a Slack session whose wake is killed right after Slack answered the post
+    api.put_session(
+        "ch-slack-kill", providers=provider(TELLS_THEN_FAILS), delivery={"type": "slack", "channel": "C0KILL"}
+    )
+    run_id = wake(api, "ch-slack-kill")
+    kill_after_send(SlackChannel)
+    killed_then_retried(local, "ch-slack-kill", monkeypatch)
+    assert slack_ids(slack, run_id) == [f"{run_id}#0#0"]
+    posts = slack.calls("chat.postMessage")
+    # WHEN the queue retries the run (its step 1 then fails for good: the provider errs) THEN the
+    # retry found the message by lookup and did not post it again
+    row = dead_letter(local, run_id)
+    assert row["run_id"] == run_id
+    [message] = [m for m in slack.messages if m["channel"] == "C0KILL"]
+    assert receipts(run_id) == [
+        {"channel": "slack", "target": "slack", "where": "C0KILL", "ids": [message["ts"]], "found_by": "lookup"}
+    ]
+    assert slack.calls("conversations.history") >= 1
+    # WHEN the operator replays it, fixes the provider and redrives it THEN Slack still has it once
+    replay_fix_redrive(local, api, "ch-slack-kill", run_id)
+    assert slack_ids(slack, run_id) == [f"{run_id}#0#0"] and slack.calls("chat.postMessage") == posts
