@@ -310,3 +310,72 @@ def test_slack_killed_after_its_post_is_found_by_lookup_and_never_posted_again(
     # WHEN the operator replays it, fixes the provider and redrives it THEN Slack still has it once
     replay_fix_redrive(local, api, "ch-slack-kill", run_id)
     assert slack_ids(slack, run_id) == [f"{run_id}#0#0"] and slack.calls("chat.postMessage") == posts
+
+
+def test_telegram_killed_after_its_send_is_dead_lettered_for_the_operator_and_never_sent_again(
+    local: LocalStackRuntime,
+    api: ProductApiClient,
+    telegram: FakeTelegram,
+    kill_after_send: Callable[[type], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentwake.delivery.telegram import TelegramChannel
+
+    # GIVEN a Telegram session (unconfirmed: dead_letter, the default) whose wake is killed right
+    # after Telegram answered
+    api.put_session("ch-tg-kill", providers=provider(TELLS_THEN_FAILS), delivery={"type": "telegram", "chat_id": 1002})
+    run_id = wake(api, "ch-tg-kill")
+    sent = f"{run_id}#0#0"
+    kill_after_send(TelegramChannel)
+    killed_then_retried(local, "ch-tg-kill", monkeypatch)
+
+    def in_chat() -> list[dict[str, Any]]:
+        return [m for m in telegram.messages if m["chat_id"] == 1002]
+
+    assert [m["text"] for m in in_chat()] == [SAID]
+    requests = telegram.requests
+    # WHEN the queue retries the run THEN nothing is sent again: it is dead-lettered at once as
+    # DeliveryUnconfirmed, naming the chat and the way out
+    result = poll(local)
+    assert result.deleted and not result.failed, result  # handled by dead-lettering, no receive spent
+    row = dead_letter(local, run_id)
+    shown = agentwake_json("dlq", "show", row["message_id"])
+    assert shown["run_id"] == run_id and shown["error_type"] == "DeliveryUnconfirmed", shown
+    assert "in 1002" in shown["error_detail"] and f"--delivered {sent}" in shown["error_detail"], shown
+    assert [d["delivery_id"] for d in shown["in_doubt"]] == [sent] and telegram.requests == requests
+    # WHEN the operator saw it in the chat and redrives with --delivered
+    out = agentwake("dlq", "redrive", "--id", row["message_id"], "--delivered", sent).stdout
+    assert "moved 1" in out, out
+    # THEN the marker has the operator's receipt; the run goes on (and fails at step 1, the provider)
+    assert receipts(run_id) == [{"channel": "telegram", "target": "telegram", "where": "1002", "found_by": "operator"}]
+    # AND after a replay, the fix and a redrive the chat still has the message once
+    replay_fix_redrive(local, api, "ch-tg-kill", run_id)
+    assert [m["text"] for m in in_chat()] == [SAID] and telegram.requests == requests
+
+
+def test_a_page_gets_a_resent_frame_after_a_kill_and_keeps_one_message_by_delivery_id(
+    local: LocalStackRuntime,
+    api: ProductApiClient,
+    kill_after_send: Callable[[type], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentwake.delivery.websocket import WebSocketChannel
+
+    # GIVEN a page of a WebSocket session whose wake is killed right after the frame was posted
+    api.put_session("ch-ws-kill", providers=provider(TELLS_THEN_FAILS), delivery={"type": "websocket"})
+    ticket = api.push_ticket("ch-ws-kill")
+    with WsClient.connect(f"{ticket['url']}?ticket={ticket['ticket']}") as page:
+        [connection] = stack_store(local).connections.of_session("ch-ws-kill")
+        run_id = wake(api, "ch-ws-kill")
+        kill_after_send(WebSocketChannel)
+        killed_then_retried(local, "ch-ws-kill", monkeypatch)
+        assert [f["delivery_id"] for f in page.frames(1, within=30)] == [f"{run_id}#0#0"]
+        # WHEN the queue retries (the receiver de-duplicates: the frame is posted again), the run
+        # fails at step 1 (the provider), is replayed, fixed and redriven
+        replay_fix_redrive(local, api, "ch-ws-kill", run_id)
+        page.quiet_for(0.5)  # anything late is counted below
+        frames = [json.loads(m) for m in page.received]
+    # THEN the page got the frame twice under one delivery id, and nothing more: it shows it once
+    assert [f["delivery_id"] for f in frames] == [f"{run_id}#0#0"] * 2, frames
+    assert {f["delivery_id"]: f["text"] for f in frames} == {f"{run_id}#0#0": SAID}
+    assert receipts(run_id) == [{"channel": "websocket", "target": "websocket", "ids": [connection]}]
