@@ -19,6 +19,7 @@ expired (deleted) and the next poll is the retry.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,15 @@ import pytest
 from typer.testing import CliRunner
 
 from agentwake.delivery import Delivery
-from agentwake.store.keys import lease_key
+from agentwake.store.keys import lease_key, run_pk, sending_sk
 from agentwake_client import ProductApiClient
 from agentwake_local import timing
 from agentwake_local.poller import PollResult
 from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
+from tests.e2e.test_busy_sessions import wait_until
 from tests.e2e.test_local_product_api import producer_credentials
+from tests.support import fake_slack, fake_telegram
 from tests.support.fake_slack import FakeSlack
 from tests.support.fake_telegram import FakeTelegram
 from tests.support.local_stack import local_stack, stack_store
@@ -161,6 +164,12 @@ def kill_after_send(monkeypatch: pytest.MonkeyPatch) -> Callable[[type], None]:
     return arm
 
 
+def page_gone(local: LocalStackRuntime, session: str) -> None:
+    """Wait for the closed page's $disconnect: the stack's functions run in this process and swap
+    os.environ while they run, so the in-process CLI must not read its credentials meanwhile."""
+    wait_until(lambda: not stack_store(local).connections.of_session(session), 30, "the $disconnect", 0.1)
+
+
 def run_json(run_id: str) -> dict[str, Any]:
     return dict(agentwake_json("runs", "show", run_id))
 
@@ -218,6 +227,7 @@ def test_a_page_gets_the_delivery_once_and_runs_show_keeps_its_connection(
         [frame] = page.frames(1, within=30)
         assert (frame["delivery_id"], frame["text"]) == (f"{run_id}#0#0", SAID)
         assert page.quiet_for(0.3) == []
+    page_gone(local, "ch-ws")
     assert receipts(run_id) == [{"channel": "websocket", "target": "websocket", "ids": [connection]}]
 
 
@@ -375,7 +385,96 @@ def test_a_page_gets_a_resent_frame_after_a_kill_and_keeps_one_message_by_delive
         replay_fix_redrive(local, api, "ch-ws-kill", run_id)
         page.quiet_for(0.5)  # anything late is counted below
         frames = [json.loads(m) for m in page.received]
+    page_gone(local, "ch-ws-kill")
     # THEN the page got the frame twice under one delivery id, and nothing more: it shows it once
     assert [f["delivery_id"] for f in frames] == [f"{run_id}#0#0"] * 2, frames
     assert {f["delivery_id"]: f["text"] for f in frames} == {f"{run_id}#0#0": SAID}
     assert receipts(run_id) == [{"channel": "websocket", "target": "websocket", "ids": [connection]}]
+
+
+# --- 3. Slack's 429 ----------------------------------------------------------------------------
+
+
+def test_slack_429_with_a_short_retry_after_is_retried_once_after_the_wait(
+    local: LocalStackRuntime, api: ProductApiClient, slack: FakeSlack
+) -> None:
+    # GIVEN Slack answers the first post with 429 Retry-After: 1
+    api.put_session("ch-429", providers=provider(TELLS), delivery={"type": "slack", "channel": "C0429"})
+    run_id = wake(api, "ch-429")
+    posts = slack.calls("chat.postMessage")
+    slack.then("chat.postMessage", fake_slack.ratelimited(1))
+    # WHEN the wake runs
+    started = time.monotonic()
+    result = poll(local)
+    # THEN it waited the second and posted once: two requests, one message, one receipt
+    assert result.deleted and not result.failed, result
+    assert time.monotonic() - started >= 1.0
+    assert slack.calls("chat.postMessage") - posts == 2 and slack_ids(slack, run_id) == [f"{run_id}#0#0"]
+    assert [r["where"] for r in receipts(run_id)] == ["C0429"]
+
+
+def test_slack_429_longer_than_the_time_left_fails_the_run_transiently_and_resumes_once(
+    local: LocalStackRuntime, api: ProductApiClient, slack: FakeSlack
+) -> None:
+    # GIVEN Slack answers the first post with 429 Retry-After: 3600 (more than the wake has)
+    api.put_session("ch-429-long", providers=provider(TELLS), delivery={"type": "slack", "channel": "C0WAIT"})
+    run_id = wake(api, "ch-429-long")
+    sent = f"{run_id}#0#0"
+    slack.then("chat.postMessage", fake_slack.ratelimited(3600))
+    # WHEN the wake runs THEN the run fails transiently (the queue keeps the record), nothing posted
+    result = poll(local)
+    assert result.failed and not result.deleted, result
+    run = run_json(run_id)
+    assert [f["error_type"] for f in run["failures"]] == ["ChannelThrottled"], run["failures"]
+    assert slack_ids(slack, run_id) == [] and run["deliveries"] == []
+    # AND the intent keeps when Slack may be asked again: the retry before it asks nothing
+    table = stack_store(local).table
+    intent = table.read_item(run_pk(run_id), sending_sk(sent, "slack"))
+    assert intent is not None and intent["state"]["S"] == "not_sent" and "not_before" in intent, intent
+    posts = slack.calls("chat.postMessage")
+    # WHEN the wait is over (not_before moved to the past: no test waits an hour) and the queue retries
+    table.db.update_item(
+        TableName=table.name,
+        Key=table.key(run_pk(run_id), sending_sk(sent, "slack")),
+        UpdateExpression="SET not_before = :past",
+        ExpressionAttributeValues={":past": {"S": "2026-01-01T00:00:00Z"}},
+    )
+    result = poll(local)
+    # THEN it posts exactly once
+    assert result.deleted and not result.failed, result
+    assert slack_ids(slack, run_id) == [sent] and slack.calls("chat.postMessage") == posts + 1
+    assert run_json(run_id)["run"]["status"] == "succeeded"
+
+
+# --- 4. a permanent error: the DLQ with the platform's reason -------------------------------------
+
+
+def test_slack_channel_not_found_is_dead_lettered_at_once_with_slack_s_reason(
+    local: LocalStackRuntime, api: ProductApiClient, slack: FakeSlack
+) -> None:
+    api.put_session("ch-gone", providers=provider(TELLS), delivery={"type": "slack", "channel": "C0GONE"})
+    run_id = wake(api, "ch-gone")
+    slack.then("chat.postMessage", fake_slack.error("channel_not_found"))
+    result = poll(local)
+    # handled by dead-lettering it at its first receive: no retry is spent on it
+    assert result.deleted and not result.failed, result
+    row = dead_letter(local, run_id)
+    shown = agentwake_json("dlq", "show", row["message_id"])
+    assert shown["error_type"] == "ChannelRefused" and "channel_not_found" in shown["error_detail"], shown
+    assert shown["attempts"] == 1, shown  # dead-lettered at its first receive
+    assert slack_ids(slack, run_id) == []
+
+
+def test_telegram_blocked_is_dead_lettered_at_once_with_telegram_s_reason(
+    local: LocalStackRuntime, api: ProductApiClient, telegram: FakeTelegram
+) -> None:
+    api.put_session("ch-blocked", providers=provider(TELLS), delivery={"type": "telegram", "chat_id": 1003})
+    run_id = wake(api, "ch-blocked")
+    telegram.then(fake_telegram.error(403, "Forbidden: bot was blocked by the user"))
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    row = dead_letter(local, run_id)
+    shown = agentwake_json("dlq", "show", row["message_id"])
+    assert shown["error_type"] == "ChannelRefused" and "blocked" in shown["error_detail"], shown
+    assert shown["attempts"] == 1, shown
+    assert [m for m in telegram.messages if m["chat_id"] == 1003] == []
