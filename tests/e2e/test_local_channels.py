@@ -132,13 +132,20 @@ def wake(api: ProductApiClient, session: str) -> str:
 
 
 def dead_letter(local: LocalStackRuntime, run_id: str) -> dict[str, Any]:
-    """Poll until the run's message is in the DLQ: its ``dlq list`` row."""
+    """Poll until the results queue is empty (a failing record moves to the DLQ after its
+    receives): the run's ``dlq list`` row."""
+    poller = local.poller("BackgroundResultFunction")
     for _ in range(6):
-        rows = [r for r in agentwake_json("dlq", "list") if r["run_id"] == run_id]
-        if rows:
-            return dict(rows[0])
+        attrs = local.client("sqs").get_queue_attributes(
+            QueueUrl=poller.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        if attrs == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}:
+            break
         poll(local)
-    raise AssertionError(f"{run_id} was not dead-lettered: {agentwake('dlq', 'list').output}")
+    rows = [r for r in agentwake_json("dlq", "list") if r["run_id"] == run_id]
+    assert len(rows) == 1, f"{run_id} was not dead-lettered: {agentwake('dlq', 'list').output}"
+    return dict(rows[0])
 
 
 def expire_lease(local: LocalStackRuntime, session: str) -> None:
