@@ -470,6 +470,11 @@ def test_slack_channel_not_found_is_dead_lettered_at_once_with_slack_s_reason(
     assert shown["error_type"] == "ChannelRefused" and "channel_not_found" in shown["error_detail"], shown
     assert shown["attempts"] == 1, shown  # dead-lettered at its first receive
     assert slack_ids(slack, run_id) == []
+    # WHEN the bot is invited (the fake answers again) and the operator redrives THEN it posts once
+    agentwake("dlq", "redrive", "--id", row["message_id"])
+    result = poll(local)
+    assert result.deleted and not result.failed, result
+    assert slack_ids(slack, run_id) == [f"{run_id}#0#0"]
 
 
 def test_telegram_blocked_is_dead_lettered_at_once_with_telegram_s_reason(
