@@ -12,8 +12,13 @@ test (the stack runs without its poller threads; the HTTP and WebSocket APIs are
 mode). That is how a crash is injected on the local stack itself: its functions run in this
 process, so a ``HardKill`` (a BaseException, as a Lambda killed by a timeout: no except clause
 runs) raised right after the adapter's ``send`` returned — the platform has answered, nothing is
-journaled yet — escapes the poll; the message stays on the queue, the killed holder's lease is
-expired (deleted) and the next poll is the retry.
+journaled yet — escapes the poll; the killed invocation's visibility timeout and lease run out
+(shortened: the message is made visible, the lease deleted) and the next poll is the retry.
+
+Slack's 429 is answered for real: a 1 s Retry-After is waited; a 3600 s one fails the run, and
+the test moves the intent's ``not_before`` to the past instead of waiting an hour. The operator's
+commands (``runs show``, ``runs replay``, ``dlq list/show/redrive``) are the CLI in-process, which
+finds this stack by its state file.
 """
 
 from __future__ import annotations
