@@ -18,6 +18,8 @@ Everything runs on this machine, on moto in-process (no network). It reports:
 4. cold init against a bare Powertools SQS handler (bench/cold_init.py: fresh interpreters,
    alternating, median of the per-pair ratios), from this tree's bytecode caches and from the bundle
    functions/Makefile builds, without and with its bytecode, as Lambda runs it (no cache written);
+   then, per channel, what that init loaded of it (nothing), the modules its first delivery imports
+   and the CPU of building the channel and of its first send (``cold_init.py --pair channels``);
 5. the zipped size of each function's bundle: the CodeUri (``functions/``) plus what
    ``functions/requirements.txt`` installs, zipped as ``sam build`` would (taken from this
    environment's installed files, so the native ``pydantic_core`` is this machine's build, not
@@ -496,6 +498,8 @@ def main() -> int:
     print(f"  bare runner, no store: median {bare * 1000:.2f} ms")
     # cached bytecode (this tree), and the bundle as Lambda runs it, without and with its bytecode
     print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
+    # each channel's first delivery after that init: nothing of the channels loads before it
+    print("\n".join(cold_init.report_channels()))
     for fn, code in code_uris().items():
         zipped, raw = bundle_bytes(code)
         print(
