@@ -481,13 +481,13 @@ def main() -> int:
     print("DynamoDB calls per wake (counted at the client), against the budget:")
     for kind, n, budget in kinds:
         print(f"  {kind:55s} {n:2d} / {budget}  ratio {n / budget:.2f}")
+    print("  (the channel rows: each platform, a receiver or fake Slack/Telegram on 127.0.0.1 or moto's SNS and")
+    print("   API Gateway management API, got the delivery once, checked; a page with none open: the unread mark)")
     dynamo, sched, ops = follow_up
     print("a wake that schedules one follow-up (schedule_wake, then an answer: docs/self-scheduling.md):")
     print(f"  {dynamo} DynamoDB + {sched} Scheduler calls: {ops}")
     print("  (a two-step wake's 6 DynamoDB calls, plus the creation's 5: GetItem, Query, GetItem, GetItem, PutItem;")
     print("   and 1 CreateSchedule. A wake that schedules nothing makes no call more: the budgets above)")
-    print("  (the channel rows: each platform, a receiver or fake Slack/Telegram on 127.0.0.1 or moto's SNS and")
-    print("   API Gateway management API, got the delivery once, checked; a page with none open: the unread mark)")
     print("AWS calls of a wake that starts one background task, and of its work (no budget: for the record):")
     print("\n".join(background))
     print(f"history 10 vs {args.long:,} entries (two-step wake with a delivery):")
