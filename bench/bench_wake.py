@@ -499,7 +499,7 @@ def main() -> int:
     # cached bytecode (this tree), and the bundle as Lambda runs it, without and with its bytecode
     print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
     # each channel's first delivery after that init: nothing of the channels loads before it
-    print("\n".join(cold_init.report_channels()))
+    print("\n".join(cold_init.report_channels(min(args.cold_runs, 5))))
     for fn, code in code_uris().items():
         zipped, raw = bundle_bytes(code)
         print(

@@ -530,6 +530,10 @@ def report_api(runs: int) -> list[str]:
     ]
 
 
+def _spread(ms: list[float]) -> str:
+    return f"{statistics.median(ms):5.1f} ms ({min(ms):.1f}-{max(ms):.1f})"
+
+
 def report_channels(runs: int = 5) -> list[str]:
     """One line per channel: what a wake's init loaded of it (nothing, or the report says so), the
     modules its first delivery imports, and the CPU ms of building the channel and of the first send
@@ -559,8 +563,7 @@ def report_channels(runs: int = 5) -> list[str]:
         lines.append(
             f"  {name:9s} at init: {', '.join(at_init) or 'nothing of the channels'}; first delivery imports "
             f"{len(imported):3d} modules ({len(ours)} of agentwake: {', '.join(ours) or '-'}); "
-            f"build {statistics.median(s['build_ms'] for s in got):5.1f} ms, "
-            f"first send {statistics.median(s['send_ms'] for s in got):5.1f} ms"
+            f"build {_spread([s['build_ms'] for s in got])}, first send {_spread([s['send_ms'] for s in got])}"
         )
     init = statistics.median(s["init_ms"] for got in samples.values() for s in got)
     lines.append(
