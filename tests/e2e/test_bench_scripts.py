@@ -38,6 +38,8 @@ WALK_REENTRIES_CEILING = 154
         ("bench_cli.py", ["--runs", "1", "--messages", "5"], "agentwake dlq list --json"),
         ("cold_init.py", ["--runs", "1"], "bundle with its bytecode (functions/Makefile, unchecked-hash)"),
         ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
+        # each channel's first delivery after a wake's init, which loaded nothing of the channels
+        ("cold_init.py", ["--pair", "channels", "--runs", "1"], "slack     at init: nothing of the channels"),
         # the bare-Any parameters of the wake, the figure issue 31 brings to 0
         ("any_params.py", [], "parameters annotated bare Any in functions/agentwake/wake"),
         ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
