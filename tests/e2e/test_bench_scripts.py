@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: grammar: a re-entry each), 153 (46 files) once the release reads the wait list's places
 #: (store/wait_places.py asks keys.py and table.py: two re-entries; issue 32), 154 once a result
 #: message names the run of its outcome (``msg.run_id`` asks domain/models.py for ``bg:{task}:{n}``:
-#: one re-entry; issue 33). A change that sends the walk back into a file it had left more often fails here
-WALK_REENTRIES_CEILING = 154
+#: one re-entry; issue 33), 156 (50 files) once a send answers its receipt (the log channel's
+#: ``Receipt`` and wake/deliveries.py turning it into the marker's receipts: two re-entries; issue
+#: 34). A change that sends the walk back into a file it had left more often fails here
+WALK_REENTRIES_CEILING = 156
 
 
 @pytest.mark.parametrize(
