@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentwake.delivery import Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, DeliveryError, RunFailed
+from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable
 from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
@@ -298,10 +298,10 @@ def test_a_send_that_certainly_failed_is_sent_by_the_retry_without_a_lookup(
 ) -> None:
     # GIVEN deliver_final's answer to Slack, whose first request fails with nothing sent
     seed(store, SLACK, PLAIN)
-    platform.fail_next["slack"] = DeliveryError("slack: connection refused")
+    platform.fail_next["slack"] = ChannelUnavailable("slack: connection refused")
     deps = deps_for(store, clock)
     # WHEN the run fails (retryable) and the trigger retries it
-    with pytest.raises(RunFailed):
+    with pytest.raises(ChannelUnavailable):
         wake_for_background_result(message("t1", "s1"), deps)
     # THEN the failure transaction marked the intent not_sent
     assert intent_item(store, "slack", FINAL)["state"] == "not_sent"

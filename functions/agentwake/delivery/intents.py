@@ -15,10 +15,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.delivery import Answer, Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.delivery.retry import NOTHING_SENT
+from agentwake.errors import ChannelThrottled, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
 
 if TYPE_CHECKING:
     from agentwake.clock import Clock
+
+#: what a send raises when nothing left: the intent is ``not_sent`` (retry.NOTHING_SENT: a refused
+#: connection is ChannelUnavailable, a refused base ConfigError/OutboundRefused)
+_NOTHING_LEFT: tuple[type[Exception], ...] = (*NOTHING_SENT, DeliveryError)
 
 #: the ``confirms`` values whose sends are journaled as intents before the request
 IN_DOUBT = ("lookup", "none")
@@ -153,8 +158,10 @@ class IntentGuard:
             raise
         except DeliveryUncertain:
             raise  # it may have arrived: the intent stays in doubt
-        except (ChannelRefused, DeliveryError):
-            self.log.settle_intent(replace(intent, state="not_sent"))  # nothing was sent
+        except _NOTHING_LEFT:
+            # nothing was sent: a refused connection (ChannelUnavailable), a base the outbound
+            # policy refuses (OutboundRefused), a refusal of the platform
+            self.log.settle_intent(replace(intent, state="not_sent"))
             raise
 
     def mark_sent(self, delivery: Delivery, answer: Receipt | Declined) -> None:
