@@ -550,3 +550,25 @@ def test_a_fault_at_the_intent_or_the_write_after_the_post_posts_nothing_twice(
     assert len(platform.ids()) == len(set(platform.ids())) == 1, platform.posts
     assert platform.ids() == ([FINAL] if at == 5 else [SENT]) and platform.lookups == 0
     assert deliveries_in_history(store) == platform.ids()
+
+
+def test_a_lost_intent_write_before_a_telegram_send_is_not_sent_and_the_retry_sends_once(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN deliver_final's answer to Telegram (no receiver confirms it), whose reply-and-intent
+    # write fails, and the read-back of an unknown outcome fails too: the intent may have landed
+    seed(store, TELEGRAM, PLAIN)
+    write, read_back = CallFaults(store.table.db), CallFaults(store.table.db)
+    write.arm(4, "timeout_after")  # it landed ("sending"), its answer lost
+    read_back.arm(5, "server_error")
+    deps = deps_for(store, clock)
+    # WHEN the run fails before anything was sent, and the trigger retries it
+    with pytest.raises(Exception):  # noqa: B017 -- the failed write, as the wake saw it
+        wake_for_background_result(message("t1", "s1"), deps)
+    assert write.fired is not None and write.fired[1] == "TransactWriteItems"
+    assert read_back.fired is not None and read_back.fired[1] == "GetItem"
+    assert platform.requests == 0
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the retry knew nothing was sent: no operator is asked, Telegram shows the answer once
+    assert outcome.status == "succeeded"
+    assert platform.ids() == [FINAL]
