@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentwake.delivery import Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable
+from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable, StepInterrupted
 from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
@@ -572,3 +572,35 @@ def test_a_lost_intent_write_before_a_telegram_send_is_not_sent_and_the_retry_se
     # THEN the retry knew nothing was sent: no operator is asked, Telegram shows the answer once
     assert outcome.status == "succeeded"
     assert platform.ids() == [FINAL]
+
+
+def test_an_each_route_whose_second_intent_write_fails_after_slack_posted_aborts_and_posts_slack_once(
+    store: DynamoStore, platform: Platform, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN Slack and Telegram both, and the Telegram intent's PutItem throttled once (Slack posted)
+    from botocore.exceptions import ClientError
+
+    from agentwake.store.journal import DynamoJournal
+
+    seed(store, {"type": "each", "channels": [SLACK, TELEGRAM]})
+    intend = DynamoJournal.intend
+    failed: list[str] = []
+
+    def throttled_once(self: DynamoJournal, intent: Intent) -> None:
+        if intent.target == "telegram" and not failed:
+            failed.append(intent.target)
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}
+            raise ClientError(error, "PutItem")  # type: ignore[arg-type]
+        intend(self, intent)
+
+    monkeypatch.setattr(DynamoJournal, "intend", throttled_once)
+    deps = deps_for(store, clock)
+    # WHEN the run aborts (no ``error:`` result the model reads) and the trigger retries it
+    with pytest.raises(StepInterrupted, match="reached slack"):
+        wake_for_background_result(message("t1", "s1"), deps)
+    assert platform.ids() == [SENT]
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN Slack showed the message once, Telegram once, under the one delivery id
+    assert outcome.status == "succeeded" and failed == ["telegram"]
+    assert platform.ids("slack") == [SENT] and platform.ids("telegram") == [SENT]
+    assert platform.lookups == 0

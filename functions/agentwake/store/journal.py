@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import truncate, utcnow_iso
 from agentwake.domain.steps import STEP_ATTEMPT, final_delivery_id, is_model_reply, kept_for_commit
+from agentwake.errors import StepInterrupted
 from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, safe_text, utf8_len
 from agentwake.store.keys import (
@@ -346,8 +347,15 @@ class DynamoJournal:
         put = self.store.intent_put(self.run_id, intent)
         if intent.state == "not_sent":
             self.pending = self.pending + Unwritten(also=[put])
-        else:
+            return
+        try:
             self.store.table.db.put_item(**put["Put"])
+        except Exception as exc:
+            # the target took the delivery: an ``error:`` result would have the model send it again
+            raise StepInterrupted(
+                f"{intent.channel} took delivery {intent.delivery_id}, and its receipt could not be kept "
+                f"({type(exc).__name__}): the retry settles it"
+            ) from exc
 
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
