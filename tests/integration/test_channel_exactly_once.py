@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentwake.delivery import Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable, StepInterrupted
+from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable, DeliveryUnconfirmed, StepInterrupted
 from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
@@ -604,3 +604,26 @@ def test_an_each_route_whose_second_intent_write_fails_after_slack_posted_aborts
     assert outcome.status == "succeeded" and failed == ["telegram"]
     assert platform.ids("slack") == [SENT] and platform.ids("telegram") == [SENT]
     assert platform.lookups == 0
+
+
+def test_a_telegram_send_in_doubt_is_not_sent_to_slack_after_the_config_moved_there(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN a Telegram send killed right after Telegram took it (in doubt)
+    seed(store, TELEGRAM)
+    platform.kill_after_post.add("telegram")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # WHEN the operator switches the session's delivery to Slack and the record is retried
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+        delivery=SLACK,
+        rules=ConfigRules(),
+    )
+    with pytest.raises(DeliveryUnconfirmed, match="telegram chat 4711") as info:
+        wake_for_background_result(message("t1", "s1"), deps)
+    # THEN Slack got nothing: an operator settles the Telegram send first
+    assert platform.ids() == [SENT] and platform.ids("slack") == []
+    assert f"--delivered {SENT}" in str(info.value)
