@@ -627,3 +627,38 @@ def test_a_telegram_send_in_doubt_is_not_sent_to_slack_after_the_config_moved_th
     # THEN Slack got nothing: an operator settles the Telegram send first
     assert platform.ids() == [SENT] and platform.ids("slack") == []
     assert f"--delivered {SENT}" in str(info.value)
+
+
+def test_a_first_route_that_pushed_to_the_page_and_crashed_does_not_post_to_slack_on_the_retry(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN push-to-the-page-else-Slack, a page open, and the Lambda killed right after the push
+    seed(store, {"type": "first", "channels": [{"type": "websocket"}, SLACK]})
+    platform.page_open = True
+    platform.kill_after_post.add("websocket")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # WHEN the page has closed since, and the trigger retries
+    platform.page_open = False
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the retry went back to the page the first attempt chose: Slack got nothing, and the
+    # delivery is kept unread for the page
+    assert outcome.status == "succeeded"
+    assert platform.ids("websocket") == [SENT] and platform.ids("slack") == []
+    assert marker_receipts(store) == [{"channel": "websocket", "target": "websocket", "extra": {"unread": True}}]
+
+
+def test_a_first_route_whose_page_declined_falls_through_to_slack_on_the_retry(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN push-to-the-page-else-Slack, no page open, the Lambda killed right after Slack took it
+    seed(store, {"type": "first", "channels": [{"type": "websocket"}, SLACK]})
+    platform.kill_after_post.add("slack")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # THEN the declined page is not the route's choice: the retry settles Slack, the page gets nothing
+    platform.page_open = True
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    assert outcome.status == "succeeded"
+    assert intent_item(store, "websocket")["state"] == "not_sent"
+    assert platform.ids("websocket") == [] and platform.ids("slack") == [SENT]
