@@ -264,6 +264,6 @@ def bot_token(kit: Any, token_ref: str | None, *, setting: str, parameter: str, 
     from agentwake.trust.redact import register_secret
     from agentwake.trust.secrets import resolve_secret
 
-    token = resolve_secret(ref)
+    token = resolve_secret(ref, bot_token=True)  # the stack's bot-token secrets are in scope here only
     register_secret(token)
     return token
