@@ -229,6 +229,23 @@ class ProductApiClient:
         """``{"wake_id", "cancelled": False when it was cancelled or done already, "message"}``."""
         return self._call("DELETE", f"/sessions/{_seg(session_id)}/wakes/{_seg(wake_id)}")
 
+    # -- WebSocket push (docs/channels.md) ---------------------------------------------------------
+
+    def push_ticket(self, session_id: str) -> dict[str, Any]:
+        """``{"ticket", "url", "expires_in": 60}``: hand them to the page, which opens
+        ``{url}?ticket={ticket}`` within a minute (single use; the browser never holds AWS credentials)."""
+        return self._call("POST", f"/sessions/{_seg(session_id)}/push-tickets")
+
+    def unread(self, session_id: str) -> dict[str, Any]:
+        """``{"unread", "delivery_id", "at"}``: a delivery no open page received."""
+        return self._call("GET", f"/sessions/{_seg(session_id)}/unread")
+
+    def mark_read(self, session_id: str, delivery_id: str | None = None) -> bool:
+        """Clear the session's unread mark (only while it names ``delivery_id``, when given); False
+        when nothing was unread."""
+        body = {"delivery_id": delivery_id} if delivery_id is not None else None
+        return bool(self._call("POST", f"/sessions/{_seg(session_id)}/read", body)["cleared"])
+
     # -- HTTP -------------------------------------------------------------------------------------
 
     def _call(

@@ -12,8 +12,8 @@ import typer
 
 from agentwake.trust.redact import redact
 from agentwake_ops.cli_common import JSON_HELP, ops, parse_json_option
-from agentwake_ops.render import console, dash, escape, facts_panel, print_json
-from agentwake_ops.terminal import masked, shown
+from agentwake_ops.render import console, dash, escape, facts_panel, print_json, when
+from agentwake_ops.terminal import first_line, masked, shown
 
 if TYPE_CHECKING:
     from agentwake_ops import replay as replay_mod
@@ -118,6 +118,28 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
     if outcome.already_delivered:
         out.print(
             f"{len(outcome.already_delivered)} delivery(ies) already made by the run: a redrive does not resend them."
+        )
+    if outcome.in_doubt:
+        from agentwake_ops.runs import IN_DOUBT_HINT, in_doubt_line
+
+        table = Table(title="sent? unknown — this replay sent nothing", title_justify="left", title_style="yellow")
+        for column in ("delivery id", "channel", "time", "text (start)"):
+            table.add_column(column, overflow="fold")
+        for i in outcome.in_doubt:
+            table.add_row(
+                escape(i["delivery_id"]),
+                escape(in_doubt_line(i)),
+                when(i.get("at")),
+                escape(first_line(i["text"], 100)),
+            )
+        out.print(table)
+        out.print(
+            escape(
+                f"{len(outcome.in_doubt)} send(s) in doubt: a replay never sends (nor settles) them; "
+                + IN_DOUBT_HINT
+                + "."
+            ),
+            style="yellow",
         )
     for call in outcome.not_called:
         out.print(

@@ -202,6 +202,7 @@ def discover(
     reason = None
     stack_outputs: dict[str, str] = {}
     parameters: list[dict[str, Any]] = []
+    stack_id: str | None = None
     if not region:
         reason = "no AWS region is configured"
     else:
@@ -210,6 +211,7 @@ def discover(
             for item in resp["Stacks"][0].get("Outputs", []):
                 stack_outputs[item["OutputKey"]] = item["OutputValue"]
             parameters = resp["Stacks"][0].get("Parameters", [])
+            stack_id = resp["Stacks"][0].get("StackId")
         except Exception as exc:  # no credentials, no such stack, no network: all mean "not found"
             reason = _one_line(exc)
     if stack_outputs and "AgentTableName" in stack_outputs:
@@ -220,7 +222,7 @@ def discover(
             region,
             None,
             None,
-            settings=stack_settings.from_parameters(parameters),
+            settings=stack_settings.from_parameters(parameters, stack_id),
         )
     if stack_outputs and reason is None:
         reason = "the stack has no AgentTableName output (is it an agentwake stack?)"

@@ -308,7 +308,7 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: 
 
         out.print("transcript", style="bold")
         for entry in entries:
-            style = {"failure": "red", "outcome": "bold", "delivery": "green"}.get(entry.kind, "")
+            style = {"failure": "red", "outcome": "bold", "delivery": "green", "in-doubt": "yellow"}.get(entry.kind, "")
             out.print(Text(shown(f"[{when(entry.at)}] {entry.title}"), style=style))
             for line in entry.lines:
                 for part in shown(line).splitlines() or [""]:
@@ -364,14 +364,41 @@ def summary_tables(summary: RunSummary) -> None:
     if summary.deliveries:
         table = _table(
             f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
-            ("delivery id", "time", "text"),
+            ("delivery id", "time", "text", "the user already received"),
             title_justify="left",
         )
         for d in summary.deliveries:
-            table.add_row(escape(d["delivery_id"]), when(d.get("at")), escape(d["text"]))
+            got = "\n".join(d.get("received") or ()) or "- (no receipt kept)"
+            table.add_row(escape(d["delivery_id"]), when(d.get("at")), escape(d["text"]), escape(got))
         out.print(table)
     else:
         out.print("No message was delivered to the user by this run.")
+    in_doubt_table(summary)
+
+
+def in_doubt_table(summary: RunSummary) -> None:
+    """The run's sends in doubt ("sent? unknown"): what went where and when, and what to do."""
+    from agentwake_ops.runs import IN_DOUBT_HINT, in_doubt_line
+
+    if not summary.in_doubt:
+        return
+    table = _table(
+        f"sent? unknown ({len(summary.in_doubt)}) — a crash came between the request and its receipt",
+        ("delivery id", "sent", "channel", "time", "text (start)"),
+        title_justify="left",
+        title_style="yellow",
+    )
+    for i in summary.in_doubt:
+        table.add_row(
+            escape(i["delivery_id"]),
+            "unknown",
+            escape(in_doubt_line(i)),
+            when(i.get("at")),
+            escape(_first_line(i["text"], 100)),
+        )
+    out = console()
+    out.print(table)
+    out.print(escape(IN_DOUBT_HINT[0].upper() + IN_DOUBT_HINT[1:] + "."), style="yellow")
 
 
 def usage_table(summary: RunSummary) -> None:
@@ -1104,6 +1131,8 @@ def redrive_report(report: RedriveReport) -> None:
     out = console()
     if report.native_fallback:
         out.print(escape(report.native_fallback), style="yellow")
+    for settlement in report.settled:
+        out.print(escape(f"Dry run: would {settlement.action}." if report.dry_run else f"Settled: {settlement.done}."))
     if report.dry_run:
         if not report.planned:
             out.print("Dry run: no message matches; nothing would move.")

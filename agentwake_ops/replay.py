@@ -33,6 +33,7 @@ from agentwake.delivery import Delivery
 from agentwake.domain.models import SessionConfig
 from agentwake.errors import AgentwakeError
 from agentwake.store.dynamo import DynamoStore
+from agentwake_ops.runs import run_summary
 
 #: DynamoDB operations a replay may call; every other operation is refused
 READ_OPERATIONS = frozenset({"get_item", "query", "batch_get_item", "transact_get_items", "describe_table"})
@@ -91,14 +92,20 @@ class DryChannel:
     """Records what ``send_message_to_user`` would deliver; a delivery the run already made is
     noted as such (a redrive would not send it again either)."""
 
-    def __init__(self, store: DynamoStore) -> None:
+    def __init__(self, store: DynamoStore, in_doubt: frozenset[str] = frozenset()) -> None:
         self.store = store
+        #: delivery ids whose send is in doubt (``runs.RunSummary.in_doubt``): neither sent again
+        #: nor known delivered; a redrive asks the platform, or waits for the operator
+        self.in_doubt = in_doubt
         self.would_send: list[Delivery] = []
         self.already_delivered: list[Delivery] = []
+        self.not_sent_in_doubt: list[Delivery] = []
 
     def send(self, delivery: Delivery) -> None:
         if self.store.history.has_delivery(delivery.run_id, delivery.delivery_id):
             self.already_delivered.append(delivery)
+        elif delivery.delivery_id in self.in_doubt:
+            self.not_sent_in_doubt.append(delivery)
         else:
             self.would_send.append(delivery)
 
@@ -118,6 +125,8 @@ class ReplayOutcome:
     original_error: str | None = None
     would_deliver: list[Delivery] = field(default_factory=list)
     already_delivered: list[Delivery] = field(default_factory=list)
+    #: the run's sends in doubt (``runs.RunSummary.in_doubt``): listed, never sent by a replay
+    in_doubt: list[dict[str, Any]] = field(default_factory=list)
     not_called: list[dict[str, Any]] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)
 
@@ -148,6 +157,7 @@ class ReplayOutcome:
             "original_error": self.original_error,
             "would_deliver": [d.to_dict() for d in self.would_deliver],
             "already_delivered": [d.to_dict() for d in self.already_delivered],
+            "in_doubt": self.in_doubt,
             "side_effects_not_called": self.not_called,
             "transcript": [{"kind": e.kind, "step": e.step, "replayed": e.replayed, **e.data} for e in self.events],
         }
@@ -248,7 +258,8 @@ def replay(
         on_event=collect,
     )
     journal = ReplayJournal(ro.journals.journal_entries(run_id))
-    channel = DryChannel(ro)
+    outcome.in_doubt = run_summary(ro, run_id).in_doubt
+    channel = DryChannel(ro, frozenset(i["delivery_id"] for i in outcome.in_doubt))
     agent = None
     try:
         if kind == "subagent":

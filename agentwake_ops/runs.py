@@ -13,8 +13,16 @@ from agentwake.domain.models import FailureRecord, RunRecord
 from agentwake.domain.steps import STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, RUN_SK, STEP_PREFIX, after
+from agentwake.store.keys import (
+    DELIVERY_PREFIX,
+    FAILURE_PREFIX,
+    RUN_SK,
+    SENDING_PREFIX,
+    STEP_PREFIX,
+    after,
+)
 from agentwake.store.operator import QUIET_DAYS, OperatorStore, RunsPage
+from agentwake.trust.redact import redact
 
 
 @dataclass
@@ -25,8 +33,13 @@ class RunSummary:
     failures: list[FailureRecord] = field(default_factory=list)
     #: journaled steps: ``{"key": "000.reply", "at": ..., **value}``
     steps: list[dict[str, Any]] = field(default_factory=list)
-    #: deliveries made: ``{"delivery_id", "session_id", "text", "at"}``
+    #: deliveries made: ``{"delivery_id", "session_id", "text", "at", "receipts", "received"}``:
+    #: ``receipts`` the platforms' (``Receipt.to_dict()``), ``received`` each as a person reads it
     deliveries: list[dict[str, Any]] = field(default_factory=list)
+    #: sends in doubt: an intent (``SENDING#``) still ``sending`` and no marker. The request left
+    #: or not: only the user's chat can tell (``dlq redrive --delivered ID`` or ``--resend ID``).
+    #: ``{"delivery_id", "session_id", "channel", "target", "where", "at", "text", "sent": "unknown"}``
+    in_doubt: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def last_failure(self) -> FailureRecord | None:
@@ -34,7 +47,7 @@ class RunSummary:
 
     @property
     def empty(self) -> bool:
-        return self.run is None and not (self.failures or self.steps or self.deliveries)
+        return self.run is None and not (self.failures or self.steps or self.deliveries or self.in_doubt)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -42,13 +55,20 @@ class RunSummary:
             "failures": [f.model_dump(mode="json") for f in self.failures],
             "steps": self.steps,
             "deliveries": self.deliveries,
+            "in_doubt": self.in_doubt,
         }
 
 
 def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
-    """The run's partition in one Query: run record, failures, journal, deliveries."""
+    """The run's partition in one Query: run record, failures, journal, deliveries, sends in doubt."""
+    return summary_of(OperatorStore(store).run_items(run_id))
+
+
+def summary_of(items: list[tuple[str, dict[str, Any]]]) -> RunSummary:
+    """A run's summary from its partition's items (sort key, raw item), in key order."""
     summary = RunSummary(run=None)
-    for sk, item in OperatorStore(store).run_items(run_id):
+    intents: list[dict[str, Any]] = []
+    for sk, item in items:
         if sk == RUN_SK:
             summary.run = load_item(RunRecord, item)
         elif sk.startswith(FAILURE_PREFIX):
@@ -57,15 +77,83 @@ def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
             step = json.loads(item["value"]["S"])
             summary.steps.append({"key": after(STEP_PREFIX, sk), "at": item.get("at", {}).get("S"), **step})
         elif sk.startswith(DELIVERY_PREFIX):
+            receipts = receipts_of_marker(item)
             summary.deliveries.append(
                 {
                     "delivery_id": after(DELIVERY_PREFIX, sk),
                     "session_id": item["session_id"]["S"],
                     "text": item["text"]["S"],
                     "at": item["at"]["S"],
+                    "receipts": receipts,
+                    "received": [received(r) for r in receipts],
                 }
             )
+        elif sk.startswith(SENDING_PREFIX):
+            intents.append(intent_view(sk, item))
+    delivered = {d["delivery_id"] for d in summary.deliveries}
+    summary.in_doubt = [i for i in intents if i["state"] == "sending" and i["delivery_id"] not in delivered]
     return summary
+
+
+def _s(item: dict[str, Any], name: str) -> str:
+    value = item.get(name) or {}
+    return str(value.get("S", value.get("N", "")))
+
+
+def receipts_of_marker(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """The marker's ``receipts`` (a JSON list of ``Receipt.to_dict()``); none on a marker written
+    before receipts (or one that cannot be read: shown as such, never a crash of ``runs show``)."""
+    raw = _s(item, "receipts")
+    if not raw:
+        return []
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return [{"channel": "?", "target": "?", "extra": {"unreadable": True}}]
+    return [r for r in parsed if isinstance(r, dict)] if isinstance(parsed, list) else []
+
+
+def received(raw: dict[str, Any]) -> str:
+    """One receipt as a person reads it ("slack ts 1718.0100 in C0123"), bounded."""
+    from agentwake.delivery import Receipt
+    from agentwake_ops.terminal import first_line
+
+    if (raw.get("extra") or {}).get("unreadable"):
+        return "(receipts unreadable)"
+    try:
+        return first_line(redact(Receipt.from_dict(raw).describe()), 200)
+    except (TypeError, ValueError, AttributeError):
+        return "(receipt unreadable)"
+
+
+#: how much of an intent's text a summary shows (the whole text is on the intent, bounded there)
+INTENT_TEXT_CHARS = 200
+
+
+def intent_view(sk: str, item: dict[str, Any]) -> dict[str, Any]:
+    """An intent (``SENDING#{delivery}#{target}``) as ``runs show`` and ``dlq show`` list it, read
+    by the one reader the wake's guard uses (``store.journal.intent_of``)."""
+    from agentwake.store.journal import intent_of
+
+    intent = intent_of(item)
+    return {
+        "delivery_id": intent.delivery_id,
+        "session_id": intent.session_id,
+        "channel": intent.channel,
+        "target": intent.target,
+        "where": intent.where,
+        "at": intent.at or None,
+        "state": intent.state,
+        "sent": "unknown" if intent.state == "sending" else ("yes" if intent.state == "sent" else "no"),
+        "text": redact(intent.text)[:INTENT_TEXT_CHARS],
+    }
+
+
+def in_doubt_line(intent: dict[str, Any]) -> str:
+    """Where an in-doubt send went, as a person reads it: "telegram telegram in 99"."""
+    where = f" in {intent['where']}" if intent.get("where") else ""
+    named = f" ({intent['target']})" if intent.get("target") and intent["target"] != intent.get("channel") else ""
+    return f"{intent.get('channel') or '?'}{named}{where}"
 
 
 @dataclass(frozen=True)
@@ -149,6 +237,14 @@ def runs_page_note(page: RunsPage) -> str | None:
     )
 
 
+#: what an operator does about a send in doubt (runs show, dlq show, the console, runs replay)
+IN_DOUBT_HINT = (
+    "the request left before a crash, or not: check the user's chat, then "
+    "`agentwake dlq redrive --id MESSAGE --delivered DELIVERY_ID` (they have it: recorded, not sent again) "
+    "or `--resend DELIVERY_ID` (they do not: sent again)"
+)
+
+
 # --------------------------------------------------------------------------------------------
 # the transcript
 
@@ -223,9 +319,17 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                 entry.lines.append(f"deliveries made: {', '.join(str(d) for d in step['deliveries'])}")
         entries.append(entry)
     for d in summary.deliveries:
+        lines = [d["text"], *(f"the user received it: {r}" for r in d.get("received") or ())]
+        entries.append(
+            TranscriptEntry("delivery", d.get("at"), f"delivery {d['delivery_id']} to session {d['session_id']}", lines)
+        )
+    for i in summary.in_doubt:
         entries.append(
             TranscriptEntry(
-                "delivery", d.get("at"), f"delivery {d['delivery_id']} to session {d['session_id']}", [d["text"]]
+                "in-doubt",
+                i.get("at"),
+                f"delivery {i['delivery_id']}: sent? unknown ({in_doubt_line(i)})",
+                [i["text"], IN_DOUBT_HINT],
             )
         )
     for f in summary.failures:

@@ -86,7 +86,8 @@ def show(
     queue: QueueOpt = "all",
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries.
+    """Show one DLQ message in full: body, attributes, every failed attempt, steps, deliveries (with their
+    receipts) and sends in doubt ("sent? unknown": see dlq redrive --delivered / --resend).
 
     The body's task_token is masked (also with --json); `dlq export` writes the body byte-exact.
     """
@@ -108,6 +109,7 @@ def show(
     epilog=(
         "Examples: agentwake dlq redrive --id 3f2a9c1b --dry-run  |  "
         "agentwake dlq redrive --error-type AllProvidersFailed --rate 5  |  agentwake dlq redrive --all --queue results"
+        "  |  agentwake dlq redrive --id 3f2a9c1b --delivered 'bg:task-1#2#0'"
     ),
 )
 def redrive(
@@ -130,10 +132,34 @@ def redrive(
     force: Annotated[
         bool, typer.Option("--force", help="With --verify: redrive even runs whose replay fails.")
     ] = False,
+    delivered: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--delivered",
+            help=(
+                "A send in doubt (dlq show: 'sent? unknown') that you found in the user's chat: recorded as "
+                "delivered by an operator, never sent again. With --id; repeatable."
+            ),
+            metavar="DELIVERY_ID",
+        ),
+    ] = None,
+    resend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--resend",
+            help=(
+                "A send in doubt that is NOT in the user's chat: marked not sent, so the redriven run sends it "
+                "again. With --id; repeatable."
+            ),
+            metavar="DELIVERY_ID",
+        ),
+    ] = None,
 ) -> None:
     """Redrive DLQ messages so their runs resume where they stopped.
 
     Background results are sent back to the background-result queue, then deleted from the DLQ (never the other way round). Cron and scheduler failures re-invoke CronWakeFunction asynchronously with the original job id and scheduled time, then are deleted. --all on the results DLQ uses SQS's StartMessageMoveTask where the endpoint offers it.
+
+    A run dead-lettered with a send in doubt (DeliveryUnconfirmed: a Telegram message whose request left, or not, before a crash) waits for you to look at the chat `dlq show` names: if the message is there, redrive with --delivered DELIVERY_ID; if not, with --resend DELIVERY_ID (a plain redrive dead-letters it again).
     """
     from agentwake_ops.dlq.act import redrive as run_redrive
     from agentwake_ops.dlq.select import Selection
@@ -153,6 +179,8 @@ def redrive(
             force=force,
             on_verdicts=lambda verdicts: render.replay_verdicts(verdicts, force=force, to_stderr=as_json),
             progress=bar,
+            delivered=tuple(delivered or ()),
+            resend=tuple(resend or ()),
         )
     finally:
         bar.close()

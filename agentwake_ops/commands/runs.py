@@ -144,7 +144,9 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: status and attempts, the run that started it, the tasks and wakes it started,
-    every failed attempt, steps journaled, deliveries made."""
+    every failed attempt, steps journaled, deliveries made (with what the user received: each
+    platform's receipt) and sends in doubt ("sent? unknown": settle them with dlq redrive --delivered
+    or --resend)."""
     from agentwake_ops.runs import run_summary
     from agentwake_ops.runs import transcript as build_transcript
     from agentwake_ops.tree import run_links

@@ -75,6 +75,23 @@ PUT_EPILOG = (
 )
 
 
+def _channels_epilog() -> str:
+    """One paragraph per channel (rich keeps a blank line's paragraphs apart), from the examples
+    the docs and the product API's schema use."""
+    from agentwake.delivery.examples import CHANNEL_EXAMPLES
+
+    lines = [
+        "Delivery (--delivery, docs/channels.md): one channel, or a route over up to four: first (the first "
+        "that takes it) or each (every one). Slack and Telegram need a bot token (token_ref, or the stack's "
+        "SlackBotTokenSecretArn / TelegramBotTokenSecretArn); sns a topic under the stack's NotifyTopicPrefix; "
+        "websocket the stack's push API."
+    ]
+    lines += [
+        f"{name}: --delivery '{json.dumps(spec, separators=(',', ':'))}'" for name, spec in CHANNEL_EXAMPLES.items()
+    ]
+    return "\n\n".join(lines)
+
+
 def save_session(octx: OpsContext, session: str, changes: dict[str, Any]) -> tuple[SessionConfig, SessionConfig | None]:
     """``changes`` merged into the stored config of ``session`` (a new one when there is none),
     validated, and written under the stack's rules: the one write of a session config
@@ -100,7 +117,7 @@ def save_session(octx: OpsContext, session: str, changes: dict[str, Any]) -> tup
     return config, existing
 
 
-@app.command("put", epilog=PUT_EPILOG)
+@app.command("put", epilog=PUT_EPILOG + "\n\n" + _channels_epilog())
 def sessions_put(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(help="The session id.", metavar="SESSION")],
@@ -117,7 +134,12 @@ def sessions_put(
         int | None, typer.Option("--history-window", help="History entries a wake reads (0-200).")
     ] = None,
     delivery: Annotated[
-        str | None, typer.Option("--delivery", help='Where messages go, as JSON: {"type":"log"} or a webhook.')
+        str | None,
+        typer.Option(
+            "--delivery",
+            help="Where messages go, as JSON: one channel (log, webhook, websocket, slack, telegram, sns) or a "
+            "first/each route over them; an example of each below.",
+        ),
     ] = None,
     role: Annotated[str | None, typer.Option("--role", help="user or admin.", metavar="user|admin")] = None,
     tools: Annotated[

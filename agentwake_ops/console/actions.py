@@ -1,5 +1,5 @@
 """The console's POST actions, each the CLI's own: ``runs replay`` (``agentwake_ops.replay``),
-``dlq redrive --verify`` and ``dlq delete`` (``agentwake_ops.dlq.act``, on exact message ids, after a
+``dlq redrive --verify`` (also with ``--delivered``/``--resend``: ``settle_confirm``, ``settle``) and ``dlq delete`` (``agentwake_ops.dlq.act``, on exact message ids, after a
 confirmation page that states the exact count), ``dlq export --out`` (``act.export``), ``tasks cancel``
 (``TasksService.cancel_task``, after a confirmation page naming the task; ``cancel_button`` is the task
 page's form).
@@ -239,6 +239,10 @@ def replay(ctx: OpsContext, form: Query, csrf: str) -> Markup:
         ),
         f"<p>{len(outcome.already_delivered)} delivery(ies) already made by the run: a redrive does not resend them.</p>",
     ]
+    if outcome.in_doubt:
+        from agentwake_ops.console.pages import in_doubt_section
+
+        parts.append(in_doubt_section(outcome.in_doubt, note="this replay sent nothing"))
     if outcome.not_called:
         parts.append(
             str(
@@ -335,6 +339,86 @@ def apply(ctx: OpsContext, form: Query, csrf: str) -> Markup:
     else:
         parts.append("<p class='muted'>This run has no message in the DLQs: nothing to redrive.</p>")
     parts.append("<p>" + link("/run", "back to the run", id=run_id) + "</p>")
+    return Markup("".join(parts))
+
+
+# --------------------------------------------------------------------------------------------
+# a send in doubt: dlq redrive --delivered / --resend
+
+
+SETTLE_WORDS = {
+    "delivered": (
+        "You found this message in the user's chat: it is recorded as delivered by an operator (its marker "
+        "and its history entry), never sent again, and the run is redriven (dlq redrive --delivered)."
+    ),
+    "resend": (
+        "The message is not in the user's chat: it is marked not sent and the redriven run sends it again "
+        "(dlq redrive --resend). If it was there after all, the user sees it twice."
+    ),
+}
+
+
+def _settle_form(form: Query) -> tuple[str, str, str]:
+    message_id, delivery_id, how = one(form, "id"), one(form, "delivery"), one(form, "how")
+    if how not in SETTLE_WORDS:
+        raise OpsError(f"unknown answer {how!r}: delivered or resend")
+    if not message_id or not delivery_id:
+        raise OpsError("say which message and which delivery")
+    return message_id, delivery_id, how
+
+
+def settle_confirm(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """The confirmation page of a settle: the send in doubt, what the answer does, and its form."""
+    from agentwake_ops.dlq.select import find_message
+    from agentwake_ops.dlq.settle import plan
+
+    message_id, delivery_id, how = _settle_form(form)
+    msg = find_message(ctx, message_id)
+    [settlement] = plan(
+        ctx,
+        [msg],
+        delivered=[delivery_id] if how == "delivered" else [],
+        resend=[delivery_id] if how == "resend" else [],
+    )
+    label = "Mark delivered and redrive" if how == "delivered" else "Resend: redrive"
+    return Markup(
+        f"<p class='note' id='confirm-settle'>{h(settlement.action[0].upper() + settlement.action[1:])}, then "
+        f"redrive message {h(msg.short_id)} (run {h(settlement.run_id)})?</p>"
+        f"<p>{h(SETTLE_WORDS[how])} The redrive replays the run first (dlq redrive --verify).</p>"
+        f"<form method='post' action='dlq/settle'>{hidden('csrf', csrf)}{hidden('id', msg.message_id)}"
+        f"{hidden('delivery', delivery_id)}{hidden('how', how)}"
+        f"<button id='confirm'>{h(label)}</button></form><p>"
+        + link("/dlq/message", "cancel: back to the message", id=msg.message_id)
+        + "</p>"
+    )
+
+
+def settle(ctx: OpsContext, form: Query, csrf: str) -> Markup:
+    """``dlq redrive --id ID --verify --delivered|--resend DELIVERY_ID``, confirmed on the page before."""
+    from agentwake_ops.dlq.act import redrive as run_redrive
+    from agentwake_ops.dlq.select import Selection
+
+    message_id, delivery_id, how = _settle_form(form)
+    report = run_redrive(
+        ctx,
+        Selection(ids=(message_id,), exact=True),
+        verify=True,
+        delivered=[delivery_id] if how == "delivered" else [],
+        resend=[delivery_id] if how == "resend" else [],
+    )
+    parts = [f"<p class='ok' id='settle-result'>{h(s.done[0].upper() + s.done[1:])}.</p>" for s in report.settled]
+    if report.refused:
+        parts.append(
+            "<p class='error' id='redrive-result'>Not redriven: a replay still fails (dlq redrive --verify). "
+            "Fix the cause, then redrive the message from the DLQ (the send stays settled).</p>"
+        )
+    else:
+        parts.append(
+            f"<p class='ok' id='redrive-result'>Redrove {len(report.moved)} message(s)"
+            + (f"; {len(report.failed)} failed: {h(report.failed[0].reason)}" if report.failed else "")
+            + ".</p>"
+        )
+    parts.append("<p>" + link("/dlq", "back to the DLQ") + "</p>")
     return Markup("".join(parts))
 
 

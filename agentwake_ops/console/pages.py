@@ -262,6 +262,7 @@ def message(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     parts.append("<h2>message attributes</h2>" + pretty(data.get("message_attributes") or {}))
     if msg.summary is not None:
         parts.append(_attempts_and_deliveries(msg.summary))
+        parts.append(in_doubt_section(msg.summary.in_doubt, actions=settle_buttons(msg.message_id, csrf)))
     return Markup("".join(parts))
 
 
@@ -359,13 +360,52 @@ def _attempts_and_deliveries(summary: Any) -> str:
         ),
         f"<h2>deliveries the user already received ({len(summary.deliveries)})</h2>",
         table(
-            ("delivery id", "time", "text"),
-            [(d["delivery_id"], when(d.get("at")), d["text"]) for d in summary.deliveries],
+            ("delivery id", "time", "text", "the user already received"),
+            [
+                (d["delivery_id"], when(d.get("at")), d["text"], "\n".join(d.get("received") or ()) or "-")
+                for d in summary.deliveries
+            ],
             cls="deliveries",
             empty="none",
         ),
     ]
     return "".join(str(p) for p in parts)
+
+
+def in_doubt_section(in_doubt: list[dict[str, Any]], *, note: str = "", actions: Any = None) -> str:
+    """The run's sends in doubt ("sent? unknown"): channel, where, when, the text's start, what to do;
+    ``actions(intent)``: the buttons of a row (the DLQ message page's settle forms)."""
+    from agentwake_ops.runs import IN_DOUBT_HINT, in_doubt_line
+    from agentwake_ops.terminal import first_line
+
+    if not in_doubt:
+        return ""
+    headers = ("delivery id", "sent", "channel", "time", "text (start)") + (("settle",) if actions else ())
+    rows = [
+        (i["delivery_id"], "unknown", in_doubt_line(i), when(i.get("at")), first_line(i["text"], 100))
+        + ((actions(i),) if actions else ())
+        for i in in_doubt
+    ]
+    said = f" — {note}" if note else ""
+    return (
+        f"<h2 id='in-doubt-title'>sent? unknown ({len(in_doubt)}){h(said)}</h2>"
+        + str(table(headers, rows, cls="in-doubt"))
+        + f"<p class='note' id='in-doubt-hint'>{h(IN_DOUBT_HINT[0].upper() + IN_DOUBT_HINT[1:])}.</p>"
+    )
+
+
+def settle_buttons(message_id: str, csrf: str) -> Any:
+    """A send in doubt's two answers on the DLQ message page, each confirmed on the next page."""
+
+    def buttons(intent: dict[str, Any]) -> Markup:
+        return Markup(
+            f"<form method='post' action='dlq/settle-confirm'>{hidden('csrf', csrf)}{hidden('id', message_id)}"
+            f"{hidden('delivery', intent['delivery_id'])}"
+            "<button name='how' value='delivered' class='settle-delivered'>The user has it: mark delivered…</button> "
+            "<button name='how' value='resend' class='settle-resend'>Not in the chat: resend…</button></form>"
+        )
+
+    return buttons
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,6 +478,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                     ("provider", "model", "calls", "input tokens", "output tokens", "latency", "estimated cost"), rows
                 )
             )
+    parts.append(in_doubt_section(summary.in_doubt, note="redrive its DLQ message with the user's answer"))
     parts.append("<h2>timeline</h2>")
     entries = _timeline(summary, groups)
     rows_t, classes, previous = [], [], None

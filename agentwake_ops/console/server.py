@@ -69,6 +69,8 @@ POST_ACTIONS: dict[str, tuple[str, Page]] = {
     "/dlq/redrive": ("Redrive", actions.redrive),
     "/dlq/delete": ("Delete", actions.delete),
     "/dlq/export": ("Export", actions.export),
+    "/dlq/settle-confirm": ("Settle a send in doubt", actions.settle_confirm),
+    "/dlq/settle": ("Settled and redriven", actions.settle),
     "/run/replay": ("Replay", actions.replay),
     "/run/apply-confirm": ("Apply to the session", actions.apply_confirm),
     "/run/apply": ("Applied to the session", actions.apply),

@@ -3,7 +3,8 @@
 Every action reads the queue through one complete scan (``agentwake_ops.dlq.claim``): if the scan
 cannot be sure it saw every message, the action changes nothing and raises ``IncompleteScan``.
 
-- Redrive sends first and deletes after: an interrupted move leaves at worst a duplicate, which the
+- Redrive sends first and deletes after (after settling the sends in doubt the operator names:
+  ``agentwake_ops.dlq.settle``, ``--delivered`` / ``--resend``): an interrupted move leaves at worst a duplicate, which the
   run record absorbs (a run that already succeeded does nothing) — never a lost message. With
   ``verify`` it replays each claimed run first (``agentwake_ops.replay.verify``) and redrives from
   that same claim: the DLQ is scanned once.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from agentwake_ops.progress import SILENT, Progress
 from agentwake_ops.sqs_scan import delete_batch
 
 if TYPE_CHECKING:
+    from agentwake_ops.dlq.settle import Settlement
     from agentwake_ops.replay import Verdict
 
 #: AWS's StartMessageMoveTask accepts at most this rate
@@ -78,6 +80,8 @@ class RedriveReport:
     verdicts: list[Verdict] = field(default_factory=list)
     #: with verify and without force: a replay still fails, so nothing moved
     refused: bool = False
+    #: sends in doubt settled first (``--delivered`` / ``--resend``); planned only, with dry_run
+    settled: list[Settlement] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +99,7 @@ class RedriveReport:
                 else None
             ),
             "native_fallback": self.native_fallback,
+            "settled": [s.as_dict() for s in self.settled],
         }
 
 
@@ -203,6 +208,8 @@ def redrive(
     on_progress: Callable[[RedriveItem], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    delivered: Sequence[str] = (),
+    resend: Sequence[str] = (),
 ) -> RedriveReport:
     """Move the selected DLQ messages back to where they can succeed.
 
@@ -213,20 +220,34 @@ def redrive(
 
     ``verify``: replay each selected run first (``on_verdicts`` sees the verdicts before anything
     moves); if one still fails and ``force`` is not given, nothing moves and the report is ``refused``.
+
+    ``delivered`` / ``resend``: delivery ids of sends in doubt of the selected message's run, settled
+    first (``agentwake_ops.dlq.settle``): an id that names none, or a delivery already made, is
+    refused before anything is written or moved.
     """
     if selection.empty:
         raise OpsError("say which messages to redrive: --id, --error-type, --session or --all")
+    settling = bool(delivered or resend)
+    if settling and not selection.ids:
+        raise OpsError(
+            "--delivered/--resend settle a send of one message's run: select that message with --id "
+            "(agentwake dlq show ID lists its sends in doubt)"
+        )
     if rate is not None and rate <= 0:
         raise OpsError("--rate must be a positive number of messages per second")
     names = queue_names(queue)
     report = RedriveReport(dry_run=dry_run)
 
-    native = not (dry_run or verify) and selection.only_everything and "results" in names
+    native = not (dry_run or verify or settling) and selection.only_everything and "results" in names
     if native and ctx.has_queue("results-dlq") and _try_native_move(ctx, rate, report):
         names = [n for n in names if n != "results"]
 
     if dry_run:
         chosen = list_messages(ctx, queue, selection, progress=progress)
+        if settling:
+            from agentwake_ops.dlq.settle import plan
+
+            report.settled = plan(ctx, chosen, delivered=delivered, resend=resend)
         if verify and not _verified(ctx, chosen, report, force=force, on_verdicts=on_verdicts):
             return report
         report.planned = [RedriveItem(m.message_id, m.queue, m.run_id, _action(m)) for m in chosen]
@@ -236,6 +257,12 @@ def redrive(
         return report
     claimed = claim(ctx, names, selection, what="redrive", progress=progress)
     try:
+        if settling:
+            from agentwake_ops.dlq.settle import apply, plan
+
+            report.settled = plan(ctx, claimed.messages, delivered=delivered, resend=resend)
+            for settlement in report.settled:
+                apply(ctx, settlement)
         if verify and not _verified(
             ctx, claimed.messages, report, force=force, on_verdicts=on_verdicts, renew=claimed.renew
         ):

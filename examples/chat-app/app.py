@@ -1,5 +1,5 @@
-"""A reference chat app on agentwake (issue 23): a person chats in a browser, the agent can start a
-background task, and the woken agent's message appears in the open page.
+"""A reference chat app on agentwake (issues 23, 34): a person chats in a browser, the agent can start a
+background task, and the woken agent's message is pushed to the open page over a WebSocket.
 
     python examples/chat-app/app.py [--port 8766] [--task-seconds 3] [--slow-wake 5]   (or: make chat)
 
@@ -16,23 +16,32 @@ What it shows, each through agentwake's public interfaces only:
 - **a background task**: a message starting with ``research`` makes the agent call its
   ``start_research`` tool: the task is registered through the API, and a worker completes it some
   seconds later through the API, as a producer would;
-- **the wake's delivery** arrives on ``POST /webhook`` (agentwake's webhook channel) and is checked
-  as docs/operations.md says a receiver must (``agentwake.delivery.webhook.verify_delivery``): the
-  signature over the body, ``sent_at`` within the tolerance, then the *signed* ``delivery_id`` is
-  the dedupe key (the ``X-Agentwake-Delivery-Id`` header is not signed), kept in a small sqlite
-  file in the app's state directory so a restart does not forget it; the open page shows a new
-  delivery without a reload (it polls ``/api/events``);
+- **the wake's delivery is pushed to the open page**: the session's delivery is ``{"type":
+  "websocket"}``. The page asks the app for a ticket (``GET /api/push-ticket``: the app asks the
+  product API, ``POST /sessions/{id}/push-tickets``, signed with its own credentials; the browser
+  never holds AWS credentials) and opens ``{url}?ticket={ticket}`` (single use, 60 s). agentwake
+  posts each delivery to every open page of the session as one frame ``{"type": "delivery",
+  "delivery_id", "run_id", "session_id", "text", "sent_at"}``; the page shows it at once, keyed by
+  its ``delivery_id`` (a delivery posted again, or both pushed and in the history, is shown once);
+- **a reconnect reads what it missed**: when the connection closes (the stack's idle timeout, a
+  network change, a deploy), the page takes a new ticket after a backoff, reloads the conversation
+  (what came while no page was open is in the history: agentwake keeps a delivery no page received,
+  and marks the session unread) and tells the app what it shows (``POST /api/read``), which clears
+  the unread mark when it names a delivery the page shows;
 - **a reload** renders the whole conversation from the API (``GET .../conversation``, every page,
   oldest first) in the order the session was held. A wake's internal entries (the marker "Output
   your last task result below." and its note, which are for the agent) are not shown; each wake is
   one system line, "The agent was woken by a finished task" (or "by a schedule"), before its first
-  message: :func:`shown_entries` makes that line for a reload and for a delivery arriving live.
+  message: :func:`shown_entries` makes that line for a reload, and the page makes the same line for
+  a pushed delivery from :data:`WAKE_WORDS` (given to the page with it: one source of the wording).
 
 It starts its own local stack (the embedded local AWS with template.yaml, as ``agentwake local up``
-does) under the local stack name ``chat``, recorded where the CLI and ``agentwake console`` look
-(``$AGENTWAKE_HOME/local-chat.json``), and serves the page on 127.0.0.1:8766 (the console's default
-is 8765). ``--slow-wake N``: the app answers each webhook N s late, so a wake holds the session
-that long and a person can watch a message wait. Nothing here is needed by agentwake.
+does, with its WebSocket API on 127.0.0.1) under the local stack name ``chat``, recorded where the
+CLI and ``agentwake console`` look (``$AGENTWAKE_HOME/local-chat.json``), and serves the page on
+127.0.0.1:8766 (the console's default is 8765). ``--slow-wake N``: after messaging the user, the
+woken agent checks its sources through the app's ``check_sources`` HTTP tool, which the app answers
+N s late, so a wake holds the session that long and a person can watch a message wait. Nothing here
+is needed by agentwake.
 """
 
 from __future__ import annotations
@@ -40,60 +49,65 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import os
-import secrets
 import signal
-import sqlite3
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SESSION_ID = "chat-web"
-#: the SSM parameter holding the webhook's signing secret (under the stack's SsmPathPrefix)
-SECRET_PARAMETER = "/agentwake/chat-app/webhook-secret"
 MAX_MESSAGE_CHARS = 4000
 #: the page's port: not the console's default (8765), so both run side by side
 DEFAULT_PORT = 8766
 #: the local stack's name: its state file is where the CLI and the console look for a stack
 LOCAL_NAME = "chat"
-#: --slow-wake's bound: the session's webhook times out after 60 s
+#: the woken agent's check_sources tool times out after this many seconds
+TOOL_TIMEOUT_S = 60.0
+#: --slow-wake's bound: below the tool's timeout
 MAX_SLOW_WAKE_S = 50.0
+#: the HTTP tool the woken agent calls after messaging the user (answered by this app)
+TOOL_PATH = "/tools/check-sources"
+#: how many delivery ids the page may name in one ``POST /api/read``
+MAX_READ_IDS = 100
 
-#: the woken agent (scripted): tell the user the research is ready, then end
+#: the woken agent (scripted): tell the user the research is ready, check the sources (the app's
+#: HTTP tool, slow with --slow-wake: the wake holds the session meanwhile), then end
 WAKE_SCRIPT = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is ready."}}]},
+    {"tool_calls": [{"name": "check_sources", "arguments": {}}]},
     {"text": "I told the user their research is ready."},
 ]
 #: a wake's entries that are for the agent, not the person: the marker and the note (docs/durability.md)
 INTERNAL_KINDS = frozenset({"marker", "note"})
+#: what woke the agent, in words, by the run id's prefix (the first that matches): the page's
+#: system line for a wake, made here for a reload and by the page (given this table) for a push
+WAKE_WORDS: tuple[tuple[str, str], ...] = (
+    ("cron:", "The agent was woken by a schedule."),
+    ("bg:", "The agent was woken by a finished task."),
+    ("", "The agent was woken."),
+)
 
 
 def wake_line(run_id: str) -> dict[str, Any]:
     """The one system line that stands for a wake on the page: what woke the agent, in words
     (the run id stays out of what the person reads)."""
-    if run_id.startswith("cron:"):
-        what = "The agent was woken by a schedule."
-    elif run_id.startswith("bg:"):
-        what = "The agent was woken by a finished task."
-    else:
-        what = "The agent was woken."
+    what = next(words for prefix, words in WAKE_WORDS if run_id.startswith(prefix))
     return {"kind": "wake", "role": "system", "content": what, "key": f"wake:{run_id}"}
 
 
 def shown_entries(entries: list[dict[str, Any]], announced: set[str]) -> list[dict[str, Any]]:
     """What the page shows for history entries (oldest first): live turns and deliveries as they
     are; a wake's marker and note hidden; a wake line before the first entry of each wake run not in
-    ``announced`` (which it updates). The same for a reload and for a delivery arriving live."""
+    ``announced`` (which it updates). The page makes the same line for a delivery pushed to it (from :data:`WAKE_WORDS`)."""
     shown: list[dict[str, Any]] = []
     for entry in entries:
         kind, run_id = entry.get("kind"), entry.get("run_id")
@@ -130,67 +144,15 @@ def live_script(text: str) -> list[dict[str, Any]]:
     return [{"text": f"You said: {text}"}]
 
 
-class SeenDeliveries:
-    """The delivery ids this app has shown, in a sqlite file: kept across restarts (a redrive may
-    resend a delivery days later) and shared by every thread and process that opens the file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._db() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS seen (delivery_id TEXT PRIMARY KEY, seen_at TEXT NOT NULL)")
-
-    def _db(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
-
-    def first_time(self, delivery_id: str) -> bool:
-        """Record ``delivery_id``; True when it was not recorded before (atomically: of two
-        concurrent requests with the same id, one is the first)."""
-        db = self._db()
-        try:
-            inserted = db.execute(
-                "INSERT OR IGNORE INTO seen (delivery_id, seen_at) VALUES (?, datetime('now'))", (delivery_id,)
-            )
-            return inserted.rowcount == 1
-        finally:
-            db.close()
-
-
-def state_dir() -> Path:
-    """Where the app keeps its state: ``$AGENTWAKE_HOME/chat-app`` (``~/.agentwake/chat-app``)."""
-    from agentwake_local.stack import agentwake_home
-
-    return agentwake_home() / "chat-app"
-
-
-def webhook_secret(folder: Path) -> str:
-    """The webhook's signing secret, made once and kept (mode 0600) with the seen ids: a restarted
-    app checks what was signed before its restart with the same secret."""
-    path = folder / "webhook-secret"
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as out:
-        secret = secrets.token_urlsafe(32)
-        out.write(secret)
-    return secret
-
-
 @dataclass
 class ChatApp:
-    """The app's state: the product API client, the events the open pages poll, deliveries seen."""
+    """The app's state: the product API client (signed with the app's credentials), and how slowly
+    the woken agent's ``check_sources`` tool is answered."""
 
     api: Any
-    webhook_secret: str
-    seen: SeenDeliveries
     task_seconds: float = 3.0
-    webhook_delay_s: float = 0.0
-    events: list[dict[str, Any]] = field(default_factory=list)
-    #: the wake runs the open pages were told about (one wake line each)
-    announced: set[str] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: --slow-wake: the tool is answered this late, so the wake holds the session meanwhile
+    slow_wake_s: float = 0.0
 
     # -- a message from the page ------------------------------------------------------------------
 
@@ -248,55 +210,45 @@ class ChatApp:
         threading.Thread(target=finish, name=f"task-{task.task_id}", daemon=True).start()
         return str(task.task_id)
 
-    # -- agentwake's webhook ----------------------------------------------------------------------
+    # -- the woken agent's HTTP tool --------------------------------------------------------------
 
-    def webhook(self, body: bytes, headers: Any) -> tuple[int, dict[str, Any]]:
-        """A delivery, checked as docs/operations.md says: signature, then ``sent_at``, then the
-        signed ``session_id`` (one of this app's), then the signed ``delivery_id`` as the dedupe key
-        (the header is not signed: it is not read)."""
-        from agentwake.delivery.webhook import SIGNATURE_HEADER, DeliveryRefused, SignatureRefused, verify_delivery
+    def check_sources(self) -> tuple[int, dict[str, Any]]:
+        """The woken agent's ``check_sources`` tool (an HTTP tool of the session, on this app): with
+        --slow-wake it answers late, and the wake holds the session meanwhile."""
+        if self.slow_wake_s:
+            time.sleep(self.slow_wake_s)
+        return 200, {"checked": 3, "result": "3 sources checked."}
+
+    # -- push: the page's ticket, and what it has read --------------------------------------------
+
+    def push_ticket(self) -> tuple[int, dict[str, Any]]:
+        """``{url, ticket, expires_in}`` for the page (single use, 60 s), from the product API."""
+        from agentwake_client import ApiError
 
         try:
-            received = verify_delivery(body, headers.get(SIGNATURE_HEADER), self.webhook_secret)
-        except SignatureRefused as exc:
-            return 401, {"error": str(exc)}
-        except DeliveryRefused as exc:
-            return 400, {"error": str(exc)}
-        delivery = received.delivery
-        if delivery.session_id != SESSION_ID:
-            # signed by the stack, but for a session this app does not show: not ours to display
-            return 400, {"error": f"a delivery for session {delivery.session_id[:128]!r}, not this app's"}
-        duplicate = not self.seen.first_time(delivery.delivery_id)
-        if not duplicate:
-            entry = {"kind": "delivery", "role": "assistant", "content": delivery.text}
-            with self.lock:
-                lines = shown_entries(
-                    [{**entry, "run_id": delivery.run_id, "delivery_id": delivery.delivery_id}], self.announced
-                )
-            for line in lines:
-                self._event(**line)
-        if self.webhook_delay_s:  # a slow receiver keeps the wake (and the session) busy this long
-            time.sleep(self.webhook_delay_s)
-        return 200, {"duplicate": duplicate}
+            got = self.api.push_ticket(SESSION_ID)
+        except (ApiError, OSError) as exc:
+            return 502, {"error": f"no push ticket now ({type(exc).__name__}); the page tries again"}
+        return 200, {"url": got["url"], "ticket": got["ticket"], "expires_in": got["expires_in"]}
+
+    def read(self, shown: list[str]) -> tuple[int, dict[str, Any]]:
+        """The page shows these deliveries: clear the session's unread mark when it names one of
+        them (a delivery no page received meanwhile stays unread)."""
+        from agentwake_client import ApiError
+
+        try:
+            mark = self.api.unread(SESSION_ID)
+            if not mark["unread"] or mark["delivery_id"] not in shown:
+                return 200, {"cleared": False}
+            return 200, {"cleared": self.api.mark_read(SESSION_ID, mark["delivery_id"])}
+        except (ApiError, OSError) as exc:
+            return 502, {"error": f"the unread mark cannot be cleared now ({type(exc).__name__})"}
 
     # -- what the page reads ----------------------------------------------------------------------
 
-    def _event(self, kind: str, role: str, content: str, **extra: Any) -> None:
-        with self.lock:
-            self.events.append({"n": len(self.events) + 1, "kind": kind, "role": role, "content": content, **extra})
-
-    def events_after(self, after: int) -> dict[str, Any]:
-        with self.lock:
-            return {"events": self.events[after:], "next": len(self.events)}
-
     def conversation(self) -> dict[str, Any]:
         """The whole conversation oldest first (every page of the API's newest-first reading), as
-        the page shows it (:func:`shown_entries`), and ``next``: the first live event the page is
-        to show after it. A delivery is in the history once the webhook answered; one the app has
-        received and is still answering (a slow wake) is not there yet: ``next`` points at its
-        event, so a page loaded meanwhile shows it too (the page drops a second copy by its key)."""
-        with self.lock:
-            events = list(self.events)
+        the page shows it (:func:`shown_entries`)."""
         entries: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -305,14 +257,17 @@ class ChatApp:
             cursor = page["cursor"]
             if cursor is None:
                 break
-        shown = shown_entries(list(reversed(entries)), set())
-        keys = {line["key"] for line in shown if "key" in line}
-        missing = (n for n, event in enumerate(events) if event.get("key") not in keys)
-        return {"entries": shown, "next": next(missing, len(events))}
+        return {"entries": shown_entries(list(reversed(entries)), set())}
+
+
+def page_bytes() -> bytes:
+    """The page, given :data:`WAKE_WORDS` (a JSON script block) for the wake lines it makes."""
+    words = json.dumps([list(pair) for pair in WAKE_WORDS]).replace("</", "<\\/")
+    return (HERE / "static" / "index.html").read_text().replace("__WAKE_WORDS__", words).encode("utf-8")
 
 
 def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
-    page = (HERE / "static" / "index.html").read_bytes()
+    page = page_bytes()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -327,19 +282,20 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(raw)
 
         def do_GET(self) -> None:
-            split = urlsplit(self.path)
-            if split.path == "/":
+            path = urlsplit(self.path).path
+            if path == "/":
                 self._answer(200, page, "text/html; charset=utf-8")
-            elif split.path == "/api/events":
-                after = int((parse_qs(split.query).get("after") or ["0"])[0] or 0)
-                self._answer(200, app.events_after(max(0, after)))
-            elif split.path == "/api/conversation":
+            elif path == "/api/conversation":
                 from agentwake_client import ApiError
 
                 try:
                     self._answer(200, app.conversation())
                 except (ApiError, OSError) as exc:
                     self._answer(502, {"error": f"the conversation cannot be read now ({type(exc).__name__})"})
+            elif path == "/api/push-ticket":
+                self._answer(*app.push_ticket())
+            elif path == TOOL_PATH:
+                self._answer(*app.check_sources())
             else:
                 self._answer(404, {"error": "not found"})
 
@@ -358,8 +314,16 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
                     self._answer(400, {"error": 'send {"text": "...", "message_id": "..."}'})
                     return
                 self._answer(*app.send(text, message_id[:128]))
-            elif self.path == "/webhook":
-                self._answer(*app.webhook(body, self.headers))
+            elif self.path == "/api/read":
+                try:
+                    shown = json.loads(body)["shown"]
+                    if not isinstance(shown, list) or len(shown) > MAX_READ_IDS:
+                        raise TypeError
+                    ids = [str(i)[:200] for i in shown]
+                except (ValueError, KeyError, TypeError):
+                    self._answer(400, {"error": f'send {{"shown": [delivery ids, at most {MAX_READ_IDS}]}}'})
+                    return
+                self._answer(*app.read(ids))
             else:
                 self._answer(404, {"error": "not found"})
 
@@ -369,24 +333,31 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def put_session(runtime: Any, webhook_url: str, secret: str, live_turn_wait_s: float) -> None:
-    """The chat session's config (an operator's step): the woken agent is scripted and delivers to
-    this app's webhook, signed with a secret kept in SSM."""
+def put_session(runtime: Any, app_url: str, live_turn_wait_s: float) -> None:
+    """The chat session's config (an operator's step): the woken agent is scripted, delivers to the
+    session's open pages over the stack's WebSocket API, and has one HTTP tool on this app."""
     from agentwake.domain.models import SessionConfig
     from agentwake.store.dynamo import DynamoStore
     from agentwake.trust.session_checks import ConfigRules
     from agentwake_local.server import LOCAL_CALLER_ARN
     from agentwake_local.stack import LOCAL_OUTBOUND_ENV
 
-    runtime.client("ssm").put_parameter(Name=SECRET_PARAMETER, Value=secret, Type="SecureString", Overwrite=True)
     store = DynamoStore(runtime.outputs["AgentTableName"], client=runtime.client("dynamodb"))
-    script = json.loads(json.dumps(WAKE_SCRIPT).replace("{result}", "see the research note in this chat."))
+    check_sources = {
+        "type": "http",
+        "name": "check_sources",
+        "description": "Check the sources of the finished research (the chat app answers).",
+        "url": f"{app_url}{TOOL_PATH}",
+        "method": "GET",
+        "timeout": TOOL_TIMEOUT_S,
+    }
     store.records.put_session(
         SessionConfig(
             session_id=SESSION_ID,
             persona="You are the assistant of a chat app.",
-            providers=[{"type": "scripted", "id": "scripted", "script": script}],
-            delivery={"type": "webhook", "url": webhook_url, "secret_ref": f"ssm:{SECRET_PARAMETER}", "timeout": 60},
+            providers=[{"type": "scripted", "id": "scripted", "script": WAKE_SCRIPT}],
+            delivery={"type": "websocket"},
+            tools=[check_sources],
             live_turn_wait_s=live_turn_wait_s,
             retry_base_delay_ms=0,
             owners=[LOCAL_CALLER_ARN],  # the app signs its API calls with the stack's credentials
@@ -400,18 +371,17 @@ def running(
     port: int = 0,
     *,
     task_seconds: float = 3.0,
-    webhook_delay_s: float = 0.0,
+    slow_wake_s: float = 0.0,
     live_turn_wait_s: float = 0.0,
-    state: Path | None = None,
     local_name: str = LOCAL_NAME,
 ) -> Iterator[tuple[str, ChatApp, Any]]:
-    """The local stack, the chat session and the app's server: yields (page URL, app, runtime).
+    """The local stack (with its WebSocket API), the chat session and the app's server: yields
+    (page URL, app, runtime).
 
     The port is taken first (``OSError`` when it is not free, before any stack starts); the stack
     is the local stack ``local_name``, recorded where the CLI and the console find it
-    (``LocalStackRunning`` when one of that name already runs). ``webhook_delay_s``: each webhook
-    is answered that late (the wake holds the session meanwhile). ``state``: the folder of the seen
-    delivery ids and the webhook secret (:func:`state_dir`)."""
+    (``LocalStackRunning`` when one of that name already runs). ``slow_wake_s``: the woken agent's
+    ``check_sources`` tool is answered that late (the wake holds the session meanwhile)."""
     from agentwake_client import ProductApiClient
     from agentwake_local.server import boto3_session
     from agentwake_local.stack import LocalStackRuntime
@@ -426,20 +396,18 @@ def running(
         raise
     try:
         assert runtime.api_url, "the template serves no product API"
-        folder = state or state_dir()
+        assert runtime.push_url, "the template serves no WebSocket API (PushApi)"
         app = ChatApp(
             # signed with the stack's credentials, as the local HTTP API verifies them
             api=ProductApiClient(
                 runtime.api_url, region=runtime.region, credentials=boto3_session(runtime.region).get_credentials()
             ),
-            webhook_secret=webhook_secret(folder),
-            seen=SeenDeliveries(folder / "seen-deliveries.sqlite3"),
             task_seconds=task_seconds,
-            webhook_delay_s=webhook_delay_s,
+            slow_wake_s=slow_wake_s,
         )
         server.RequestHandlerClass = handler_class(app)
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        put_session(runtime, f"{url}/webhook", app.webhook_secret, live_turn_wait_s)
+        put_session(runtime, url, live_turn_wait_s)
         thread = threading.Thread(target=server.serve_forever, name="chat-app", daemon=True)
         thread.start()
         try:
@@ -457,7 +425,9 @@ def _slow_wake(value: str) -> float:
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= MAX_SLOW_WAKE_S:
-        raise argparse.ArgumentTypeError(f"0 to {MAX_SLOW_WAKE_S:g} seconds (the webhook times out after 60 s)")
+        raise argparse.ArgumentTypeError(
+            f"0 to {MAX_SLOW_WAKE_S:g} seconds (the woken agent's tool times out after {TOOL_TIMEOUT_S:g} s)"
+        )
     return seconds
 
 
@@ -472,13 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         type=_slow_wake,
         default=0.0,
         metavar="SECONDS",
-        help="answer each webhook this late: the wake holds the session meanwhile, so a message waits (0-50)",
-    )
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        default=None,
-        help="seen delivery ids and the webhook secret ($AGENTWAKE_HOME/chat-app)",
+        help="answer the woken agent's check_sources tool this late: the wake holds the session meanwhile, "
+        "so a message waits (0-50)",
     )
     args = parser.parse_args(argv)
     from agentwake_local.stack import LocalStackRunning, state_path
@@ -486,11 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    options = {"task_seconds": args.task_seconds, "webhook_delay_s": args.slow_wake, "state": args.state_dir}
     try:
-        with running(args.port, **options) as (url, _app, runtime):
+        with running(args.port, task_seconds=args.task_seconds, slow_wake_s=args.slow_wake) as (url, _app, runtime):
             print(
-                f"chat app on {url}/  (product API {runtime.api_url}, local stack {runtime.endpoint_url})", flush=True
+                f"chat app on {url}/  (the agent's messages pushed over {runtime.push_url}; "
+                f"product API {runtime.api_url}, local stack {runtime.endpoint_url})",
+                flush=True,
             )
             print(
                 f"its local stack is named {LOCAL_NAME!r} ({state_path(name=LOCAL_NAME)}): the CLI and the console "
@@ -499,7 +465,11 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             if args.slow_wake:
-                print(f"slow wakes: each webhook is answered {args.slow_wake:g} s late (the session stays busy)")
+                print(
+                    f"slow wakes: the woken agent's check_sources tool is answered {args.slow_wake:g} s late "
+                    "(the session stays busy)",
+                    flush=True,
+                )
             print("requests to the product API are SigV4-signed and verified, as deployed; Ctrl-C to stop", flush=True)
             stop.wait()
     except OSError as exc:

@@ -197,6 +197,42 @@ class DeliveryUncertain(StepInterrupted, DeliveryError):
     """
 
 
+class ChannelRefused(StepInterrupted):
+    """A channel refused a delivery for good: a channel that does not exist, a bot removed or
+    blocked, a revoked token, a deleted topic. Not a tool result (the model cannot fix a token):
+    the run fails at once with the platform's reason and what to do, and its record goes to the
+    DLQ (a cron wake's to CronFailureQueue) for an operator to fix the config and redrive."""
+
+    retryable = False
+
+
+class ChannelThrottled(StepInterrupted):
+    """The platform asked to wait longer than the run has left (HTTP 429 ``Retry-After``,
+    Telegram's ``retry_after``). The run fails transiently and a later attempt sends; nothing was sent."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ChannelUnavailable(StepInterrupted):
+    """The platform kept failing (5xx, connection refused) through the retries the run's deadline
+    allowed. Transient: the record is retried, the journal replays, nothing is sent twice."""
+
+    retryable = True
+
+
+class DeliveryUnconfirmed(StepInterrupted):
+    """A delivery may have been sent by an attempt that crashed before journaling it, and the
+    channel cannot tell (Telegram keeps no idempotency key and cannot read what a bot sent).
+    Permanent: an operator checks the chat and redrives with ``--delivered ID`` (it arrived) or
+    ``--resend ID`` (it did not)."""
+
+    retryable = False
+
+
 class RunDeferred(AgentwakeError):
     """Too little of the invocation is left to start a run; nothing was written. Try again later."""
 

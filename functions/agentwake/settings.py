@@ -66,6 +66,52 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_SCHEDULE_GROUP", "schedule_group"),
         description="scheduler group name",
     )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        validation_alias=_env("AGENTWAKE_SLACK_API_URL", "slack_api_url"),
+        description="Slack Web API base: a stack setting, never a session field (a session cannot point a bot "
+        "token at its own server)",
+    )
+    telegram_api_url: str = Field(
+        default="https://api.telegram.org/",
+        validation_alias=_env("AGENTWAKE_TELEGRAM_API_URL", "telegram_api_url"),
+        description="Telegram Bot API base (a stack setting, like the Slack one)",
+    )
+    slack_token_ref: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_SLACK_TOKEN_REF", "slack_token_ref"),
+        description="the Slack bot token's secret ref (stack parameter SlackBotTokenSecretArn); a session's "
+        "slack channel may name its own token_ref",
+    )
+    telegram_token_ref: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_TELEGRAM_TOKEN_REF", "telegram_token_ref"),
+        description="the Telegram bot token's secret ref (stack parameter TelegramBotTokenSecretArn)",
+    )
+    notify_topic_prefix: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_NOTIFY_TOPIC_PREFIX", "notify_topic_prefix"),
+        description="an sns channel's topic ARN must start with this (stack parameter NotifyTopicPrefix; IAM "
+        "grants exactly these topics); unset: no sns channel",
+    )
+    push_endpoint: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_PUSH_ENDPOINT", "push_endpoint"),
+        description="the WebSocket API's connections endpoint (https://…/v1) a websocket delivery posts to; "
+        "unset: no websocket channel",
+    )
+    push_url: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_PUSH_URL", "push_url"),
+        description="the WebSocket API's wss:// URL a browser connects to with a push ticket",
+    )
+    push_max_connections: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        validation_alias=_env("AGENTWAKE_PUSH_MAX_CONNECTIONS", "push_max_connections"),
+        description="open pages one session may have at once; a connect past it is refused",
+    )
     run_timeout_margin_ms: int = Field(
         default=5000,
         ge=0,

@@ -245,6 +245,8 @@ def up(
     say("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
     if runtime.api_url:
         say(f"product API on {runtime.api_url}  ({AUTHORIZATION_NOTE})")
+    if runtime.push_url:
+        say(f"push API on {runtime.push_url}  (a page opens it with a push ticket)")
     say(chosen.describe())
     if deployed_outbound:
         say("outbound: the deployed policy (https only, no loopback)")
@@ -334,6 +336,8 @@ def status_lines(state: dict[str, Any], depths: dict[str, tuple[int, int, int] |
     ]
     if state.get("api_url"):
         lines.append(f"  API        {state['api_url']}")
+    if state.get("push_url"):
+        lines.append(f"  push       {state['push_url']}")
     functions = sorted(state.get("functions") or {})
     row = "  functions  "
     for i, function in enumerate(functions):

@@ -42,12 +42,15 @@ from agentwake_local.provision import LocalStack, provision
 from agentwake_local.scheduler import Clock, LocalScheduler, TargetInvocationError, utcnow
 from agentwake_local.server import DEFAULT_REGION, MotoServer, aws_env, boto3_session, is_reachable
 from agentwake_local.sigv4 import SigV4Verifier
-from agentwake_local.template import DEFAULT_STACK_NAME, load_template
+from agentwake_local.template import DEFAULT_STACK_NAME, load_template, references
 from agentwake_local.timing import Timing
+from agentwake_local.websocket_api import LocalWebSocketApi
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "local.json"
+#: the template's WebSocket API type (served by websocket_api.LocalWebSocketApi; not provisioned)
+WEBSOCKET_API = "AWS::Serverless::WebSocketApi"
 ENV_FILE = "env.json"
 #: the name of a local stack started without --name
 DEFAULT_LOCAL_NAME = "default"
@@ -196,11 +199,17 @@ class LocalStackRuntime:
         server_port: int = 0,
         deployed_outbound: bool = False,
         api_port: int = 0,
+        push_port: int = 0,
     ) -> None:
         self.stack_name = stack_name
         #: the template's HTTP APIs, served on ``server_host:api_port`` in the "up" mode (http_api.py)
         self.api_port = api_port
         self.http_api: LocalHttpApi | None = None
+        #: the template's WebSocket API (PushApi), on ``server_host:push_port`` in the "up" mode
+        self.push_port = push_port
+        self.push_api: LocalWebSocketApi | None = None
+        #: what the served WebSocket API gives every function (its management endpoint, its URL)
+        self.push_env: dict[str, str] = {}
         #: the functions keep the template's outbound policy (no local allowances)
         self.deployed_outbound = deployed_outbound
         #: per function logical id: variables given for it (``--env-vars``), applied last
@@ -404,6 +413,7 @@ class LocalStackRuntime:
         """The "up" mode: every poller, the async invocation queue, the scheduler and the HTTP APIs
         on background threads."""
         self.start_http_api()
+        self.start_push_api()
         for poller in self.pollers:
             poller.start()
         if self.async_invoker is not None:
@@ -438,10 +448,49 @@ class LocalStackRuntime:
         """The local HTTP API's URL while it is served."""
         return self.http_api.url if self.http_api is not None else None
 
+    def push_routes(self) -> dict[str, str]:
+        """The template's WebSocket API routes: route key -> the logical id of its function."""
+        out: dict[str, str] = {}
+        for logical_id, spec in self.stack.template.resources.items():
+            if spec.get("Type") != WEBSOCKET_API or not self.stack.template.is_active(logical_id):
+                continue
+            for route_key, route in ((spec.get("Properties") or {}).get("Routes") or {}).items():
+                found = sorted(references((route or {}).get("FunctionArn")) & set(self.functions))
+                if found:
+                    out[str(route_key)] = found[0]
+        return out
+
+    def start_push_api(self) -> str | None:
+        """Serve the template's WebSocket API (its ``$connect``/``$disconnect`` functions and the
+        management endpoint, SigV4-verified) on 127.0.0.1; every function is given its endpoint and
+        URL (``AGENTWAKE_PUSH_ENDPOINT``/``AGENTWAKE_PUSH_URL``) in place of the deployed ones. Its URL, or None."""
+        routes = self.push_routes()
+        if routes and self.push_api is None:
+            self.push_api = LocalWebSocketApi(
+                routes,
+                self.invoke,
+                host=self.server_host,
+                port=self.push_port,
+                verifier=SigV4Verifier(region=self.region),
+            ).start()
+            self.push_env = {"AGENTWAKE_PUSH_ENDPOINT": self.push_api.endpoint, "AGENTWAKE_PUSH_URL": self.push_api.url}
+            if "PushApiUrl" in self.stack.outputs:  # the deployed URL means nothing here
+                self.stack.outputs["PushApiUrl"] = self.push_api.url
+        return self.push_url
+
+    @property
+    def push_url(self) -> str | None:
+        """The local WebSocket API's URL (``ws://127.0.0.1:PORT/v1``) while it is served."""
+        return self.push_api.url if self.push_api is not None else None
+
     def stop_background(self) -> None:
         if self.http_api is not None:
             self.http_api.stop()
             self.http_api = None
+        if self.push_api is not None:
+            self.push_api.stop()
+            self.push_api = None
+            self.push_env = {}
         if self.scheduler is not None:
             self.scheduler.stop()
         for poller in self.pollers:
@@ -500,6 +549,7 @@ class LocalStackRuntime:
         return {
             **self.stack_wide_env(),
             **self.outbound_env(),
+            **self.push_env,
             **self.env_overrides.get(function.logical_id, {}),
             **aws_env(self.endpoint_url, self.region),
         }
@@ -538,6 +588,7 @@ class LocalStackRuntime:
             logical_id: {
                 **function.environment,
                 **self.outbound_env(),
+                **self.push_env,
                 **self.env_overrides.get(logical_id, {}),
                 "AWS_ENDPOINT_URL": endpoint,
             }
@@ -569,6 +620,7 @@ class LocalStackRuntime:
                 "resources": {lid: r.ref for lid, r in self.stack.resources.items()},
                 "outputs": self.stack.outputs,
                 "api_url": self.api_url,
+                "push_url": self.push_url,
                 "functions": {lid: f.arn for lid, f in self.stack.functions.items()},
             },
         )

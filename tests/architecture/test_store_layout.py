@@ -11,7 +11,7 @@ from tests.support.literals import string_literals
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "functions" / "agentwake" / "store"
 #: a string that starts like a key of the single table (``SESSION#…``, ``RUN#…``, ``MSG#…``, ...)
-KEY_LITERAL = re.compile(r"^(SESSION|RUN|RUNS|RUNDAY|TASK|JOB|MSG|USAGE|STEP|DELIVERY|FAILURE)#")
+KEY_LITERAL = re.compile(r"^(SESSION|RUN|RUNS|RUNDAY|TASK|JOB|MSG|USAGE|STEP|DELIVERY|SENDING|FAILURE)#")
 
 
 def _imports(path: Path) -> set[str]:

@@ -1,41 +1,46 @@
-"""The whole loop as a user sees it (issues 23, 36): the reference chat app (examples/chat-app/) on
-the local stack with the REAL template.yaml, driven in Debian's headless Chromium
-(tests/support/browser.py; `make chromium` installs it). A person chats, the agent starts a
-background task, the task finishes, the woken agent's message appears in the open page once, after
-one system line saying what woke the agent (the marker and the note are not shown, live or after a
-reload); a message typed while the wake holds the session is kept, shown waiting in plain words,
-then sent and answered; 15 messages typed 0.3 s apart are stored and shown in the order typed; on a
-390 px phone nothing scrolls sideways and a reload shows the newest message.
+"""The whole loop as a user sees it (issues 23, 34, 36): the reference chat app (examples/chat-app/)
+on the local stack with the REAL template.yaml (its WebSocket API on 127.0.0.1), driven in Debian's
+headless Chromium (tests/support/browser.py; `make chromium` installs it). A person chats, the agent
+starts a background task, the task finishes, the woken agent's message is pushed to the open page
+over the WebSocket (no reload, no polling: the page reads the conversation once), after one system
+line saying what woke the agent (the marker and the note are not shown, live or after a reload); a
+message typed while the wake holds the session is kept, shown waiting in plain words, then sent and
+answered; a page whose connection the WebSocket API closes reconnects and shows what came meanwhile,
+each delivery once; 15 messages typed 0.3 s apart are stored and shown in the order typed; on a 390
+px phone nothing scrolls sideways and a reload shows the newest message.
 
-Every wait is a condition with a generous bound; the slow wake (the app answers agentwake's
-webhook SLOW_WAKE_S late, as `make chat CHAT_SLOW_WAKE=N` does) keeps the wake holding the session
-long enough to type into it. Screenshots go to $AGENTWAKE_CHAT_SCREENSHOTS (default /tmp/shots).
+Every wait is a condition with a generous bound; the slow wake (the app answers the woken agent's
+check_sources tool SLOW_WAKE_S late, as `make chat CHAT_SLOW_WAKE=N` does) keeps the wake holding
+the session long enough to type into it. Screenshots go to $AGENTWAKE_CHAT_SCREENSHOTS (default
+/tmp/shots).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentwake.delivery import Delivery
-from agentwake.delivery.webhook import DELIVERY_ID_HEADER, SIGNATURE_HEADER, WebhookChannel, sign
 from agentwake.store.history import MARKER_TEXT
+from agentwake_local.server import boto3_session
 from tests.support.browser import Browser
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_DIR = ROOT / "examples" / "chat-app"
-#: the app answers each webhook this late (--slow-wake): the wake holds the session meanwhile
+#: the app answers the woken agent's tool this late (--slow-wake): the wake holds the session meanwhile
 SLOW_WAKE_S = 8.0
 WAITING = "The agent is finishing a task; your message will be sent when it is done."
 WOKEN = ("wake", "system", "The agent was woken by a finished task.")
@@ -49,20 +54,36 @@ const userColour = getComputedStyle(user).backgroundColor; user.remove();
 return [userColour, Array.from(document.querySelectorAll('#conversation .entry')).map(
     li => [li.dataset.role, li.querySelector('.content').textContent, getComputedStyle(li).backgroundColor])];"""
 OUTBOX = "return Array.from(document.querySelectorAll('#outbox .entry .content')).map(e => e.textContent)"
+#: the shown entries' keys (deliveries by their delivery id, wake lines by their run), in order
+KEYS = "return Array.from(document.querySelectorAll('#conversation .entry[data-key]'), li => li.dataset.key)"
+#: what the page fetched from the app since it loaded (the browser's own record)
+FETCHED = """return performance.getEntriesByType('resource').filter(e => e.initiatorType === 'fetch')
+    .map(e => new URL(e.name).pathname);"""
 NO_SIDEWAYS_SCROLL = "return document.documentElement.scrollWidth <= document.documentElement.clientWidth"
 AT_NEWEST = "return window.scrollY + window.innerHeight >= document.documentElement.scrollHeight - 2"
 
 
-@pytest.fixture
-def chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[str, Any, Any]]:
-    monkeypatch.setenv("AGENTWAKE_HOME", str(tmp_path))
+def _chat(monkeypatch: pytest.MonkeyPatch, home: Path, slow_wake_s: float) -> Iterator[tuple[str, Any, Any]]:
+    monkeypatch.setenv("AGENTWAKE_HOME", str(home))
     monkeypatch.syspath_prepend(str(APP_DIR))
     sys.modules.pop("app", None)
     import app as chat_app  # examples/chat-app/app.py
 
-    with chat_app.running(0, task_seconds=2.0, webhook_delay_s=SLOW_WAKE_S) as running:
+    with chat_app.running(0, task_seconds=2.0, slow_wake_s=slow_wake_s) as running:
         yield running
     sys.modules.pop("app", None)
+
+
+@pytest.fixture
+def chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[str, Any, Any]]:
+    """The app as `make chat CHAT_SLOW_WAKE=8` runs it."""
+    yield from _chat(monkeypatch, tmp_path, SLOW_WAKE_S)
+
+
+@pytest.fixture
+def quick_chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[str, Any, Any]]:
+    """The app as `make chat` runs it."""
+    yield from _chat(monkeypatch, tmp_path, 0.0)
 
 
 def entries(browser: Browser) -> list[tuple[str, str, str]]:
@@ -95,11 +116,41 @@ def say(browser: Browser, text: str) -> None:
     browser.click(browser.find("#send"))
 
 
+def counted(app: Any, name: str) -> list[float]:
+    """Count the app's answers to one of its routes (``app.conversation``, ...): when each was made."""
+    calls: list[float] = []
+    real = getattr(app, name)
+
+    def counting(*args: Any) -> Any:
+        try:
+            return real(*args)
+        finally:
+            calls.append(time.monotonic())
+
+    setattr(app, name, counting)
+    return calls
+
+
+def management(runtime: Any) -> Any:
+    """The local WebSocket API's management endpoint, as the wake functions call it (SigV4)."""
+    assert runtime.push_api is not None
+    return boto3_session(runtime.region).client(
+        "apigatewaymanagementapi", endpoint_url=runtime.push_api.endpoint, region_name=runtime.region
+    )
+
+
+def pushing(browser: Browser) -> bool:
+    return bool(browser.execute("return document.body.dataset.push === 'open'"))
+
+
 def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(chat: tuple[str, Any, Any]) -> None:
     url, app, _runtime = chat
+    conversation_reads = counted(app, "conversation")
     with Browser.start() as browser:
         browser.viewport(390, 844)
         loaded(browser, url)
+        browser.wait_for(lambda: pushing(browser), within=30, what="the page's WebSocket")
+        reads_at_load = len(conversation_reads)
         # WHEN the person sends a message THEN the live reply is shown
         say(browser, "hello")
         browser.wait_for(lambda: ("live", "assistant", "You said: hello") in entries(browser), what="the live reply")
@@ -113,7 +164,18 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
             lambda: [e for e in entries(browser) if e[0] == "delivery"], within=180, what="the woken agent's message"
         )
         assert entries(browser)[4:] == [WOKEN, ("delivery", "assistant", "Your research is ready.")]
-        # WHEN the person types while the wake still holds the session (its webhook is answered slowly)
+        # pushed over the WebSocket: one frame came, and the page read the conversation only when it
+        # loaded (the app was asked for it no more, the browser fetched it once), never polled
+        assert browser.execute("return document.body.dataset.frames") == "1"
+        assert len(conversation_reads) == reads_at_load
+        fetched = browser.execute(FETCHED)
+        assert fetched.count("/api/conversation") == 1, fetched
+        assert not [f for f in fetched if f not in ("/api/conversation", "/api/push-ticket", "/api/read", "/api/send")]
+        # and there is nothing to poll: the old events route is gone
+        with pytest.raises(urllib.error.HTTPError) as gone:
+            urllib.request.urlopen(url + "/api/events?after=0", timeout=60)  # noqa: S310 - the app on 127.0.0.1
+        assert gone.value.code == 404
+        # WHEN the person types while the wake still holds the session (its tool is answered slowly)
         say(browser, "are you there?")
         # THEN the message is kept and shown waiting, in plain words, with no run id
         notice = browser.wait_for(
@@ -137,32 +199,6 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
         assert browser.wait_for(lambda: browser.execute(OUTBOX), within=10, what="the kept message after a reload") == [
             "are you there?"
         ]
-        # AND agentwake re-sending the same delivery (same signed delivery id, a fresh body) is dropped
-        delivery = next(e for e in app.events if e["kind"] == "delivery")
-        again = Delivery(
-            delivery["delivery_id"], delivery["delivery_id"].split("#")[0], "chat-web", delivery["content"]
-        )
-        body = WebhookChannel("https://chat.example/webhook", app.webhook_secret).body(again)
-        request = urllib.request.Request(
-            url + "/webhook",
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                DELIVERY_ID_HEADER: delivery["delivery_id"],
-                SIGNATURE_HEADER: sign(body, app.webhook_secret),
-            },
-        )
-        app.webhook_delay_s = 0.0  # the re-send needs no slow answer
-        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - the app on 127.0.0.1
-            assert json.loads(resp.read()) == {"duplicate": True}
-        # and a forged one (bad signature) is refused
-        forged = urllib.request.Request(
-            url + "/webhook", data=body, method="POST", headers={SIGNATURE_HEADER: "sha256=00", DELIVERY_ID_HEADER: "x"}
-        )
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(forged, timeout=60)  # noqa: S310
-        assert refused.value.code == 401
         # THEN once the wake is done, the kept message is sent and answered, and nothing waits
         browser.wait_for(
             lambda: ("live", "assistant", "You said: are you there?") in entries(browser),
@@ -196,6 +232,96 @@ def test_a_person_chats_the_task_finishes_and_the_woken_agents_message_appears(c
         no_user_coloured_marker(browser)
         assert browser.execute(NO_SIDEWAYS_SCROLL)
         keep_screenshot(browser, "after-390-woken-reloaded")
+
+
+def test_a_page_whose_connection_is_closed_shows_what_came_meanwhile_once_after_it_reconnects(
+    quick_chat: tuple[str, Any, Any],
+) -> None:
+    url, app, runtime = quick_chat
+    # GIVEN tickets the test can withhold (the app's push-ticket route answers 503 meanwhile)
+    tickets_given = threading.Event()
+    tickets_given.set()
+    real_ticket = app.push_ticket
+
+    def ticket() -> tuple[int, dict[str, Any]]:
+        if not tickets_given.is_set():
+            return 503, {"error": "no ticket now (the test withholds them)"}
+        return real_ticket()  # type: ignore[no-any-return]
+
+    app.push_ticket = ticket
+    reads = counted(app, "read")
+    with Browser.start() as browser:
+        loaded(browser, url)
+        browser.wait_for(lambda: pushing(browser), within=30, what="the page's WebSocket")
+        # GIVEN a woken agent's message pushed to the open page
+        say(browser, "research tides")
+        browser.wait_for(lambda: len(browser.execute(KEYS)) == 2, within=180, what="the first woken message")
+        wake_1, first = browser.execute(KEYS)
+        assert wake_1.startswith("wake:bg:") and browser.execute("return document.body.dataset.frames") == "1"
+        # WHEN the local WebSocket API closes the page's connection (DELETE @connections/{id}) and the
+        # page gets no ticket for a while
+        tickets_given.clear()
+        [connection] = runtime.push_api.open_connections()
+        management(runtime).delete_connection(ConnectionId=connection)
+        browser.wait_for(
+            lambda: browser.execute("return document.body.dataset.push") == "closed", within=30, what="the close"
+        )
+        assert "Reconnecting" in browser.text(browser.find("#link"))
+        # AND a second task's wake delivers while no page is connected
+        say(browser, "research waves")
+        started = "I started researching waves. I will message you here when it is done."
+        browser.wait_for(lambda: ("live", "assistant", started) in entries(browser), what="the second task's start")
+        unread = browser.wait_for(
+            lambda: (mark := app.api.unread("chat-web"))["unread"] and mark, within=180, what="the unread delivery"
+        )
+        # THEN the page does not show it yet: nothing reached it
+        second = unread["delivery_id"]
+        assert second not in browser.execute(KEYS) and browser.execute("return document.body.dataset.frames") == "1"
+        keep_screenshot(browser, "reconnecting")
+        reads_before = len(reads)
+        # WHEN tickets are given again THEN the page reconnects, reads the conversation and shows the
+        # second message, each wake's line and message exactly once (the first: both pushed and read)
+        tickets_given.set()
+        browser.wait_for(lambda: second in browser.execute(KEYS), within=120, what="the reconnect's fallback")
+        keys = browser.execute(KEYS)
+        assert len(keys) == 4 and keys[:2] == [wake_1, first] and keys[3] == second, keys
+        assert keys[2] == f"wake:{second.split('#')[0]}"
+        assert entries(browser) == [
+            ("live", "user", "research tides"),
+            ("live", "assistant", "I started researching tides. I will message you here when it is done."),
+            WOKEN,
+            ("delivery", "assistant", "Your research is ready."),
+            ("live", "user", "research waves"),
+            ("live", "assistant", started),
+            WOKEN,
+            ("delivery", "assistant", "Your research is ready."),
+        ]
+        # AND the page said what it shows: the session is no longer unread
+        browser.wait_for(lambda: len(reads) > reads_before, within=30, what="the page's read")
+        assert app.api.unread("chat-web")["unread"] is False
+        assert browser.text(browser.find("#link")) == ""
+        keep_screenshot(browser, "reconnected")
+        # WHEN the second delivery is pushed again to the new connection (a retry's re-send of the
+        # same delivery id, after the page read it from the history)
+        assert pushing(browser)
+        [connection] = runtime.push_api.open_connections()
+        frame = {
+            "type": "delivery",
+            "delivery_id": second,
+            "run_id": second.split("#")[0],
+            "session_id": "chat-web",
+            "text": "Your research is ready.",
+            "sent_at": datetime.now(UTC).isoformat(),
+        }
+        management(runtime).post_to_connection(ConnectionId=connection, Data=json.dumps(frame).encode())
+        # THEN the page received it and shows it still once
+        browser.wait_for(
+            lambda: browser.execute("return document.body.dataset.frames") == "2", within=30, what="the re-send"
+        )
+        assert browser.execute(KEYS) == keys
+        # AND a reload shows the same
+        loaded(browser, url)
+        assert browser.execute(KEYS) == keys
 
 
 def test_fifteen_messages_typed_fast_are_stored_and_shown_in_order_on_a_phone(
@@ -326,3 +452,31 @@ def test_each_wake_is_one_system_line_saying_what_woke_the_agent(monkeypatch: py
         ("wake", "system", "The agent was woken by a schedule."),
     ]
     sys.modules.pop("app", None)
+
+
+def test_make_chat_prints_the_push_url_beside_the_page_url(tmp_path: Path) -> None:
+    import queue
+
+    # WHEN the app starts as `make chat` starts it (its own process, its own local stack)
+    env = {**os.environ, "AGENTWAKE_HOME": str(tmp_path)}
+    app = subprocess.Popen(
+        [sys.executable, str(APP_DIR / "app.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert app.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in app.stdout or ()], daemon=True).start()
+    try:
+        first = lines.get(timeout=180)
+    finally:
+        app.send_signal(signal.SIGINT)
+        app.wait(timeout=60)
+    # THEN its first line names the page and, beside it, the WebSocket its messages are pushed over
+    page, _, rest = first.partition("/  (")
+    assert page.startswith("chat app on http://127.0.0.1:"), first
+    assert rest.startswith("the agent's messages pushed over ws://127.0.0.1:") and "/v1;" in rest, first
+    assert app.returncode == 0

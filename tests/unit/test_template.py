@@ -588,9 +588,9 @@ def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, A
         "Fn::Not": [{"Fn::Equals": [{"Ref": "OpenAIApiKeySecretArn"}, ""]}]
     }
     gated = [p["Fn::If"] for p in policies(template, logical_id) if isinstance(p, dict) and "Fn::If" in p]
-    assert len(gated) == 1
-    condition, when_set, when_unset = gated[0]
-    assert condition == "HasOpenAIApiKeySecret"
+    openai = [g for g in gated if g[0] == "HasOpenAIApiKeySecret"]
+    assert len(openai) == 1
+    condition, when_set, when_unset = openai[0]
     assert when_unset == {"Ref": "AWS::NoValue"}
     assert when_set["Statement"] == [
         {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": "OpenAIApiKeySecretArn"}}
@@ -599,6 +599,77 @@ def test_secret_is_readable_only_when_the_parameter_is_set(template: dict[str, A
     ungated = [p for p in policies(template, logical_id) if not (isinstance(p, dict) and "Fn::If" in p)]
     reads = [s for s in statements(ungated) if s["Action"] == "secretsmanager:GetSecretValue"]
     assert [s["Sid"] for s in reads] == ["ScopedSecrets"]
+
+
+#: the functions that deliver a woken agent's messages (a background subagent's run delivers nothing)
+DELIVERING = ("BackgroundResultFunction", "CronWakeFunction")
+#: condition -> (parameter, the statement granted when it is set): docs/channels.md "Permissions"
+CHANNEL_GRANTS = {
+    "HasSlackBotTokenSecret": (
+        "SlackBotTokenSecretArn",
+        {
+            "Sid": "SlackBotToken",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "SlackBotTokenSecretArn"},
+        },
+    ),
+    "HasTelegramBotTokenSecret": (
+        "TelegramBotTokenSecretArn",
+        {
+            "Sid": "TelegramBotToken",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": {"Ref": "TelegramBotTokenSecretArn"},
+        },
+    ),
+    "HasNotifyTopics": (
+        "NotifyTopicPrefix",
+        {
+            "Sid": "PublishNotifyTopics",
+            "Effect": "Allow",
+            "Action": "sns:Publish",
+            "Resource": {"Fn::Sub": "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:${NotifyTopicPrefix}*"},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("logical_id", DELIVERING)
+def test_delivering_functions_read_the_bot_tokens_and_publish_to_notify_topics_only_when_set(
+    template: dict[str, Any], logical_id: str
+) -> None:
+    gated = {
+        p["Fn::If"][0]: p["Fn::If"][1:] for p in policies(template, logical_id) if isinstance(p, dict) and "Fn::If" in p
+    }
+    for condition, (parameter, statement) in CHANNEL_GRANTS.items():
+        # GIVEN a parameter empty by default, and its condition "is set"
+        assert default(template, parameter) == ""
+        assert template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        # THEN exactly that secret / those topics are granted when it is set, nothing when it is not
+        when_set, when_unset = gated[condition]
+        assert when_set["Statement"] == [statement], condition
+        assert when_unset == {"Ref": "AWS::NoValue"}
+    # AND nothing else of the function's policies publishes to SNS
+    publishes = [s for s in statements(policies(template, logical_id)) if "sns:Publish" in as_list(s["Action"])]
+    assert [s["Sid"] for s in publishes] == ["PublishNotifyTopics"]
+
+
+def test_the_functions_that_deliver_nothing_get_no_channel_grant(template: dict[str, Any]) -> None:
+    for logical_id in ("BackgroundWorkFunction", "ProductApiFunction"):
+        found = [
+            s
+            for s in statements(policies(template, logical_id))
+            if s.get("Sid") in ("SlackBotToken", "TelegramBotToken", "PublishNotifyTopics")
+        ]
+        assert found == [], logical_id
+    # AND the functions see the topics' ARN prefix and the tokens' refs as the parameters say
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    prefix = env["AGENTWAKE_NOTIFY_TOPIC_PREFIX"]["Fn::If"]
+    assert prefix[0] == "HasNotifyTopics"
+    assert prefix[1] == {"Fn::Sub": "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:${NotifyTopicPrefix}"}
+    assert env["AGENTWAKE_SLACK_TOKEN_REF"]["Fn::If"][0] == "HasSlackBotTokenSecret"
+    assert env["AGENTWAKE_TELEGRAM_TOKEN_REF"]["Fn::If"][0] == "HasTelegramBotTokenSecret"
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
@@ -669,6 +740,7 @@ def test_outputs(template: dict[str, Any]) -> None:
         "ProducerPolicyArn",
         "ProductApiUrl",
         "ProductApiFunctionArn",
+        "PushApiUrl",
     }
     assert template["Outputs"]["CronWakeFunctionAliasArn"]["Value"] == {"Ref": "CronWakeFunction.Alias"}
 
@@ -810,3 +882,60 @@ def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]
     (send,) = [s for s in producer_policy(template) if s["Action"] == "sqs:SendMessage"]
     # completions only: never the work queue, whose messages carry task tokens and name the work to run
     assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}
+
+
+# ------------------------------------------------------------------ WebSocket push (docs/channels.md)
+
+
+def test_the_push_api_connects_pages_through_its_small_function_only(template: dict[str, Any]) -> None:
+    # GIVEN the WebSocket API: $connect and $disconnect only (a page only receives), stage v1
+    api = resources(template)["PushApi"]
+    assert api["Type"] == "AWS::Serverless::WebSocketApi"
+    assert api["Properties"]["StageName"] == "v1"
+    assert api["Properties"]["Routes"] == {
+        "$connect": {"FunctionArn": {"Fn::GetAtt": ["PushConnectionFunction", "Arn"]}},
+        "$disconnect": {"FunctionArn": {"Fn::GetAtt": ["PushConnectionFunction", "Arn"]}},
+    }
+    fn = function(template, "PushConnectionFunction")
+    assert fn["Handler"] == "agentwake.handlers.push_connection.handler" and fn["CodeUri"] == "functions/"
+    assert resources(template)["PushConnectionFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    group = props(template, "PushConnectionFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${PushConnectionFunction}"}
+    # THEN its function reads and writes items, nothing else (a ticket, the connection items)
+    assert table_grants(template, "PushConnectionFunction") == {
+        "AgentTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}
+    }
+    others = {
+        a
+        for s in statements(policies(template, "PushConnectionFunction"))
+        for a in as_list(s["Action"])
+        if not a.startswith("dynamodb:")
+    }
+    assert others == set()
+    assert template["Outputs"]["PushApiUrl"]["Value"] == {
+        "Fn::Sub": "wss://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"
+    }
+
+
+#: the functions that deliver (a run's channels): the work function runs tools, subagents and
+#: deadline checks, none of which delivers (docs/channels.md)
+DELIVERING = ("BackgroundResultFunction", "CronWakeFunction")
+
+
+def test_the_wake_functions_may_only_post_to_open_pages(template: dict[str, Any]) -> None:
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AGENTWAKE_PUSH_ENDPOINT"] == {
+        "Fn::Sub": "https://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"
+    }
+    assert env["AGENTWAKE_PUSH_URL"] == {"Fn::Sub": "wss://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"}
+    arn = "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${PushApi}/v1/POST/@connections/*"
+    for logical_id in DELIVERING:
+        manage = [
+            s
+            for s in statements(policies(template, logical_id))
+            if "execute-api:ManageConnections" in as_list(s["Action"])
+        ]
+        assert [(s["Action"], s["Resource"]) for s in manage] == [("execute-api:ManageConnections", {"Fn::Sub": arn})]
+    # nobody else manages connections (the product API issues tickets; it never posts)
+    holders = {n for n, r in resources(template).items() if "execute-api:ManageConnections" in repr(r)}
+    assert holders == set(DELIVERING)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from agentwake.delivery import Delivery
+from agentwake.delivery import Delivery, Receipt
 from agentwake.errors import ConfigError, DeliveryError, DeliveryUncertain
 from agentwake.trust.outbound import (
     ExchangeError,
@@ -150,8 +150,18 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def delivery_body(delivery: Delivery, now: datetime) -> bytes:
+    """The JSON a delivery travels as, to a webhook and on an SNS topic: ``{"delivery_id", "run_id",
+    "session_id", "text", "sent_at"}`` (``sent_at``: ``now`` in ISO-8601 UTC, milliseconds)."""
+    sent_at = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    payload = {**delivery.to_dict(), "sent_at": sent_at}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class WebhookChannel:
     """Deliver by HTTP POST; raise ``DeliveryError`` unless the receiver answers 2xx."""
+
+    confirms = "receiver"  # the receiver drops a repeated signed delivery id
 
     def __init__(
         self,
@@ -161,7 +171,9 @@ class WebhookChannel:
         *,
         now: Callable[[], datetime] = _utc_now,
         policy: OutboundPolicy | None = None,
+        name: str = "webhook",
     ) -> None:
+        self.name = name
         parts = urllib.parse.urlsplit(url or "")
         try:
             parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
@@ -190,11 +202,9 @@ class WebhookChannel:
 
     def body(self, delivery: Delivery) -> bytes:
         """The exact bytes sent (and signed) for ``delivery``."""
-        sent_at = self._now().astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        payload = {**delivery.to_dict(), "sent_at": sent_at}
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return delivery_body(delivery, self._now())
 
-    def send(self, delivery: Delivery) -> None:
+    def send(self, delivery: Delivery) -> Receipt:
         body = self.body(delivery)
         headers = {
             "Content-Type": "application/json",
@@ -231,6 +241,7 @@ class WebhookChannel:
             if 300 <= status < 400:
                 detail = f" (redirect to {redact_url(response.headers.get('location', ''))!r} not followed){detail}"
             raise DeliveryError(redact(f"{what} failed: HTTP {status} {response.reason}{detail}"))
+        return Receipt(channel="webhook", target=self.name, where=where, extra={"status": status})
 
 
 def _error_body(body: bytes) -> str:

@@ -29,6 +29,7 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
 - ``GET /sessions/{session_id}/wakes``, ``DELETE /sessions/{session_id}/wakes/{wake_id}``: the wakes
   its agent scheduled for itself (``product/api_wakes.py``)
 - a session's tasks: start one, list them, cancel one (``product/api_tasks.py``)
+- WebSocket push: a page's ticket, the unread mark and clearing it (``product/api_push.py``)
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from agentwake.product.api_models import (  # the models (re-exported: callers i
     TaskStatusOut,
     Turn,
 )
+from agentwake.product.api_push import router as push_router
 from agentwake.product.api_tasks import owned_task, task_out
 from agentwake.product.api_tasks import router as tasks_router
 from agentwake.product.api_wakes import router as wakes_router
@@ -397,6 +399,7 @@ def _unexpected(exc: Exception) -> Response[Any]:
 
 
 app.include_router(tasks_router)  # a session's tasks: product/api_tasks.py
+app.include_router(push_router)  # WebSocket push: tickets, unread (product/api_push.py)
 
 
 def openapi_json() -> str:

@@ -3,11 +3,13 @@ document ``schemas/product-api.openapi.json`` is generated from them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import copy
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from agentwake.delivery.factory import CHANNEL_EXAMPLES, AnySpec
 from agentwake.domain.models import SessionConfig
 from agentwake.product.sessions import (
     DEFAULT_TURN_TTL_S,
@@ -37,13 +39,24 @@ class _SessionBodyBase(_Body):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
+def _field(name: str) -> tuple[Any, Any]:
+    info = SessionConfig.model_fields[name]
+    if name == "delivery":
+        # the config keeps a dict (a wake validates only the spec its session names); the API's body
+        # names every channel and route, so the OpenAPI document shows them and a bad spec is a 422
+        # that names the one channel its "type" chose
+        return AnySpec, Field(
+            default_factory=cast(Callable[[], Any], info.default_factory),  # the config's ({"type": "log"})
+            discriminator="type",
+            description="where the woken agent's messages go: one channel, or a first/each route over up to "
+            "four (docs/channels.md)",
+            examples=list(CHANNEL_EXAMPLES.values()),
+        )
+    return info.annotation, copy(info)
+
+
 SessionBody = create_model(  # type: ignore[call-overload]
-    "SessionBody",
-    __base__=_SessionBodyBase,
-    **{
-        name: (SessionConfig.model_fields[name].annotation, copy(SessionConfig.model_fields[name]))
-        for name in SESSION_FIELDS
-    },
+    "SessionBody", __base__=_SessionBodyBase, **{name: _field(name) for name in SESSION_FIELDS}
 )
 #: an admin session's agent may message other sessions: only an operator makes one
 ADMIN_BY_OPERATOR = (

@@ -10,7 +10,9 @@ It *holds* one object per aggregate, each built on the one shared ``Table`` (non
 - ``leases``: who holds a session — the lease, its wait list, the live turns (``session_lease``);
 - ``runs``: a run's batch read and its start (lease and attempt in one transaction);
 - ``ends``: a run's commit or failure record, in one transaction, releasing the lease;
-- ``jobs``: a job's skipped and missed fires, failures in a row, pause.
+- ``jobs``: a job's skipped and missed fires, failures in a row, pause;
+- ``connections``: the WebSocket API's tickets, open pages and unread mark (``store/push.py``,
+  built on first use: a wake that delivers elsewhere never loads it).
 
 Every write that must be all-or-nothing (a run's success, a failure, a delivery) is one
 TransactWriteItems. History is append-only: each entry is its own item, never overwritten. The
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
 
 from agentwake.store.daily import Daily
 from agentwake.store.history import History
@@ -32,6 +35,9 @@ from agentwake.store.run_end import RunEnds
 from agentwake.store.runs import Runs
 from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
+
+if TYPE_CHECKING:
+    from agentwake.store.push import PushStore
 
 
 class DynamoStore:
@@ -57,3 +63,24 @@ class DynamoStore:
             self.table, records=self.records, history=self.history, journals=self.journals, leases=self.leases
         )
         self.jobs = JobStates(self.table)
+
+    @cached_property
+    def connections(self) -> PushStore:
+        """The delivery kit's ``Connections`` port (``agentwake.delivery.kit``) and the push tickets;
+        ``store/push.py`` is imported on its first use, not when a wake composes its channel kit."""
+        return cast("PushStore", _OnFirstUse(self.table))
+
+
+class _OnFirstUse:
+    """``PushStore(table)``, made when one of its methods is first asked for."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._made is None:
+            from agentwake.store.push import PushStore
+
+            self._made = PushStore(self._table)
+        return getattr(self._made, name)

@@ -51,10 +51,19 @@ class History:
         return self.table.read_item(run_pk(run_id), delivery_sk(delivery_id)) is not None
 
     def delivery_items(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> list[tuple[str, Any]]:
         """The delivery marker (once per delivery id), its history entry and ``also`` (the session's
-        daily delivery counter), tagged ``delivery:{id}``: dropped together if it is recorded already."""
+        daily delivery counter), tagged ``delivery:{id}``: dropped together if it is recorded already.
+
+        ``receipts``: the platforms' proofs (``Receipt.to_dict()``), kept on the marker as JSON."""
         marker = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": delivery_sk(delivery_id)},
@@ -62,6 +71,8 @@ class History:
             "text": {"S": truncate(safe_text(text))},
             "at": {"S": utcnow_iso()},
         }
+        if receipts:
+            marker["receipts"] = {"S": receipts_json(receipts)}
         entry = HistoryEntry(
             session_id=session_id,
             role="assistant",
@@ -75,20 +86,38 @@ class History:
         return [(tag, put), (tag, self.entry_put(entry)), *((tag, item) for item in also)]
 
     def delivery_record(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> list[tuple[str, Any]]:
         """The record of a delivery just sent (marker, history entry, ``also``), built at the moment
         of the send (its history entry sorts there) and written by the run's next transaction:
         deliver_final's answer rides on the commit (or the failure record) this way."""
-        return self.delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
+        return self.delivery_items(
+            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
+        )
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool:
         """Append a delivered message to history, once per delivery id. False if already recorded.
 
         ``also``: more transaction items written with it (the session's daily delivery counter)."""
-        items = self.delivery_items(run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also)
+        items = self.delivery_items(
+            run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
+        )
         try:
             return not self.table.transact(items, droppable=frozenset({"delivery"}))
         except Exception as exc:
@@ -107,3 +136,38 @@ class History:
         items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit, start=before))
         entries = [self.table.load(HistoryEntry, i) for i in items]
         return entries, (entries[-1].sk if len(entries) == limit and entries else None)
+
+
+#: a marker's receipts stay small: a WebSocket receipt lists at most this many connection ids
+_MAX_RECEIPTS_BYTES = 4000
+
+
+def receipts_json(receipts: Sequence[dict[str, Any]]) -> str:
+    """The marker's ``receipts`` attribute: JSON of at most ``_MAX_RECEIPTS_BYTES`` UTF-8 bytes. A
+    long id list is cut (with its count); if that is not enough, fields are dropped (``where``, then
+    ``extra``, then ``ids``) from the last receipt back, then whole receipts: always valid JSON."""
+    import json
+
+    def fits(rs: list[dict[str, Any]]) -> str | None:
+        out = json.dumps(rs, separators=(",", ":"), ensure_ascii=False)
+        return out if len(out.encode()) <= _MAX_RECEIPTS_BYTES else None
+
+    cut = [dict(r) for r in receipts]
+    if (out := fits(cut)) is not None:
+        return out
+    for r in cut:
+        ids = list(r.get("ids") or ())
+        if len(ids) > 5:
+            r["ids"] = ids[:5]
+            r["extra"] = {**(r.get("extra") or {}), "ids_total": len(ids)}
+    if (out := fits(cut)) is not None:
+        return out
+    for name in ("where", "extra", "ids"):
+        for r in reversed(cut):
+            if r.pop(name, None) is not None and (out := fits(cut)) is not None:
+                return out
+    while cut:
+        cut.pop()
+        if (out := fits(cut)) is not None:
+            return out
+    return "[]"

@@ -7,16 +7,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from agentwake.domain.models import utcnow_iso
+from agentwake.domain.models import truncate, utcnow_iso
 from agentwake.domain.steps import STEP_ATTEMPT, final_delivery_id, is_model_reply, kept_for_commit
+from agentwake.errors import StepInterrupted
 from agentwake.store.history import History
-from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, utf8_len
-from agentwake.store.keys import DELIVERY_PREFIX, FAILURE_PREFIX, STEP_PREFIX, after, run_pk, step_sk
+from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, safe_text, utf8_len
+from agentwake.store.keys import (
+    DELIVERY_PREFIX,
+    FAILURE_PREFIX,
+    SENDING_PREFIX,
+    STEP_PREFIX,
+    after,
+    intent_key_parts,
+    run_pk,
+    sending_sk,
+    step_sk,
+)
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Counters, Unwritten
 from agentwake.store.table import Table, pages
+
+if TYPE_CHECKING:
+    from agentwake.delivery import Intent
+
+#: a run's intents: delivery id -> target -> intent
+Intents = dict[str, dict[str, "Intent"]]
 
 
 class Journals:
@@ -33,10 +51,10 @@ class Journals:
             for item in self.table.query(run_pk(run_id), STEP_PREFIX)
         }
 
-    def run_journal(self, run_id: str) -> tuple[dict[str, dict[str, Any]], set[str]]:
-        """A retry's one read of its run: the completed steps and the delivery ids already recorded
-        (one Query of the run's partition, failure records filtered out; sized by the run's steps,
-        never by the conversation)."""
+    def run_journal(self, run_id: str) -> tuple[dict[str, dict[str, Any]], set[str], Intents]:
+        """A retry's one read of its run: the completed steps, the delivery ids already recorded and
+        the intents of sends that may be in doubt (one Query of the run's partition, failure records
+        filtered out; sized by the run's steps, never by the conversation)."""
         request: dict[str, Any] = {
             "TableName": self.table.name,
             "KeyConditionExpression": "pk = :pk",
@@ -46,13 +64,41 @@ class Journals:
         }
         steps: dict[str, dict[str, Any]] = {}
         delivered: set[str] = set()
+        intents: Intents = {}
         for item in pages(self.table.db.query, request):
             sk = item["sk"]["S"]
             if sk.startswith(STEP_PREFIX):
                 steps[after(STEP_PREFIX, sk)] = json.loads(item["value"]["S"])
             elif sk.startswith(DELIVERY_PREFIX):
                 delivered.add(after(DELIVERY_PREFIX, sk))
-        return steps, delivered
+            elif sk.startswith(SENDING_PREFIX):
+                intent = intent_of(item)
+                intents.setdefault(intent.delivery_id, {})[intent.target] = intent
+        return steps, delivered, intents
+
+    def intent_put(self, run_id: str, intent: Intent) -> dict[str, Any]:
+        """The intent's item (``RUN#{run}`` / ``SENDING#{delivery}#{target}``), a whole Put: each
+        state of it is written as a whole, idempotently."""
+        item: dict[str, Any] = {
+            "pk": {"S": run_pk(run_id)},
+            "sk": {"S": sending_sk(intent.delivery_id, intent.target)},
+            "delivery_id": {"S": intent.delivery_id},
+            "session_id": {"S": intent.session_id},
+            "channel": {"S": intent.channel},
+            "target": {"S": intent.target},
+            "where": {"S": intent.where},
+            "text": {"S": truncate(safe_text(intent.text))},
+            "at": {"S": intent.at or utcnow_iso()},
+            "state": {"S": intent.state},
+            "expires_at": {"N": str(int(self.table.now()) + self.table.journal_ttl_s)},
+        }
+        if intent.receipt is not None:
+            item["receipt"] = {"S": json.dumps(intent.receipt.to_dict(), separators=(",", ":"), ensure_ascii=False)}
+        if intent.not_before is not None:
+            item["not_before"] = {"S": intent.not_before}
+        if intent.probe:
+            item["probe"] = {"S": json.dumps(intent.probe, separators=(",", ":"), ensure_ascii=False)}
+        return {"Put": {"TableName": self.table.name, "Item": item}}
 
     def step_put(self, run_id: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -151,8 +197,10 @@ class DynamoJournal:
         if fresh:
             self.entries: dict[str, dict[str, Any]] = {}
             self.delivered: set[str] = set()
+            #: sends that may be in doubt, by delivery id and target (delivery/intents.py)
+            self.intended: Intents = {}
         else:
-            self.entries, self.delivered = store.run_journal(run_id)
+            self.entries, self.delivered, self.intended = store.run_journal(run_id)
         #: steps kept back, with the deliveries they report and their counter items
         self.pending = Unwritten()
         #: deliveries sent since the last step was put, not yet reported by any step
@@ -212,8 +260,12 @@ class DynamoJournal:
                 unknown = landed is None
             if unknown:
                 # perhaps landed: no counter is added twice (the step and the delivery records are
-                # idempotent or conditional, an ADD is not)
-                rest, also = Unwritten(steps=rest.steps, deliveries=rest.deliveries, records=rest.records), ()
+                # idempotent or conditional, an ADD is not); an intent's whole Put is idempotent and
+                # is kept (its state may be all that tells a retry nothing was sent)
+                rest = Unwritten(
+                    steps=rest.steps, deliveries=rest.deliveries, records=rest.records, also=_intent_puts(rest.also)
+                )
+                also = _intent_puts(also)
             keep = kept_back or bool(rest.deliveries or rest.records)
             self.pending = rest + Unwritten(steps={key: value}, also=list(also)) if keep else rest
             self.loose, self.staged = [], []
@@ -259,6 +311,52 @@ class DynamoJournal:
         self.loose = []
         self.staged = []
 
+    # --- the intent log of delivery/intents.py (IntentLog) ---------------------------------------
+
+    def intents(self, delivery_id: str) -> dict[str, Intent]:
+        """The delivery's intents by target, as this attempt's journal read loaded them (no read)."""
+        return dict(self.intended.get(delivery_id) or {})
+
+    def intend(self, intent: Intent) -> None:
+        """Write the intent now: the request leaves right after it (a crash in between is the window
+        the next attempt settles by it). Steps kept back ride on the same write (deliver_final's
+        reply, flushed before its send: the intent costs it no round trip); if that write fails,
+        the intent is not left for the failure transaction (nothing was sent)."""
+        put = self.store.intent_put(self.run_id, intent)
+        try:
+            if self.pending.steps:
+                self.pending = self.pending + Unwritten(also=[put])
+                self.flush()
+            else:
+                self.store.table.db.put_item(**put["Put"])
+        except BaseException:
+            # the write failed, or perhaps landed with its answer lost: nothing was sent, and the
+            # run's next write says so (a whole Put, right whether or not the "sending" one landed)
+            not_sent = self.store.intent_put(self.run_id, replace(intent, state="not_sent"))
+            self.pending.also = [item for item in self.pending.also if item is not put] + [not_sent]
+            self.intended.setdefault(intent.delivery_id, {})[intent.target] = replace(intent, state="not_sent")
+            raise
+        self.intended.setdefault(intent.delivery_id, {})[intent.target] = intent
+
+    def settle_intent(self, intent: Intent) -> None:
+        """``not_sent`` (a certain failure) rides on the run's next write: the failure transaction,
+        or the step that reports the error to the model; lost with a hard kill, it leaves the intent
+        in doubt (a lookup, or an operator's word). ``sent`` (a route target's receipt) is put now:
+        a later target may fail the run."""
+        self.intended.setdefault(intent.delivery_id, {})[intent.target] = intent
+        put = self.store.intent_put(self.run_id, intent)
+        if intent.state == "not_sent":
+            self.pending = self.pending + Unwritten(also=[put])
+            return
+        try:
+            self.store.table.db.put_item(**put["Put"])
+        except Exception as exc:
+            # the target took the delivery: an ``error:`` result would have the model send it again
+            raise StepInterrupted(
+                f"{intent.channel} took delivery {intent.delivery_id}, and its receipt could not be kept "
+                f"({type(exc).__name__}): the retry settles it"
+            ) from exc
+
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
     def has_delivery(self, run_id: str, delivery_id: str) -> bool:
@@ -270,27 +368,68 @@ class DynamoJournal:
         self.flush()
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool:
         """Stage a sent delivery: it is written with the step that reports it (a tool result, or
         ``final.delivery`` for deliver_final's answer, which the commit or the failure record
         writes). A delivery to another session is recorded on its own, at once."""
         if run_id != self.run_id:
             return self.store.history.record_delivery(
-                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
             )
         if delivery_id == final_delivery_id(self.run_id):
             # built now, so its history entry sorts at the send, before the commit's marker and note
             self.staged += self.store.history.delivery_record(
-                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also
+                run_id=run_id, delivery_id=delivery_id, session_id=session_id, text=text, also=also, receipts=receipts
             )
             self.delivered.add(delivery_id)
             return True
         self.loose.append(
-            {"run_id": run_id, "delivery_id": delivery_id, "session_id": session_id, "text": text, "also": list(also)}
+            {
+                "run_id": run_id,
+                "delivery_id": delivery_id,
+                "session_id": session_id,
+                "text": text,
+                "also": list(also),
+                "receipts": list(receipts),
+            }
         )
         self.delivered.add(delivery_id)
         return True
+
+
+def intent_of(item: dict[str, Any]) -> Intent:
+    """An intent item as the guard reads it."""
+    from agentwake.delivery import Intent, Receipt
+
+    def text(name: str) -> str:
+        return str(item.get(name, {}).get("S", ""))
+
+    delivery_id = text("delivery_id")
+    target = text("target")
+    if not delivery_id:  # written without the attribute: the key says (its target has no '#')
+        delivery_id, _, target = intent_key_parts(item["sk"]["S"])
+    state = text("state") or "sending"
+    return Intent(
+        delivery_id=delivery_id,
+        target=target,
+        channel=text("channel"),
+        session_id=text("session_id"),
+        where=text("where"),
+        text=text("text"),
+        at=text("at"),
+        state=state if state in ("sending", "not_sent", "sent") else "sending",  # type: ignore[arg-type]
+        receipt=Receipt.from_dict(json.loads(text("receipt"))) if text("receipt") else None,
+        not_before=text("not_before") or None,
+        probe=json.loads(text("probe")) if text("probe") else {},
+    )
 
 
 def _cap_journal_value(value: dict[str, Any]) -> dict[str, Any]:
@@ -343,3 +482,10 @@ def _each_cut(value: Any, max_bytes: int) -> Any:
     if isinstance(value, list | tuple):
         return [_each_cut(v, max_bytes) for v in value]
     return cut_text(value, max_bytes) if isinstance(value, str) and utf8_len(value) > max_bytes else value
+
+
+def _intent_puts(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The intents' whole Puts among transaction items (idempotent: kept on an unknown outcome)."""
+    return [
+        i for i in items if str(i.get("Put", {}).get("Item", {}).get("sk", {}).get("S", "")).startswith(SENDING_PREFIX)
+    ]

@@ -9,8 +9,13 @@
 | waiter (a run waiting for the session) | ``SESSION#{session}`` | ``WAIT#{run}`` |
 | its place on the wait list (while it waits) | ``SESSION#{session}`` | ``QUEUE#{arrived}#{run}`` |
 | live-turn append (idempotency key) | ``SESSION#{session}`` | ``APPEND#{sha256 of the key}`` |
+| an open page (WebSocket connection) | ``SESSION#{session}`` | ``CONN#{connection}`` |
+| a delivery no open page received | ``SESSION#{session}`` | ``UNREAD`` |
+| the connection itself (``$disconnect``) | ``CONN#{connection}`` | ``CONN`` |
+| push ticket (single use, 60 s) | ``TICKET#{sha256 of the ticket}`` | ``TICKET`` |
 | run | ``RUN#{run}`` | ``RUN`` |
 | journal step / delivery / failure / wake | ``RUN#{run}`` | ``STEP#…`` / ``DELIVERY#…`` / ``FAILURE#…`` / ``WAKE`` |
+| a send's intent (Slack, Telegram; a route's targets) | ``RUN#{run}`` | ``SENDING#{delivery}#{target}`` |
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
@@ -39,6 +44,7 @@ from typing import Any
 HISTORY_PREFIX = "MSG#"
 STEP_PREFIX = "STEP#"
 DELIVERY_PREFIX = "DELIVERY#"
+SENDING_PREFIX = "SENDING#"
 FAILURE_PREFIX = "FAILURE#"
 TASK_PREFIX = "TASK#"
 FIRE_PREFIX = "FIRE#"
@@ -46,6 +52,9 @@ SESSION_PREFIX = "SESSION#"
 WAIT_PREFIX = "WAIT#"
 QUEUE_PREFIX = "QUEUE#"
 APPEND_PREFIX = "APPEND#"
+#: the WebSocket API's items (store/push.py): a session's open pages, the connection's own item, tickets
+CONN_PREFIX = "CONN#"
+TICKET_PREFIX = "TICKET#"
 #: sort keys of the one-of-a-kind items
 RUN_SK = "RUN"
 CONFIG_SK = "CONFIG"
@@ -55,6 +64,9 @@ DELETED_SK = "DELETED"
 TASK_SK = "TASK"
 WAKE_SK = "WAKE"
 LEASE_SK = "LEASE"
+CONN_SK = "CONN"
+TICKET_SK = "TICKET"
+UNREAD_SK = "UNREAD"
 #: gsi1 partition keys
 RUNS_PREFIX = "RUNS#"
 JOBS_GSI_PK = "JOBS"
@@ -163,6 +175,16 @@ def step_sk(key: str) -> str:
 
 def delivery_sk(delivery_id: str) -> str:
     return DELIVERY_PREFIX + delivery_id
+
+
+def sending_sk(delivery_id: str, target: str) -> str:
+    """An intent's sort key; a target's name has no ``#`` (factory.py), a delivery id may."""
+    return f"{SENDING_PREFIX}{delivery_id}#{target}"
+
+
+def intent_key_parts(sk: str) -> tuple[str, str, str]:
+    """An intent's sort key as (delivery id, "#", target): a target's name has no ``#``."""
+    return after(SENDING_PREFIX, sk).rpartition("#")
 
 
 def failure_sk(attempt: int, at: str) -> str:

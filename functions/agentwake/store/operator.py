@@ -1,5 +1,6 @@
 """Table access only the operator CLI needs (no wake path uses it): a run's whole partition, runs by
-session from the ``gsi1`` index and by time from ``gsi2``, a session's tasks, deleting a session. Table design:
+session from the ``gsi1`` index and by time from ``gsi2``, a session's tasks, deleting a session,
+settling a send in doubt (``settle_delivered``, ``settle_resend``). Table design:
 docs/table-design.md. The read models built on these (run summaries, transcripts) live with the
 CLI, in ``agentwake_ops.runs``.
 """
@@ -11,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
-from agentwake.store.codec import load_item
+from agentwake.store.codec import key, load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
     CONFIG_SK,
@@ -21,6 +22,7 @@ from agentwake.store.keys import (
     TASK_PREFIX,
     TASK_SK,
     TREE_TASK,
+    delivery_sk,
     run_pk,
     runs_by_day_pk,
     runs_gsi_pk,
@@ -276,6 +278,88 @@ class OperatorStore:
                 resp = self.db.batch_write_item(RequestItems=pending)
                 pending = resp.get("UnprocessedItems") or {}
         return len(keys)
+
+    # --- sends in doubt: an operator's word on what the user's chat shows ------------------------
+
+    def settle_delivered(
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        intents: list[tuple[str, dict[str, Any]]],
+        kept: list[dict[str, Any]] | None = None,
+        also: list[dict[str, Any]] | None = None,
+    ) -> bool:
+        """Record a delivery the operator saw in the user's chat: its marker with the operator's
+        receipts (``Receipt.to_dict()`` of each intent ``(sort key, receipt)``) and its history entry
+        (``History.delivery_items``, the wake's own builder), each intent ``sent`` — one
+        transaction, on condition that no marker exists and each intent is still ``sending``. False
+        (nothing written) when either condition failed: delivered already, or settled meanwhile.
+        ``kept``: receipts the delivery's other targets already have (an ``each`` route's, on their
+        intents), kept on the marker too."""
+        items = self.store.history.delivery_items(
+            run_id=run_id,
+            delivery_id=delivery_id,
+            session_id=session_id,
+            text=text,
+            also=also or (),
+            receipts=[*(kept or ()), *(receipt for _, receipt in intents)],
+        )
+        for sk, receipt in intents:
+            items.append((f"intent:{sk}", self._intent_update(run_id, sk, "sent", receipt=receipt)))
+        return self._transact(items)
+
+    def settle_resend(self, *, run_id: str, delivery_id: str, intent_sks: list[str]) -> bool:
+        """Mark sends in doubt ``not_sent`` (the operator saw they did not arrive): the next attempt
+        sends them again without asking. On condition that the delivery has no marker and each
+        intent is still ``sending``; False (nothing written) otherwise."""
+        items: list[tuple[str, Any]] = [
+            (
+                f"delivery:{delivery_id}",
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": key(run_pk(run_id), delivery_sk(delivery_id)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            )
+        ]
+        items += [(f"intent:{sk}", self._intent_update(run_id, sk, "not_sent")) for sk in intent_sks]
+        return self._transact(items)
+
+    def _intent_update(
+        self, run_id: str, sk: str, state: str, *, receipt: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        import json
+
+        values: dict[str, Any] = {":to": {"S": state}, ":doubt": {"S": "sending"}}
+        update = "SET #state = :to"
+        if receipt is not None:
+            update += ", receipt = :r"
+            values[":r"] = {"S": json.dumps(receipt, separators=(",", ":"), ensure_ascii=False)}
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": key(run_pk(run_id), sk),
+                "UpdateExpression": update,
+                "ConditionExpression": "attribute_exists(pk) AND #state = :doubt",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _transact(self, items: list[tuple[str, Any]]) -> bool:
+        try:
+            self.store.table.transact(items)
+        except self.db.exceptions.TransactionCanceledException as exc:
+            reasons = getattr(exc, "failed_tags", {}) or {}
+            if reasons and all(r.get("Code") == "ConditionalCheckFailed" for r in reasons.values()):
+                return False
+            raise
+        return True
 
 
 def _page(

@@ -88,7 +88,14 @@ class Recorder(Protocol):
     def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 
@@ -110,8 +117,23 @@ class Journal(Protocol):
 
     def before_send(self) -> None: ...
 
+    # the run's intents (the IntentLog port of delivery/intents.py; an intent is its
+    # ``agentwake.delivery.Intent``): loaded with the journal, no read of their own
+    def intents(self, delivery_id: str) -> dict[str, Any]: ...
+
+    def intend(self, intent: Any) -> None: ...
+
+    def settle_intent(self, intent: Any) -> None: ...
+
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 
@@ -173,7 +195,14 @@ class HistoryPort(Protocol):
     def has_delivery(self, run_id: str, delivery_id: str) -> bool: ...
 
     def record_delivery(
-        self, *, run_id: str, delivery_id: str, session_id: str, text: str, also: Sequence[dict[str, Any]] = ()
+        self,
+        *,
+        run_id: str,
+        delivery_id: str,
+        session_id: str,
+        text: str,
+        also: Sequence[dict[str, Any]] = (),
+        receipts: Sequence[dict[str, Any]] = (),
     ) -> bool: ...
 
 

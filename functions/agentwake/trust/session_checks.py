@@ -14,7 +14,11 @@ can never run is refused where it is written (one ``ConfigError`` line), not at 
   are not visible from the CLI, so there the wake checks it;
 - every outbound URL passes the stack's outbound policy as far as it can be judged without DNS
   (``agentwake.trust.outbound.check_url(resolve=False)``: scheme, credentials, numeric and literal
-  hosts); names are resolved and checked again at the wake.
+  hosts); names are resolved and checked again at the wake;
+- its delivery channels, each leaf of a ``first``/``each`` route, are ones the stack offers
+  (:class:`StackChannels`): an SNS topic under its ``NotifyTopicPrefix``, ``websocket`` only with its
+  push API, Slack and Telegram with a bot token (the spec's ``token_ref``, scoped like every secret
+  reference, or the stack's ``SlackBotTokenSecretArn`` / ``TelegramBotTokenSecretArn``).
 
 The rules are those of the stack the config is written to: inside a function, its Settings; in
 the CLI, the settings of the stack it discovered (``ConfigRules.from_env``). Both checks are the
@@ -47,11 +51,42 @@ def no_providers_message(session_id: str) -> str:
 
 
 @dataclass(frozen=True)
+class StackChannels:
+    """What a stack offers delivery channels (its Settings). A field that is None is not known where
+    the config is written (the CLI on a stack whose functions' variables it did not read): the wake
+    checks it then."""
+
+    #: an sns topic's ARN starts with this ("" : the stack has no NotifyTopicPrefix)
+    notify_topic_prefix: str | None = None
+    #: the stack has a WebSocket push API (AGENTWAKE_PUSH_ENDPOINT)
+    push: bool | None = None
+    #: a default Slack / Telegram bot token (SlackBotTokenSecretArn / TelegramBotTokenSecretArn)
+    slack_token: bool | None = None
+    telegram_token: bool | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any, known: Mapping[str, str] | None = None) -> StackChannels:
+        """The channels of a stack with ``settings``; ``known``: where only some variables were
+        read (a CLI's view of the stack), those present in it are known, the others None."""
+
+        def seen(name: str, value: Any) -> Any:
+            return value if known is None or name in known else None
+
+        return cls(
+            notify_topic_prefix=seen("AGENTWAKE_NOTIFY_TOPIC_PREFIX", settings.notify_topic_prefix or ""),
+            push=seen("AGENTWAKE_PUSH_ENDPOINT", bool(settings.push_endpoint)),
+            slack_token=seen("AGENTWAKE_SLACK_TOKEN_REF", bool(settings.slack_token_ref)),
+            telegram_token=seen("AGENTWAKE_TELEGRAM_TOKEN_REF", bool(settings.telegram_token_ref)),
+        )
+
+
+@dataclass(frozen=True)
 class ConfigRules:
-    """What a stack's wakes allow: its secret scope and its outbound policy."""
+    """What a stack's wakes allow: its secret scope, its outbound policy and its channels."""
 
     scope: SecretScope = field(default_factory=SecretScope)
     policy: OutboundPolicy = field(default_factory=OutboundPolicy)
+    channels: StackChannels = field(default_factory=StackChannels)
     #: the stack's functions run in this Python environment (the local stack, seen from its CLI):
     #: a Python tool must then be installed here. Elsewhere (a Lambda bundle) it is checked at the wake.
     python_tools_here: bool = False
@@ -65,7 +100,11 @@ class ConfigRules:
 
     @classmethod
     def from_settings(cls, settings: Any) -> ConfigRules:
-        return cls(scope=SecretScope.from_settings(settings), policy=OutboundPolicy.from_settings(settings))
+        return cls(
+            scope=SecretScope.from_settings(settings),
+            policy=OutboundPolicy.from_settings(settings),
+            channels=StackChannels.from_settings(settings),
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, python_tools_here: bool = False) -> ConfigRules:
@@ -77,6 +116,7 @@ class ConfigRules:
         return cls(
             scope=SecretScope.from_settings(settings),
             policy=OutboundPolicy.from_settings(settings),
+            channels=StackChannels.from_settings(settings, known=env),
             python_tools_here=python_tools_here,
         )
 
@@ -117,7 +157,7 @@ def secret_refs(config: SessionConfig) -> frozenset[str]:
     return frozenset(found)
 
 
-def _check_ref(ref: str | None, rules: ConfigRules) -> None:
+def _check_ref(ref: str | None, rules: ConfigRules, *, bot_token: bool = False) -> None:
     if ref is None:
         return
     if rules.collect is not None:
@@ -125,7 +165,7 @@ def _check_ref(ref: str | None, rules: ConfigRules) -> None:
         return
     from agentwake.trust.secrets import check_own_ref, check_ref
 
-    scheme, target = check_ref(ref, rules.scope)
+    scheme, target = check_ref(ref, rules.scope, bot_token=bot_token)
     if rules.own_secrets_of is not None and ref not in rules.kept:
         check_own_ref(ref, scheme, target, rules.scope, rules.own_secrets_of)
 
@@ -149,12 +189,58 @@ def _check_provider(raw: Any, rules: ConfigRules) -> None:
 
 
 def _check_delivery(raw: Any, rules: ConfigRules) -> None:
-    from agentwake.delivery.factory import WebhookSpec, parse_spec
+    """The session's delivery: one channel, or each channel of a ``first``/``each`` route."""
+    from agentwake.delivery.factory import EachSpec, FirstSpec, parse_spec
 
     spec = parse_spec(raw)
+    for leaf in spec.channels if isinstance(spec, FirstSpec | EachSpec) else [spec]:
+        _check_channel(leaf, rules)
+
+
+def _check_channel(spec: Any, rules: ConfigRules) -> None:
+    from agentwake.delivery.factory import SlackSpec, SnsSpec, TelegramSpec, WebhookSpec, WebSocketSpec
+
+    stack = rules.channels
+    checking = rules.collect is None
     if isinstance(spec, WebhookSpec):
         _check_url(spec.url, "webhook url", rules)
         _check_ref(spec.secret_ref, rules)
+    elif isinstance(spec, SlackSpec | TelegramSpec):
+        _check_ref(spec.token_ref, rules, bot_token=True)
+        default = stack.slack_token if isinstance(spec, SlackSpec) else stack.telegram_token
+        if checking and spec.token_ref is None and default is False:
+            raise ConfigError(_no_token_message(spec, rules.scope.secrets_prefix))
+    elif isinstance(spec, SnsSpec):
+        if checking and stack.notify_topic_prefix is not None:
+            from agentwake.delivery.sns import check_topic
+
+            check_topic(spec.topic_arn, stack.notify_topic_prefix)
+    elif isinstance(spec, WebSocketSpec) and checking and stack.push is False:
+        raise ConfigError(
+            "websocket channel: this stack has no WebSocket push API (its functions' AGENTWAKE_PUSH_ENDPOINT is "
+            "unset), so no page can be connected to deliver to: deploy the stack with its push API, or choose "
+            'another channel (e.g. {"type": "first", "channels": [{"type": "websocket"}, {"type": "slack", '
+            '"channel": "C0123ABCD"}]} once it has one)'
+        )
+
+
+def _no_token_message(spec: Any, secrets_prefix: str) -> str:
+    from agentwake.delivery.factory import SlackSpec
+
+    if isinstance(spec, SlackSpec):
+        kind, where, parameter, example = "slack", f"channel {spec.channel}", "SlackBotTokenSecretArn", "slack-bot"
+    else:
+        kind, where, parameter, example = (
+            "telegram",
+            f"chat {spec.chat_id}",
+            "TelegramBotTokenSecretArn",
+            "telegram-bot",
+        )
+    return (
+        f"{kind} channel ({where}) has no bot token: set its token_ref to the secret holding it (e.g. "
+        f'"token_ref": "secretsmanager:{secrets_prefix}{example}", under the stack\'s SecretsPrefix), or deploy the '
+        f"stack with the parameter {parameter} (the token every {kind} channel uses by default)"
+    )
 
 
 def _check_subagents(config: SessionConfig, rules: ConfigRules) -> None:

@@ -10,24 +10,25 @@ builds its ledger, asks the prompt for its messages, builds its chain and tools,
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.domain.conversation import fit_window
 from agentwake.domain.steps import is_tool_result
-from agentwake.errors import DeliveryError, StepInterrupted
 from agentwake.wake.agent_factory import session_agent
+from agentwake.wake.deliveries import RecordingChannel, channels_for, receipts_of
 from agentwake.wake.prompt import WakePrompt
+
+__all__ = ["Attempt", "RecordingChannel", "build_attempt", "channels_for", "receipts_of"]
 
 if TYPE_CHECKING:
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.tools import TaskStarter, ToolContext
     from agentwake.agent.tools.cancel_task import TaskCanceller
     from agentwake.agent.woken import WokenAgent
-    from agentwake.delivery import Delivery, DeliveryChannel
+    from agentwake.delivery import DeliveryChannel
     from agentwake.domain.models import SessionConfig, Task
-    from agentwake.store.port import Counters, DailyUsage, Recorder
+    from agentwake.store.port import DailyUsage, Recorder
     from agentwake.wake.spec import RunSpec, WakeDeps
 
 
@@ -93,7 +94,8 @@ def build_attempt(
         if recorder is None:
             raise ValueError("an injected journal comes with its channel (a replay's records nothing)")
         # the journal records the deliveries: each lands with the step that reports it
-        channel = RecordingChannel(channels_for(session, deps), recorder, counters)
+        # the journal is also the intent log of the channels no receiver dedups (delivery/intents.py)
+        channel = RecordingChannel(channels_for(session, deps, intents=recorder), recorder, counters)
     prompt = WakePrompt(
         persona=session.persona, kind=spec.kind, wake=spec.wake, history=history, deliver_final=session.deliver_final
     )
@@ -180,71 +182,3 @@ def journaled_deliveries(journal: StepJournal) -> list[str]:
         if is_tool_result(key):
             out += [str(d) for d in entries[key].get("deliveries") or ()]
     return out
-
-
-def channels_for(session: SessionConfig, deps: WakeDeps) -> Callable[[str], DeliveryChannel]:
-    """Each target session's own delivery channel (an admin run may message other sessions)."""
-    built = {session.session_id: deps.channel_factory(session.delivery)}
-
-    def channel_for(session_id: str) -> DeliveryChannel:
-        if session_id not in built:
-            target = deps.store.records.get_session(session_id)
-            if target is None:
-                raise DeliveryError(f"there is no session {session_id!r} to message")
-            built[session_id] = deps.channel_factory(target.delivery)
-        return built[session_id]
-
-    return channel_for
-
-
-class RecordingChannel:
-    """Sends through the target session's own channel; a delivery already recorded is never sent
-    again, and each delivered message is appended to that session's history whatever the run's
-    outcome later: the DynamoDB journal stages it and writes it in the same transaction as the
-    step that reports the send — the tool result, or for deliver_final's answer its
-    ``final.delivery`` entry, which the commit writes (docs/durability.md).
-
-    When that transaction fails (throttled, refused, an error, a lost answer), the delivery is not
-    lost: a lost answer is read back first (the write may have landed), and what did not land —
-    marker, history entry, the tool result — is written by the run's failure transaction, as
-    deliver_final's answer is; a retry then finds the marker and sends nothing.
-
-    The at-least-once edge: a crash after ``send`` and before the transaction that records the
-    delivery (the tool step's write; for deliver_final's answer, the commit) with no failure
-    transaction after it (a hard kill, the table unreachable) means a retry sends the same delivery
-    id again; receivers drop it by ``X-Agentwake-Delivery-Id``.
-    """
-
-    def __init__(
-        self, channel_for: Callable[[str], DeliveryChannel], recorder: Recorder, counters: Counters | None = None
-    ) -> None:
-        self.channel_for = channel_for
-        self.recorder = recorder
-        #: the session's daily counters (agentwake.store.daily), counted in the delivery's own write
-        self.counters = counters
-        self.sent: list[Delivery] = []
-
-    def send(self, delivery: Delivery) -> None:
-        if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
-            return
-        before_send = getattr(self.recorder, "before_send", None)
-        if before_send is not None:
-            before_send()  # every step kept back so far is durable before anything leaves
-        # DeliveryError here (incl. an unknown target session) is a tool result the model sees
-        self.channel_for(delivery.session_id).send(delivery)
-        self.sent.append(delivery)
-        try:
-            extra: dict[str, Any] = {}
-            if self.counters is not None and delivery.session_id == self.counters.session_id:
-                extra["also"] = [self.counters.add(deliveries=1)]
-            self.recorder.record_delivery(
-                run_id=delivery.run_id,
-                delivery_id=delivery.delivery_id,
-                session_id=delivery.session_id,
-                text=delivery.text,
-                **extra,
-            )
-        except Exception as exc:
-            # sent but not recorded: telling the model "error" would be a lie; abort, and the retry
-            # resends the same delivery id, which receivers drop
-            raise StepInterrupted(f"delivery {delivery.delivery_id} was sent but not recorded: {exc}") from exc

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from agentwake.wake.prompt import WakeKind
 
 
-def _default_channel_factory(spec: dict[str, Any]) -> Any:
+def _default_channel_factory(spec: dict[str, Any], kit: Any = None) -> Any:
     from agentwake.delivery.factory import build_channel
 
-    return build_channel(spec)
+    return build_channel(spec, kit)
 
 
 @dataclass
@@ -36,7 +36,8 @@ class WakeDeps:
     settings: Settings
     clock: Clock = field(default_factory=SystemClock)
     provider_factory: Callable[[dict[str, Any]], Any] = build_provider
-    channel_factory: Callable[[dict[str, Any]], Any] = _default_channel_factory
+    #: builds a session's channel from its spec and the wake's ChannelKit (agentwake.delivery.kit)
+    channel_factory: Callable[[dict[str, Any], Any], Any] = _default_channel_factory
     retry: RetryPolicy | None = None
     on_event: Callable[[RunEvent], None] | None = None
     #: deletes EventBridge Scheduler schedules (run-once jobs); None where there is no scheduler
