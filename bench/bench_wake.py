@@ -7,7 +7,9 @@ Everything runs on this machine, on moto in-process (no network). It reports:
 1. DynamoDB calls per wake, by kind (one-step background, the final answer sent by deliver_final,
    a session with daily limits, two-step background with a delivery, cron, the retry after a
    failure at step 2), counted at the client (botocore ``before-call`` events), each against its
-   budget (docs/table-design.md#round-trips); and the DynamoDB and Scheduler calls of a wake that
+   budget (docs/table-design.md#round-trips); a wake with one delivery through each channel
+   (webhook, websocket, slack, telegram, sns; deliver_final via slack), each platform a local
+   stand-in (tests/support/channel_platforms.py); and the DynamoDB and Scheduler calls of a wake that
    schedules one follow-up (docs/self-scheduling.md);
 2. a wake with a 100,000-entry history against one with 10 entries, in the same table: calls per
    wake and items the window read touched (the window read is bounded); wake times on moto are
@@ -16,6 +18,8 @@ Everything runs on this machine, on moto in-process (no network). It reports:
 4. cold init against a bare Powertools SQS handler (bench/cold_init.py: fresh interpreters,
    alternating, median of the per-pair ratios), from this tree's bytecode caches and from the bundle
    functions/Makefile builds, without and with its bytecode, as Lambda runs it (no cache written);
+   then, per channel, what that init loaded of it (nothing), the modules its first delivery imports
+   and the CPU of building the channel and of its first send (``cold_init.py --pair channels``);
 5. the zipped size of each function's bundle: the CodeUri (``functions/``) plus what
    ``functions/requirements.txt`` installs, zipped as ``sam build`` would (taken from this
    environment's installed files, so the native ``pydantic_core`` is this machine's build, not
@@ -194,6 +198,75 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
     store.records.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="k4")
     out.append(("cron (one step)", len(calls.during(lambda: wake_for_cron_job(wake, deps))), 4))
+    return out + calls_by_channel(store, deps)
+
+
+#: the delivery rows of ``calls_by_channel``: (label, channel, open pages, budget). A wake whose agent
+#: messages the user once (send_message_to_user, then an answer: two model steps) costs 4 + 1 + 1
+#: through a webhook; a websocket reads the session's open pages (+1 Query; none open: +1 PutItem,
+#: the unread mark); Slack and Telegram write the intent just before the request (+1 PutItem); SNS,
+#: like the webhook, is deduplicated by its receivers (+0). deliver_final's answer through Slack: the
+#: intent rides on the write that journals the reply before it is sent (+0 on that row's 4 + 1).
+CHANNEL_ROWS = (
+    ("background with a delivery by webhook (baseline)", "webhook", 0, 4 + 1 + 1),
+    ("background with a delivery by websocket (a page open)", "websocket", 1, 4 + 1 + 1 + 1),
+    ("  websocket, no page open (the session marked unread)", "websocket", 0, 4 + 1 + 1 + 2),
+    ("background with a delivery by slack", "slack", 0, 4 + 1 + 1 + 1),
+    ("background with a delivery by telegram", "telegram", 0, 4 + 1 + 1 + 1),
+    ("background with a delivery by sns", "sns", 0, 4 + 1 + 1),
+    ("one-step, final answer sent by deliver_final via slack", "slack", -1, 4 + 1),
+)
+
+
+def calls_by_channel(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, int]]:
+    """(kind, calls, budget) of a background wake with one delivery through each channel, each
+    against a local stand-in for its platform (tests/support/channel_platforms.py: a receiver and
+    fake Slack and Telegram servers on 127.0.0.1, moto's SNS and API Gateway management API). Each
+    platform must have received its delivery exactly once, or the bench stops."""
+    from dataclasses import replace
+
+    from tests.support.channel_platforms import channel_platforms
+
+    calls = DynamoCalls(store.table.db)
+    out = []
+    with channel_platforms(store.table.name) as platforms:
+        channel_deps = replace(deps, settings=platforms.settings(deps.settings))
+        for n, (kind, channel, pages, budget) in enumerate(CHANNEL_ROWS):
+            session = f"c{n}"
+            final = pages < 0  # deliver_final's row: the agent answers, the answer is sent
+            store.records.put_session(
+                SessionConfig(
+                    session_id=session,
+                    providers=[{"type": "scripted", "id": "p", "script": [{"text": "done"}] if final else SCRIPT}],
+                    retry_base_delay_ms=0,
+                    deliver_final="if_nothing_sent" if final else "never",
+                    delivery=platforms.spec(channel),
+                )
+            )
+            store.records.put_task(
+                Task(
+                    task_id=f"{session}-t",
+                    session_id=session,
+                    tool_name="bench",
+                    token_sha256=task_token_hash(f"{session}-t"),
+                )
+            )
+            page = f"page-{session}"
+            if pages > 0:
+                platforms.open_page(store, session, page)
+            before = 0 if channel == "sns" else len(platforms.received(channel, page))  # sns: drained each time
+            message = _message(f"{session}-t", session)
+            made = calls.during(lambda: wake_for_background_result(message, channel_deps))  # noqa: B023
+            delivery_id = f"bg:{session}-t#final" if final else f"bg:{session}-t#0#0"
+            if channel == "websocket" and pages == 0:  # kept unread, for the page to read when it opens
+                unread = store.connections.unread(session)
+                got = [unread["delivery_id"]] if unread else []
+            else:
+                got = platforms.received(channel, page)[before:]
+            want = ["done"] if channel == "telegram" else [delivery_id]  # Telegram keeps no delivery id
+            if got != want:
+                raise AssertionError(f"{kind}: the platform got {got}, not {want}")
+            out.append((kind, len(made), budget))
     return out
 
 
@@ -408,6 +481,8 @@ def main() -> int:
     print("DynamoDB calls per wake (counted at the client), against the budget:")
     for kind, n, budget in kinds:
         print(f"  {kind:55s} {n:2d} / {budget}  ratio {n / budget:.2f}")
+    print("  (the channel rows: each platform, a receiver or fake Slack/Telegram on 127.0.0.1 or moto's SNS and")
+    print("   API Gateway management API, got the delivery once, checked; a page with none open: the unread mark)")
     dynamo, sched, ops = follow_up
     print("a wake that schedules one follow-up (schedule_wake, then an answer: docs/self-scheduling.md):")
     print(f"  {dynamo} DynamoDB + {sched} Scheduler calls: {ops}")
@@ -423,6 +498,8 @@ def main() -> int:
     print(f"  bare runner, no store: median {bare * 1000:.2f} ms")
     # cached bytecode (this tree), and the bundle as Lambda runs it, without and with its bytecode
     print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
+    # each channel's first delivery after that init: nothing of the channels loads before it
+    print("\n".join(cold_init.report_channels(min(args.cold_runs, 5))))
     for fn, code in code_uris().items():
         zipped, raw = bundle_bytes(code)
         print(

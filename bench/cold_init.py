@@ -34,6 +34,13 @@ by a floor that imports it), with and without bytecode. Here the
 bundles are built and compiled by this interpreter for this machine (the deployed bundle is compiled
 by python3.13 for arm64), and the output says so.
 
+``--pair channels`` (``make bench`` prints it after the ratios): per channel (webhook, websocket,
+slack, telegram, sns), fresh interpreters that build the wake's init above for a log session, then
+make its session's first delivery through that channel as a wake does (``channels_for`` with the
+run's journal as the intent log) against a stub on 127.0.0.1 that answers for the platform and for
+DynamoDB and SNS: what the init had loaded of the channels (nothing), the modules the first delivery
+imported, and the CPU ms of building the channel and of the first send (which makes its client).
+
 Samples alternate floor / wake so drift on a shared machine hits both, and the modes take turns; the
 ratio is the median of the per-pair ratios, with their spread and the load average. Run a side alone
 with ``--child floor|wake`` (add ``-X importtime`` to profile).
@@ -163,6 +170,145 @@ def _api() -> None:
     assert handler(event, Context())["statusCode"] == 422
 
 
+#: what a session's channel loads on its first delivery, and nothing at init (design 34 §12)
+CHANNEL_MODULES = (
+    "agentwake.delivery.webhook",
+    "agentwake.delivery.websocket",
+    "agentwake.delivery.slack",
+    "agentwake.delivery.telegram",
+    "agentwake.delivery.sns",
+    "agentwake.delivery.route",
+    "agentwake.delivery.intents",
+    "agentwake.delivery.retry",
+    "agentwake.store.push",
+    "agentwake.product.push",
+    "agentwake.trust.outbound",
+)
+#: ``--pair channels``: the session delivery of each line (the stub's URL is put in at run time)
+CHANNEL_SPECS: dict[str, dict[str, Any]] = {
+    "webhook": {"type": "webhook", "url": "{stub}/hook"},
+    "websocket": {"type": "websocket"},
+    "slack": {"type": "slack", "channel": "C0BENCH01"},
+    "telegram": {"type": "telegram", "chat_id": 4711},
+    "sns": {"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:agentwake-notify-bench"},
+}
+SLACK_TOKEN = "xoxb-1111111111-2222222222-BenchSlackBotTokenAbcd"
+TELEGRAM_TOKEN = "7000001234:AABenchTelegramBotTokenQwertyUiopAs12"
+
+
+def channel_env(stub: str) -> dict[str, str]:
+    """The stack's channel settings, every platform and AWS endpoint a channel's first delivery
+    reaches pointed at the stub on 127.0.0.1 (nothing leaves the machine)."""
+    return {
+        "AGENTWAKE_SLACK_API_URL": f"{stub}/slack/",
+        "AGENTWAKE_SLACK_TOKEN_REF": "env:AGENTWAKE_SECRET_SLACK_BOT",
+        "AGENTWAKE_SECRET_SLACK_BOT": SLACK_TOKEN,
+        "AGENTWAKE_TELEGRAM_API_URL": f"{stub}/telegram/",
+        "AGENTWAKE_TELEGRAM_TOKEN_REF": "env:AGENTWAKE_SECRET_TELEGRAM_BOT",
+        "AGENTWAKE_SECRET_TELEGRAM_BOT": TELEGRAM_TOKEN,
+        "AGENTWAKE_NOTIFY_TOPIC_PREFIX": "arn:aws:sns:us-east-1:123456789012:agentwake-notify-",
+        "AGENTWAKE_PUSH_ENDPOINT": f"{stub}/push",
+        "AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1",
+        "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1",
+        # the intent's PutItem, the open pages' Query and SNS's Publish reach the stub too
+        "AWS_ENDPOINT_URL_DYNAMODB": stub,
+        "AWS_ENDPOINT_URL_SNS": stub,
+    }
+
+
+def _channel(name: str, stub: str) -> dict[str, Any]:
+    """A first background wake's init (``_wake``, a log session: not timed), then the first delivery
+    of a session whose channel is ``name``, as a wake makes it: the channel built by the wake's
+    ``channels_for`` (its kit: settings, clock, the store's connections, the run's journal as the
+    intent log) and one send through it to the stub. Returns what init loaded of the channels, the
+    modules the first delivery imported and its CPU ms (build; send, which makes any client)."""
+    import sys
+
+    t_init = time.process_time()
+    _wake()
+    init_ms = (time.process_time() - t_init) * 1000
+    at_init = set(sys.modules)
+    from agentwake import bootstrap
+    from agentwake.delivery import Delivery
+    from agentwake.domain.models import SessionConfig
+    from agentwake.wake.deliveries import channels_for
+
+    deps = bootstrap.wake_deps()
+    spec = json.loads(json.dumps(CHANNEL_SPECS[name]).replace("{stub}", stub))
+    session = SessionConfig(session_id="s-1", providers=[{"type": "scripted", "id": "p"}], delivery=spec)
+    journal = deps.store.journals.journal("bg:t-1", fresh=True)
+    t0 = time.process_time()
+    channel = channels_for(session, deps, intents=journal)("s-1")
+    t1 = time.process_time()
+    answer = channel.send(Delivery(delivery_id="bg:t-1#0#0", run_id="bg:t-1", session_id="s-1", text="done"))
+    t2 = time.process_time()
+    if type(answer).__name__ != "Receipt":
+        raise RuntimeError(f"{name}: the first delivery answered {answer!r}")
+    return {
+        "at_init": sorted(m for m in CHANNEL_MODULES if m in at_init),
+        "imported": sorted(set(sys.modules) - at_init),
+        "init_ms": init_ms,
+        "build_ms": (t1 - t0) * 1000,
+        "send_ms": (t2 - t1) * 1000,
+    }
+
+
+class _Stub:
+    """Answers a first delivery's requests on 127.0.0.1, as each platform would: a webhook's POST,
+    Slack's chat.postMessage, Telegram's sendMessage, SNS's Publish, the push API's
+    PostToConnection, DynamoDB's Query (one open page) and PutItem (the intent)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 -- http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                status, body, kind = _stub_answer(self.path, self.headers.get("X-Amz-Target", ""))
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _stub_answer(path: str, target: str) -> tuple[int, bytes, str]:
+    if target.endswith(".Query"):  # the session's open pages
+        page = {"connection_id": {"S": "page-1"}, "expires_at": {"N": "9999999999"}}
+        return 200, json.dumps({"Items": [page], "Count": 1}).encode(), "application/x-amz-json-1.0"
+    if target:  # the intent's PutItem
+        return 200, b"{}", "application/x-amz-json-1.0"
+    if path.endswith("chat.postMessage"):
+        return (
+            200,
+            json.dumps({"ok": True, "channel": "C0BENCH01", "ts": "1765000000.000100"}).encode(),
+            "application/json",
+        )
+    if path.endswith("/sendMessage"):
+        result = {"message_id": 1, "chat": {"id": 4711}, "text": "done"}
+        return 200, json.dumps({"ok": True, "result": result}).encode(), "application/json"
+    if "/@connections/" in path or path.endswith("/hook"):
+        return 200, b"", "application/json"
+    published = (
+        '<PublishResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><PublishResult>'
+        "<MessageId>00000000-0000-0000-0000-000000000001</MessageId></PublishResult>"
+        "<ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></PublishResponse>"
+    )
+    return 200, published.encode(), "text/xml"
+
+
 MODES = {
     "cached": "bytecode cached (this tree, caches written)",
     "source": "bundle without bytecode (as sam build's python workflow ships it)",
@@ -171,8 +317,13 @@ MODES = {
 FLOOR_MODULE = "floor_handler"
 
 
-def child(kind: str, floor: Path, bundle: str | None, runtime: str | None) -> None:
+def child(kind: str, floor: Path, bundle: str | None, runtime: str | None, stub: str | None = None) -> None:
     os.environ.update(ENV)
+    if kind.startswith("channel:"):
+        os.environ.update(channel_env(str(stub)))
+        sys.path.insert(0, str(ROOT / "functions"))
+        print(json.dumps(_channel(kind.partition(":")[2], str(stub))))
+        return
     if bundle:
         # as Lambda: the bundle (/var/task) first, then what the runtime provides; not this folder
         sys.path[0:1] = [bundle, runtime or bundle]
@@ -338,18 +489,20 @@ def main() -> int:
     parser.add_argument("--floor", type=Path, default=DEFAULT_FLOOR)
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--python", help="interpreter that builds and runs the bundles (default: this one)")
-    parser.add_argument("--child", choices=["floor", "wake", "api"])
+    parser.add_argument("--child", choices=["floor", "wake", "api", *(f"channel:{c}" for c in CHANNEL_SPECS)])
     parser.add_argument(
         "--pair",
-        choices=["wake", "api"],
+        choices=["wake", "api", "channels"],
         default="wake",
-        help="api: ProductApiFunction's first request against floor_powertools_http.py (cached mode)",
+        help="api: ProductApiFunction's first request against floor_powertools_http.py (cached mode); "
+        "channels: each channel's first delivery after a wake's init (what it imports, its CPU ms)",
     )
     parser.add_argument("--bundle", help=argparse.SUPPRESS)
     parser.add_argument("--runtime", help=argparse.SUPPRESS)
+    parser.add_argument("--stub", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.floor, args.bundle, args.runtime)
+        child(args.child, args.floor, args.bundle, args.runtime, args.stub)
         return 0
     modes = tuple(m for m in args.modes.split(",") if m)
     unknown = set(modes) - set(MODES)
@@ -357,6 +510,9 @@ def main() -> int:
         parser.error(f"unknown modes {sorted(unknown)}")
     if args.pair == "api":
         print("\n".join(report_api(args.runs)))
+        return 0
+    if args.pair == "channels":
+        print("\n".join(report_channels(min(args.runs, 5))))
         return 0
     print("\n".join(report(args.runs, args.floor, modes, args.python)))
     return 0
@@ -372,6 +528,49 @@ def report_api(runs: int) -> list[str]:
         f"ProductApiFunction {r['wake_ms']:4.0f} ms, ratio {r['ratio']:.2f} "
         f"(quartiles {r['q1']:.2f}-{r['q3']:.2f}, range {r['min']:.2f}-{r['max']:.2f})",
     ]
+
+
+def _spread(ms: list[float]) -> str:
+    return f"{statistics.median(ms):5.1f} ms ({min(ms):.1f}-{max(ms):.1f})"
+
+
+def report_channels(runs: int = 5) -> list[str]:
+    """One line per channel: what a wake's init loaded of it (nothing, or the report says so), the
+    modules its first delivery imports, and the CPU ms of building the channel and of the first send
+    (which makes its client: the stdlib HTTP exchange, or a botocore client); medians of ``runs``
+    fresh interpreters per channel, bytecode cached, every request answered by a stub on 127.0.0.1."""
+    load_before = os.getloadavg()[0]
+    stub = _Stub()
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in CHANNEL_SPECS}
+    try:
+        for i in range(runs + 1):  # the first round writes the bytecode caches and is not counted
+            for name in CHANNEL_SPECS:  # the channels take turns, so drift hits each
+                cmd = [sys.executable, __file__, "--child", f"channel:{name}", "--stub", stub.url]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=_child_env())
+                if i:
+                    samples[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    finally:
+        stub.close()
+    lines = [
+        f"channels: a first background wake's init, then its session's first delivery (CPU, fresh interpreters, "
+        f"median of {runs} per channel, bytecode cached; load average {load_before:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after):"
+    ]
+    for name, got in samples.items():
+        at_init = sorted({m for s in got for m in s["at_init"]})
+        imported = got[-1]["imported"]
+        ours = [m.removeprefix("agentwake.") for m in imported if m.startswith("agentwake.")]
+        lines.append(
+            f"  {name:9s} at init: {', '.join(at_init) or 'nothing of the channels'}; first delivery imports "
+            f"{len(imported):3d} modules ({len(ours)} of agentwake: {', '.join(ours) or '-'}); "
+            f"build {_spread([s['build_ms'] for s in got])}, first send {_spread([s['send_ms'] for s in got])}"
+        )
+    init = statistics.median(s["init_ms"] for got in samples.values() for s in got)
+    lines.append(
+        f"  (the wake's init before them: median {init:.0f} ms; a first send makes the channel's client: "
+        "the stdlib HTTP exchange, or a botocore client for sns and websocket, and Slack's and Telegram's intent)"
+    )
+    return lines
 
 
 if __name__ == "__main__":

@@ -57,8 +57,9 @@ from agentwake.trust.redact import redact
 from agentwake_ops.runs import RunSummary, run_summary
 from agentwake_ops.terminal import first_line as first_line
 
-#: error types of runs the handler dead-letters itself (agentwake.errors.BudgetExceeded): they were runs
-PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded"})
+#: error types of runs the handler dead-letters itself (agentwake.errors: BudgetExceeded, and the
+#: channels' ChannelRefused and DeliveryUnconfirmed, which are not retryable): they were runs
+PERMANENT_RUN_FAILURES = frozenset({"BudgetExceeded", "ChannelRefused", "DeliveryUnconfirmed"})
 #: a result the handler dead-lettered because its session was busy: the run never started (why)
 NEVER_RAN_BUSY = {"SessionBusy": "the session was busy", "WaitListFull": "the session's wait list was full"}
 #: the ids a message body may name, and every field that may hold text from it: printable text only

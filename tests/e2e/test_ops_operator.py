@@ -370,7 +370,8 @@ def test_runs_show_transcript_of_a_run_that_delivered_failed_and_was_redriven(cl
     ]
     [delivery] = [e for e in data["transcript"] if e["kind"] == "delivery"]
     delivery_id = delivery["title"].split()[1]
-    assert delivery["lines"] == ["Working on your research."]
+    # the delivery and its receipt (this session delivers to the log)
+    assert delivery["lines"] == ["Working on your research.", "the user received it: log"]
     # AND the tool call with its arguments, its result naming the same delivery, and the model's replies
     assert 'calls send_message_to_user({"text": "Working on your research."})' in text
     assert f"delivered (delivery_id={delivery_id}" in text and f"deliveries made: {delivery_id}" in text

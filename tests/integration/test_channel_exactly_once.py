@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentwake.delivery import Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, DeliveryError, RunFailed
+from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable, DeliveryUnconfirmed, StepInterrupted
 from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
@@ -298,10 +298,10 @@ def test_a_send_that_certainly_failed_is_sent_by_the_retry_without_a_lookup(
 ) -> None:
     # GIVEN deliver_final's answer to Slack, whose first request fails with nothing sent
     seed(store, SLACK, PLAIN)
-    platform.fail_next["slack"] = DeliveryError("slack: connection refused")
+    platform.fail_next["slack"] = ChannelUnavailable("slack: connection refused")
     deps = deps_for(store, clock)
     # WHEN the run fails (retryable) and the trigger retries it
-    with pytest.raises(RunFailed):
+    with pytest.raises(ChannelUnavailable):
         wake_for_background_result(message("t1", "s1"), deps)
     # THEN the failure transaction marked the intent not_sent
     assert intent_item(store, "slack", FINAL)["state"] == "not_sent"
@@ -550,3 +550,115 @@ def test_a_fault_at_the_intent_or_the_write_after_the_post_posts_nothing_twice(
     assert len(platform.ids()) == len(set(platform.ids())) == 1, platform.posts
     assert platform.ids() == ([FINAL] if at == 5 else [SENT]) and platform.lookups == 0
     assert deliveries_in_history(store) == platform.ids()
+
+
+def test_a_lost_intent_write_before_a_telegram_send_is_not_sent_and_the_retry_sends_once(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN deliver_final's answer to Telegram (no receiver confirms it), whose reply-and-intent
+    # write fails, and the read-back of an unknown outcome fails too: the intent may have landed
+    seed(store, TELEGRAM, PLAIN)
+    write, read_back = CallFaults(store.table.db), CallFaults(store.table.db)
+    write.arm(4, "timeout_after")  # it landed ("sending"), its answer lost
+    read_back.arm(5, "server_error")
+    deps = deps_for(store, clock)
+    # WHEN the run fails before anything was sent, and the trigger retries it
+    with pytest.raises(Exception):  # noqa: B017 -- the failed write, as the wake saw it
+        wake_for_background_result(message("t1", "s1"), deps)
+    assert write.fired is not None and write.fired[1] == "TransactWriteItems"
+    assert read_back.fired is not None and read_back.fired[1] == "GetItem"
+    assert platform.requests == 0
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the retry knew nothing was sent: no operator is asked, Telegram shows the answer once
+    assert outcome.status == "succeeded"
+    assert platform.ids() == [FINAL]
+
+
+def test_an_each_route_whose_second_intent_write_fails_after_slack_posted_aborts_and_posts_slack_once(
+    store: DynamoStore, platform: Platform, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN Slack and Telegram both, and the Telegram intent's PutItem throttled once (Slack posted)
+    from botocore.exceptions import ClientError
+
+    from agentwake.store.journal import DynamoJournal
+
+    seed(store, {"type": "each", "channels": [SLACK, TELEGRAM]})
+    intend = DynamoJournal.intend
+    failed: list[str] = []
+
+    def throttled_once(self: DynamoJournal, intent: Intent) -> None:
+        if intent.target == "telegram" and not failed:
+            failed.append(intent.target)
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}
+            raise ClientError(error, "PutItem")  # type: ignore[arg-type]
+        intend(self, intent)
+
+    monkeypatch.setattr(DynamoJournal, "intend", throttled_once)
+    deps = deps_for(store, clock)
+    # WHEN the run aborts (no ``error:`` result the model reads) and the trigger retries it
+    with pytest.raises(StepInterrupted, match="reached slack"):
+        wake_for_background_result(message("t1", "s1"), deps)
+    assert platform.ids() == [SENT]
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN Slack showed the message once, Telegram once, under the one delivery id
+    assert outcome.status == "succeeded" and failed == ["telegram"]
+    assert platform.ids("slack") == [SENT] and platform.ids("telegram") == [SENT]
+    assert platform.lookups == 0
+
+
+def test_a_telegram_send_in_doubt_is_not_sent_to_slack_after_the_config_moved_there(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN a Telegram send killed right after Telegram took it (in doubt)
+    seed(store, TELEGRAM)
+    platform.kill_after_post.add("telegram")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # WHEN the operator switches the session's delivery to Slack and the record is retried
+    seed_session(
+        store,
+        "s1",
+        providers=[{"type": "scripted", "id": "p", "script": OK_SCRIPT}],
+        delivery=SLACK,
+        rules=ConfigRules(),
+    )
+    with pytest.raises(DeliveryUnconfirmed, match="telegram chat 4711") as info:
+        wake_for_background_result(message("t1", "s1"), deps)
+    # THEN Slack got nothing: an operator settles the Telegram send first
+    assert platform.ids() == [SENT] and platform.ids("slack") == []
+    assert f"--delivered {SENT}" in str(info.value)
+
+
+def test_a_first_route_that_pushed_to_the_page_and_crashed_does_not_post_to_slack_on_the_retry(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN push-to-the-page-else-Slack, a page open, and the Lambda killed right after the push
+    seed(store, {"type": "first", "channels": [{"type": "websocket"}, SLACK]})
+    platform.page_open = True
+    platform.kill_after_post.add("websocket")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # WHEN the page has closed since, and the trigger retries
+    platform.page_open = False
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    # THEN the retry went back to the page the first attempt chose: Slack got nothing, and the
+    # delivery is kept unread for the page
+    assert outcome.status == "succeeded"
+    assert platform.ids("websocket") == [SENT] and platform.ids("slack") == []
+    assert marker_receipts(store) == [{"channel": "websocket", "target": "websocket", "extra": {"unread": True}}]
+
+
+def test_a_first_route_whose_page_declined_falls_through_to_slack_on_the_retry(
+    store: DynamoStore, platform: Platform, clock: FakeClock
+) -> None:
+    # GIVEN push-to-the-page-else-Slack, no page open, the Lambda killed right after Slack took it
+    seed(store, {"type": "first", "channels": [{"type": "websocket"}, SLACK]})
+    platform.kill_after_post.add("slack")
+    deps = deps_for(store, clock)
+    killed_then_retried(store, deps)
+    # THEN the declined page is not the route's choice: the retry settles Slack, the page gets nothing
+    platform.page_open = True
+    outcome = wake_for_background_result(message("t1", "s1"), deps)
+    assert outcome.status == "succeeded"
+    assert intent_item(store, "websocket")["state"] == "not_sent"
+    assert platform.ids("websocket") == [] and platform.ids("slack") == [SENT]

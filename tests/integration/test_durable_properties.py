@@ -1089,3 +1089,26 @@ def test_waiters_run_here_are_noted_in_the_order_they_held_the_session(monkeypat
         state.history_writers_come_in_the_order_the_session_was_held()
     finally:
         state.teardown()
+
+
+def test_a_failed_outcome_delivered_after_its_redriven_success_still_wakes_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a replay of the machine's steps (the failing sequence of a random seed, minimized): the wake of
+    # outcome 1 (the worker's failure) that came after outcome 2 (its success after a redrive) was
+    # claimed was judged late, so the agent never heard that the task had failed
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *a, **k: None)  # no hypothesis test here
+    state = DurableRuns()
+    try:
+        # GIVEN a tool's task whose worker failed (outcome 1, bg:L0 sent) and, redriven, succeeded
+        # (outcome 2, bg:L0:2 sent) before either completion reached the wake
+        state.task_lifecycle(events=[("L0", "complete", "failed", 0), ("L0", "complete", "succeeded", 0)])
+        # WHEN the completions are delivered, outcome 1's first
+        state.task_lifecycle(events=[("L0", "deliver", "failed", 0), ("L0", "deliver", "failed", 1)])
+        # THEN each claimed outcome woke the agent once, and neither was counted late
+        assert state.lifecycle_wakes == {"bg:L0": 1, "bg:L0:2": 1}
+        stored = state.store.records.get_task("L0")
+        assert stored is not None and stored.outcomes == 2 and not stored.late_completions
+        state.one_truthful_outcome_per_task_and_one_wake_per_outcome()
+    finally:
+        state.teardown()

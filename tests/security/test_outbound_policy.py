@@ -96,6 +96,7 @@ def test_the_stacks_bot_tokens_resolve_whatever_their_names_and_no_other_arn_doe
     # GIVEN a stack deployed with SlackBotTokenSecretArn and TelegramBotTokenSecretArn outside SecretsPrefix
     from agentwake.settings import Settings
     from agentwake.trust.secrets import check_ref
+    from agentwake.trust.session_checks import ConfigRules, _check_delivery
 
     slack = "arn:aws:secretsmanager:us-east-1:123456789012:secret:team/slack-bot-AbCdEf"
     telegram = "arn:aws:secretsmanager:us-east-1:123456789012:secret:telegram-XyZ123"
@@ -103,12 +104,23 @@ def test_the_stacks_bot_tokens_resolve_whatever_their_names_and_no_other_arn_doe
         table_name="t", slack_token_ref=f"secretsmanager:{slack}", telegram_token_ref=f"secretsmanager:{telegram}"
     )
     scope = SecretScope.from_settings(settings)
-    # THEN the channels' default tokens pass the scope (the wake resolves them through it) ...
-    assert check_ref(f"secretsmanager:{slack}", scope) == ("secretsmanager", slack)
-    assert check_ref(f"secretsmanager:{telegram}", scope) == ("secretsmanager", telegram)
+    # THEN the channels' default tokens pass the scope where a bot token is resolved ...
+    assert check_ref(f"secretsmanager:{slack}", scope, bot_token=True) == ("secretsmanager", slack)
+    assert check_ref(f"secretsmanager:{telegram}", scope, bot_token=True) == ("secretsmanager", telegram)
     # ... and a neighbouring secret outside SecretsPrefix is still refused
     with pytest.raises(SecretRefRefused):
-        check_ref("secretsmanager:arn:aws:secretsmanager:us-east-1:123456789012:secret:team/other-AbCdEf", scope)
+        check_ref(
+            "secretsmanager:arn:aws:secretsmanager:us-east-1:123456789012:secret:team/other-AbCdEf",
+            scope,
+            bot_token=True,
+        )
+    # ... and no other reference may name them: a webhook's secret_ref naming the Slack token is refused
+    rules = ConfigRules(scope=scope)
+    webhook = {"type": "webhook", "url": "https://hooks.example.com/x", "secret_ref": f"secretsmanager:{slack}"}
+    with pytest.raises(SecretRefRefused):
+        _check_delivery(webhook, rules)
+    slack_channel = {"type": "slack", "channel": "C0123ABCD", "token_ref": f"secretsmanager:{slack}"}
+    _check_delivery(slack_channel, rules)  # a Slack channel's token_ref may
 
 
 # --- URLs refused before anything is sent ----------------------------------------------------------

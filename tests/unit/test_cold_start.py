@@ -19,6 +19,13 @@ FORBIDDEN_MODULES = {
     "agentwake.delivery.webhook",
     "agentwake.delivery.intents",
     "agentwake.delivery.route",
+    "agentwake.delivery.retry",
+    "agentwake.delivery.websocket",
+    "agentwake.delivery.slack",
+    "agentwake.delivery.telegram",
+    "agentwake.delivery.sns",
+    "agentwake.store.push",
+    "agentwake.product.push",
     "agentwake.trust.outbound",
     "agentwake.agent.tools.config",
     "agentwake.agent.tools.http",
@@ -58,9 +65,87 @@ def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
-    # THEN the channels are the adapters themselves, and neither the route nor the intent code was loaded
+    # THEN the channels are the adapters themselves, and neither the route nor the intent code was
+    # loaded, nor any other channel's
     assert result["built"] == ["WebhookChannel", "LogChannel"]
     assert {"agentwake.delivery.intents", "agentwake.delivery.route"} & set(result["modules"]) == set()
+    assert CHANNEL_MODULES & set(result["modules"]) == set()
+
+
+#: the channels' modules a session loads only when it names them (docs/channels.md, design 34 §12)
+CHANNEL_MODULES = {
+    "agentwake.delivery.websocket",
+    "agentwake.delivery.slack",
+    "agentwake.delivery.telegram",
+    "agentwake.delivery.sns",
+    "agentwake.delivery.route",
+    "agentwake.delivery.intents",
+    "agentwake.delivery.retry",
+    "agentwake.store.push",
+    "agentwake.product.push",
+}
+
+#: a webhook wake, then a log wake, end to end on moto in a fresh interpreter: the webhook's receiver
+#: on 127.0.0.1; prints the modules loaded, the clients made and what the receiver got
+_WEBHOOK_AND_LOG_WAKES = """
+import json, sys
+from moto import mock_aws
+from agentwake.store import aws
+made = []
+real = aws._session().create_client
+aws._session().create_client = lambda service, **kw: made.append(service) or real(service, **kw)
+import boto3
+from agentwake.bootstrap import reset_caches
+from agentwake.settings import Settings
+from agentwake.store.dynamo import DynamoStore
+from agentwake.wake.background import wake_for_background_result
+from agentwake.wake.spec import WakeDeps
+from tests.support.aws import create_resources
+from tests.support.builders import message, seed_session, seed_task
+from tests.support.receiver import CountingReceiver
+channels = sorted(m for m in sys.modules if m in CHANNELS)
+with mock_aws(), CountingReceiver() as receiver:
+    res = create_resources()
+    import os
+    os.environ.update(res.env())
+    reset_caches()
+    store = DynamoStore(res.table, client=boto3.client("dynamodb", region_name="us-east-1"))
+    deps = WakeDeps(store=store, settings=Settings.from_env())
+    seed_session(store, "s1", delivery={"type": "webhook", "url": receiver.url})
+    seed_session(store, "s2", delivery={"type": "log"})
+    seed_task(store, "t1", "s1")
+    seed_task(store, "t2", "s2")
+    wake_for_background_result(message("t1", "s1"), deps)
+    wake_for_background_result(message("t2", "s2"), deps)
+    got = [r["delivery_id"] for r in receiver.received]
+print(json.dumps({"before": channels, "modules": sorted(sys.modules), "clients": made, "received": got}))
+"""
+
+
+def test_a_webhook_or_log_wake_loads_none_of_the_other_channels() -> None:
+    # GIVEN a fresh interpreter in which nothing has loaded a channel module yet
+    env = {
+        **os.environ,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK": "1",
+        "AGENTWAKE_OUTBOUND_ALLOW_HTTP": "1",
+        "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+    }
+    env.pop("AWS_ENDPOINT_URL", None)
+    code = f"CHANNELS = {sorted(CHANNEL_MODULES)!r}\n" + _WEBHOOK_AND_LOG_WAKES
+    # WHEN a session with a webhook and one with the log channel are woken, each delivering once
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=root)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    # THEN the webhook delivered (the wakes really ran their deliveries)
+    assert result["received"] == ["bg:t1#0#0"]
+    assert result["before"] == []
+    # AND neither wake loaded the WebSocket, Slack, Telegram or SNS channel, routes, intents, the
+    # platforms' retry policy or the push API's store, nor made an SNS or management-API client
+    assert CHANNEL_MODULES & set(result["modules"]) == set()
+    assert {"sns", "apigatewaymanagementapi"} & set(result["clients"]) == set()
 
 
 def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery() -> None:

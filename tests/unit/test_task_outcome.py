@@ -60,6 +60,10 @@ FAILED_WORKER = {"outcome": "failed", "outcomes": 1, "kind": "tool", "status": "
         ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "succeeded", "completion", None, Again(2)),
         ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "failed", "completion", None, Late),
         ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "succeeded", "wake", 1, Late),
+        # outcome 1's completion reaching the wake after outcome 2 was claimed: still claimed, it wakes
+        ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "failed", "wake", 1, Again(1)),
+        ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "failed", "wake", 2, Late),
+        ({**FAILED_WORKER, "outcome": "succeeded", "outcomes": 2}, "succeeded", "wake", 2, Again(2)),
         ({**FAILED_WORKER, **ENDED_BY_DEADLINE}, "succeeded", "completion", None, Late),  # never after a timeout
     ],
 )

@@ -935,6 +935,11 @@ def test_the_push_api_connects_pages_through_its_small_function_only(template: d
     }
 
 
+#: the functions that deliver (a run's channels): the work function runs tools, subagents and
+#: deadline checks, none of which delivers (docs/channels.md)
+DELIVERING = ("BackgroundResultFunction", "CronWakeFunction")
+
+
 def test_the_wake_functions_may_only_post_to_open_pages(template: dict[str, Any]) -> None:
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert env["AGENTWAKE_PUSH_ENDPOINT"] == {
@@ -942,7 +947,7 @@ def test_the_wake_functions_may_only_post_to_open_pages(template: dict[str, Any]
     }
     assert env["AGENTWAKE_PUSH_URL"] == {"Fn::Sub": "wss://${PushApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}/v1"}
     arn = "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${PushApi}/v1/POST/@connections/*"
-    for logical_id in FUNCTIONS:
+    for logical_id in DELIVERING:
         manage = [
             s
             for s in statements(policies(template, logical_id))
@@ -951,4 +956,4 @@ def test_the_wake_functions_may_only_post_to_open_pages(template: dict[str, Any]
         assert [(s["Action"], s["Resource"]) for s in manage] == [("execute-api:ManageConnections", {"Fn::Sub": arn})]
     # nobody else manages connections (the product API issues tickets; it never posts)
     holders = {n for n, r in resources(template).items() if "execute-api:ManageConnections" in repr(r)}
-    assert holders == set(FUNCTIONS)
+    assert holders == set(DELIVERING)

@@ -193,3 +193,34 @@ def test_a_wake_that_delivers_elsewhere_loads_no_push_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     # THEN neither the push store nor the websocket channel was imported
     assert out.stdout.strip() == "[]", out.stderr
+
+
+class BrokenTable(FakeConnections):
+    """The connections' table failing (throttled): reading the pages, or forgetting a gone one."""
+
+    def __init__(self, by_session: dict[str, list[str]], *, reads: bool) -> None:
+        super().__init__(by_session)
+        self.reads = reads
+
+    def of_session(self, session_id: str) -> list[str]:
+        if self.reads:
+            raise ClientError("ProvisionedThroughputExceededException")
+        return super().of_session(session_id)
+
+    def forget(self, session_id: str, connection_id: str) -> None:
+        raise ClientError("ProvisionedThroughputExceededException")
+
+
+def test_a_gone_page_not_forgotten_does_not_fail_a_delivery_other_pages_got() -> None:
+    # GIVEN two pages, one gone, and the table failing to forget it
+    api = FakeManagementApi(gone={"c1"})
+    channel = build_channel({"type": "websocket"}, kit(BrokenTable({"alice": ["c1", "c2"]}, reads=False), api))
+    # THEN the page that got it is the receipt (an error would have the model send it again)
+    receipt = channel.send(delivery())
+    assert isinstance(receipt, Receipt) and receipt.ids == ("c2",) and api.inbox.keys() == {"c2"}
+
+
+def test_pages_that_cannot_be_read_are_unavailable_not_an_error_for_the_model() -> None:
+    channel = build_channel({"type": "websocket"}, kit(BrokenTable({}, reads=True), FakeManagementApi()))
+    with pytest.raises(ChannelUnavailable, match="could not be read"):
+        channel.send(delivery())

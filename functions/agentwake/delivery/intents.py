@@ -15,10 +15,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.delivery import Answer, Declined, Delivery, Intent, Receipt
-from agentwake.errors import ChannelRefused, ChannelThrottled, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.delivery.retry import NOTHING_SENT
+from agentwake.errors import ChannelThrottled, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
 
 if TYPE_CHECKING:
     from agentwake.clock import Clock
+
+#: what a send raises when nothing left: the intent is ``not_sent`` (retry.NOTHING_SENT: a refused
+#: connection is ChannelUnavailable, a refused base ConfigError/OutboundRefused)
+_NOTHING_LEFT: tuple[type[Exception], ...] = (*NOTHING_SENT, DeliveryError)
 
 #: the ``confirms`` values whose sends are journaled as intents before the request
 IN_DOUBT = ("lookup", "none")
@@ -73,6 +78,7 @@ class IntentGuard:
         log: IntentLog,
         clock: Clock,
         unconfirmed: str = "dead_letter",
+        in_route: bool = False,
     ) -> None:
         self.inner = inner
         self.channel = channel
@@ -83,6 +89,10 @@ class IntentGuard:
         self.confirms = getattr(inner, "confirms", "receiver")
         #: the inner channel's requests are journaled as intents before they leave
         self.in_doubt = self.confirms in IN_DOUBT
+        #: a route's receiver-confirmed target (a page, a webhook, SNS): its intent records that the
+        #: route chose it, so a retry returns to it (the receiver drops the repeat) and a ``first``
+        #: route does not fall through to another target the first attempt never used
+        self.records_choice = in_route and not self.in_doubt
         #: nothing leaves before the intent is written, which carries the steps the journal kept
         #: back (``IntentLog.intend``): the recording channel need not flush them first
         self.intends_first = self.in_doubt
@@ -131,7 +141,7 @@ class IntentGuard:
         return None
 
     def _send(self, delivery: Delivery) -> Answer:
-        if not self.in_doubt:
+        if not (self.in_doubt or self.records_choice):
             return self.inner.send(delivery)
         probe = getattr(self.inner, "probe", None)
         intent = Intent(
@@ -145,6 +155,13 @@ class IntentGuard:
             probe=dict(probe(delivery)) if callable(probe) else {},
         )
         self.log.intend(intent)
+        if self.records_choice:
+            answer = self.inner.send(delivery)  # a failure leaves the choice: the retry resends here
+            if isinstance(answer, Declined):
+                # nothing reached the receiver: written now, so a retry after a later target took
+                # the delivery does not come back here
+                self.log.intend(replace(intent, state="not_sent"))
+            return answer  # type: ignore[no-any-return]
         try:
             return self.inner.send(delivery)  # type: ignore[no-any-return]
         except ChannelThrottled as exc:
@@ -153,8 +170,10 @@ class IntentGuard:
             raise
         except DeliveryUncertain:
             raise  # it may have arrived: the intent stays in doubt
-        except (ChannelRefused, DeliveryError):
-            self.log.settle_intent(replace(intent, state="not_sent"))  # nothing was sent
+        except _NOTHING_LEFT:
+            # nothing was sent: a refused connection (ChannelUnavailable), a base the outbound
+            # policy refuses (OutboundRefused), a refusal of the platform
+            self.log.settle_intent(replace(intent, state="not_sent"))
             raise
 
     def mark_sent(self, delivery: Delivery, answer: Receipt | Declined) -> None:
@@ -203,4 +222,5 @@ def guarded(channel: Any, spec: Any, kit: Any, *, in_route: bool = False) -> Any
         log=log,
         clock=kit.clock,
         unconfirmed=getattr(spec, "unconfirmed", "dead_letter"),
+        in_route=in_route,
     )

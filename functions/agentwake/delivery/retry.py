@@ -242,3 +242,28 @@ def cut(text: str, limit: int, *, units: Callable[[str], int] = len) -> str:
 def utf16_units(text: str) -> int:
     """Telegram counts a message's length in UTF-16 code units."""
     return len(text.encode("utf-16-le")) // 2
+
+
+def platform_base(kit: Any, setting: str, platform: str, default: str) -> str:
+    """A chat platform's API base from the stack's settings (never a session field), ending in ``/``."""
+    base = str(getattr(kit.settings, setting, "") or "")
+    if not base:
+        raise ConfigError(f"no {platform} API base: set AGENTWAKE_{setting.upper()} (default {default})")
+    return base if base.endswith("/") else base + "/"
+
+
+def bot_token(kit: Any, token_ref: str | None, *, setting: str, parameter: str, shown: str) -> str:
+    """The bot token a channel sends with: its own ``token_ref``, else the stack's; resolved through
+    the secret scope and registered with the redactor (it must appear in no text that leaves)."""
+    ref = token_ref or getattr(kit.settings, setting, None) or None
+    if not ref:
+        raise ConfigError(
+            f"{shown}: no bot token: set the stack parameter {parameter} (AGENTWAKE_{setting.upper()}) "
+            "or the channel's token_ref"
+        )
+    from agentwake.trust.redact import register_secret
+    from agentwake.trust.secrets import resolve_secret
+
+    token = resolve_secret(ref, bot_token=True)  # the stack's bot-token secrets are in scope here only
+    register_secret(token)
+    return token

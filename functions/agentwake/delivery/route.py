@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentwake.delivery import Answer, Declined, Delivery, Receipt
+from agentwake.errors import StepInterrupted
 
 
 def _intent(leaf: Any, delivery: Delivery) -> Any:
@@ -60,18 +61,36 @@ class RouteChannel:
         out: list[Receipt] = []
         last = len(self.leaves) - 1
         for n, leaf in enumerate(self.leaves):
-            kept = getattr(leaf, "receipt_kept", None)
-            earlier = kept(delivery) if callable(kept) else None
-            if earlier is not None:
-                out.append(earlier)  # answered before a later target failed: not sent again
-                continue
-            answer = leaf.send(delivery)
-            answers = answer if isinstance(answer, list) else [answer]
-            for one in answers:
-                if not isinstance(one, Receipt | Declined):
-                    raise TypeError(f"channel {leaf!r} answered {type(one).__name__}, not a receipt")
-                out.append(one.kept() if isinstance(one, Declined) else one)  # kept, unread
-            mark_sent = getattr(leaf, "mark_sent", None)
-            if n < last and callable(mark_sent) and len(answers) == 1:
-                mark_sent(delivery, answers[0])  # the last target's receipt rides on the marker
+            try:
+                self._each_one(delivery, leaf, out, keep=n < last)
+            except StepInterrupted:
+                raise
+            except Exception as exc:
+                taken = [r for r in out if not (r.extra or {}).get("unread")]
+                if not taken:
+                    raise  # nothing reached anyone: the model may be told
+                # a target already took it: an ``error:`` result would have the model send again
+                # under a new delivery id; the run aborts and its retry skips what was reached
+                reached = ", ".join(f"{r.channel} {r.where or r.target}" for r in taken)
+                raise StepInterrupted(
+                    f"delivery {delivery.delivery_id} reached {reached}, then a later target failed "
+                    f"({type(exc).__name__}): the retry sends to the rest"
+                ) from exc
         return out
+
+    @staticmethod
+    def _each_one(delivery: Delivery, leaf: Any, out: list[Receipt], *, keep: bool) -> None:
+        kept = getattr(leaf, "receipt_kept", None)
+        earlier = kept(delivery) if callable(kept) else None
+        if earlier is not None:
+            out.append(earlier)  # answered before a later target failed: not sent again
+            return
+        answer = leaf.send(delivery)
+        answers = answer if isinstance(answer, list) else [answer]
+        for one in answers:
+            if not isinstance(one, Receipt | Declined):
+                raise TypeError(f"channel {leaf!r} answered {type(one).__name__}, not a receipt")
+            out.append(one.kept() if isinstance(one, Declined) else one)  # kept, unread
+        mark_sent = getattr(leaf, "mark_sent", None)
+        if keep and callable(mark_sent) and len(answers) == 1:
+            mark_sent(delivery, answers[0])  # the last target's receipt rides on the marker

@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 
 from agentwake.delivery import Delivery, Receipt
 from agentwake.delivery.kit import ChannelKit
-from agentwake.delivery.retry import NotSent, RetryPolicy, Throttled, cut, retry_after_header
-from agentwake.errors import ChannelRefused, ConfigError, DeliveryUncertain, DeliveryUnconfirmed
-from agentwake.trust.redact import redact, register_secret
+from agentwake.delivery.retry import NotSent, RetryPolicy, Throttled, bot_token, cut, platform_base, retry_after_header
+from agentwake.errors import ChannelRefused, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.trust.redact import redact
 
 #: the metadata event type every agentwake message carries (the lookup matches it)
 EVENT_TYPE = "agentwake_delivery"
@@ -80,20 +80,14 @@ class SlackChannel:
         self.spec = spec
         self.name = spec.target()
         self.kit = kit
-        base = str(getattr(kit.settings, "slack_api_url", "") or "")
-        if not base:
-            raise ConfigError("no Slack API base: set AGENTWAKE_SLACK_API_URL (default https://slack.com/api/)")
-        self._base = base if base.endswith("/") else base + "/"
-        ref = spec.token_ref or getattr(kit.settings, "slack_token_ref", None) or None
-        if not ref:
-            raise ConfigError(
-                f"slack channel {spec.channel}: no bot token: set the stack parameter SlackBotTokenSecretArn "
-                "(AGENTWAKE_SLACK_TOKEN_REF) or the channel's token_ref"
-            )
-        from agentwake.trust.secrets import resolve_secret
-
-        self._token = resolve_secret(ref)
-        register_secret(self._token)
+        self._base = platform_base(kit, "slack_api_url", "Slack", "https://slack.com/api/")
+        self._token = bot_token(
+            kit,
+            spec.token_ref,
+            setting="slack_token_ref",
+            parameter="SlackBotTokenSecretArn",
+            shown=f"slack channel {spec.channel}",
+        )
         self._policy = RetryPolicy(kit.clock, "Slack")
 
     def __repr__(self) -> str:  # never the token

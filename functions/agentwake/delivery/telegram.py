@@ -29,9 +29,18 @@ from typing import Any, ClassVar
 
 from agentwake.delivery import Delivery, Receipt
 from agentwake.delivery.kit import ChannelKit
-from agentwake.delivery.retry import NotSent, RetryPolicy, Throttled, cut, retry_after_header, utf16_units
-from agentwake.errors import ChannelRefused, ConfigError, DeliveryUncertain
-from agentwake.trust.redact import redact, register_secret
+from agentwake.delivery.retry import (
+    NotSent,
+    RetryPolicy,
+    Throttled,
+    bot_token,
+    cut,
+    platform_base,
+    retry_after_header,
+    utf16_units,
+)
+from agentwake.errors import ChannelRefused, DeliveryUncertain
+from agentwake.trust.redact import redact
 
 #: sendMessage's text limit (1-4096 characters after entities parsing, counted in UTF-16 code units)
 MAX_TEXT = 4096
@@ -54,22 +63,14 @@ class TelegramChannel:
         self.kit = kit
         #: after a crash in doubt: ``dead_letter`` (ask an operator) or ``resend``
         self.unconfirmed = spec.unconfirmed
-        base = str(getattr(kit.settings, "telegram_api_url", "") or "")
-        if not base:
-            raise ConfigError(
-                "no Telegram API base: set AGENTWAKE_TELEGRAM_API_URL (default https://api.telegram.org/)"
-            )
-        self._base = base if base.endswith("/") else base + "/"
-        ref = spec.token_ref or getattr(kit.settings, "telegram_token_ref", None) or None
-        if not ref:
-            raise ConfigError(
-                f"{self.shown}: no bot token: set the stack parameter TelegramBotTokenSecretArn "
-                "(AGENTWAKE_TELEGRAM_TOKEN_REF) or the channel's token_ref"
-            )
-        from agentwake.trust.secrets import resolve_secret
-
-        self._token = resolve_secret(ref)
-        register_secret(self._token)
+        self._base = platform_base(kit, "telegram_api_url", "Telegram", "https://api.telegram.org/")
+        self._token = bot_token(
+            kit,
+            spec.token_ref,
+            setting="telegram_token_ref",
+            parameter="TelegramBotTokenSecretArn",
+            shown=self.shown,
+        )
         self._policy = RetryPolicy(kit.clock, "Telegram")
 
     def __repr__(self) -> str:  # never the token, nor the URL that holds it

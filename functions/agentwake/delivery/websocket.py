@@ -24,12 +24,15 @@ next channel takes it marks nothing).
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
 from agentwake.delivery import Declined, Delivery, Receipt
 from agentwake.delivery.kit import ChannelKit
 from agentwake.errors import ChannelRefused, ChannelUnavailable, ConfigError
+
+logger = logging.getLogger("agentwake.delivery")
 
 SERVICE = "apigatewaymanagementapi"
 #: API Gateway's answer for a connection that is closed
@@ -93,7 +96,12 @@ class WebSocketChannel:
     def send(self, delivery: Delivery) -> Receipt | Declined:
         connections = self.kit.connections
         assert connections is not None  # checked when built
-        cids = connections.of_session(delivery.session_id)
+        try:
+            cids = connections.of_session(delivery.session_id)
+        except Exception as exc:  # the table: nothing was pushed, try again later
+            raise ChannelUnavailable(
+                f"websocket: the open pages of session {delivery.session_id} could not be read ({type(exc).__name__})"
+            ) from exc
         sent_at = datetime.fromtimestamp(self.kit.clock.wall(), UTC).isoformat()
         data = frame(delivery, sent_at)
         reached: list[str] = []
@@ -106,7 +114,10 @@ class WebSocketChannel:
                 code = _code(exc)
                 if code == GONE:
                     gone += 1
-                    connections.forget(delivery.session_id, cid)
+                    try:
+                        connections.forget(delivery.session_id, cid)
+                    except Exception:  # best effort: other pages may have been reached already
+                        logger.warning("websocket: a gone page's connection was not forgotten", exc_info=True)
                     continue
                 if code in REFUSED:
                     raise ChannelRefused(

@@ -10,6 +10,8 @@ follows is for the claimed outcome and no other. ``judge`` is the one rule every
 - ``Claim(n)``: nobody has claimed outcome ``n`` yet: claim it (conditional write), then send.
 - ``Again(n)``: this is the claimed outcome ``n`` again (a retry after the claim, e.g. the sender
   crashed before it sent): send again; the wake of ``bg:{task}`` / ``bg:{task}:n`` is idempotent.
+  For the wake, any claimed outcome is ``Again``: outcome 1's completion that arrives after outcome 2
+  was claimed still wakes ``bg:{task}`` once.
 - ``Late(reason)``: the task already ended otherwise (cancelled, timed out, or the other outcome):
   nothing changes, nothing is sent; the completion is counted in ``late_completions``.
 
@@ -73,6 +75,10 @@ def judge(task: Task, status: Literal["succeeded", "failed"], *, by: Asker, outc
         return Claim(1)
     if by in ("deadline", "cancel"):
         return Late(f"task {task.task_id} has already completed: {task.outcome}")
+    if by == "wake" and (outcome or 1) == 1 and task.outcomes == 2 and status == "failed":
+        # outcome 1 (the worker's failure) reaching the wake after outcome 2 was claimed: it is still
+        # a claimed outcome, and each wakes the agent once, in whatever order SQS delivers them
+        return Again(1)
     if status == task.outcome and (by != "wake" or (outcome or 1) == task.outcomes):
         return Again(task.outcomes)
     if (

@@ -143,18 +143,31 @@ _MAX_RECEIPTS_BYTES = 4000
 
 
 def receipts_json(receipts: Sequence[dict[str, Any]]) -> str:
-    """The marker's ``receipts`` attribute: JSON, bounded (a long id list is cut, with its count)."""
+    """The marker's ``receipts`` attribute: JSON of at most ``_MAX_RECEIPTS_BYTES`` UTF-8 bytes. A
+    long id list is cut (with its count); if that is not enough, fields are dropped (``where``, then
+    ``extra``, then ``ids``) from the last receipt back, then whole receipts: always valid JSON."""
     import json
 
-    out = json.dumps(list(receipts), separators=(",", ":"), ensure_ascii=False)
-    if len(out.encode()) <= _MAX_RECEIPTS_BYTES:
+    def fits(rs: list[dict[str, Any]]) -> str | None:
+        out = json.dumps(rs, separators=(",", ":"), ensure_ascii=False)
+        return out if len(out.encode()) <= _MAX_RECEIPTS_BYTES else None
+
+    cut = [dict(r) for r in receipts]
+    if (out := fits(cut)) is not None:
         return out
-    cut = []
-    for r in receipts:
-        r = dict(r)
+    for r in cut:
         ids = list(r.get("ids") or ())
         if len(ids) > 5:
             r["ids"] = ids[:5]
             r["extra"] = {**(r.get("extra") or {}), "ids_total": len(ids)}
-        cut.append(r)
-    return json.dumps(cut, separators=(",", ":"), ensure_ascii=False)[:_MAX_RECEIPTS_BYTES]
+    if (out := fits(cut)) is not None:
+        return out
+    for name in ("where", "extra", "ids"):
+        for r in reversed(cut):
+            if r.pop(name, None) is not None and (out := fits(cut)) is not None:
+                return out
+    while cut:
+        cut.pop()
+        if (out := fits(cut)) is not None:
+            return out
+    return "[]"

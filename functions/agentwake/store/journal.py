@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import truncate, utcnow_iso
 from agentwake.domain.steps import STEP_ATTEMPT, final_delivery_id, is_model_reply, kept_for_commit
+from agentwake.errors import StepInterrupted
 from agentwake.store.history import History
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json, cut_text, json_bytes, safe_text, utf8_len
 from agentwake.store.keys import (
@@ -263,8 +265,12 @@ class DynamoJournal:
                 unknown = landed is None
             if unknown:
                 # perhaps landed: no counter is added twice (the step and the delivery records are
-                # idempotent or conditional, an ADD is not)
-                rest, also = Unwritten(steps=rest.steps, deliveries=rest.deliveries, records=rest.records), ()
+                # idempotent or conditional, an ADD is not); an intent's whole Put is idempotent and
+                # is kept (its state may be all that tells a retry nothing was sent)
+                rest = Unwritten(
+                    steps=rest.steps, deliveries=rest.deliveries, records=rest.records, also=_intent_puts(rest.also)
+                )
+                also = _intent_puts(also)
             keep = kept_back or bool(rest.deliveries or rest.records)
             self.pending = rest + Unwritten(steps={key: value}, also=list(also)) if keep else rest
             self.loose, self.staged = [], []
@@ -322,15 +328,19 @@ class DynamoJournal:
         reply, flushed before its send: the intent costs it no round trip); if that write fails,
         the intent is not left for the failure transaction (nothing was sent)."""
         put = self.store.intent_put(self.run_id, intent)
-        if self.pending.steps:
-            self.pending = self.pending + Unwritten(also=[put])
-            try:
+        try:
+            if self.pending.steps:
+                self.pending = self.pending + Unwritten(also=[put])
                 self.flush()
-            except BaseException:
-                self.pending.also = [item for item in self.pending.also if item is not put]
-                raise
-        else:
-            self.store.table.db.put_item(**put["Put"])
+            else:
+                self.store.table.db.put_item(**put["Put"])
+        except BaseException:
+            # the write failed, or perhaps landed with its answer lost: nothing was sent, and the
+            # run's next write says so (a whole Put, right whether or not the "sending" one landed)
+            not_sent = self.store.intent_put(self.run_id, replace(intent, state="not_sent"))
+            self.pending.also = [item for item in self.pending.also if item is not put] + [not_sent]
+            self.intended.setdefault(intent.delivery_id, {})[intent.target] = replace(intent, state="not_sent")
+            raise
         self.intended.setdefault(intent.delivery_id, {})[intent.target] = intent
 
     def settle_intent(self, intent: Intent) -> None:
@@ -342,8 +352,15 @@ class DynamoJournal:
         put = self.store.intent_put(self.run_id, intent)
         if intent.state == "not_sent":
             self.pending = self.pending + Unwritten(also=[put])
-        else:
+            return
+        try:
             self.store.table.db.put_item(**put["Put"])
+        except Exception as exc:
+            # the target took the delivery: an ``error:`` result would have the model send it again
+            raise StepInterrupted(
+                f"{intent.channel} took delivery {intent.delivery_id}, and its receipt could not be kept "
+                f"({type(exc).__name__}): the retry settles it"
+            ) from exc
 
     # --- the recorder port of RecordingChannel -----------------------------------------------
 
@@ -470,3 +487,10 @@ def _each_cut(value: Any, max_bytes: int) -> Any:
     if isinstance(value, list | tuple):
         return [_each_cut(v, max_bytes) for v in value]
     return cut_text(value, max_bytes) if isinstance(value, str) and utf8_len(value) > max_bytes else value
+
+
+def _intent_puts(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The intents' whole Puts among transaction items (idempotent: kept on an unknown outcome)."""
+    return [
+        i for i in items if str(i.get("Put", {}).get("Item", {}).get("sk", {}).get("S", "")).startswith(SENDING_PREFIX)
+    ]

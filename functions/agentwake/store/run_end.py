@@ -170,8 +170,14 @@ class RunEnds:
             woken["Update"]["ConditionExpression"] = TASK_NOT_CANCELLED
             if task_outcome is not None:
                 # ...and one whose claimed outcome differs (its deadline claimed ``failed``) gets none either
-                woken["Update"]["ConditionExpression"] += " AND (attribute_not_exists(outcome) OR outcome = :claimed)"
+                claimed = "attribute_not_exists(outcome) OR outcome = :claimed"
                 woken["Update"]["ExpressionAttributeValues"][":claimed"] = {"S": task_outcome}
+                if task_outcome == "failed":
+                    # ...but outcome 1, a worker's failure, stays claimed when its redriven success
+                    # claimed outcome 2 (the only second outcome) before this wake committed
+                    claimed += " OR outcomes = :two"
+                    woken["Update"]["ExpressionAttributeValues"][":two"] = {"N": "2"}
+                woken["Update"]["ConditionExpression"] += f" AND ({claimed})"
             items.append(("task", woken))
         if job_id is not None:
             items.append(

@@ -41,7 +41,8 @@ class SecretScope:
     ssm_path_prefix: str = DEFAULT_SSM_PATH_PREFIX
     #: one Secrets Manager ARN allowed besides the prefix (the stack's OpenAIApiKeySecretArn)
     extra_secret_arn: str | None = None
-    #: the stack's bot tokens (SlackBotTokenSecretArn, TelegramBotTokenSecretArn), allowed besides the prefix
+    #: the stack's bot tokens (SlackBotTokenSecretArn, TelegramBotTokenSecretArn), allowed besides the
+    #: prefix only where a channel's bot token is resolved or checked (``check_ref(bot_token=True)``)
     channel_secret_arns: tuple[str, ...] = ()
 
     @classmethod
@@ -96,8 +97,11 @@ def check_own_ref(ref: str, scheme: str, target: str, scope: SecretScope, sessio
     )
 
 
-def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
-    """``(scheme, target)`` of a reference inside the scope; raises ConfigError / SecretRefRefused."""
+def check_ref(ref: str, scope: SecretScope | None = None, *, bot_token: bool = False) -> tuple[str, str]:
+    """``(scheme, target)`` of a reference inside the scope; raises ConfigError / SecretRefRefused.
+    ``bot_token``: the reference is a Slack/Telegram channel's bot token, which may also name the
+    stack's bot-token secrets (no other reference may: a webhook's secret_ref naming the Slack
+    token would send it to the webhook)."""
     scheme, sep, target = ref.partition(":")
     if not sep or not target:
         raise ConfigError(
@@ -115,7 +119,7 @@ def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
         prefix = scope.secrets_prefix
         if (
             (scope.extra_secret_arn and target == scope.extra_secret_arn)
-            or target in scope.channel_secret_arns
+            or (bot_token and target in scope.channel_secret_arns)
             or (prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name and ".." not in name)
         ):
             return scheme, target
@@ -134,8 +138,10 @@ def check_ref(ref: str, scope: SecretScope | None = None) -> tuple[str, str]:
     raise ConfigError(f"unknown secret scheme {scheme!r} in {ref!r} (use env:, secretsmanager: or ssm:)")
 
 
-def resolve_secret(ref: str, environ: Mapping[str, str] | None = None, *, scope: SecretScope | None = None) -> str:
-    scheme, target = check_ref(ref, scope)
+def resolve_secret(
+    ref: str, environ: Mapping[str, str] | None = None, *, scope: SecretScope | None = None, bot_token: bool = False
+) -> str:
+    scheme, target = check_ref(ref, scope, bot_token=bot_token)
     if scheme == "env":
         env = os.environ if environ is None else environ
         value = env.get(target)

@@ -157,7 +157,7 @@ def secret_refs(config: SessionConfig) -> frozenset[str]:
     return frozenset(found)
 
 
-def _check_ref(ref: str | None, rules: ConfigRules) -> None:
+def _check_ref(ref: str | None, rules: ConfigRules, *, bot_token: bool = False) -> None:
     if ref is None:
         return
     if rules.collect is not None:
@@ -165,7 +165,7 @@ def _check_ref(ref: str | None, rules: ConfigRules) -> None:
         return
     from agentwake.trust.secrets import check_own_ref, check_ref
 
-    scheme, target = check_ref(ref, rules.scope)
+    scheme, target = check_ref(ref, rules.scope, bot_token=bot_token)
     if rules.own_secrets_of is not None and ref not in rules.kept:
         check_own_ref(ref, scheme, target, rules.scope, rules.own_secrets_of)
 
@@ -206,7 +206,7 @@ def _check_channel(spec: Any, rules: ConfigRules) -> None:
         _check_url(spec.url, "webhook url", rules)
         _check_ref(spec.secret_ref, rules)
     elif isinstance(spec, SlackSpec | TelegramSpec):
-        _check_ref(spec.token_ref, rules)
+        _check_ref(spec.token_ref, rules, bot_token=True)
         default = stack.slack_token if isinstance(spec, SlackSpec) else stack.telegram_token
         if checking and spec.token_ref is None and default is False:
             raise ConfigError(_no_token_message(spec, rules.scope.secrets_prefix))

@@ -50,6 +50,19 @@ def channels_for(session: SessionConfig, deps: WakeDeps, *, intents: Any = None)
     return channel_for
 
 
+#: channel types whose receiver drops a repeated delivery id: a send of theirs is never in doubt
+_RECEIVER_CONFIRMED = frozenset({"log", "webhook", "websocket", "sns"})
+
+
+def _targets(channel: Any) -> set[str]:
+    """The target names a channel sends to (a route's leaves; an IntentGuard's target)."""
+    leaves = getattr(channel, "leaves", None)
+    if leaves is not None:
+        return set().union(*(_targets(leaf) for leaf in leaves))
+    name = getattr(channel, "target", None) or getattr(channel, "name", None)
+    return {str(name)} if name else set()
+
+
 def receipts_of(answer: Any) -> list[Receipt]:
     """The receipts a channel answered (one, or a route's list); no receipt, no delivery. A channel
     that declined as the last resort (a WebSocket with no open page) keeps the delivery unread."""
@@ -87,11 +100,30 @@ class RecordingChannel:
         self.counters = counters
         self.sent: list[Delivery] = []
 
+    def _no_doubt_elsewhere(self, delivery: Delivery, channel: Any) -> None:
+        """A send left in doubt to a target the channel no longer has (the delivery config edited
+        between the failure and the redrive) is not settled by the channel's own targets: an
+        operator says whether it arrived before anything is sent elsewhere (DeliveryUnconfirmed)."""
+        intents = getattr(self.recorder, "intents", None)
+        if not callable(intents):
+            return
+        current = _targets(channel)
+        for intent in intents(delivery.delivery_id).values():
+            if intent.state == "sending" and intent.target not in current and intent.channel not in _RECEIVER_CONFIRMED:
+                from agentwake.delivery.intents import unconfirmed_reason
+                from agentwake.errors import DeliveryUnconfirmed
+
+                raise DeliveryUnconfirmed(
+                    unconfirmed_reason(delivery, intent)
+                    + f" (the session's delivery no longer has the target {intent.target!r})"
+                )
+
     def send(self, delivery: Delivery) -> list[Receipt] | None:
         if self.recorder.has_delivery(delivery.run_id, delivery.delivery_id):
             return None
         # DeliveryError here (incl. an unknown target session) is a tool result the model sees
         channel = self.channel_for(delivery.session_id)
+        self._no_doubt_elsewhere(delivery, channel)
         before_send = getattr(self.recorder, "before_send", None)
         if before_send is not None and not getattr(channel, "intends_first", False):
             # every step kept back so far is durable before anything leaves (a channel that writes

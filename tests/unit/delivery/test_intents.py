@@ -13,7 +13,14 @@ from agentwake.delivery.factory import build_channel
 from agentwake.delivery.intents import IntentGuard
 from agentwake.delivery.kit import ChannelKit
 from agentwake.delivery.route import RouteChannel
-from agentwake.errors import ChannelRefused, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.errors import (
+    ChannelRefused,
+    ChannelUnavailable,
+    DeliveryError,
+    DeliveryUncertain,
+    DeliveryUnconfirmed,
+    OutboundRefused,
+)
 from agentwake.wake.deliveries import receipts_of
 from tests.support.clock import FakeClock
 
@@ -81,12 +88,44 @@ def test_the_intent_is_written_before_the_request_and_stays_in_doubt_when_it_may
     assert log.later == []
 
 
-@pytest.mark.parametrize("failure", [ChannelRefused("channel_not_found"), DeliveryError("connection refused")])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ChannelRefused("channel_not_found"),
+        ChannelUnavailable("telegram: connection refused"),
+        OutboundRefused("the outbound policy refuses http://127.0.0.1:1/"),
+    ],
+)
 def test_a_certain_failure_is_not_sent_on_the_next_write(failure: Exception) -> None:
     log = MemoryLog()
     with pytest.raises(type(failure)):
         guard(Fake("none", [failure]), log).send(DELIVERY)
     assert [i.state for i in log.later] == ["not_sent"]
+
+
+@pytest.mark.parametrize("kind", ["telegram", "slack"])
+def test_a_refused_connection_of_a_real_adapter_is_not_sent_and_the_next_attempt_just_sends(
+    kind: str, telegram: Any, slack: Any, build: Any, refusing_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the real adapter pointed at a port on 127.0.0.1 where nothing listens
+    spec = {"type": "telegram", "chat_id": 99} if kind == "telegram" else {"type": "slack", "channel": "C0123ABCD"}
+    fake = telegram if kind == "telegram" else slack
+    monkeypatch.setenv(f"AGENTWAKE_{kind.upper()}_API_URL", f"http://127.0.0.1:{refusing_port}/")
+    log = MemoryLog()
+    with pytest.raises(ChannelUnavailable):
+        IntentGuard(build(spec), channel=kind, target=kind, log=log, clock=FakeClock(1_800_000_000.0)).send(DELIVERY)
+    # THEN the intent is not_sent (nothing left), not in doubt
+    assert log.by_target[kind].state == "not_sent"
+    # AND the next attempt, the platform reachable again, sends once: no lookup, no operator
+    monkeypatch.setenv(f"AGENTWAKE_{kind.upper()}_API_URL", fake.url)
+    answer = IntentGuard(build(spec), channel=kind, target=kind, log=log, clock=FakeClock(1_800_000_000.0)).send(
+        DELIVERY
+    )
+    assert isinstance(answer, Receipt)
+    if kind == "telegram":
+        assert fake.requests == 1
+    else:
+        assert fake.requests == [("chat.postMessage", fake.requests[0][1])]  # no history lookup
 
 
 def test_a_found_message_is_a_lookup_receipt_and_nothing_is_sent() -> None:
