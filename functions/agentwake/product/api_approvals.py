@@ -24,7 +24,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Que
 
 from agentwake import bootstrap
 from agentwake.product.api_models import ApprovalList, ApprovalOut, DecisionBody
-from agentwake.product.authority import caller
+from agentwake.product.authority import caller, owned_session
 from agentwake.wake.messages import ID_PATTERN
 
 router = Router()
@@ -44,9 +44,8 @@ def list_approvals(
     cursor: Annotated[str | None, Query(max_length=300)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_APPROVAL_PAGE)] = DEFAULT_APPROVAL_PAGE,
 ) -> ApprovalList:
-    found, more = bootstrap.approvals().session_approvals(
-        session_id, _caller(), state=state, limit=limit, cursor=cursor
-    )
+    owned_session(router.current_event.raw_event, session_id)  # NotAnOwner, UnknownSession
+    found, more = bootstrap.approvals().session_approvals(session_id, state=state, limit=limit, cursor=cursor)
     return ApprovalList(approvals=[ApprovalOut.of(a) for a in found], cursor=more)
 
 

@@ -22,7 +22,9 @@ from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, NotAnOwner,
 from agentwake.observability import logger, metrics
 
 if TYPE_CHECKING:
-    from agentwake.store.port import ApprovalsPort, Store, WorkQueuePort
+    from agentwake.store.port import Store
+    from agentwake.store.port_approvals import ApprovalsPort
+    from agentwake.store.port_queues import WorkQueuePort
 
 #: how a decision came: ``api-owner``, ``api-token`` (product API), ``cli``, ``console`` (operators), ``expiry``
 Via = Literal["api", "api-owner", "api-token", "cli", "console", "expiry"]
@@ -78,17 +80,14 @@ class ApprovalsService:
     def session_approvals(
         self,
         session_id: str,
-        principal: str | None,
         *,
         state: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> tuple[list[Approval], str | None]:
-        """A session's requests, newest first, for one of its owners (NotAnOwner, UnknownSession
-        otherwise: ``product.authority.require_owner``); the page and the next cursor."""
-        from agentwake.product.authority import require_owner
-
-        require_owner(session_id, self.store.records.get_session(session_id), principal)
+        """A session's requests, newest first; the page and the next cursor. Whoever asks has been
+        checked already: the product API's router with ``product.authority.owned_session``, as every
+        session route is (the service reads no request, so it imports no router's authority)."""
         return self.approvals.session_approvals(session_id, limit=limit, before=cursor, state=state)
 
     # --- decide --------------------------------------------------------------------------------

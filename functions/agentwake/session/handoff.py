@@ -32,7 +32,8 @@ from agentwake.session.lease import RESERVATION_S, Lease, Waiter
 
 if TYPE_CHECKING:
     from agentwake.settings import Settings
-    from agentwake.store.port import ResultQueuePort, SchedulesPort, SessionLeasePort
+    from agentwake.store.port import SessionLeasePort
+    from agentwake.store.port_queues import ResultQueuePort, SchedulesPort
 
 __all__ = [
     "RESERVATION_S",

@@ -55,7 +55,8 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from agentwake.store.port import SchedulesPort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import SchedulesPort
 
 #: the longest first message id a copy carries (SQS's are 36 characters)
 MAX_MESSAGE_ID_CHARS = 128

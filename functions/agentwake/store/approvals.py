@@ -28,7 +28,7 @@ from agentwake.store.keys import (
     tree_keys,
 )
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.port import Decided, Requested
+from agentwake.store.port_approvals import Decided, Requested
 from agentwake.store.table import Table, pages
 
 

@@ -6,6 +6,9 @@ its attributes. Tests may hand a wake any object with them (``tests/support/faul
 real aggregates to crash at chosen boundaries). The round-trip budget of a wake
 (docs/table-design.md) is the cost of these calls.
 
+The approvals' port is in ``store/port_approvals.py`` (as their table code is in ``store/approvals.py``);
+the queues' and the scheduler's in ``store/port_queues.py`` (``store/queues.py``, ``store/schedules.py``).
+
 Plain Python only: no boto3, no DynamoDB attribute shapes. The DynamoDB modules import these types
 from here, never the other way round.
 """
@@ -20,8 +23,8 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
-    from agentwake.domain.approvals import Approval
     from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
+    from agentwake.store.port_approvals import ApprovalsPort
 
 
 @dataclass
@@ -398,59 +401,6 @@ class JobStatePort(Protocol):
     def release_job_buffer(self, job_id: str, run_id: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class Requested:
-    """What ``Approvals.request`` found: the stored request, and whether this call wrote it (or
-    rotated its token): only then may the caller send the request with its token."""
-
-    approval: Approval
-    #: the token this caller holds is the request's current one (written now, or rotated now)
-    token_current: bool
-
-
-@dataclass(frozen=True)
-class Decided:
-    """What ``Approvals.decide`` found: the request as it stands, and whether this call decided it."""
-
-    approval: Approval
-    written: bool
-
-
-class ApprovalsPort(Protocol):
-    """Approval requests (``store.approvals``; issue 35): request, the one decision, the chain's place."""
-
-    def get(self, approval_id: str) -> Approval | None: ...
-
-    def request(self, approval: Approval, step: dict[str, Any]) -> Requested: ...
-
-    def asked_item(self, approval_id: str, at: str | None = None) -> tuple[str, dict[str, Any]]: ...
-
-    def decide(
-        self,
-        approval: Approval,
-        decision: str,
-        *,
-        by: str,
-        via: str,
-        reason: str | None = None,
-        expired: bool = False,
-        token_sha256: str | None = None,
-        at: str | None = None,
-    ) -> Decided: ...
-
-    def claim_check(self, approval_id: str, *, after: str | None, check: str) -> bool: ...
-
-    def resumed_item(self, approval_id: str, attempt: int, at: str | None = None) -> tuple[str, dict[str, Any]]: ...
-
-    def set_resume(self, approval_id: str, resume: dict[str, Any]) -> None: ...
-
-    def session_approvals(
-        self, session_id: str, *, limit: int = 50, before: str | None = None, state: str | None = None
-    ) -> tuple[list[Approval], str | None]: ...
-
-    def all_approvals(self, *, state: str | None = None) -> list[Approval]: ...
-
-
 class Store(Protocol):
     """The store the wake and the services are given: one port per aggregate."""
 
@@ -480,60 +430,3 @@ class Store(Protocol):
 
     @property
     def approvals(self) -> ApprovalsPort: ...
-
-
-class ResultQueuePort(Protocol):
-    """The background-result queue as the wake writes to it: a delayed re-send (a waiting record,
-    a handed copy). ``url`` None or empty: there is no queue to re-send through."""
-
-    url: str | None
-
-    def send_later(
-        self, *, body: str, delay_s: float, attributes: dict[str, dict[str, Any]], wait: dict[str, str]
-    ) -> str: ...
-
-
-class WorkQueuePort(Protocol):
-    """The background-work queue (``store.queues.WorkQueue``): agentwake's own functions send to it."""
-
-    url: str | None
-
-    def send(self, body: str, *, delay_s: float = 0) -> str: ...
-
-
-class DeadLettersPort(Protocol):
-    """Where a record no retry can help goes, with its reason."""
-
-    def send(
-        self,
-        *,
-        body: str,
-        error_type: str,
-        reason: str,
-        original_message_id: str,
-        source: str = "",
-        receive_count: str = "1",
-        extra: dict[str, str] | None = None,
-    ) -> str: ...
-
-
-class SchedulesPort(Protocol):
-    """EventBridge Scheduler as the cron wake uses it (a run-once job's schedule, a wait's return)."""
-
-    group: str | None
-
-    def create_once(
-        self,
-        *,
-        name: str,
-        at: Any,
-        target_arn: str,
-        role_arn: str,
-        payload: dict[str, Any],
-        dlq_arn: str | None = None,
-        max_retries: int = 2,
-    ) -> bool: ...
-
-    def set_enabled(self, name: str, enabled: bool) -> bool: ...
-
-    def delete(self, name: str) -> None: ...

@@ -38,7 +38,8 @@ from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
 if TYPE_CHECKING:
     from agentwake.session.waiting import Jitter, ParkedRecord, WaitState
     from agentwake.settings import Settings
-    from agentwake.store.port import DeadLettersPort, ResultQueuePort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import DeadLettersPort, ResultQueuePort
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000

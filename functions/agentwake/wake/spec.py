@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from agentwake.product.tasks import TasksService
     from agentwake.session.lease import Waiter
     from agentwake.session.waiting import WaitState
-    from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import ResultQueuePort, SchedulesPort
     from agentwake.wake.prompt import WakeKind
 
 
