@@ -582,6 +582,9 @@ class DurableRuns(RuleBasedStateMachine):
                 step = 1 if task_id in GATED else 0  # the gated agent's progress message is its step 1
                 self.resent_allowance[f"bg:{task_id}#{step}#0"] += 1
             if self.where[task_id] != "done":  # a crash after the commit landed is still a success
+                if self.where[task_id] == "parked" and copy is None:
+                    # a parked run's record (an SQS duplicate) resumed it and failed: SQS retries it
+                    self.where[task_id] = "queue"
                 self.receives[task_id] += 1
                 if self.receives[task_id] >= MAX_RECEIVES:
                     self._consume(task_id, copy)
