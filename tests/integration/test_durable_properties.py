@@ -1441,3 +1441,31 @@ def test_waiters_run_here_are_noted_in_the_order_they_held_the_session(monkeypat
         state.history_writers_come_in_the_order_the_session_was_held()
     finally:
         state.teardown()
+
+
+def test_a_decided_parked_runs_duplicate_record_that_fails_is_retried_and_the_tool_runs_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a replay of the machine's steps (50 random examples, minimized by hand): a parked run's record
+    # delivered again after its approval resumes the run, and a crash fails that attempt; the model
+    # used to keep the run as parked, never delivering the record again
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *a, **k: None)  # no hypothesis test here
+    state = DurableRuns()
+    try:
+        # GIVEN g0 parked on its gated call, and its request approved by the session's owner
+        state.receive(task="g0", crash=None, pick=0)
+        assert state.where["g0"] == "parked" and state.tool.calls == Counter()
+        state.decide(task="g0", decision="approve", via="owner", then=("reject", "cli"))
+        # WHEN its record comes again (an SQS duplicate) and the resumed attempt dies inside its commit
+        state.receive(task="g0", crash="inside_commit_not_landed", pick=0)
+        # THEN the gated call ran once, the run failed (no note), and SQS will deliver the record again
+        assert state.tool.calls == Counter({tool_key_of("g0"): 1})
+        assert state.store.records.get_run("bg:g0").status == "failed"  # type: ignore[union-attr]
+        assert state.where["g0"] == "queue"
+        state.gated_tool_at_most_once_and_only_after_approval()
+        state.one_decision_per_request_and_a_parked_run_holds_no_lease()
+        # AND the end delivers it: the run succeeds, the tool still called once, the decision unchanged
+    finally:
+        state.teardown()
+    assert state.where["g0"] == "done" and state.tool.calls[tool_key_of("g0")] == 1
+    assert state.decided[approval_id("bg:g0", 0, 0)][:2] == ("approved", PRODUCT_CALLER)
