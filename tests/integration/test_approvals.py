@@ -747,8 +747,11 @@ def test_a_fault_at_any_call_of_the_requeue_and_the_resume(
     assert faults.fired is not None and faults.fired[1] == expected, faults.fired
     assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
     # AND the tool ran exactly once, the run succeeded with one note, the request was delivered
-    # once, nothing is in a DLQ
-    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    # once, nothing is in a DLQ. The one edge (docs/durability.md, side effects): the tool's own step
+    # not written after its call is redone with the same Idempotency-Key, which its server drops
+    assert list(tool.calls) == [f"{RUN}#0#0"]
+    if (phase, at) != ("resume", RESUME_CALLS.index("PutItem") + 1):
+        assert tool.calls[f"{RUN}#0#0"] == 1
     assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
