@@ -219,9 +219,14 @@ class ChannelThrottled(StepInterrupted):
 
 class ChannelUnavailable(StepInterrupted):
     """The platform kept failing (5xx, connection refused) through the retries the run's deadline
-    allowed. Transient: the record is retried, the journal replays, nothing is sent twice."""
+    allowed. Transient: the record is retried, the journal replays, nothing is sent twice.
+    ``nothing_sent``: certainly nothing reached anyone (a route may choose another target)."""
 
     retryable = True
+
+    def __init__(self, message: str, *, nothing_sent: bool = False) -> None:
+        super().__init__(message)
+        self.nothing_sent = nothing_sent
 
 
 class DeliveryUnconfirmed(StepInterrupted):

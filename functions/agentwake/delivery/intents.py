@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.delivery import Answer, Declined, Delivery, Intent, Receipt
 from agentwake.delivery.retry import NOTHING_SENT
-from agentwake.errors import ChannelThrottled, DeliveryError, DeliveryUncertain, DeliveryUnconfirmed
+from agentwake.errors import (
+    ChannelThrottled,
+    ChannelUnavailable,
+    DeliveryError,
+    DeliveryUncertain,
+    DeliveryUnconfirmed,
+)
 
 if TYPE_CHECKING:
     from agentwake.clock import Clock
@@ -156,7 +162,12 @@ class IntentGuard:
         )
         self.log.intend(intent)
         if self.records_choice:
-            answer = self.inner.send(delivery)  # a failure leaves the choice: the retry resends here
+            try:
+                answer = self.inner.send(delivery)  # a failure leaves the choice: the retry resends here
+            except ChannelUnavailable as exc:
+                if exc.nothing_sent:  # nothing reached anyone: the retry may choose again
+                    self.log.intend(replace(intent, state="not_sent"))
+                raise
             if isinstance(answer, Declined):
                 # nothing reached the receiver: written now, so a retry after a later target took
                 # the delivery does not come back here

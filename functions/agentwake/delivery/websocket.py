@@ -100,7 +100,8 @@ class WebSocketChannel:
             cids = connections.of_session(delivery.session_id)
         except Exception as exc:  # the table: nothing was pushed, try again later
             raise ChannelUnavailable(
-                f"websocket: the open pages of session {delivery.session_id} could not be read ({type(exc).__name__})"
+                f"websocket: the open pages of session {delivery.session_id} could not be read ({type(exc).__name__})",
+                nothing_sent=True,
             ) from exc
         sent_at = datetime.fromtimestamp(self.kit.clock.wall(), UTC).isoformat()
         data = frame(delivery, sent_at)
@@ -137,7 +138,8 @@ class WebSocketChannel:
         if failures:
             # every open page failed for a reason other than "gone": nothing reached, try again later
             raise ChannelUnavailable(
-                f"websocket: no page of session {delivery.session_id} could be reached ({', '.join(sorted(set(failures)))})"
+                f"websocket: no page of session {delivery.session_id} could be reached ({', '.join(sorted(set(failures)))})",
+                nothing_sent=True,
             )
         mark_unread = getattr(connections, "mark_unread", None)
         reason = f"{gone} page(s) gone" if gone else "no page open"

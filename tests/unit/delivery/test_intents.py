@@ -189,3 +189,68 @@ def test_a_route_built_with_the_runs_intents_guards_each_target() -> None:
 class _Spec:
     def __init__(self, kind: str) -> None:
         self.type = kind
+
+
+class _Page:
+    """A page target answering from a script (an exception is raised)."""
+
+    confirms = "receiver"
+    name = "page"
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+
+    def send(self, delivery: Delivery) -> Any:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class _Slack:
+    confirms = "lookup"
+    name = "slack"
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def send(self, delivery: Delivery) -> Receipt:
+        self.sent += 1
+        return Receipt(channel="slack", target="slack", ids=("1733140000.000100",))
+
+    def find(self, delivery: Delivery, intent: Intent) -> Receipt | None:
+        return None
+
+
+def test_a_first_route_whose_page_pushed_nothing_before_failing_falls_through_to_slack_on_the_retry() -> None:
+    # GIVEN push to the open page, else Slack; the first attempt cannot read the session's pages
+    log, clock = MemoryLog(), FakeClock(1_800_000_000.0)
+    page = _Page(
+        [
+            ChannelUnavailable("websocket: the open pages could not be read", nothing_sent=True),
+            Declined(channel="websocket", target="page", reason="no page open"),
+        ]
+    )
+    slack = _Slack()
+
+    def route() -> RouteChannel:
+        leaves = [
+            IntentGuard(page, channel="websocket", target="page", log=log, clock=clock, in_route=True),
+            IntentGuard(slack, channel="slack", target="slack", log=log, clock=clock, in_route=True),
+        ]
+        return RouteChannel(replace_type("first"), leaves)
+
+    with pytest.raises(ChannelUnavailable):
+        route().send(DELIVERY)
+    # THEN nothing was pushed, and the page's choice says so
+    assert log.by_target["page"].state == "not_sent"
+    # WHEN the retry finds no page open
+    answer = route().send(DELIVERY)
+    # THEN it falls through to Slack, once
+    assert isinstance(answer, Receipt) and answer.channel == "slack" and slack.sent == 1
+
+
+def replace_type(kind: str) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(type=kind)
