@@ -229,7 +229,9 @@ class ApprovalOut(BaseModel):
     on_expiry: Literal["approve", "reject"] = "reject"
     deciders: list[str] = []
     decided_by: str | None = None
-    decided_via: str | None = Field(default=None, description="api-owner, api-token, cli, console or expiry")
+    decided_via: str | None = Field(
+        default=None, description="api-owner, api-token, cli, console, expiry, slack or telegram"
+    )
     decided_at: str | None = None
     reason: str | None = None
     expired: bool = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import math
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from agentwake.domain.approvals import MAX_REASON_CHARS, Approval, token_sha256
@@ -26,13 +27,29 @@ if TYPE_CHECKING:
     from agentwake.store.port_approvals import ApprovalsPort
     from agentwake.store.port_queues import WorkQueuePort
 
-#: how a decision came: ``api-owner``, ``api-token`` (product API), ``cli``, ``console`` (operators), ``expiry``
-Via = Literal["api", "api-owner", "api-token", "cli", "console", "expiry"]
+#: how a decision came: ``api-owner``, ``api-token`` (product API), ``cli``, ``console`` (operators), ``expiry``,
+#: ``slack``, ``telegram`` (a button under the request in the chat: ``Click``)
+Via = Literal["api", "api-owner", "api-token", "cli", "console", "expiry", "slack", "telegram"]
+#: the chats whose buttons decide (``product/channel_callback.py`` verifies the platform's request)
+CLICK_VIAS = ("slack", "telegram")
 #: who the decision names when the token's holder gives no name
 TOKEN_HOLDER = "decision-token holder"
 #: SQS delays a message at most this long: a pending request's check comes at least this often
 MAX_CHECK_DELAY_S = 900
 _DECISIONS = {"approve": "approved", "approved": "approved", "reject": "rejected", "rejected": "rejected"}
+
+
+@dataclass(frozen=True)
+class Click:
+    """A button pressed under a request in a chat, the platform's request verified (Slack's signature,
+    Telegram's webhook secret): where (a Slack channel id, a Telegram chat id), on which message (its
+    ``ts``, its ``message_id``) and by whom (``slack:U123 (@alice)``). It decides as the token's holder
+    does, and only on the message the request was delivered as (the delivery's receipt)."""
+
+    platform: Literal["slack", "telegram"]
+    where: str
+    message: str
+    user: str
 
 
 def decision_of(decision: str) -> Literal["approved", "rejected"]:
@@ -102,11 +119,13 @@ class ApprovalsService:
         reason: str | None = None,
         token: str | None = None,
         principal: str | None = None,
+        click: Click | None = None,
     ) -> Approval:
         """Decide request ``approval_id`` (``approve``/``reject``), once.
 
         ``via``: ``api`` (an owner ``principal``, else the ``token``), ``cli`` or ``console`` (an
-        operator; ``by`` is the name given with ``--as``), ``expiry`` (the chain's check). ``by``: who
+        operator; ``by`` is the name given with ``--as``), ``expiry`` (the chain's check), ``slack`` or
+        ``telegram`` (a button: ``click``, checked against the request's delivery). ``by``: who
         the decision names (on the API: on whose behalf). Raises UnknownApproval (404),
         ForgedDecision (403), ApprovalAlreadyDecided (409, naming the decision that stands)."""
         wanted = decision_of(decision)
@@ -117,6 +136,8 @@ class ApprovalsService:
             decided_by, stored_via = "expiry", "expiry"
         elif via in ("cli", "console"):
             decided_by, stored_via = (f"operator (as {by})" if by else "operator"), via
+        elif via in CLICK_VIAS:
+            decided_by, stored_via = self._clicked(approval, via, click)
         else:
             decided_by, stored_via, hashed = self._authority(approval, by=by, token=token, principal=principal)
         why = _reason(reason)
@@ -155,6 +176,23 @@ class ApprovalsService:
         if principal is None:
             raise NotAnOwner(f"approval {approval.approval_id}: the request carries no identity and no decision token")
         raise UnknownApproval(f"there is no approval {approval.approval_id}")
+
+    def _clicked(self, approval: Approval, via: str, click: Click | None) -> tuple[str, str]:
+        """A button counts as the token (whoever got the request in the chat holds it), pressed on the
+        message the request was delivered as: the same chat and message as a receipt of its delivery.
+        A forwarded copy, another chat or another message is refused (ForgedDecision)."""
+        if click is None or click.platform != via:
+            raise ForgedDecision(f"approval {approval.approval_id}: a {via} decision needs the click")
+        if "token" not in approval.deciders:
+            raise ForgedDecision(f"approval {approval.approval_id}: its rule does not let the chat's buttons decide")
+        for receipt in self.approvals.delivered_to(approval):
+            where = str(receipt.get("where") or "").split("/", 1)[0]  # a Slack thread: C0123/ts
+            ids = [str(i) for i in receipt.get("ids") or ()]
+            if receipt.get("channel") == via and where == click.where and click.message in ids:
+                return truncate(click.user, 200), via
+        raise ForgedDecision(
+            f"approval {approval.approval_id}: that {via} message is not the one its request was delivered as"
+        )
 
     @staticmethod
     def _token_ok(approval: Approval, token: str) -> bool:

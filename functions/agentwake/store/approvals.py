@@ -13,8 +13,8 @@ from typing import Any
 
 from agentwake.domain.approvals import Approval
 from agentwake.domain.models import utcnow_iso
+from agentwake.domain.steps import approval_delivery_id, asked_key, decision_key
 from agentwake.domain.steps import approval_key as approval_step_key
-from agentwake.domain.steps import asked_key, decision_key
 from agentwake.errors import ForgedDecision
 from agentwake.store.codec import key
 from agentwake.store.journal import Journals
@@ -22,6 +22,7 @@ from agentwake.store.keys import (
     TREE_APPROVAL,
     approval_key,
     approvals_gsi_pk,
+    delivery_sk,
     run_key,
     run_pk,
     step_sk,
@@ -59,6 +60,19 @@ class Approvals:
 
     def load(self, item: dict[str, Any]) -> Approval:
         return self.table.load(Approval, item)
+
+    def delivered_to(self, approval: Approval) -> list[dict[str, Any]]:
+        """The receipts (``Receipt.to_dict()``) on the marker of the request's delivery: where the
+        person was asked (a Slack channel and ``ts``, a Telegram chat and ``message_id``). [] when it
+        was not delivered, or its receipts were not kept."""
+        delivery_id = approval_delivery_id(approval.run_id, approval.step, approval.call_index)
+        item = self.table.read_item(run_pk(approval.run_id), delivery_sk(delivery_id))
+        raw = ((item or {}).get("receipts") or {}).get("S")
+        try:
+            receipts = json.loads(raw) if raw else []
+        except ValueError:
+            return []
+        return [r for r in receipts if isinstance(r, dict)] if isinstance(receipts, list) else []
 
     # --- request -----------------------------------------------------------------------------
 
