@@ -902,6 +902,70 @@ def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]
     assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}
 
 
+def test_the_chats_callbacks_are_the_only_unsigned_routes_and_their_function_holds_least_privilege(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN ChannelCallbackFunction: Slack's interactivity and Telegram's webhook (docs/channels.md)
+    fn = function(template, "ChannelCallbackFunction")
+    assert fn["Handler"] == "agentwake.handlers.channel_callback.handler" and fn["CodeUri"] == "functions/"
+    assert resources(template)["ChannelCallbackFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    group = props(template, "ChannelCallbackFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${ChannelCallbackFunction}"}
+    # THEN its two routes, on the product API, are the only ones without SigV4 (the platforms cannot
+    # sign: the function verifies their secret)
+    routes = {
+        (e["Properties"]["Method"], e["Properties"]["Path"]): e["Properties"].get("Auth") for e in fn["Events"].values()
+    }
+    assert routes == {
+        ("POST", "/channels/slack/interactions"): {"Authorizer": "NONE"},
+        ("POST", "/channels/telegram/updates"): {"Authorizer": "NONE"},
+    }
+    assert all(e["Properties"]["ApiId"] == {"Ref": "ProductApi"} for e in fn["Events"].values())
+    unsigned = {
+        n
+        for n, r in resources(template).items()
+        if r["Type"] == "AWS::Serverless::Function"
+        and any("Auth" in e.get("Properties", {}) for e in r["Properties"].get("Events", {}).values())
+    }
+    assert unsigned == {"ChannelCallbackFunction"}
+    # AND it reads and writes items (the request, its delivery's marker, the decision), nudges the
+    # work queue, and reads its callback secrets and the bot tokens only when each is set
+    assert table_grants(template, "ChannelCallbackFunction") == {
+        "AgentTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+    }
+    ungated = [p for p in policies(template, "ChannelCallbackFunction") if not (isinstance(p, dict) and "Fn::If" in p)]
+    others = {(a, json.dumps(s["Resource"])) for s in statements(ungated) for a in as_list(s["Action"])}
+    assert {a for a, _ in others if not a.startswith("dynamodb:")} == {"sqs:SendMessage"}
+    assert ("sqs:SendMessage", json.dumps({"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]})) in others
+    gated = {
+        p["Fn::If"][0]: p["Fn::If"][1:]
+        for p in policies(template, "ChannelCallbackFunction")
+        if isinstance(p, dict) and "Fn::If" in p
+    }
+    wanted = {
+        "HasSlackSigningSecret": ("SlackSigningSecretArn", "SlackSigningSecret"),
+        "HasTelegramWebhookSecret": ("TelegramWebhookSecretArn", "TelegramWebhookSecret"),
+        "HasSlackBotTokenSecret": ("SlackBotTokenSecretArn", "SlackBotToken"),
+        "HasTelegramBotTokenSecret": ("TelegramBotTokenSecretArn", "TelegramBotToken"),
+    }
+    assert set(gated) == set(wanted)
+    for condition, (parameter, sid) in wanted.items():
+        assert default(template, parameter) == ""
+        assert template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        when_set, when_unset = gated[condition]
+        assert when_set["Statement"] == [
+            {"Sid": sid, "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": parameter}}
+        ]
+        assert when_unset == {"Ref": "AWS::NoValue"}
+    # AND no other function may read the callback secrets
+    readers = {
+        n
+        for n, r in resources(template).items()
+        if "SlackSigningSecretArn" in repr(r.get("Properties", {}).get("Policies"))
+    }
+    assert readers == {"ChannelCallbackFunction"}
+
+
 # ------------------------------------------------------------------ WebSocket push (docs/channels.md)
 
 
