@@ -145,3 +145,24 @@ def test_buttons_are_offered_only_where_a_click_can_come_back() -> None:
     assert not offers_buttons(on, "env:AGENTWAKE_SECRET_OTHER_APP", "slack")  # another app: its clicks go elsewhere
     assert not offers_buttons(on, None, "telegram")
     assert not offers_buttons(settings(), None, "slack")
+
+
+def test_a_body_api_gateway_passes_base64_encoded_is_verified_as_slack_signed_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a form body API Gateway hands over base64-encoded, signed over its raw bytes
+    import base64
+
+    monkeypatch.setenv("AGENTWAKE_SECRET_SIGNING", SECRET)
+    on = settings(slack_signing_secret_ref="env:AGENTWAKE_SECRET_SIGNING")
+    encoded = {
+        "rawPath": SLACK_PATH,
+        "headers": signed(at=NOW),
+        "body": base64.b64encode(BODY).decode(),
+        "isBase64Encoded": True,
+    }
+    # THEN it passes (a payload that is no button's click: answered 200, nothing read or decided)
+    assert handle(encoded, on, nobody, now=lambda: NOW)["statusCode"] == 200
+    # AND a body over the bound is refused before anything else
+    big = {**encoded, "body": "x" * (64 * 1024 + 1), "isBase64Encoded": False}
+    assert handle(big, on, nobody, now=lambda: NOW)["statusCode"] == 413
