@@ -22,10 +22,12 @@ Everything runs on this machine, on moto in-process (no network). It reports:
    functions/Makefile builds, without and with its bytecode, as Lambda runs it (no cache written);
    then, per channel, what that init loaded of it (nothing), the modules its first delivery imports
    and the CPU of building the channel and of its first send (``cold_init.py --pair channels``);
-5. the zipped size of each function's bundle: the CodeUri (``functions/``) plus what
-   ``functions/requirements.txt`` installs, zipped as ``sam build`` would (taken from this
-   environment's installed files, so the native ``pydantic_core`` is this machine's build, not
-   Lambda's arm64 one: about the same size).
+5. the zipped size of each function's bundle as ``sam build`` makes it: template.yaml's
+   ``BuildMethod: makefile`` has sam build run functions/Makefile, which runs here as it does there
+   (Lambda's arm64 wheels, the runtime package, its bytecode by Python 3.13), zipped as ``sam
+   package`` zips it. Checked against a real ``sam build`` (aws-sam-cli 1.170.0, in a venv of its
+   own: it pins another boto3 than the dev extra) and SAM's own zip (2026-12-03): the same 1,253
+   files, 6.69 MB zipped; the .pyc differ only by the build folder's path they embed.
 
 moto runs with the local stack's pinned patches (``agentwake_local.moto_patches``): unpatched, moto
 keeps every model object it creates and deep-copies the whole table on every TransactWriteItems,
@@ -40,13 +42,11 @@ import contextlib
 import http.server
 import io
 import os
-import re
 import statistics
 import sys
 import threading
 import time
 import zipfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -382,58 +382,71 @@ def background_task_calls(store: DynamoStore, deps: WakeDeps, work_queue_url: st
     ]
 
 
-def _distribution_files(name: str, seen: set[str]) -> list[tuple[Path, str]]:
-    """Installed files of a distribution and its (non-extra) dependencies, as (path, arcname)."""
-    key = re.sub(r"[-_.]+", "-", name).lower()
-    if key in seen or key in ("boto3", "botocore"):  # the Lambda runtime provides these
-        return []
-    seen.add(key)
-    dist = metadata.distribution(name)
-    out = []
-    for f in dist.files or []:
-        path = Path(dist.locate_file(f))
-        if path.is_file() and "__pycache__" not in f.parts and not str(f).startswith(".."):
-            out.append((path, str(f)))
-    for req in dist.requires or []:
-        if "extra ==" in req:
-            continue
-        out += _distribution_files(re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0], seen)
-    return out
-
-
-def code_uris() -> dict[str, Path]:
-    """Each function of template.yaml and its CodeUri."""
+def code_uris() -> dict[str, tuple[Path, str | None]]:
+    """Each function of template.yaml, its CodeUri and its build method (``Metadata.BuildMethod``)."""
     from agentwake_local.template import load_template
 
     template = load_template(ROOT / "template.yaml")
     default = template.body["Globals"]["Function"].get("CodeUri")
     return {
-        name: ROOT / ((spec.get("Properties") or {}).get("CodeUri") or default)
+        name: (
+            ROOT / ((spec.get("Properties") or {}).get("CodeUri") or default),
+            (spec.get("Metadata") or {}).get("BuildMethod"),
+        )
         for name, spec in sorted(template.resources.items())
         if spec.get("Type") == "AWS::Serverless::Function"
     }
 
 
-def bundle_bytes(code: Path) -> tuple[int, int]:
-    """(zipped, unzipped) bytes of a CodeUri plus its requirements, zipped like ``sam build``."""
-    files: list[tuple[Path, str]] = []
-    for path in sorted(code.rglob("*")):
-        rel = path.relative_to(code)
-        if path.is_dir() or "__pycache__" in rel.parts or path.suffix == ".pyc":
-            continue
-        files.append((path, str(rel)))
-    seen: set[str] = set()
-    for line in (code / "requirements.txt").read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line:
-            files += _distribution_files(re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0], seen)
+def zipped_bytes(folder: Path) -> tuple[int, int, int]:
+    """(zipped, unzipped, files) of a folder zipped as ``sam package`` zips a function's build
+    (samcli.lib.package.utils.make_zip: every file under it, links followed, ZIP_DEFLATED)."""
     buf = io.BytesIO()
-    raw = 0
+    raw = files = 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for path, arc in files:
-            raw += path.stat().st_size
-            z.write(path, arc)
-    return len(buf.getvalue()), raw
+        for root, _, names in os.walk(folder, followlinks=True):
+            for name in sorted(names):
+                path = Path(root) / name
+                raw += path.stat().st_size
+                files += 1
+                z.write(path, str(path.relative_to(folder)))
+    return len(buf.getvalue()), raw, files
+
+
+def bundle_lines() -> list[str]:
+    """The zipped size of what ``sam build`` makes for each function: template.yaml builds every
+    function with ``BuildMethod: makefile``, for which sam build runs functions/Makefile's target into
+    the function's build folder and nothing else. That Makefile runs here (tests/support/lambda_bundle,
+    the bundle test's and cold_init.py's build): Lambda's arm64 wheels (manylinux2014_aarch64, Python
+    3.13), the runtime package, and its bytecode compiled by Python 3.13, then zipped as sam package
+    does. Functions with the same CodeUri and method share one build."""
+    import tempfile
+
+    from tests.support import lambda_bundle
+
+    version = "3.13"  # template.yaml's Runtime: python3.13
+    python = lambda_bundle.build_python(version)
+    note = f"bytecode by Python {version}"
+    if python is None:  # no python3.13 here: the Makefile's steps with this interpreter, said so
+        python, version = sys.executable, lambda_bundle.current_version()
+        note = f"no Python 3.13 here: bytecode by this Python {version}, not the runtime's"
+    by_build: dict[tuple[Path, str | None], list[str]] = {}
+    for fn, build in code_uris().items():
+        by_build.setdefault(build, []).append(fn)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="agentwake-bundle-") as tmp:
+        for n, ((code, method), fns) in enumerate(by_build.items()):
+            if method != "makefile" or code != ROOT / "functions":
+                raise RuntimeError(f"{', '.join(fns)}: built by {method} from {code}, not functions/Makefile")
+            dest = lambda_bundle.build(
+                Path(tmp) / str(n), python=python, version=version, platform="manylinux2014_aarch64"
+            )
+            zipped, raw, files = zipped_bytes(dest)
+            out.append(
+                f"bundle of {', '.join(fns)} (what sam build makes: functions/Makefile, arm64 wheels, {note}; "
+                f"zipped as sam package zips it): {zipped / 1e6:.2f} MB ({raw / 1e6:.1f} MB unzipped, {files:,} files)"
+            )
+    return out
 
 
 def main() -> int:
@@ -490,12 +503,7 @@ def main() -> int:
     print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
     # each channel's first delivery after that init: nothing of the channels loads before it
     print("\n".join(cold_init.report_channels(min(args.cold_runs, 5))))
-    for fn, code in code_uris().items():
-        zipped, raw = bundle_bytes(code)
-        print(
-            f"bundle {fn} (CodeUri {code.relative_to(ROOT)}/ + requirements, zipped): "
-            f"{zipped / 1e6:.2f} MB ({raw / 1e6:.1f} MB unzipped)"
-        )
+    print("\n".join(bundle_lines()))
     return 0
 
 

@@ -84,6 +84,8 @@ def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[s
         # AND the wakes it counts make the calls the round-trip tests count, in the same order
         for kind, calls in ROUND_TRIP_ROWS.items():
             assert bench_wake_calls(out.stdout, kind) == calls, kind
+        # AND the bundle it sizes is the one sam build makes (functions/Makefile, arm64 wheels)
+        assert "(what sam build makes: functions/Makefile, arm64 wheels" in out.stdout, out.stdout[-3000:]
 
 
 def test_the_walk_of_one_background_record_counts_every_file_and_re_enters_no_more_than_today() -> None:
