@@ -65,6 +65,8 @@ def bench_wake_calls(report: str, kind: str) -> list[str]:
         ("cold_init.py", ["--pair", "channels", "--runs", "1"], "slack     at init: nothing of the channels"),
         # the bare-Any parameters of the wake, the figure issue 31 brings to 0
         ("any_params.py", [], "parameters annotated bare Any in functions/agentwake/wake"),
+        # the cost table: one warm wake per kind through the deployed handlers
+        ("cost.py", ["--wakes", "1"], "Step Functions Standard >= $125/M"),
         ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
     ],
 )
@@ -86,6 +88,10 @@ def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[s
             assert bench_wake_calls(out.stdout, kind) == calls, kind
         # AND the bundle it sizes is the one sam build makes (functions/Makefile, arm64 wheels)
         assert "(what sam build makes: functions/Makefile, arm64 wheels" in out.stdout, out.stdout[-3000:]
+    if script == "cost.py":
+        # AND a one-step background wake through its handler makes the calls the round-trip tests count
+        row = re.search(r"^  one-step background +\d.*\n    calls: (.*)$", out.stdout, re.MULTILINE)
+        assert row is not None and row[1].split() == ONE_STEP_CALLS, out.stdout[-3000:]
 
 
 def test_the_walk_of_one_background_record_counts_every_file_and_re_enters_no_more_than_today() -> None:
