@@ -13,7 +13,8 @@ One warm-up wake per kind is left out (Lambda's init is billed apart); then, per
   or writes, its size before and after the call is read from moto's table (its own item-size sum:
   attribute names plus values) and billed by DynamoDB's on-demand rules: a write 1 WRU a KB of the
   larger of before and after, doubled inside ``TransactWriteItems`` (a ``ConditionCheck`` billed as
-  a write of its item); each index (both ALL-projected) 1 WRU a KB for an item entering, leaving or
+  a transactional write of its item: an assumption, not checked against AWS's billing, and none of
+  the kinds below makes one: daily limits do); each index (both ALL-projected) 1 WRU a KB for an item entering, leaving or
   changing in it, 2 when its index key changes (not doubled by a transaction); a strongly consistent
   read 1 RRU per 4 KB (``BatchGetItem`` per item, a missing item 1 unit; ``Query`` per 4 KB of the
   items it returned, at least 1), an eventually consistent one half;
@@ -365,7 +366,8 @@ def median_figures(figures: list[Figures]) -> Figures:
 def report(measured: dict[str, list[Figures]], *, latency_s: float, rtt_s: float) -> list[str]:
     lines = [
         f"cost per wake kind (median of {len(next(iter(measured.values())))} warm wakes each through the deployed "
-        "handler, records serial; capacity computed from item sizes: moto's ReturnConsumedCapacity is a constant):",
+        "handler, records serial, each kind's session keeping the history its earlier wakes wrote; capacity "
+        "computed from item sizes: moto's ReturnConsumedCapacity is a constant):",
         f"  {'wake':52s} {'calls':>5s} {'WRU (table+index)':>17s} {'RRU':>4s} {'CPU ms':>6s} {'logged B':>8s}"
         f" {'$/M lambda':>10s} {'dynamodb':>8s} {'logs+queue':>10s} {'total':>6s}",
     ]
