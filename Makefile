@@ -92,6 +92,7 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 	@if make -s -f functions/Makefile check-python 2>/dev/null; then \
 	    $(PY) bench/cold_init.py --modes source,shipped --python "$$(make -s -f functions/Makefile print-BUILD_PYTHON)"; \
 	else echo "cold init compiled by python3.13: not measured (no python3.13 here)"; fi
+	$(PY) bench/cost.py  # the cost table: dollars per million wakes, per wake kind
 	$(PY) bench/cold_init.py --pair api
 	$(PY) bench/bench_local.py --n 500
 	$(PY) bench/bench_cli.py
