@@ -307,8 +307,9 @@ def join_wait_list(
     )
     if not store.leases.mark_parked(busy.session_id):
         # released between the busy finding and the registration, by a holder that saw nobody
-        # waiting: come straight back instead of at the fallback's pace (a holder still there
-        # finds the mark, and reads the wait list again before it releases)
+        # waiting (or the lease could not be marked while a transaction wrote it): come straight
+        # back instead of at the fallback's pace (a holder still there finds the mark, and reads
+        # the wait list again before it releases)
         return 0.0
     return delay
 
