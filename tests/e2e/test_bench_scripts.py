@@ -25,9 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 #: one re-entry; issue 33), 156 (50 files) once a send answers its receipt (the log channel's
 #: ``Receipt`` and wake/deliveries.py turning it into the marker's receipts: two re-entries; issue
 #: 34), 157 once a delivery asks the journal for the intents an earlier attempt left under another
-#: target (a config edited between a failure and its redrive: one re-entry into store/journal.py).
+#: target (a config edited between a failure and its redrive: one re-entry into store/journal.py),
+#: 161 (51 files) once a tool call asks whether its rule needs a person's approval and the journal
+#: reads its decision's step key (issue 35: one re-entry each into agent/tools/__init__.py,
+#: store/journal.py and domain/steps.py) and the release builds a handed copy in session/copies.py.
 #: A change that sends the walk back into a file it had left more often fails here
-WALK_REENTRIES_CEILING = 157
+WALK_REENTRIES_CEILING = 161
 #: bench_wake.py's rows that tests/integration/test_wake_round_trips.py counts too: the bench builds the
 #: wake's dependencies as the deployed handler does (the result queue included), so the same calls
 ROUND_TRIP_ROWS = {
