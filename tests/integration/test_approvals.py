@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -374,6 +375,76 @@ def test_nobody_decides_the_expiry_decides_as_configured_once(
         assert tool.calls == Counter()
         assert step["content"] == "not run: nobody decided within 3600 s, so it was rejected by default"
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
+def test_a_pending_requests_check_reports_its_age_for_the_waiting_alarm(
+    stack: Stack,
+    tool: ToolServer,
+    receiver: CountingReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from cfnlint.decode.cfn_yaml import loads
+
+    from agentwake.observability import metrics
+    from tests.support.aws import TEMPLATE_PATH
+
+    # GIVEN a run parked on a request that expires in a day
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 86400})
+    (first,) = stack.checks()
+    requested = datetime.fromisoformat(approval.requested_at.replace("Z", "+00:00")).timestamp()
+    # WHEN its chain's first check comes 5000.5 s after the request, through BackgroundWorkFunction
+    monkeypatch.setattr(bootstrap.root(), "wake_deps", stack.deps_at(requested + 5000.5))
+    capsys.readouterr()
+    record = sqs_record(first.model_dump_json(exclude_defaults=True))
+    record["eventSourceARN"] = WORK_ARN
+    assert background_work.handler({"Records": [record]}, FakeLambdaContext()) == {"batchItemFailures": []}
+    # THEN its EMF line (Powertools metrics, flushed at the handler's end) reports ApprovalPendingAge:
+    # the request's age in seconds, in the stack's namespace with the service dimension
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    reported = [e for e in emf if "ApprovalPendingAge" in e]
+    assert len(reported) == 1, emf
+    (line,) = reported
+    (directive,) = line["_aws"]["CloudWatchMetrics"]
+    assert directive["Metrics"] == [{"Name": "ApprovalPendingAge", "Unit": "Seconds"}]
+    assert line["ApprovalPendingAge"] == [pytest.approx(5000.5, abs=0.01)]  # one value: the one request
+    assert directive["Namespace"] == metrics.namespace
+    # (the namespace and the service dimension are POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME
+    # as a function's process starts: this process read them before the test's environment was set, so
+    # they are shown in a process started with them, as Lambda starts one, serializing the same metric)
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from agentwake.observability import metrics; "
+            "metrics.add_metric(name='ApprovalPendingAge', unit='Seconds', value=5000.5); "
+            "print(json.dumps(metrics.serialize_metric_set()))",
+        ],
+        env={**os.environ, "POWERTOOLS_METRICS_NAMESPACE": "AgentwakeStackX", "POWERTOOLS_SERVICE_NAME": "agentwake"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    fresh = json.loads(started.stdout)
+    (fresh_directive,) = fresh["_aws"]["CloudWatchMetrics"]
+    assert fresh_directive["Namespace"] == "AgentwakeStackX"
+    assert fresh_directive["Dimensions"] == [["service"]] and fresh["service"] == "agentwake"
+    assert stack.approval().state == "pending"  # not due: the check only reported and sent its successor
+    # AND the alarm watches that metric: its name and namespace (the functions' POWERTOOLS_METRICS_NAMESPACE
+    # is the same parameter), the service dimension, its threshold the ApprovalAgeAlarmSeconds parameter
+    template = loads(TEMPLATE_PATH.read_text(), str(TEMPLATE_PATH))
+    alarm = template["Resources"]["ApprovalWaitingAlarm"]["Properties"]
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert alarm["MetricName"] == "ApprovalPendingAge"
+    assert alarm["Namespace"] == env["POWERTOOLS_METRICS_NAMESPACE"] == {"Ref": "MetricsNamespace"}
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
+    assert alarm["Threshold"] == {"Ref": "ApprovalAgeAlarmSeconds"} and alarm["Statistic"] == "Maximum"
+    assert "ApprovalAgeAlarmSeconds" in template["Parameters"]
 
 
 @pytest.mark.parametrize("first", ["person_first", "expiry_first"])
