@@ -828,6 +828,230 @@ def test_a_fault_at_any_call_of_the_requeue_and_the_resume(
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
 
 
+# --- a fault at every AWS call of the decision, the chain's re-queue and a cron run's re-queue ---
+
+#: the decision's calls (ApprovalsService.decide, an operator's): the request read, the one decision
+#: transaction (request, journal step, run), the nudge's send to the work queue
+DECIDE_CALLS = ["GetItem", "TransactWriteItems", "SendMessage"]
+#: the chain's check re-queueing a decided run whose nudge was lost: the request, its place in the
+#: chain, the run, the wait list's room, the run onto the list, the lease marked (none: the session is
+#: free), the oldest waiter read, the session reserved, its handed copy sent, the waiter marked
+#: handed, then the chain's own fallback check sent (it carries the re-queue until the run resumed)
+CHAIN_CALLS = [
+    "GetItem",
+    "UpdateItem",
+    "GetItem",
+    "Query",
+    "UpdateItem",
+    "PutItem",
+    "UpdateItem",
+    "UpdateItem",
+    "Query",
+    "GetItem",
+    "PutItem",
+    "SendMessage",
+    "TransactWriteItems",
+    "SendMessage",
+]
+#: a decided cron run's nudge: the re-queue's calls, its handed copy a one-time EventBridge Scheduler
+#: schedule invoking the cron function (CreateSchedule) in place of the result queue's send
+CRON_CALLS = [*CHECK_CALLS[:10], "CreateSchedule", "TransactWriteItems"]
+#: run by default: the decision's transaction (approve and reject) and the nudge's send, the chain's
+#: place and its fallback send, the cron copy's schedule; every call with AGENTWAKE_FAULT_MATRIX=full
+DECISION_DEFAULT = {
+    ("decide", "approve"): {2, 3},
+    ("decide", "reject"): {2},
+    ("chain", "approve"): {2, 14},
+    ("chain", "reject"): set(),
+    ("cron", "approve"): {11},
+    ("cron", "reject"): set(),
+}
+_PHASE_CALLS = {"decide": DECIDE_CALLS, "chain": CHAIN_CALLS, "cron": CRON_CALLS}
+
+
+def _decision_points() -> Iterator[Any]:
+    import os
+
+    from tests.support.faults import FAULT_KINDS
+
+    full = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+    for phase, calls in _PHASE_CALLS.items():
+        for decision in ("approve", "reject"):
+            for n, operation in enumerate(calls, start=1):
+                if not full and n not in DECISION_DEFAULT[(phase, decision)]:
+                    continue
+                for kind in FAULT_KINDS:
+                    if operation in ("SendMessage", "CreateSchedule") and kind == "conditional":
+                        continue  # SQS and Scheduler have no conditions
+                    if (phase, n, kind) == ("chain", 2, "conditional"):
+                        # the chain's place refused means another check of the request holds it and
+                        # carries the chain (the check retires, by design): no such check exists here
+                        continue
+                    yield pytest.param(phase, decision, n, kind, id=f"{phase}-{decision}-{n}-{operation}-{kind}")
+
+
+class Landed:
+    """The work-queue messages that reached SQS, in order (a send a fault stopped before the service is
+    not among them; one whose answer was lost is): botocore's events of the client's SendMessage calls."""
+
+    def __init__(self, client: Any, url: str) -> None:
+        self.url = url
+        self.messages: list[WorkMessage] = []
+        self._asked: dict[str, Any] | None = None
+        client.meta.events.register("before-parameter-build.sqs.SendMessage", self._ask)
+        client.meta.events.register("after-call.sqs.SendMessage", self._landed)
+
+    def _ask(self, params: dict[str, Any], **_: Any) -> None:
+        self._asked = dict(params)
+
+    def _landed(self, **_: Any) -> None:
+        asked, self._asked = self._asked, None
+        if asked is not None and asked.get("QueueUrl") == self.url:
+            self.messages.append(WorkMessage.parse_body(asked["MessageBody"]))
+
+    def checks(self) -> list[WorkMessage]:
+        return [m for m in self.messages if m.kind == "approval" and not m.nudge]
+
+
+def _cron_parked(stack: Stack, tool: ToolServer, receiver: CountingReceiver) -> str:
+    """A job's run parked on its gated call (the schedule invoked the cron function): its run id."""
+    from agentwake.domain.models import Job
+    from agentwake.handlers import cron_wake
+
+    gated_session(stack.store, tool, receiver)
+    stack.store.records.put_job(
+        Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
+    )
+    event = {"job_id": "j1", "scheduled_time": "2026-12-03T06:00:00Z", "session_id": "s1"}
+    assert cron_wake.handler(event, FakeLambdaContext())["status"] == "parked"
+    return "cron:j1:2026-12-03T06:00:00Z"
+
+
+def _retried(action: Any) -> list[BaseException]:
+    """``action`` until it returns, as its trigger retries it (a person or the CLI, SQS): the errors."""
+    errors: list[BaseException] = []
+    for _ in range(5):
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 -- whatever the fault became, the trigger retries it
+            errors.append(exc)
+            continue
+        return errors
+    raise AssertionError(f"still failing after 5 tries: {[f'{type(e).__name__}: {e}' for e in errors]}")
+
+
+def _visible_work(stack: Stack) -> list[WorkMessage]:
+    """The work queue's visible messages (the nudges: the checks are delayed), received and deleted."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    got: list[WorkMessage] = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=stack.resources.work_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not batch:
+            return got
+        for m in batch:
+            got.append(WorkMessage.parse_body(m["Body"]))
+            sqs.delete_message(QueueUrl=stack.resources.work_queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+@pytest.mark.parametrize(("phase", "decision", "at", "kind"), list(_decision_points()))
+def test_a_fault_at_any_call_of_the_decision_the_chain_and_a_cron_requeue(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, phase: str, decision: str, at: int, kind: str
+) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.faults import CallFaults
+
+    # GIVEN a parked run (a job's for the cron phase), every AWS call counted from here: the table,
+    # the work queue (nudges, checks), the result queue (handed copies), the Scheduler (cron copies)
+    run_id = _cron_parked(stack, tool, receiver) if phase == "cron" else parked(stack, tool, receiver).run_id
+    request_id = approval_id(run_id, 0, 0)
+    landed = Landed(stack.sqs.client, stack.resources.work_queue_url)
+    faults = CallFaults(stack.store.table.db)
+    faults.also(stack.sqs.client, "sqs")
+    assert stack.deps.result_queue is not None and stack.deps.schedules is not None
+    if stack.deps.result_queue.client is not stack.sqs.client:
+        faults.also(stack.deps.result_queue.client, "sqs")
+    faults.also(stack.deps.schedules.client, "scheduler")
+    parked_checks = [m for m in stack.checks() if m.approval_id == request_id]  # the chain's first, sent by the park
+    delivered: list[WorkMessage] = []
+
+    def next_check() -> WorkMessage:
+        """The chain's next check not yet delivered, as SQS delivers it once its delay is over."""
+        due = [m for m in parked_checks + landed.checks() if m.approval_id == request_id and m not in delivered]
+        assert due, "nothing left to re-queue the parked run"
+        delivered.append(due[0])
+        return due[0]
+
+    wanted = {"approve": "approved", "reject": "rejected"}[decision]
+
+    def check(message: WorkMessage) -> None:
+        check_approval(message, stack.deps, remaining_ms=60_000, receive_count=1)
+
+    def decide() -> None:
+        stack.approvals.decide(request_id, decision, by="bob", via="cli", reason="as asked")
+
+    # WHEN the operator decides (retrying what failed), with the fault armed in the decision's calls,
+    # or, decided, the chain's check or a cron run's nudge runs with it armed (SQS retrying a failed one)
+    if phase == "decide":
+        faults.arm(at, kind)
+        errors = _retried(decide)
+    else:
+        decide()
+        nudges = [m for m in _visible_work(stack) if m.nudge]
+        assert len(nudges) == 1
+        faults.arm(at, kind)
+        if phase == "chain":
+            # the nudge was lost: the chain's first check (the park sent it, due within 900 s) re-queues
+            first = next_check()
+            errors = _retried(lambda: check(first))
+        else:
+            errors = _retried(lambda: check(nudges[0]))
+    # THEN the fault fired where it was aimed, and cost one retry at most
+    assert faults.fired is not None and faults.fired[1] == _PHASE_CALLS[phase][at - 1], (faults.fired, faults.calls)
+    assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    # AND one decision stands, the request's and the journal's alike; nothing called, no note, no DLQ yet
+    approval = stack.store.approvals.get(request_id)
+    assert approval is not None and (approval.state, approval.decided_by) == (wanted, "operator (as bob)")
+    step = stack.store.journals.journal_entries(run_id)[decision_key(0, 0)]
+    assert (step["decision"], step["by"]) == (wanted, "operator (as bob)")
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    # WHEN what the decision set going is delivered until the run is done: nudges (the work function),
+    # handed copies (the result function), cron copies (a schedule invoking the cron function, fired
+    # here: moto's Scheduler never fires one); and when none is left while the run is still parked,
+    # the chain's next check, as SQS delivers it once its delay is over (a lost nudge or hand-off)
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    fired: set[str] = set()
+    deadline = time.monotonic() + 120
+    while True:
+        handled: list[Any] = []
+        for nudge in _visible_work(stack):
+            _retried(lambda nudge=nudge: check(nudge))
+            handled.append(nudge)
+        handled += stack.results()
+        group = stack.resources.schedule_group
+        for name in sorted(x["Name"] for x in scheduler.list_schedules(GroupName=group)["Schedules"]):
+            if name not in fired:
+                fired.add(name)
+                event = json.loads(scheduler.get_schedule(Name=name, GroupName=group)["Target"]["Input"])
+                handled.append(cron_wake.handler(event, FakeLambdaContext()))
+        run = stack.store.records.get_run(run_id)
+        assert run is not None
+        if run.status == "succeeded":
+            break
+        assert time.monotonic() < deadline, f"the run did not resume: {run.status}"
+        if not handled and run.status == "parked":
+            assert stack.notes() == [] and stack.dlqs_empty()  # parked: no note, nothing dead-lettered
+            _retried(lambda due=next_check(): check(due))
+        time.sleep(0.2)
+    # THEN the gated tool ran exactly once on approval and never on rejection; the run succeeded with
+    # one note; the request was delivered once; the decision stands as written; nothing is in a DLQ
+    assert tool.calls == (Counter({f"{run_id}#0#0": 1}) if decision == "approve" else Counter())
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+    assert receiver.by_delivery_id()[approval_delivery_id(run_id, 0, 0)] == 1
+    final = stack.store.approvals.get(request_id)
+    assert final is not None and final.resumed_at is not None
+    assert (final.state, final.decided_by, final.decided_at) == (wanted, approval.decided_by, approval.decided_at)
+
+
 # --- what a park costs, and the cron trigger ----------------------------------------------------
 
 
