@@ -1052,6 +1052,37 @@ def test_a_fault_at_any_call_of_the_decision_the_chain_and_a_cron_requeue(
     assert (final.state, final.decided_by, final.decided_at) == (wanted, approval.decided_by, approval.decided_at)
 
 
+def test_a_crash_between_the_decision_and_its_nudge_leaves_the_chain_to_requeue(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a parked run, and a decision whose process dies after its transaction, before the nudge
+    parked(stack, tool, receiver)
+    (first,) = stack.checks()
+    nudge = ApprovalsService.nudge
+
+    def killed(self: ApprovalsService, approval: Approval) -> None:
+        raise ConnectionError("injected: the process died")
+
+    monkeypatch.setattr(ApprovalsService, "nudge", killed)
+    with pytest.raises(ConnectionError):
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="cli")
+    # WHEN the operator, told nothing, decides again (the process is well again)
+    monkeypatch.setattr(ApprovalsService, "nudge", nudge)
+    assert stack.approvals.decide(APPROVAL, "approve", by="bob", via="cli").state == "approved"
+    # THEN the first decision stands, answered as stored, and no nudge was sent: the run is still
+    # parked, with no note, nothing in a DLQ, nothing called
+    assert stack.nudges() == [] and stack.work() == []
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    # WHEN the chain's check comes (the park sent it, due within 900 s)
+    stack.check(first)
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    # THEN it re-queued the run, which resumed and called the tool once
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
 # --- what a park costs, and the cron trigger ----------------------------------------------------
 
 
