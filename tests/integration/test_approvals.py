@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -374,6 +375,76 @@ def test_nobody_decides_the_expiry_decides_as_configured_once(
         assert tool.calls == Counter()
         assert step["content"] == "not run: nobody decided within 3600 s, so it was rejected by default"
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
+
+
+def test_a_pending_requests_check_reports_its_age_for_the_waiting_alarm(
+    stack: Stack,
+    tool: ToolServer,
+    receiver: CountingReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from cfnlint.decode.cfn_yaml import loads
+
+    from agentwake.observability import metrics
+    from tests.support.aws import TEMPLATE_PATH
+
+    # GIVEN a run parked on a request that expires in a day
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 86400})
+    (first,) = stack.checks()
+    requested = datetime.fromisoformat(approval.requested_at.replace("Z", "+00:00")).timestamp()
+    # WHEN its chain's first check comes 5000.5 s after the request, through BackgroundWorkFunction
+    monkeypatch.setattr(bootstrap.root(), "wake_deps", stack.deps_at(requested + 5000.5))
+    capsys.readouterr()
+    record = sqs_record(first.model_dump_json(exclude_defaults=True))
+    record["eventSourceARN"] = WORK_ARN
+    assert background_work.handler({"Records": [record]}, FakeLambdaContext()) == {"batchItemFailures": []}
+    # THEN its EMF line (Powertools metrics, flushed at the handler's end) reports ApprovalPendingAge:
+    # the request's age in seconds, in the stack's namespace with the service dimension
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    reported = [e for e in emf if "ApprovalPendingAge" in e]
+    assert len(reported) == 1, emf
+    (line,) = reported
+    (directive,) = line["_aws"]["CloudWatchMetrics"]
+    assert directive["Metrics"] == [{"Name": "ApprovalPendingAge", "Unit": "Seconds"}]
+    assert line["ApprovalPendingAge"] == [pytest.approx(5000.5, abs=0.01)]  # one value: the one request
+    assert directive["Namespace"] == metrics.namespace
+    # (the namespace and the service dimension are POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME
+    # as a function's process starts: this process read them before the test's environment was set, so
+    # they are shown in a process started with them, as Lambda starts one, serializing the same metric)
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from agentwake.observability import metrics; "
+            "metrics.add_metric(name='ApprovalPendingAge', unit='Seconds', value=5000.5); "
+            "print(json.dumps(metrics.serialize_metric_set()))",
+        ],
+        env={**os.environ, "POWERTOOLS_METRICS_NAMESPACE": "AgentwakeStackX", "POWERTOOLS_SERVICE_NAME": "agentwake"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    fresh = json.loads(started.stdout)
+    (fresh_directive,) = fresh["_aws"]["CloudWatchMetrics"]
+    assert fresh_directive["Namespace"] == "AgentwakeStackX"
+    assert fresh_directive["Dimensions"] == [["service"]] and fresh["service"] == "agentwake"
+    assert stack.approval().state == "pending"  # not due: the check only reported and sent its successor
+    # AND the alarm watches that metric: its name and namespace (the functions' POWERTOOLS_METRICS_NAMESPACE
+    # is the same parameter), the service dimension, its threshold the ApprovalAgeAlarmSeconds parameter
+    template = loads(TEMPLATE_PATH.read_text(), str(TEMPLATE_PATH))
+    alarm = template["Resources"]["ApprovalWaitingAlarm"]["Properties"]
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert alarm["MetricName"] == "ApprovalPendingAge"
+    assert alarm["Namespace"] == env["POWERTOOLS_METRICS_NAMESPACE"] == {"Ref": "MetricsNamespace"}
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": env["POWERTOOLS_SERVICE_NAME"]}]
+    assert alarm["Threshold"] == {"Ref": "ApprovalAgeAlarmSeconds"} and alarm["Statistic"] == "Maximum"
+    assert "ApprovalAgeAlarmSeconds" in template["Parameters"]
 
 
 @pytest.mark.parametrize("first", ["person_first", "expiry_first"])
@@ -755,6 +826,284 @@ def test_a_fault_at_any_call_of_the_requeue_and_the_resume(
     assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
+
+
+# --- a fault at every AWS call of the decision, the chain's re-queue and a cron run's re-queue ---
+
+#: the decision's calls (ApprovalsService.decide, an operator's): the request read, the one decision
+#: transaction (request, journal step, run), the nudge's send to the work queue
+DECIDE_CALLS = ["GetItem", "TransactWriteItems", "SendMessage"]
+#: the chain's check re-queueing a decided run whose nudge was lost: the request, its place in the
+#: chain, the run, the wait list's room, the run onto the list, the lease marked (none: the session is
+#: free), the oldest waiter read, the session reserved, its handed copy sent, the waiter marked
+#: handed, then the chain's own fallback check sent (it carries the re-queue until the run resumed)
+CHAIN_CALLS = [
+    "GetItem",
+    "UpdateItem",
+    "GetItem",
+    "Query",
+    "UpdateItem",
+    "PutItem",
+    "UpdateItem",
+    "UpdateItem",
+    "Query",
+    "GetItem",
+    "PutItem",
+    "SendMessage",
+    "TransactWriteItems",
+    "SendMessage",
+]
+#: a decided cron run's nudge: the re-queue's calls, its handed copy a one-time EventBridge Scheduler
+#: schedule invoking the cron function (CreateSchedule) in place of the result queue's send
+CRON_CALLS = [*CHECK_CALLS[:10], "CreateSchedule", "TransactWriteItems"]
+#: run by default: the decision's transaction (approve and reject) and the nudge's send, the chain's
+#: place and its fallback send, the cron copy's schedule, the resumed cron wake's commit (the schedule
+#: fired: Lambda's async retries invoke it again with the same event); every call with
+#: AGENTWAKE_FAULT_MATRIX=full
+DECISION_DEFAULT = {
+    ("decide", "approve"): {2, 3},
+    ("decide", "reject"): {2},
+    ("chain", "approve"): {2, 14},
+    ("chain", "reject"): set(),
+    ("cron", "approve"): {11},
+    ("cron", "reject"): set(),
+    ("cronresume", "approve"): {8},
+    ("cronresume", "reject"): set(),
+}
+_PHASE_CALLS = {"decide": DECIDE_CALLS, "chain": CHAIN_CALLS, "cron": CRON_CALLS, "cronresume": RESUME_CALLS}
+
+
+def _decision_points() -> Iterator[Any]:
+    import os
+
+    from tests.support.faults import FAULT_KINDS
+
+    full = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
+    for phase, calls in _PHASE_CALLS.items():
+        for decision in ("approve", "reject"):
+            for n, operation in enumerate(calls, start=1):
+                if not full and n not in DECISION_DEFAULT[(phase, decision)]:
+                    continue
+                for kind in FAULT_KINDS:
+                    if operation in ("SendMessage", "CreateSchedule") and kind == "conditional":
+                        continue  # SQS and Scheduler have no conditions
+                    if (phase, n, kind) == ("chain", 2, "conditional"):
+                        # the chain's place refused means another check of the request holds it and
+                        # carries the chain (the check retires, by design): no such check exists here
+                        continue
+                    yield pytest.param(phase, decision, n, kind, id=f"{phase}-{decision}-{n}-{operation}-{kind}")
+
+
+class Landed:
+    """The work-queue messages that reached SQS, in order (a send a fault stopped before the service is
+    not among them; one whose answer was lost is): botocore's events of the client's SendMessage calls."""
+
+    def __init__(self, client: Any, url: str) -> None:
+        self.url = url
+        self.messages: list[WorkMessage] = []
+        self._asked: dict[str, Any] | None = None
+        client.meta.events.register("before-parameter-build.sqs.SendMessage", self._ask)
+        client.meta.events.register("after-call.sqs.SendMessage", self._landed)
+
+    def _ask(self, params: dict[str, Any], **_: Any) -> None:
+        self._asked = dict(params)
+
+    def _landed(self, **_: Any) -> None:
+        asked, self._asked = self._asked, None
+        if asked is not None and asked.get("QueueUrl") == self.url:
+            self.messages.append(WorkMessage.parse_body(asked["MessageBody"]))
+
+    def checks(self) -> list[WorkMessage]:
+        return [m for m in self.messages if m.kind == "approval" and not m.nudge]
+
+
+def _cron_parked(stack: Stack, tool: ToolServer, receiver: CountingReceiver) -> str:
+    """A job's run parked on its gated call (the schedule invoked the cron function): its run id."""
+    from agentwake.domain.models import Job
+    from agentwake.handlers import cron_wake
+
+    gated_session(stack.store, tool, receiver)
+    stack.store.records.put_job(
+        Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)")
+    )
+    event = {"job_id": "j1", "scheduled_time": "2026-12-03T06:00:00Z", "session_id": "s1"}
+    assert cron_wake.handler(event, FakeLambdaContext())["status"] == "parked"
+    return "cron:j1:2026-12-03T06:00:00Z"
+
+
+def _retried(action: Any) -> list[BaseException]:
+    """``action`` until it returns, as its trigger retries it (a person or the CLI, SQS): the errors."""
+    errors: list[BaseException] = []
+    for _ in range(5):
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 -- whatever the fault became, the trigger retries it
+            errors.append(exc)
+            continue
+        return errors
+    raise AssertionError(f"still failing after 5 tries: {[f'{type(e).__name__}: {e}' for e in errors]}")
+
+
+def _visible_work(stack: Stack) -> list[WorkMessage]:
+    """The work queue's visible messages (the nudges: the checks are delayed), received and deleted."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    got: list[WorkMessage] = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=stack.resources.work_queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        if not batch:
+            return got
+        for m in batch:
+            got.append(WorkMessage.parse_body(m["Body"]))
+            sqs.delete_message(QueueUrl=stack.resources.work_queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+@pytest.mark.parametrize(("phase", "decision", "at", "kind"), list(_decision_points()))
+def test_a_fault_at_any_call_of_the_decision_the_chain_and_a_cron_requeue(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, phase: str, decision: str, at: int, kind: str
+) -> None:
+    from agentwake.handlers import cron_wake
+    from tests.support.faults import CallFaults
+
+    # GIVEN a parked run (a job's for the cron phase), every AWS call counted from here: the table,
+    # the work queue (nudges, checks), the result queue (handed copies), the Scheduler (cron copies)
+    cron = phase.startswith("cron")
+    run_id = _cron_parked(stack, tool, receiver) if cron else parked(stack, tool, receiver).run_id
+    request_id = approval_id(run_id, 0, 0)
+    landed = Landed(stack.sqs.client, stack.resources.work_queue_url)
+    faults = CallFaults(stack.store.table.db)
+    faults.also(stack.sqs.client, "sqs")
+    assert stack.deps.result_queue is not None and stack.deps.schedules is not None
+    if stack.deps.result_queue.client is not stack.sqs.client:
+        faults.also(stack.deps.result_queue.client, "sqs")
+    faults.also(stack.deps.schedules.client, "scheduler")
+    parked_checks = [m for m in stack.checks() if m.approval_id == request_id]  # the chain's first, sent by the park
+    delivered: list[WorkMessage] = []
+
+    def next_check() -> WorkMessage:
+        """The chain's next check not yet delivered, as SQS delivers it once its delay is over."""
+        due = [m for m in parked_checks + landed.checks() if m.approval_id == request_id and m not in delivered]
+        assert due, "nothing left to re-queue the parked run"
+        delivered.append(due[0])
+        return due[0]
+
+    wanted = {"approve": "approved", "reject": "rejected"}[decision]
+
+    def check(message: WorkMessage) -> None:
+        check_approval(message, stack.deps, remaining_ms=60_000, receive_count=1)
+
+    def decide() -> None:
+        stack.approvals.decide(request_id, decision, by="bob", via="cli", reason="as asked")
+
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    group = stack.resources.schedule_group
+    fired: set[str] = set()
+
+    def fire(name: str) -> Any:
+        """A one-time schedule fires: the cron function invoked with its input."""
+        fired.add(name)
+        event = json.loads(scheduler.get_schedule(Name=name, GroupName=group)["Target"]["Input"])
+        return cron_wake.handler(event, FakeLambdaContext())
+
+    # WHEN the operator decides (retrying what failed), with the fault armed in the decision's calls,
+    # or, decided, the chain's check or a cron run's nudge runs with it armed (SQS retrying a failed one)
+    if phase == "decide":
+        faults.arm(at, kind)
+        errors = _retried(decide)
+    else:
+        decide()
+        nudges = [m for m in _visible_work(stack) if m.nudge]
+        assert len(nudges) == 1
+        faults.arm(at, kind)
+        if phase == "chain":
+            # the nudge was lost: the chain's first check (the park sent it, due within 900 s) re-queues
+            first = next_check()
+            errors = _retried(lambda: check(first))
+        elif phase == "cron":
+            errors = _retried(lambda: check(nudges[0]))
+        else:
+            # the nudge re-queued the cron run: its copy is a one-time schedule, which fires
+            faults.arm(None)
+            check(nudges[0])
+            (name,) = [x["Name"] for x in scheduler.list_schedules(GroupName=group)["Schedules"]]
+            faults.arm(at, kind)
+            errors = _retried(lambda: fire(name))
+    # THEN the fault fired where it was aimed, and cost one retry at most
+    assert faults.fired is not None and faults.fired[1] == _PHASE_CALLS[phase][at - 1], (faults.fired, faults.calls)
+    assert len(errors) <= 1, [f"{type(e).__name__}: {e}" for e in errors]
+    # AND one decision stands, the request's and the journal's alike; nothing called, no note, no DLQ yet
+    approval = stack.store.approvals.get(request_id)
+    assert approval is not None and (approval.state, approval.decided_by) == (wanted, "operator (as bob)")
+    step = stack.store.journals.journal_entries(run_id)[decision_key(0, 0)]
+    assert (step["decision"], step["by"]) == (wanted, "operator (as bob)")
+    if phase != "cronresume":  # (that phase's fault was in the resume itself)
+        assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    # WHEN what the decision set going is delivered until the run is done: nudges (the work function),
+    # handed copies (the result function), cron copies (a schedule invoking the cron function, fired
+    # here: moto's Scheduler never fires one); and when none is left while the run is still parked,
+    # the chain's next check, as SQS delivers it once its delay is over (a lost nudge or hand-off)
+    deadline = time.monotonic() + 120
+    while True:
+        handled: list[Any] = []
+        for nudge in _visible_work(stack):
+            _retried(lambda nudge=nudge: check(nudge))
+            handled.append(nudge)
+        handled += stack.results()
+        for name in sorted(x["Name"] for x in scheduler.list_schedules(GroupName=group)["Schedules"]):
+            if name not in fired:
+                handled.append(fire(name))
+        run = stack.store.records.get_run(run_id)
+        assert run is not None
+        if run.status == "succeeded":
+            break
+        assert time.monotonic() < deadline, f"the run did not resume: {run.status}"
+        if not handled and run.status == "parked":
+            assert stack.notes() == [] and stack.dlqs_empty()  # parked: no note, nothing dead-lettered
+            _retried(lambda due=next_check(): check(due))
+        time.sleep(0.2)
+    # THEN the gated tool ran exactly once on approval and never on rejection; the run succeeded with
+    # one note; the request was delivered once; the decision stands as written; nothing is in a DLQ.
+    # The one edge (docs/durability.md, side effects): the tool's own step not written after its call
+    # is redone with the same Idempotency-Key, which its server drops
+    if (phase, at) == ("cronresume", RESUME_CALLS.index("PutItem") + 1) and decision == "approve":
+        assert list(tool.calls) == [f"{run_id}#0#0"]
+    else:
+        assert tool.calls == (Counter({f"{run_id}#0#0": 1}) if decision == "approve" else Counter())
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
+    assert receiver.by_delivery_id()[approval_delivery_id(run_id, 0, 0)] == 1
+    final = stack.store.approvals.get(request_id)
+    assert final is not None and final.resumed_at is not None
+    assert (final.state, final.decided_by, final.decided_at) == (wanted, approval.decided_by, approval.decided_at)
+
+
+def test_a_crash_between_the_decision_and_its_nudge_leaves_the_chain_to_requeue(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a parked run, and a decision whose process dies after its transaction, before the nudge
+    parked(stack, tool, receiver)
+    (first,) = stack.checks()
+    nudge = ApprovalsService.nudge
+
+    def killed(self: ApprovalsService, approval: Approval) -> None:
+        raise ConnectionError("injected: the process died")
+
+    monkeypatch.setattr(ApprovalsService, "nudge", killed)
+    with pytest.raises(ConnectionError):
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="cli")
+    # WHEN the operator, told nothing, decides again (the process is well again)
+    monkeypatch.setattr(ApprovalsService, "nudge", nudge)
+    assert stack.approvals.decide(APPROVAL, "approve", by="bob", via="cli").state == "approved"
+    # THEN the first decision stands, answered as stored, and no nudge was sent: the run is still
+    # parked, with no note, nothing in a DLQ, nothing called
+    assert stack.nudges() == [] and stack.work() == []
+    assert stack.store.records.get_run(RUN).status == "parked"  # type: ignore[union-attr]
+    assert tool.calls == Counter() and stack.notes() == [] and stack.dlqs_empty()
+    # WHEN the chain's check comes (the park sent it, due within 900 s)
+    stack.check(first)
+    assert all(a == {"batchItemFailures": []} for a in stack.results())
+    # THEN it re-queued the run, which resumed and called the tool once
+    assert tool.calls == Counter({f"{RUN}#0#0": 1})
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+    assert len(stack.notes()) == 1 and stack.dlqs_empty()
 
 
 # --- what a park costs, and the cron trigger ----------------------------------------------------
