@@ -52,7 +52,7 @@ def test_show_says_what_is_asked_until_when_and_how_to_decide_never_the_token(cl
     # WHEN an operator shows the pending request
     shown = " ".join(cli("approvals", "show", pending).stdout.replace("│", " ").split())
     # THEN it names the call, why it was asked, the run, the expiry and then what, and how to decide
-    for said in ("create_ticket", "amount > 100", "bg:t-pending", "2026-12-02 10:00:00 (then rejected)"):
+    for said in ("create_ticket", "amount > 100", "bg:t-pending", "2099-12-02 10:00:00 (then rejected)"):
         assert said in shown, said
     assert f"agentwake approvals approve {pending} --yes" in shown
     assert SECRET not in shown
@@ -117,7 +117,7 @@ def test_a_parked_run_shows_what_it_waits_for_since_when_and_how_to_decide(cli: 
     # THEN it says since when, at which step, what it waits for, until when and then what, and how to decide
     assert "parked since 2026-12-01 10:00:00 at step 1: waiting for approval" in shown
     assert approval.approval_id in shown and 'create_ticket({"amount": 250, "customer": "acme"})' in shown
-    assert "expires 2026-12-02 10:00:00 (then rejected)" in shown
+    assert "expires 2099-12-02 10:00:00 (then rejected)" in shown
     assert f"agentwake approvals approve {approval.approval_id} --yes" in shown
     waiting = cli_json(cli, "runs", "show", "bg:t-parked")["waiting_for"]
     assert waiting["approval_id"] == approval.approval_id and "token_sha256" not in waiting

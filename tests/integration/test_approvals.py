@@ -478,6 +478,38 @@ def test_a_decision_racing_the_expiry_leaves_one_decision(
     assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
 
 
+def test_a_persons_approval_after_the_expiry_is_refused_and_time_decides_even_when_the_check_is_late(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a parked run whose request expired an hour ago, its expiry check not yet run (a busy queue)
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 60})
+    late = ApprovalsService(stack.store, stack.work_queue, clock=lambda: approval.expiry_epoch + 3600)
+    # WHEN the owner approves THEN it is refused: time decided, as the request said (reject)
+    with pytest.raises(ApprovalAlreadyDecided, match="rejected by expiry"):
+        late.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    decided = stack.approval()
+    assert (decided.state, decided.decided_by, decided.expired) == ("rejected", "expiry", True)
+    # AND the run resumes with the rejection: the gated tool is never called
+    resume_all(stack)
+    assert tool.calls == Counter()
+    assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_an_approval_whose_write_crosses_the_expiry_is_refused_by_the_store_and_time_decides(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver
+) -> None:
+    # GIVEN a parked run, and a person's decision read one second before the expiry and written after it
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 60})
+    times = iter([approval.expiry_epoch - 1, approval.expiry_epoch + 1])
+    crossing = ApprovalsService(stack.store, stack.work_queue, clock=lambda: next(times, approval.expiry_epoch + 1))
+    # WHEN the owner approves THEN the write's own condition refuses it and the expiry decides
+    with pytest.raises(ApprovalAlreadyDecided, match="rejected by expiry"):
+        crossing.decide(APPROVAL, "approve", by=None, via="api", principal=PRODUCT_CALLER)
+    assert (stack.approval().state, stack.approval().decided_by) == ("rejected", "expiry")
+    resume_all(stack)
+    assert tool.calls == Counter()
+
+
 # --- the session while a run is parked ----------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ def put_approval(
     tool: str = "create_ticket",
     arguments: dict[str, Any] | None = None,
     requested_at: str = "2026-12-01T10:00:00Z",
-    expiry_at: str = "2026-12-02T10:00:00Z",
+    expiry_at: str = "2099-12-02T10:00:00Z",
     token: str = TOKEN,
     **more: Any,
 ) -> Approval:

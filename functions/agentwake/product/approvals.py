@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hmac
 import math
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -68,9 +70,13 @@ def already_said(approval: Approval) -> str:
 class ApprovalsService:
     """Decide, send checks, read (the surfaces' one service over ``store.approvals``)."""
 
-    def __init__(self, store: Store, work_queue: WorkQueuePort | None = None) -> None:
+    def __init__(
+        self, store: Store, work_queue: WorkQueuePort | None = None, *, clock: Callable[[], float] | None = None
+    ) -> None:
         self.store = store
         self.work_queue = work_queue
+        #: the wall clock (epoch seconds) a person's decision is held against the request's expiry
+        self.clock = clock or time.time
 
     @property
     def approvals(self) -> ApprovalsPort:
@@ -145,10 +151,22 @@ class ApprovalsService:
             why = f"nobody decided within {approval.expires_in_s} s"
         if not approval.pending:
             return self._as_decided(approval, wanted)
+        if not expired and self.clock() >= approval.expiry_epoch:
+            # too late for a person: time decides, as the request said it would (its check may be late)
+            return self._as_decided(self._expire(approval), wanted)
         result = self.approvals.decide(
-            approval, wanted, by=decided_by, via=stored_via, reason=why, expired=expired, token_sha256=hashed
+            approval,
+            wanted,
+            by=decided_by,
+            via=stored_via,
+            reason=why,
+            expired=expired,
+            token_sha256=hashed,
+            before=None if expired else self.clock(),
         )
         if not result.written:
+            if result.approval.pending:  # the expiry came between the read and the write
+                return self._as_decided(self._expire(result.approval), wanted)
             return self._as_decided(result.approval, wanted)
         metrics.add_metric(name="ApprovalDecided", unit="Count", value=1)
         if expired:
@@ -159,6 +177,10 @@ class ApprovalsService:
         )
         self.nudge(result.approval)
         return result.approval
+
+    def _expire(self, approval: Approval) -> Approval:
+        """A request past its expiry decided as its rule says, through the one decision path."""
+        return self.decide(approval.approval_id, approval.on_expiry, by=None, via="expiry")
 
     def _authority(
         self, approval: Approval, *, by: str | None, token: str | None, principal: str | None

@@ -166,6 +166,7 @@ class Approvals:
         expired: bool = False,
         token_sha256: str | None = None,
         at: str | None = None,
+        before: float | None = None,
     ) -> Decided:
         """The one decision write: the request (``state = pending``, and the token's hash on the
         token path), its ``decision`` journal step (never written before) and the run's ``decided``
@@ -195,6 +196,9 @@ class Approvals:
             update += ", reason = :why"
             values[":why"] = {"S": reason}
         condition = "#s = :pending"
+        if before is not None:  # a person's decision: only while the request has not expired
+            condition += " AND expiry_epoch > :now"
+            values[":now"] = {"N": str(before)}
         if token_sha256 is not None:
             condition += " AND token_sha256 = :h"
             values[":h"] = {"S": token_sha256}
@@ -242,6 +246,8 @@ class Approvals:
             if outcome_unknown(exc) and stored.state == decision and stored.decided_at == at:
                 return Decided(stored, written=True)  # it landed: only its answer was lost
             if stored.pending:
+                if before is not None and stored.expiry_epoch <= before:
+                    return Decided(stored, written=False)  # expired meanwhile: the caller lets time decide
                 if token_sha256 is not None and stored.token_sha256 != token_sha256:
                     raise ForgedDecision(
                         f"approval {approval.approval_id}: that decision token is not current"

@@ -54,6 +54,7 @@ class ApprovalsPort(Protocol):
         expired: bool = False,
         token_sha256: str | None = None,
         at: str | None = None,
+        before: float | None = None,
     ) -> Decided: ...
 
     def claim_check(self, approval_id: str, *, after: str | None, check: str) -> bool: ...

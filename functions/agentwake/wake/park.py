@@ -48,7 +48,9 @@ def approvals_of(deps: WakeDeps) -> ApprovalsService:
     if deps.approvals is None:
         from agentwake.product.approvals import ApprovalsService
 
-        deps.approvals = ApprovalsService(deps.store, deps.tasks.work_queue if deps.tasks is not None else None)
+        deps.approvals = ApprovalsService(
+            deps.store, deps.tasks.work_queue if deps.tasks is not None else None, clock=deps.clock.wall
+        )
     return deps.approvals
 
 
