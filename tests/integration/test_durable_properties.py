@@ -413,7 +413,7 @@ class DurableRuns(RuleBasedStateMachine):
         self.tool = GatedTool()
         self.tool.on_call = self._gated_call
         self.work = WorkQueue()
-        self.approvals = ApprovalsService(self.store, self.work)
+        self.approvals = ApprovalsService(self.store, self.work, clock=lambda: self.now)
         self.parked = Parked()
         self.providers = WatchedProviders()
         self.deps = WakeDeps(
@@ -970,9 +970,15 @@ class DurableRuns(RuleBasedStateMachine):
         if via == "owner":
             kw = {"by": None, "via": "api", "principal": PRODUCT_CALLER, "reason": "owner says so"}
         wanted = {"approve": "approved", "reject": "rejected"}[decision]
+        late = before.pending and self.now >= before.expiry_epoch  # its check may not have come yet
         try:
             got = self.approvals.decide(before.approval_id, decision, **kw)
         except ApprovalAlreadyDecided as refused:
+            if late:
+                event("a late decision refused: the expiry decided")
+                assert refused.approval is not None and refused.approval.expired, refused.approval
+                assert refused.approval.state != wanted, (refused.approval, decision)
+                return
             event("a second, different decision refused")
             assert not before.pending and before.state != wanted, (before, decision)
             assert refused.approval is not None and refused.approval.state == before.state
@@ -984,7 +990,10 @@ class DurableRuns(RuleBasedStateMachine):
             assert via == "token" and token is not None and token[1] < before.token_gen, (token, before)
             event("an old token refused")
             return
-        if before.pending:
+        if late:
+            event("a late decision: the expiry decided the same")
+            assert got.expired and got.state == wanted, got
+        elif before.pending:
             event(f"a request {wanted} via {via}")
             assert got.state == wanted and not got.expired, got
         else:
