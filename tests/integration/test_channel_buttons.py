@@ -23,12 +23,12 @@ import pytest
 
 from agentwake import bootstrap
 from agentwake.domain.steps import tool_key
-from agentwake.product.channel_callback import SLACK_PATH, TELEGRAM_PATH, handle
+from agentwake.product.channel_callback import NOT_HERE, SLACK_PATH, TELEGRAM_PATH, handle
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore
 from tests.integration.test_approvals import APPROVAL, FILES_A_TICKET, RUN, Stack, ToolServer, resume_all, ticket_tool
 from tests.support.aws import Resources
-from tests.support.builders import seed_session, seed_task
+from tests.support.builders import PRODUCT_CALLER, seed_session, seed_task
 from tests.support.fake_slack import FakeSlack
 from tests.support.fake_telegram import FakeTelegram
 
@@ -171,7 +171,7 @@ def test_slack_a_signed_click_approves_the_run_resumes_and_the_tool_runs_once(
     # THEN nothing is decided; the one who clicked is told why, only them
     assert stack.approval().pending and stack.nudges() == []
     assert [e["user"] for e in slack.ephemeral] == ["U0BOB", "U0BOB"]
-    assert all("not the one its request was delivered as" in e["text"] for e in slack.ephemeral)
+    assert all(e["text"] == NOT_HERE for e in slack.ephemeral)
 
     # WHEN Bob presses Approve on the request's message
     answer = callback(stack, SLACK_PATH, body, slack_signed(body))
@@ -221,6 +221,23 @@ def test_slack_no_signing_secret_no_buttons(
     )
     assert callback(stack, SLACK_PATH, body, slack_signed(body))["statusCode"] == 404
     assert stack.approval().pending
+
+
+def test_a_click_after_an_owners_decision_is_told_its_route_never_the_owners_principal(
+    stack: Stack, tool: ToolServer, slack: FakeSlack
+) -> None:
+    # GIVEN a request posted to Slack that the session's owner rejected through the product API
+    parked_in(stack, tool, {"type": "slack", "channel": CHANNEL})
+    (message,) = copy.deepcopy(slack.messages)
+    stack.approvals.decide(APPROVAL, "reject", by=None, via="api", principal=PRODUCT_CALLER)
+    # WHEN Bob presses Approve in the chat
+    body = click_payload(message, "agentwake_approve")
+    assert callback(stack, SLACK_PATH, body, slack_signed(body))["statusCode"] == 200
+    # THEN it stays rejected; the chat shows how it was decided, never who the owner is in AWS
+    assert stack.approval().state == "rejected"
+    shown = [slack.messages[0]["text"], slack.ephemeral[-1]["text"]]
+    assert "rejected through the product API" in shown[0] and "already rejected through the product API" in shown[1]
+    assert not any(PRODUCT_CALLER in text or "arn:aws" in text for text in shown), shown
 
 
 # --- Telegram -----------------------------------------------------------------------------------
@@ -316,7 +333,7 @@ def test_telegram_a_click_on_a_request_only_owners_may_decide_decides_nothing(
     assert callback(stack, TELEGRAM_PATH, update(message, f"aw:a:{APPROVAL}"), from_telegram())["statusCode"] == 200
     # THEN nothing is decided and the click is told why
     assert stack.approval().pending and stack.nudges() == []
-    assert "does not let the chat's buttons decide" in telegram.answers[-1]["text"]
+    assert telegram.answers[-1]["text"] == NOT_HERE
 
 
 def test_telegram_other_updates_and_unknown_requests_are_answered_politely(
@@ -331,5 +348,5 @@ def test_telegram_other_updates_and_unknown_requests_are_answered_politely(
     # a button of a request that does not exist: told so
     ghost = update(message, "aw:a:apr-000000000000000000000000")
     assert callback(stack, TELEGRAM_PATH, ghost, from_telegram())["statusCode"] == 200
-    assert "there is no approval apr-000000000000000000000000" in telegram.answers[-1]["text"]
+    assert telegram.answers[-1]["text"] == NOT_HERE
     assert stack.approval().pending

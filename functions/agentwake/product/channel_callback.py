@@ -152,6 +152,30 @@ def _who(platform: str, user_id: Any, username: Any) -> str:
     return f"{who} (@{name})" if name else who
 
 
+#: how the chat names a decision made elsewhere: the route, never the stored principal (an IAM ARN, an
+#: operator's name) that everyone in the chat would read
+_ROUTES = {
+    "api": "through the product API",
+    "api-owner": "through the product API",
+    "api-token": "through the product API",
+    "cli": "by an operator",
+    "console": "by an operator",
+    "expiry": "by expiry (nobody decided in time)",
+}
+
+
+def shown_in_chat(approval: Any) -> str:
+    """What the chat is told of a decision: ``approved by slack:U123 (@bob)`` for a click, else its route."""
+    via = str(approval.decided_via or "")
+    who = f"by {approval.decided_by}" if via in ("slack", "telegram") else _ROUTES.get(via, "elsewhere")
+    return f"{approval.state} {who}"
+
+
+#: a click on an unknown request and one on a message the request was not delivered as answer alike
+#: (the buttons' ids are not secret: the answer must not tell whether a request exists)
+NOT_HERE = "this button cannot decide that request here"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a click came to: the request as it stands (None: none was found or it was refused),
@@ -171,14 +195,17 @@ def _decide(approvals: Callable[[], ApprovalsService], approval_id: str, decisio
     try:
         decided = approvals().decide(approval_id, decision, by=None, via=click.platform, click=click)
     except ApprovalAlreadyDecided as already:
-        return Outcome(already.approval, str(already), False)
-    except UnknownApproval:
-        return Outcome(None, f"there is no approval {approval_id} (it may have expired and been removed)", False)
-    except ForgedDecision as refused:
-        logger.warning("a click was refused", extra={"approval_id": approval_id, "via": click.platform})
-        return Outcome(None, str(refused), False)
+        stood = already.approval
+        said = f"already {shown_in_chat(stood)}" if stood is not None else "already decided"
+        return Outcome(stood, said, False)
+    except (UnknownApproval, ForgedDecision) as refused:
+        logger.warning(
+            "a click was refused",
+            extra={"approval_id": approval_id, "via": click.platform, "why": type(refused).__name__},
+        )
+        return Outcome(None, NOT_HERE, False)
     logger.info("approval decided in the chat", extra={"approval_id": approval_id, "via": click.platform})
-    return Outcome(decided, f"{decided.state} by {decided.decided_by}", True)
+    return Outcome(decided, shown_in_chat(decided), True)
 
 
 class _Platform:
@@ -259,7 +286,7 @@ class SlackClick(_Platform):
         if done.approval is not None and not done.approval.pending:
             # the message shows the decision that stands, its buttons gone
             text = str(_obj(payload.get("message")).get("text") or "")
-            shown = f"{done.approval.state} by {done.approval.decided_by}"
+            shown = shown_in_chat(done.approval)
             self._post(
                 base + "chat.update",
                 {"channel": channel, "ts": ts, "text": f"{text}\n{shown}", "blocks": slack_decided_blocks(text, shown)},
@@ -308,7 +335,7 @@ class TelegramClick(_Platform):
         if done.approval is not None and not done.approval.pending:
             # the message shows the decision that stands; an edit without reply_markup drops the keyboard
             text = str(message.get("text") or "")
-            shown = f"{done.approval.state} by {done.approval.decided_by}"
+            shown = shown_in_chat(done.approval)
             self._post(
                 base + "editMessageText",
                 {
