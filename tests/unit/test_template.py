@@ -484,6 +484,31 @@ def test_cron_reserved_concurrency_is_a_parameter_off_by_default(template: dict[
     }
 
 
+def test_the_unsigned_chat_routes_are_throttled_and_their_function_may_be_capped(template: dict[str, Any]) -> None:
+    # the only routes without SigV4: API Gateway refuses a flood before it invokes anything
+    routes = props(template, "ProductApi")["RouteSettings"]
+    unsigned = {
+        event["Properties"]["Method"] + " " + event["Properties"]["Path"]
+        for event in props(template, "ChannelCallbackFunction")["Events"].values()
+        if event["Properties"].get("Auth", {}).get("Authorizer") == "NONE"
+    }
+    assert unsigned == {"POST /channels/slack/interactions", "POST /channels/telegram/updates"} == set(routes)
+    for settings in routes.values():
+        assert settings == {
+            "ThrottlingRateLimit": {"Ref": "ChannelCallbackRateLimit"},
+            "ThrottlingBurstLimit": {"Ref": "ChannelCallbackBurstLimit"},
+        }
+    assert (default(template, "ChannelCallbackRateLimit"), default(template, "ChannelCallbackBurstLimit")) == (10, 20)
+    assert default(template, "ChannelCallbackReservedConcurrency") == -1
+    assert props(template, "ChannelCallbackFunction")["ReservedConcurrentExecutions"] == {
+        "Fn::If": [
+            "HasChannelCallbackReservedConcurrency",
+            {"Ref": "ChannelCallbackReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+
+
 def test_deployed_outbound_policy_is_https_only_without_loopback(template: dict[str, Any]) -> None:
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert env["AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK"] == "false"
