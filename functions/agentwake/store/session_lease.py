@@ -33,7 +33,7 @@ from agentwake.store.history import History
 from agentwake.store.itemsize import oversize
 from agentwake.store.keys import append_key, history_sk, lease_key, wait_key
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.table import Table
+from agentwake.store.table import Table, conflict_pause
 from agentwake.store.wait_places import PLACES_PAGE, WaitPlaces, waiter_from_item
 
 #: the lease item's attributes
@@ -219,7 +219,9 @@ class SessionLeases:
         hand it over, so the run comes straight back (one UpdateItem, two if the first meets a
         transaction on the lease)."""
         db = self.table.db
-        for _ in range(MARK_TRIES):
+        for tried in range(MARK_TRIES):
+            if tried:
+                conflict_pause(tried)
             try:
                 db.update_item(
                     TableName=self.table.name,
@@ -231,10 +233,8 @@ class SessionLeases:
             except db.exceptions.ConditionalCheckFailedException:
                 return False
             except db.exceptions.TransactionConflictException:
-                # a transaction is writing the lease right now: the holder's commit, which may have
-                # read the list before this run joined it and so release to nobody. Not marked, the
-                # run would wait its fallback pause on a free session: mark again once that
-                # transaction is done, and if it still cannot be marked, come straight back
+                # the holder's commit is writing the lease (it may have read the list before this run
+                # joined it): mark again once it is done; still not marked, come straight back
                 continue
             return True
         return False
