@@ -33,6 +33,7 @@ __all__ = ["ApiError", "LiveTurn", "ProductApiClient", "RegisteredTask"]
 
 TURN_TOKEN_HEADER = "X-Agentwake-Turn-Token"
 TASK_TOKEN_HEADER = "X-Agentwake-Task-Token"
+APPROVAL_TOKEN_HEADER = "X-Agentwake-Approval-Token"
 #: the most of an error response kept (a misbehaving proxy could answer with anything)
 MAX_ERROR_BYTES = 64 * 1024
 
@@ -219,6 +220,44 @@ class ProductApiClient:
         return str(self._call("POST", f"/tasks/{_seg(task_id)}/completion", body)["message_id"])
 
     # -- the wakes a session's agent scheduled for itself -------------------------------------------
+
+    def list_approvals(
+        self,
+        session_id: str,
+        *,
+        state: Literal["pending", "approved", "rejected"] | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> dict[str, Any]:
+        """A session's approval requests: ``{"approvals": [...newest request first], "cursor": next page or
+        None}``; ``state``: only pending, approved or rejected ones (a filtered page may hold fewer)."""
+        query = {"limit": str(limit), **({"state": state} if state else {}), **({"cursor": cursor} if cursor else {})}
+        return self._call("GET", f"/sessions/{_seg(session_id)}/approvals", query=query)
+
+    def get_approval(self, approval_id: str, token: str | None = None) -> dict[str, Any]:
+        """One approval request: to its session's owners, or with its decision ``token`` (the one its
+        delivery carried). ApiError 404 ``UnknownApproval`` for anyone else."""
+        headers = {APPROVAL_TOKEN_HEADER: token} if token else None
+        return self._call("GET", f"/approvals/{_seg(approval_id)}", headers=headers)
+
+    def decide_approval(
+        self,
+        approval_id: str,
+        decision: Literal["approve", "reject"],
+        *,
+        reason: str | None = None,
+        decided_by: str | None = None,
+        token: str | None = None,
+    ) -> dict[str, Any]:
+        """Approve or reject a request, as an owner of its session (``decided_by``: on whose behalf) or
+        with its decision ``token``; returns the request as decided (the same decision again answers the
+        same). ApiError 409 ``ApprovalAlreadyDecided`` when another decision stands (its body's
+        ``approval`` says which), 403 ``ForgedDecision``, 404 ``UnknownApproval``."""
+        body: dict[str, Any] = {"decision": decision}
+        for name, value in (("reason", reason), ("decided_by", decided_by), ("token", token)):
+            if value is not None:
+                body[name] = value
+        return self._call("POST", f"/approvals/{_seg(approval_id)}/decision", body)
 
     def list_wakes(self, session_id: str, *, include_done: bool = False) -> list[dict[str, Any]]:
         """The session's agent wakes: pending ones, or every one with ``include_done``."""

@@ -20,7 +20,7 @@ from typer.exceptions import TyperException
 
 from agentwake_ops import cli_replay
 from agentwake_ops.cli_common import CliState, error_message, state, user_errors
-from agentwake_ops.commands import console, dlq, history, jobs, runs, sessions, tasks
+from agentwake_ops.commands import approvals, console, dlq, history, jobs, runs, sessions, tasks
 from agentwake_ops.terminal import inert
 
 #: typer's type labels in --help, as a person reads them
@@ -122,7 +122,7 @@ app = typer.Typer(
     name="agentwake",
     help=(
         "Operate agentwake: triage and redrive the dead-letter queues, read runs and history, "
-        "manage jobs, sessions and background tasks."
+        "manage jobs, sessions and background tasks, decide approval requests."
     ),
     epilog="Example: agentwake --region eu-west-1 dlq list",
     no_args_is_help=True,
@@ -164,6 +164,7 @@ app.add_typer(history.app, name="history")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(approvals.app, name="approvals")
 app.command("console", epilog="Example: agentwake console --port 8765  (then open the URL it prints)")(console.console)
 
 

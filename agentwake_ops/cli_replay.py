@@ -145,7 +145,12 @@ def render_outcome(outcome: replay_mod.ReplayOutcome) -> None:
         out.print(
             f"side-effecting tool {escape(str(call['tool']))} would be called at step {call['step']} (not called)"
         )
-    if outcome.ok:
+    if outcome.would_park is not None:
+        out.print(escape(outcome.park_note + "."), style="yellow")
+        out.print(
+            "A redrive of this run would park it again and ask for approval (it is not a failure).", style="yellow"
+        )
+    elif outcome.ok:
         out.print("A redrive of this run would succeed with this config.", style="green")
     else:
         out.print("A redrive of this run would fail again.", style="red")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: every command imports this module, few build a context
     from agentwake.jobs.service import JobsService
+    from agentwake.product.approvals import ApprovalsService
     from agentwake.product.tasks import TasksService
     from agentwake.store.dynamo import DynamoStore
     from agentwake_ops.plugins import InvokeAsync
@@ -114,6 +115,8 @@ class OpsContext:
     jobs: JobsService
     tasks: TasksService
     invoke_async: InvokeAsync
+    #: approval requests: reads and the one decision path (``ApprovalsService``)
+    approvals: ApprovalsService = None  # type: ignore[assignment]
     description: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     #: the functions' AGENTWAKE_* settings (secret prefixes, outbound policy): what configs are checked by
@@ -270,6 +273,7 @@ def build_context(
 ) -> OpsContext:
     """Clients, store and services for the discovered resources."""
     from agentwake.jobs.service import JobsService, JobTargets
+    from agentwake.product.approvals import ApprovalsService
     from agentwake.product.tasks import TasksService
     from agentwake.store.dynamo import DynamoStore
     from agentwake.store.schedules import Schedules
@@ -345,12 +349,16 @@ def build_context(
     # a task registered here gets its deadline check on the work queue, like one the product API registers
     work_queue = WorkQueue(outputs.get("BackgroundWorkQueueUrl") or None, client=sqs)
     tasks = TasksService(store, queues.get("results"), sqs=sqs, work_queue=work_queue)
+
+    # an operator's decision nudges the parked run through the work queue, as the product API's does
+    approvals = ApprovalsService(store, work_queue=work_queue)
     return OpsContext(
         store=store,
         sqs=sqs,
         queues=queues,
         jobs=jobs,
         tasks=tasks,
+        approvals=approvals,
         invoke_async=invoke_async,
         description=discovery.description,
         outputs=dict(outputs),

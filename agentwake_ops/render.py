@@ -280,9 +280,16 @@ def runs_table(
     out.print("Show one: agentwake runs show RUN_ID --transcript", style="dim")
 
 
-def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: RunLinks | None = None) -> None:
-    """The run's facts (and its place in the tree: ``links``), the tasks and wakes it started, then
-    its transcript (``entries``) or its failures, steps and deliveries."""
+def run_show(
+    summary: RunSummary,
+    entries: list[TranscriptEntry] | None,
+    links: RunLinks | None = None,
+    *,
+    parked: str | None = None,
+) -> None:
+    """The run's facts (and its place in the tree: ``links``), what a parked run waits for (``parked``:
+    ``approvals_view.waiting_for``), the tasks and wakes it started, then its transcript (``entries``)
+    or its failures, steps and deliveries."""
     out = console()
     run = summary.run
     if run is not None:
@@ -301,6 +308,10 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: 
             *(run_link_facts(links) if links is not None else ()),
         )
         out.print(facts_panel(rows, "run"))
+    if parked:
+        from rich.text import Text
+
+        out.print(Text(shown(parked), style="yellow"))
     if links is not None:
         started_tables(links)
     if entries is not None:
@@ -308,7 +319,13 @@ def run_show(summary: RunSummary, entries: list[TranscriptEntry] | None, links: 
 
         out.print("transcript", style="bold")
         for entry in entries:
-            style = {"failure": "red", "outcome": "bold", "delivery": "green", "in-doubt": "yellow"}.get(entry.kind, "")
+            style = {
+                "failure": "red",
+                "outcome": "bold",
+                "delivery": "green",
+                "in-doubt": "yellow",
+                "approval": "yellow",
+            }.get(entry.kind, "")
             out.print(Text(shown(f"[{when(entry.at)}] {entry.title}"), style=style))
             for line in entry.lines:
                 for part in shown(line).splitlines() or [""]:
@@ -903,6 +920,8 @@ def run_link_facts(links: RunLinks) -> list[tuple[str, Any]]:
         rows.append(("started by", j.created_by_run or "the product or an operator (no run)"))
         if j.created_by_call:
             rows.append(("tool call", j.created_by_call))
+    for a in links.approvals:
+        rows.append(("approval", f"{a.approval_id}: {a.tool}, {a.state}"))
     return rows
 
 
@@ -981,6 +1000,9 @@ def tree_label(node: TreeNode) -> str:
         if t.outcome == "failed" and t.outcome_reason:
             text += f": {first_line(t.outcome_reason, 80)}"
         return text
+    if node.kind == "approval":
+        a = node.record
+        return f"approval {a.approval_id}  {a.tool}  {a.state}"
     j = node.record.job
     fired = f"{j.fires}/{j.max_fires}" if j.max_fires else str(j.fires)
     text = f"wake {j.job_id}  {'once ' if j.run_once else ''}{j.schedule_expression}  {j.status}, fired {fired}"
@@ -1119,7 +1141,10 @@ def replay_verdicts(verdicts: list[Verdict], *, force: bool, to_stderr: bool) ->
     )
     for v in verdicts:
         table.add_row(
-            v.message_id[:8], escape(dash(v.run_id)), "DONE" if v.ok else "refused", escape(redact(v.reason or "-"))
+            v.message_id[:8],
+            escape(dash(v.run_id)),
+            (v.outcome.state if v.outcome else "DONE") if v.ok else "refused",
+            escape(redact(v.reason or "-")),
         )
     out.print(table)
     failing = [v for v in verdicts if not v.ok]

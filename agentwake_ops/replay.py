@@ -115,7 +115,7 @@ class ReplayOutcome:
     run_id: str
     session_id: str
     kind: str
-    state: str  # DONE | ERROR
+    state: str  # DONE | ERROR | PARKED
     final_text: str = ""
     error_type: str | None = None
     provider_errors: dict[str, str] = field(default_factory=dict)
@@ -129,10 +129,22 @@ class ReplayOutcome:
     in_doubt: list[dict[str, Any]] = field(default_factory=list)
     not_called: list[dict[str, Any]] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)
+    #: PARKED: the gated call the run would wait on ``{step, index, tool, arguments, rule}`` (nothing
+    #: called, nobody asked); None otherwise
+    would_park: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
-        return self.state == AgentState.DONE.value
+        """DONE, or PARKED: a run that would wait for a person is not a failure (a redrive parks it)."""
+        return self.state in (AgentState.DONE.value, AgentState.PARKED.value)
+
+    @property
+    def park_note(self) -> str:
+        """``would park at step 2: create_ticket needs approval (amount > 100); nothing called, nobody asked``."""
+        if self.would_park is None:
+            return ""
+        p = self.would_park
+        return f"would park at step {p['step']}: {p['tool']} needs approval ({p['rule']}); nothing called, nobody asked"
 
     @property
     def side_effects_note(self) -> str:
@@ -159,6 +171,7 @@ class ReplayOutcome:
             "already_delivered": [d.to_dict() for d in self.already_delivered],
             "in_doubt": self.in_doubt,
             "side_effects_not_called": self.not_called,
+            "would_park": self.would_park,
             "transcript": [{"kind": e.kind, "step": e.step, "replayed": e.replayed, **e.data} for e in self.events],
         }
 
@@ -285,6 +298,18 @@ def replay(
             outcome.state = result.state.value
             outcome.final_text = result.completion_text
             outcome.error_type = result.error_type
+        parked = getattr(result, "parked", None)
+        if result.state is AgentState.PARKED and parked is not None:
+            from agentwake.domain.approvals import shown_arguments
+
+            outcome.would_park = {
+                "step": parked.step,
+                "index": parked.index,
+                "tool": parked.gate.tool,
+                "arguments": shown_arguments(parked.gate.arguments, parked.gate.rule.hide),
+                "rule": parked.gate.words,
+            }
+            outcome.final_text = outcome.park_note
     outcome.would_deliver = list(channel.would_send)
     outcome.already_delivered = list(channel.already_delivered)
     return outcome
@@ -318,6 +343,6 @@ def verify(store: DynamoStore, messages: Iterable[Any], **changes: Any) -> list[
             verdicts.append(Verdict(msg.message_id, msg.run_id, None, str(exc)))
             continue
         reason = "" if outcome.ok else f"the replay ends in ERROR ({outcome.error_type}): {outcome.final_text}"
-        reason = "; ".join(part for part in (reason, outcome.side_effects_note) if part)
+        reason = "; ".join(part for part in (reason, outcome.park_note, outcome.side_effects_note) if part)
         verdicts.append(Verdict(msg.message_id, msg.run_id, outcome, reason))
     return verdicts

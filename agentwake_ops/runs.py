@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.domain.models import FailureRecord, RunRecord
-from agentwake.domain.steps import STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
+from agentwake.domain.steps import APPROVAL_KINDS, STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
@@ -159,12 +159,16 @@ def in_doubt_line(intent: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class Drain:
     """How busy a session was while runs waited for it: the sum of the runs' times (first start
-    to end) over the drain (first start to last end), and the longest idle gap between two runs."""
+    to end) over the drain (first start to last end), the longest idle gap between two runs, and
+    the longest time the session was idle while a run that had found it busy waited for it."""
 
     runs: int
     busy_s: float
     span_s: float
     longest_gap_s: float
+    #: the longest stretch with no run of the session going while one of its later runs had
+    #: already found it busy (its first busy finding: its start less its ``waited_s``) and waited
+    longest_ready_idle_s: float = 0.0
 
     @property
     def busy_fraction(self) -> float:
@@ -173,7 +177,8 @@ class Drain:
     def __str__(self) -> str:
         return (
             f"{self.runs} runs, busy {self.busy_s:.1f} s of {self.span_s:.1f} s "
-            f"({100 * self.busy_fraction:.0f} %), longest idle gap {self.longest_gap_s:.2f} s"
+            f"({100 * self.busy_fraction:.0f} %), longest idle gap {self.longest_gap_s:.2f} s, "
+            f"{self.longest_ready_idle_s:.2f} s of it with a run waiting"
         )
 
 
@@ -186,16 +191,26 @@ def session_drain(store: DynamoStore, run_ids: list[str]) -> Drain:
         run = store.records.get_run(run_id)
         if run is None or not run.started_at or not run.ended_at:
             raise ValueError(f"{run_id} has not ended")
-        spans.append(
-            tuple(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (run.started_at, run.ended_at))
+        start, end = (
+            datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in (run.started_at, run.ended_at)
         )
-    spans.sort()
+        # when it first found the session busy (None: it never waited)
+        ready = start - run.waited_s if run.waited_s is not None else None
+        spans.append((start, end, ready))
+    spans.sort(key=lambda s: s[0])
     gaps = [max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:], strict=False)]
+    ready_idle = 0.0
+    for i in range(1, len(spans)):
+        idle_from, idle_to = max(end for _, end, _ in spans[:i]), spans[i][0]
+        waiting = [ready for _, _, ready in spans[i:] if ready is not None]
+        if waiting and min(waiting) < idle_to:
+            ready_idle = max(ready_idle, idle_to - max(idle_from, min(waiting)))
     return Drain(
         runs=len(spans),
-        busy_s=sum(end - start for start, end in spans),
-        span_s=max(end for _, end in spans) - spans[0][0] if spans else 0.0,
+        busy_s=sum(end - start for start, end, _ in spans),
+        span_s=max(end for _, end, _ in spans) - spans[0][0] if spans else 0.0,
         longest_gap_s=max(gaps, default=0.0),
+        longest_ready_idle_s=ready_idle,
     )
 
 
@@ -305,6 +320,8 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
                     f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out, "
                     f"{usage.get('latency_ms', 0)} ms"
                 )
+        elif parsed is not None and parsed.kind in APPROVAL_KINDS:
+            entry = _approval_entry(parsed.kind, step, number, of)
         elif is_final_delivery(key):
             delivered = step.get("delivery_id")
             title = f"final answer delivered as {delivered}{of}" if delivered else f"final answer not delivered{of}"
@@ -344,7 +361,43 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
             title = f"attempt {run.attempts} succeeded: the run is done after {run.attempts} attempt(s)"
         elif run.status == "failed":
             title = f"the run is failed after {run.attempts} attempt(s) (a redrive resumes it)"
+        elif run.status == "parked":
+            waiting = getattr(run, "waiting_for", None)
+            title = (
+                f"attempt {run.attempts} parked: waiting for approval {waiting} (no failure, no retry spent; "
+                "the decision resumes it)"
+            )
         else:
             title = f"attempt {run.attempts} is running (or stopped without recording an outcome)"
         entries.append(TranscriptEntry("outcome", run.ended_at, title))
     return entries
+
+
+def _approval_entry(kind: str, step: dict[str, Any], number: int, of: str) -> TranscriptEntry:
+    """A gated call's journal entries: the request as asked, its delivery, the decision (never a token)."""
+    approval = step.get("approval_id") or "?"
+    if kind == "approval":
+        entry = TranscriptEntry(
+            "approval",
+            step.get("at"),
+            f"step {number}{of}: {step.get('tool') or '?'} needs approval ({step.get('rule') or '?'}): asked as {approval}",
+        )
+        entry.lines.append(
+            f"arguments as shown: {json.dumps(step.get('arguments'), ensure_ascii=False, sort_keys=True)}"
+        )
+        then = "approved" if step.get("on_expiry") == "approve" else "rejected"
+        entry.lines.append(f"expires {step.get('expiry_at') or '?'} (then {then})")
+        return entry
+    if kind == "asked":
+        return TranscriptEntry(
+            "approval", step.get("at"), f"step {number}{of}: request {approval} delivered as {step.get('delivery_id')}"
+        )
+    expired = " (nobody decided in time)" if step.get("expired") else ""
+    entry = TranscriptEntry(
+        "approval",
+        step.get("at"),
+        f"step {number}: {approval} {step.get('decision') or '?'} by {step.get('by') or '?'} via {step.get('via') or '?'}{expired}",
+    )
+    if step.get("reason"):
+        entry.lines.append(f"why: {step['reason']}")
+    return entry

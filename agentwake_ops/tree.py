@@ -115,6 +115,8 @@ class RunLinks:
     #: the tasks and wakes this run started
     started_tasks: list[TaskLinks] = field(default_factory=list)
     started_jobs: list[JobLinks] = field(default_factory=list)
+    #: the approval requests this run's gated calls made (``domain.approvals.Approval``), oldest first
+    approvals: list[Any] = field(default_factory=list)
 
     @property
     def started_by(self) -> str | None:
@@ -137,6 +139,10 @@ class RunLinks:
             "caused_wakes": [r.as_dict() for r in caused],
             "started_tasks": [t.as_dict() for t in self.started_tasks],
             "started_jobs": [j.as_dict() for j in self.started_jobs],
+            "approvals": [
+                {"approval_id": a.approval_id, "tool": a.tool, "state": a.state, "requested_at": a.requested_at}
+                for a in self.approvals
+            ],
         }
 
 
@@ -207,7 +213,8 @@ def run_links(store: DynamoStore, run: RunRecord) -> RunLinks:
     links = RunLinks(run_id=run.run_id)
     task = _task_of(store, run.run_id)
     links.job = _job_of(store, run.run_id) if task is None else None
-    started = OperatorStore(store).started(run.session_id, run.run_id)
+    started, asked = OperatorStore(store).tree_entries(run.session_id, run.run_id)
+    links.approvals = [a for _, a in asked]
     tasks = [r for _, r in started if isinstance(r, Task)]
     statuses = _statuses(store, _runs_named([*tasks, *([task] if task else [])]))
     links.task = _task_links(task, statuses) if task is not None else None
@@ -224,7 +231,7 @@ def run_links(store: DynamoStore, run: RunRecord) -> RunLinks:
 class TreeNode:
     """One line of the tree: a run, a task or a job, and what hangs under it."""
 
-    kind: str  # run | task | job
+    kind: str  # run | task | job | approval
     id: str
     #: a run: its RunRecord (None: not in the listed page; shown as a leaf); a task: its TaskLinks;
     #: a job: its JobLinks
@@ -241,6 +248,9 @@ class TreeNode:
             data["started_at"] = self.record.started_at if self.record is not None else None
             data["listed"] = self.record is not None
             data["started_by"] = self.started_by
+        elif self.kind == "approval":
+            a = self.record
+            data["approval"] = {"approval_id": a.approval_id, "tool": a.tool, "state": a.state}
         else:
             data[self.kind] = self.record.as_dict()
         data["children"] = [c.as_dict() for c in self.children]
@@ -260,7 +270,10 @@ def session_tree(store: DynamoStore, session_id: str, *, limit: int = 20) -> tup
     are not listed (BatchGetItem): no Scan, and nothing read per run shown."""
     operator = OperatorStore(store)
     runs = {r.run_id: r for r in operator.runs(session_id=session_id, limit=limit).runs}
-    started = operator.started(session_id)
+    started, asked = operator.tree_entries(session_id)
+    approvals_of: dict[str, list[Any]] = {}
+    for starter, approval in asked:
+        approvals_of.setdefault(starter, []).append(approval)
     by_starter: dict[str, list[Task | Job]] = {}
     #: the run that started the task or job each run id belongs to
     starter_of: dict[str, str] = {}
@@ -304,6 +317,8 @@ def session_tree(store: DynamoStore, session_id: str, *, limit: int = 20) -> tup
                         jnode.record.runs.append(RunRef(rid, rec.status))
                         jnode.children.append(run_node(rid))
                 node.children.append(jnode)
+        if run_id in runs:
+            node.children += [TreeNode("approval", a.approval_id, a, a.state) for a in approvals_of.get(run_id, [])]
         return node
 
     roots: list[TreeNode] = []

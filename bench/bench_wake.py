@@ -7,7 +7,9 @@ Everything runs on this machine, on moto in-process (no network). It reports:
 1. DynamoDB calls per wake, by kind (one-step background, the final answer sent by deliver_final,
    a session with daily limits, two-step background with a delivery, cron, the retry after a
    failure at step 2), counted at the client (botocore ``before-call`` events), each against its
-   budget (docs/table-design.md#round-trips); a wake with one delivery through each channel
+   budget (docs/table-design.md#round-trips), with the dependencies the deployed handler builds
+   (``bootstrap.wake_deps``: the result queue included, so each release reads the wait list for
+   the hand-off, as ``tests/integration/test_wake_round_trips.py`` counts it); a wake with one delivery through each channel
    (webhook, websocket, slack, telegram, sns; deliver_final via slack), each platform a local
    stand-in (tests/support/channel_platforms.py); and the DynamoDB and Scheduler calls of a wake that
    schedules one follow-up (docs/self-scheduling.md);
@@ -20,10 +22,12 @@ Everything runs on this machine, on moto in-process (no network). It reports:
    functions/Makefile builds, without and with its bytecode, as Lambda runs it (no cache written);
    then, per channel, what that init loaded of it (nothing), the modules its first delivery imports
    and the CPU of building the channel and of its first send (``cold_init.py --pair channels``);
-5. the zipped size of each function's bundle: the CodeUri (``functions/``) plus what
-   ``functions/requirements.txt`` installs, zipped as ``sam build`` would (taken from this
-   environment's installed files, so the native ``pydantic_core`` is this machine's build, not
-   Lambda's arm64 one: about the same size).
+5. the zipped size of each function's bundle as ``sam build`` makes it: template.yaml's
+   ``BuildMethod: makefile`` has sam build run functions/Makefile, which runs here as it does there
+   (Lambda's arm64 wheels, the runtime package, its bytecode by Python 3.13), zipped as ``sam
+   package`` zips it. Checked against a real ``sam build`` (aws-sam-cli 1.170.0, in a venv of its
+   own: it pins another boto3 than the dev extra) and SAM's own zip (2026-12-03): the same 1,253
+   files, 6.69 MB zipped; the .pyc differ only by the build folder's path they embed.
 
 moto runs with the local stack's pinned patches (``agentwake_local.moto_patches``): unpatched, moto
 keeps every model object it creates and deep-copies the whole table on every TransactWriteItems,
@@ -38,13 +42,11 @@ import contextlib
 import http.server
 import io
 import os
-import re
 import statistics
 import sys
 import threading
 import time
 import zipfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,10 @@ os.environ.update(
 )
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
-import boto3  # noqa: E402
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
+from agentwake import bootstrap  # noqa: E402
 from agentwake.agent.chain import ProviderChain  # noqa: E402
 from agentwake.agent.providers.scripted import ScriptedProvider  # noqa: E402
 from agentwake.agent.runner import Runner  # noqa: E402
@@ -75,10 +77,8 @@ from agentwake.agent.tools.send_message import SendMessageToUser  # noqa: E402
 from agentwake.delivery.log import LogChannel  # noqa: E402
 from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash  # noqa: E402
 from agentwake.errors import RunFailed  # noqa: E402
-from agentwake.product.tasks import TasksService  # noqa: E402
-from agentwake.settings import Settings  # noqa: E402
+from agentwake.store import aws  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402
-from agentwake.store.queues import WorkQueue  # noqa: E402
 from agentwake.wake.background import wake_for_background_result  # noqa: E402
 from agentwake.wake.cron import wake_for_cron_job  # noqa: E402
 from agentwake.wake.messages import BackgroundResultMessage, CronWakeInput  # noqa: E402
@@ -95,6 +95,22 @@ SCRIPT = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "done"}}]},
     {"text": "told the user"},
 ]
+
+
+def wake_deps_as_deployed(res: Any) -> WakeDeps:
+    """The wake's dependencies as the deployed handler builds them (``bootstrap.wake_deps``: the store,
+    the result queue a release hands the session on through, the tasks service with the work queue,
+    the schedules), from the environment template.yaml gives BackgroundResultFunction, over moto's
+    resources. Its AWS clients are the runtime's own (``agentwake.store.aws``), which moto answers."""
+    os.environ.update(res.env())
+    os.environ.update(
+        {
+            "AGENTWAKE_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/agentwake-SchedulerRole",
+            "AGENTWAKE_CRON_FUNCTION_ARN": "arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live",
+        }
+    )
+    bootstrap.reset_caches()
+    return bootstrap.wake_deps()
 
 
 def time_wakes(store: DynamoStore, deps: WakeDeps, session: str, runs: int) -> tuple[list[float], float]:
@@ -139,7 +155,7 @@ def _message(task_id: str, session: str) -> BackgroundResultMessage:
     )
 
 
-def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, int]]:
+def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, list[str], int]]:
     """(kind, calls, budget) for each wake kind of docs/table-design.md#round-trips."""
     calls = DynamoCalls(store.table.db)
     one_step = [{"type": "scripted", "id": "p", "script": [{"text": "nothing to tell"}]}]
@@ -170,14 +186,14 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
             )
         )
     for kind, session, budget in (
-        ("one-step background", "k1", 4),
-        ("one-step background, final answer sent (deliver_final)", "k5", 4 + 1),
-        ("session with daily limits (one step)", "k6", 4),
-        ("session with daily limits, final answer sent", "k7", 4 + 1),
-        ("two-step background with a delivery", "k2", 4 + 1 + 1),
+        ("one-step background", "k1", 5),
+        ("one-step background, final answer sent (deliver_final)", "k5", 5 + 1),
+        ("session with daily limits (one step)", "k6", 5),
+        ("session with daily limits, final answer sent", "k7", 5 + 1),
+        ("two-step background with a delivery", "k2", 5 + 1 + 1),
     ):
         message = _message(f"{session}-t", session)
-        out.append((kind, len(calls.during(lambda: wake_for_background_result(message, deps))), budget))  # noqa: B023
+        out.append((kind, calls.during(lambda: wake_for_background_result(message, deps)), budget))  # noqa: B023
 
     def fail() -> None:
         try:
@@ -186,39 +202,39 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, in
             return
         raise AssertionError("the broken provider did not fail the run")
 
-    out.append(("failing attempt (error at step 2, after a delivery)", len(calls.during(fail)), 4 + 1 + 1))
+    out.append(("failing attempt (error at step 2, after a delivery)", calls.during(fail), 5 + 1 + 1))
     store.records.put_session(SessionConfig(session_id="k3", providers=fixed, retry_base_delay_ms=0))
     out.append(
         (
             "retry after the failure at step 2",
-            len(calls.during(lambda: wake_for_background_result(_message("k3-t", "k3"), deps))),
-            4 + 1,
+            calls.during(lambda: wake_for_background_result(_message("k3-t", "k3"), deps)),
+            5 + 1,
         )
     )
     store.records.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="k4")
-    out.append(("cron (one step)", len(calls.during(lambda: wake_for_cron_job(wake, deps))), 4))
+    out.append(("cron (one step)", calls.during(lambda: wake_for_cron_job(wake, deps)), 5))
     return out + calls_by_channel(store, deps)
 
 
 #: the delivery rows of ``calls_by_channel``: (label, channel, open pages, budget). A wake whose agent
-#: messages the user once (send_message_to_user, then an answer: two model steps) costs 4 + 1 + 1
+#: messages the user once (send_message_to_user, then an answer: two model steps) costs 5 + 1 + 1
 #: through a webhook; a websocket reads the session's open pages (+1 Query; none open: +1 PutItem,
 #: the unread mark); Slack and Telegram write the intent just before the request (+1 PutItem); SNS,
 #: like the webhook, is deduplicated by its receivers (+0). deliver_final's answer through Slack: the
-#: intent rides on the write that journals the reply before it is sent (+0 on that row's 4 + 1).
+#: intent rides on the write that journals the reply before it is sent (+0 on that row's 5 + 1).
 CHANNEL_ROWS = (
-    ("background with a delivery by webhook (baseline)", "webhook", 0, 4 + 1 + 1),
-    ("background with a delivery by websocket (a page open)", "websocket", 1, 4 + 1 + 1 + 1),
-    ("  websocket, no page open (the session marked unread)", "websocket", 0, 4 + 1 + 1 + 2),
-    ("background with a delivery by slack", "slack", 0, 4 + 1 + 1 + 1),
-    ("background with a delivery by telegram", "telegram", 0, 4 + 1 + 1 + 1),
-    ("background with a delivery by sns", "sns", 0, 4 + 1 + 1),
-    ("one-step, final answer sent by deliver_final via slack", "slack", -1, 4 + 1),
+    ("background with a delivery by webhook (baseline)", "webhook", 0, 5 + 1 + 1),
+    ("background with a delivery by websocket (a page open)", "websocket", 1, 5 + 1 + 1 + 1),
+    ("  websocket, no page open (the session marked unread)", "websocket", 0, 5 + 1 + 1 + 2),
+    ("background with a delivery by slack", "slack", 0, 5 + 1 + 1 + 1),
+    ("background with a delivery by telegram", "telegram", 0, 5 + 1 + 1 + 1),
+    ("background with a delivery by sns", "sns", 0, 5 + 1 + 1),
+    ("one-step, final answer sent by deliver_final via slack", "slack", -1, 5 + 1),
 )
 
 
-def calls_by_channel(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int, int]]:
+def calls_by_channel(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, list[str], int]]:
     """(kind, calls, budget) of a background wake with one delivery through each channel, each
     against a local stand-in for its platform (tests/support/channel_platforms.py: a receiver and
     fake Slack and Telegram servers on 127.0.0.1, moto's SNS and API Gateway management API). Each
@@ -266,31 +282,17 @@ def calls_by_channel(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, int,
             want = ["done"] if channel == "telegram" else [delivery_id]  # Telegram keeps no delivery id
             if got != want:
                 raise AssertionError(f"{kind}: the platform got {got}, not {want}")
-            out.append((kind, len(made), budget))
+            out.append((kind, made, budget))
     return out
 
 
-def calls_of_a_wake_that_schedules_a_follow_up(store: DynamoStore, deps: WakeDeps, res: Any) -> tuple[int, int, str]:
+def calls_of_a_wake_that_schedules_a_follow_up(store: DynamoStore, deps: WakeDeps) -> tuple[int, int, str]:
     """(DynamoDB calls, Scheduler calls, their operations) of a background wake whose model calls
     ``schedule_wake`` once ("in 2h", with a note) and then answers (docs/self-scheduling.md)."""
-    from dataclasses import replace
-
     from agentwake.domain.models import SelfWakePolicy
-    from agentwake.store.schedules import Schedules
+    from agentwake.store import aws
 
-    scheduler = boto3.client("scheduler", region_name="us-east-1")
-    sched: list[str] = []
-    scheduler.meta.events.register("before-call.scheduler", lambda model, **_: sched.append(model.name))
-    wake_deps = replace(
-        deps,
-        schedules=Schedules(res.schedule_group, client=scheduler),
-        settings=Settings(
-            table_name=res.table,
-            schedule_group=res.schedule_group,
-            scheduler_role_arn="arn:aws:iam::123456789012:role/agentwake-SchedulerRole",
-            cron_function_arn="arn:aws:lambda:us-east-1:123456789012:function:agentwake-CronWakeFunction:live",
-        ),
-    )
+    sched = AwsCalls(aws.client("scheduler"), "scheduler")  # the client deps.schedules makes on first use
     script = [
         {"tool_calls": [{"name": "schedule_wake", "arguments": {"in": "2h", "note": "check the deploy"}}]},
         {"text": "scheduled a follow-up"},
@@ -307,9 +309,10 @@ def calls_of_a_wake_that_schedules_a_follow_up(store: DynamoStore, deps: WakeDep
     store.records.put_task(
         Task(task_id="k8-t", session_id="k8", tool_name="bench", token_sha256=task_token_hash("k8-t"))
     )
-    calls = DynamoCalls(store.table.db)
-    made = calls.during(lambda: wake_for_background_result(_message("k8-t", "k8"), wake_deps))
-    return len(made), len(sched), " ".join(made + sched)
+    calls, start = DynamoCalls(store.table.db), len(sched.calls)
+    made = calls.during(lambda: wake_for_background_result(_message("k8-t", "k8"), deps))
+    scheduled = sched.calls[start:]
+    return len(made), len(scheduled), " ".join(made + scheduled)
 
 
 class _Answers(http.server.BaseHTTPRequestHandler):
@@ -324,19 +327,14 @@ class _Answers(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_queue_url: str) -> list[str]:
+def background_task_calls(store: DynamoStore, deps: WakeDeps, work_queue_url: str) -> list[str]:
     """The AWS calls of a one-step wake whose agent starts one background tool (lines of the report),
     and of BackgroundWorkFunction running it and completing its task."""
-    from unittest import mock
-
-    from agentwake.settings import get_settings
-
+    # the runtime's SQS client, which the tasks service and the work queue make on their first send
+    # (channel_platforms made the runtime's clients again when it closed: taken here, after it)
+    sqs = aws.client("sqs")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    # the tool's outbound check reads this process's Settings, as inside a function
-    env = mock.patch.dict(os.environ, {"AGENTWAKE_TABLE": store.table.name})
-    env.start()
-    get_settings.cache_clear()
     try:
         tool = {
             "type": "http",
@@ -361,7 +359,7 @@ def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_
         dynamo, queue = DynamoCalls(store.table.db), AwsCalls(sqs, "sqs")
         wake = dynamo.during(lambda: queue.during(lambda: wake_for_background_result(_message("k9-t", "k9"), deps)))
         sent_by_wake = list(queue.calls)
-        (message,) = sqs.receive_message(QueueUrl=work_queue_url, AttributeNames=["All"])["Messages"]  # type: ignore[attr-defined]
+        (message,) = sqs.receive_message(QueueUrl=work_queue_url, AttributeNames=["All"])["Messages"]
         record = SQSRecord(
             {
                 "messageId": message["MessageId"],
@@ -373,10 +371,9 @@ def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_
         queue.calls.clear()
         work = dynamo.during(lambda: on_work_record(record, deps, remaining_ms=120_000))
         sent_by_work = list(queue.calls)
+        assert deps.tasks is not None and deps.tasks.sqs is sqs, "the tasks service sent through another client"
     finally:
         server.shutdown()
-        env.stop()
-        get_settings.cache_clear()
     return [
         f"  {'wake that starts one background tool':55s} DynamoDB {len(wake):2d} ({', '.join(wake)}); "
         f"SQS {len(sent_by_wake)} ({', '.join(sent_by_wake)})",
@@ -385,58 +382,71 @@ def background_task_calls(store: DynamoStore, deps: WakeDeps, sqs: object, work_
     ]
 
 
-def _distribution_files(name: str, seen: set[str]) -> list[tuple[Path, str]]:
-    """Installed files of a distribution and its (non-extra) dependencies, as (path, arcname)."""
-    key = re.sub(r"[-_.]+", "-", name).lower()
-    if key in seen or key in ("boto3", "botocore"):  # the Lambda runtime provides these
-        return []
-    seen.add(key)
-    dist = metadata.distribution(name)
-    out = []
-    for f in dist.files or []:
-        path = Path(dist.locate_file(f))
-        if path.is_file() and "__pycache__" not in f.parts and not str(f).startswith(".."):
-            out.append((path, str(f)))
-    for req in dist.requires or []:
-        if "extra ==" in req:
-            continue
-        out += _distribution_files(re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0], seen)
-    return out
-
-
-def code_uris() -> dict[str, Path]:
-    """Each function of template.yaml and its CodeUri."""
+def code_uris() -> dict[str, tuple[Path, str | None]]:
+    """Each function of template.yaml, its CodeUri and its build method (``Metadata.BuildMethod``)."""
     from agentwake_local.template import load_template
 
     template = load_template(ROOT / "template.yaml")
     default = template.body["Globals"]["Function"].get("CodeUri")
     return {
-        name: ROOT / ((spec.get("Properties") or {}).get("CodeUri") or default)
+        name: (
+            ROOT / ((spec.get("Properties") or {}).get("CodeUri") or default),
+            (spec.get("Metadata") or {}).get("BuildMethod"),
+        )
         for name, spec in sorted(template.resources.items())
         if spec.get("Type") == "AWS::Serverless::Function"
     }
 
 
-def bundle_bytes(code: Path) -> tuple[int, int]:
-    """(zipped, unzipped) bytes of a CodeUri plus its requirements, zipped like ``sam build``."""
-    files: list[tuple[Path, str]] = []
-    for path in sorted(code.rglob("*")):
-        rel = path.relative_to(code)
-        if path.is_dir() or "__pycache__" in rel.parts or path.suffix == ".pyc":
-            continue
-        files.append((path, str(rel)))
-    seen: set[str] = set()
-    for line in (code / "requirements.txt").read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if line:
-            files += _distribution_files(re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0], seen)
+def zipped_bytes(folder: Path) -> tuple[int, int, int]:
+    """(zipped, unzipped, files) of a folder zipped as ``sam package`` zips a function's build
+    (samcli.lib.package.utils.make_zip: every file under it, links followed, ZIP_DEFLATED)."""
     buf = io.BytesIO()
-    raw = 0
+    raw = files = 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for path, arc in files:
-            raw += path.stat().st_size
-            z.write(path, arc)
-    return len(buf.getvalue()), raw
+        for root, _, names in os.walk(folder, followlinks=True):
+            for name in sorted(names):
+                path = Path(root) / name
+                raw += path.stat().st_size
+                files += 1
+                z.write(path, str(path.relative_to(folder)))
+    return len(buf.getvalue()), raw, files
+
+
+def bundle_lines() -> list[str]:
+    """The zipped size of what ``sam build`` makes for each function: template.yaml builds every
+    function with ``BuildMethod: makefile``, for which sam build runs functions/Makefile's target into
+    the function's build folder and nothing else. That Makefile runs here (tests/support/lambda_bundle,
+    the bundle test's and cold_init.py's build): Lambda's arm64 wheels (manylinux2014_aarch64, Python
+    3.13), the runtime package, and its bytecode compiled by Python 3.13, then zipped as sam package
+    does. Functions with the same CodeUri and method share one build."""
+    import tempfile
+
+    from tests.support import lambda_bundle
+
+    version = "3.13"  # template.yaml's Runtime: python3.13
+    python = lambda_bundle.build_python(version)
+    note = f"bytecode by Python {version}"
+    if python is None:  # no python3.13 here: the Makefile's steps with this interpreter, said so
+        python, version = sys.executable, lambda_bundle.current_version()
+        note = f"no Python 3.13 here: bytecode by this Python {version}, not the runtime's"
+    by_build: dict[tuple[Path, str | None], list[str]] = {}
+    for fn, build in code_uris().items():
+        by_build.setdefault(build, []).append(fn)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="agentwake-bundle-") as tmp:
+        for n, ((code, method), fns) in enumerate(by_build.items()):
+            if method != "makefile" or code != ROOT / "functions":
+                raise RuntimeError(f"{', '.join(fns)}: built by {method} from {code}, not functions/Makefile")
+            dest = lambda_bundle.build(
+                Path(tmp) / str(n), python=python, version=version, platform="manylinux2014_aarch64"
+            )
+            zipped, raw, files = zipped_bytes(dest)
+            out.append(
+                f"bundle of {', '.join(fns)} (what sam build makes: functions/Makefile, arm64 wheels, {note}; "
+                f"zipped as sam package zips it): {zipped / 1e6:.2f} MB ({raw / 1e6:.1f} MB unzipped, {files:,} files)"
+            )
+    return out
 
 
 def main() -> int:
@@ -454,19 +464,12 @@ def main() -> int:
     moto_patches.apply()  # bounded memory and per-item transactions, as the local stack runs moto
     with mock_aws(), contextlib.redirect_stdout(io.StringIO()):
         res = create_resources()
-        store = DynamoStore(res.table, client=boto3.client("dynamodb", region_name="us-east-1"))
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        # as the deployed wake is built (bootstrap): a tasks service with the work queue, which a wake
-        # that starts nothing never calls
-        tasks = TasksService(store, res.queue_url, sqs=sqs, work_queue=WorkQueue(res.work_queue_url, client=sqs))
-        deps = WakeDeps(
-            store=store,
-            settings=Settings(table_name=res.table, work_queue_url=res.work_queue_url),
-            tasks=tasks,
-        )
+        deps = wake_deps_as_deployed(res)
+        store = deps.store
+        assert isinstance(store, DynamoStore)
         kinds = calls_by_kind(store, deps)
-        follow_up = calls_of_a_wake_that_schedules_a_follow_up(store, deps, res)
-        background = background_task_calls(store, deps, sqs, res.work_queue_url)
+        follow_up = calls_of_a_wake_that_schedules_a_follow_up(store, deps)
+        background = background_task_calls(store, deps, res.work_queue_url)
         for session, n in (("short", 10), ("long", args.long)):
             store.records.put_session(
                 SessionConfig(session_id=session, providers=[{"type": "scripted", "id": "p", "script": SCRIPT}])
@@ -479,14 +482,14 @@ def main() -> int:
         short, long = statistics.median(short_times), statistics.median(long_times)
         bare = statistics.median(time_bare_runner(args.runs))
     print("DynamoDB calls per wake (counted at the client), against the budget:")
-    for kind, n, budget in kinds:
-        print(f"  {kind:55s} {n:2d} / {budget}  ratio {n / budget:.2f}")
+    for kind, made, budget in kinds:
+        print(f"  {kind:55s} {len(made):2d} / {budget}  ratio {len(made) / budget:.2f}  {' '.join(made)}")
     print("  (the channel rows: each platform, a receiver or fake Slack/Telegram on 127.0.0.1 or moto's SNS and")
     print("   API Gateway management API, got the delivery once, checked; a page with none open: the unread mark)")
     dynamo, sched, ops = follow_up
     print("a wake that schedules one follow-up (schedule_wake, then an answer: docs/self-scheduling.md):")
     print(f"  {dynamo} DynamoDB + {sched} Scheduler calls: {ops}")
-    print("  (a two-step wake's 6 DynamoDB calls, plus the creation's 5: GetItem, Query, GetItem, GetItem, PutItem;")
+    print("  (a two-step wake's 7 DynamoDB calls, plus the creation's 5: GetItem, Query, GetItem, GetItem, PutItem;")
     print("   and 1 CreateSchedule. A wake that schedules nothing makes no call more: the budgets above)")
     print("AWS calls of a wake that starts one background task, and of its work (no budget: for the record):")
     print("\n".join(background))
@@ -500,12 +503,7 @@ def main() -> int:
     print("\n".join(cold_init.report(args.cold_runs, modes=tuple(args.cold_modes.split(",")))))
     # each channel's first delivery after that init: nothing of the channels loads before it
     print("\n".join(cold_init.report_channels(min(args.cold_runs, 5))))
-    for fn, code in code_uris().items():
-        zipped, raw = bundle_bytes(code)
-        print(
-            f"bundle {fn} (CodeUri {code.relative_to(ROOT)}/ + requirements, zipped): "
-            f"{zipped / 1e6:.2f} MB ({raw / 1e6:.1f} MB unzipped)"
-        )
+    print("\n".join(bundle_lines()))
     return 0
 
 

@@ -15,10 +15,15 @@ the runtime's TasksService before the poller starts, so that every completion is
 completions. Reported per case: every run succeeded once, each delivery received once, no two runs
 of a session overlapping (their journaled steps and deliveries), nothing left on a wait list or in
 the DLQ; the session's busy fraction (sum of its run times / first start to last end), its
-longest idle gap between two runs, how many of its runs a release handed the session to, and the
-longest idle time between such a release and the handed run's start (``idle_before_s``); for (b) each session's figures and the overall utilisation:
-the sum of all run times / (min(sessions, concurrency) x the span from the first start to the last
-end), since only ``concurrency`` runs can run at once; and the load average before and after.
+longest idle gap between two runs, the longest time it was idle while one of its runs had found
+it busy and waited (``waiter idle s``: from that run's first busy finding, or the previous run's
+end if later, to the next start; the hand-off is to leave none longer than a second), how many of
+its runs a release handed the session to, and the longest idle time between such a release and the
+handed run's start (``idle_before_s``); for (b) each session's figures and the consumers'
+utilisation: the sum of all run times / (min(sessions, concurrency) x the span from the first start
+to the last end), since only ``concurrency`` runs can run at once, and the time the consumers spent
+in invocations (running, or putting records on wait lists) / (concurrency x the span from the
+first invocation's start to the last one's end); and the load average before and after.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,6 +63,44 @@ from tests.support.receiver import CountingReceiver  # noqa: E402
 
 #: the webhook answers each delivery after this long
 WEBHOOK_S = 1.0
+#: the longest a session may stay idle while one of its runs waits for it (issue 37)
+READY_IDLE_LIMIT_S = 1.0
+
+
+class Consumers:
+    """The result queue's consumers' time in invocations: each invocation's start and end, timed
+    around the poller's call of the function (``with Consumers(poller):`` while a case runs)."""
+
+    def __init__(self, poller: Any) -> None:
+        self.poller = poller
+        self.spans: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+        self._invoke: Callable[[Any], Any] | None = None
+
+    def __enter__(self) -> Consumers:
+        self._invoke = invoke = self.poller.invoke
+
+        def timed(event: Any) -> Any:
+            started = time.time()
+            try:
+                return invoke(event)
+            finally:
+                with self._lock:
+                    self.spans.append((started, time.time()))
+
+        self.poller.invoke = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.poller.invoke = self._invoke
+
+    def utilisation(self) -> tuple[float, float]:
+        """(seconds in invocations, their share of concurrency x the first start to the last end)."""
+        if not self.spans:
+            return 0.0, 0.0
+        busy = sum(end - start for start, end in self.spans)
+        span = max(end for _, end in self.spans) - min(start for start, _ in self.spans)
+        return busy, busy / (self.poller.concurrency * span) if span > 0 else 1.0
 
 
 def load() -> str:
@@ -72,6 +118,7 @@ class Case:
         #: per session: runs handed the session by a release, and their longest idle_before_s
         self.handed: dict[str, tuple[int, float]] = {}
         self.overall: Drain | None = None
+        self.consumers: tuple[float, float] = (0.0, 0.0)
         self.elapsed_s = 0.0
         self.load_before = self.load_after = ""
 
@@ -139,13 +186,21 @@ class Case:
         print(f"  all succeeded once, deliveries once each, no overlap, nothing waiting or dead-lettered: {ok}")
         print(
             f"  {'session':<32} {'runs':>5} {'busy s':>8} {'span s':>8} {'busy':>6} {'longest gap s':>14} "
-            f"{'handed':>7} {'longest handed idle s':>22}"
+            f"{'waiter idle s':>14} {'handed':>7} {'longest handed idle s':>22}"
         )
         for session, d in self.drains.items():
             handed, idle = self.handed[session]
             print(
                 f"  {session:<32} {d.runs:>5} {d.busy_s:>8.1f} {d.span_s:>8.1f} "
-                f"{100 * d.busy_fraction:>5.0f}% {d.longest_gap_s:>14.2f} {handed:>7} {idle:>22.2f}"
+                f"{100 * d.busy_fraction:>5.0f}% {d.longest_gap_s:>14.2f} {d.longest_ready_idle_s:>14.2f} "
+                f"{handed:>7} {idle:>22.2f}"
+            )
+        if self.drains:
+            worst = max(d.longest_ready_idle_s for d in self.drains.values())
+            ok = "yes" if worst <= READY_IDLE_LIMIT_S else "NO"
+            print(
+                f"  no session idle longer than {READY_IDLE_LIMIT_S:.0f} s while a run waited for it: {ok} "
+                f"(longest {worst:.2f} s)"
             )
         if self.sessions > 1 and self.overall is not None:
             slots = min(self.sessions, concurrency)
@@ -153,6 +208,11 @@ class Case:
             print(
                 f"  overall utilisation: {self.overall.busy_s:.1f} s of runs / ({slots} x {self.overall.span_s:.1f} s) "
                 f"= {100 * utilisation:.0f}% (at most {concurrency} runs at once)"
+            )
+            in_invocations, share = self.consumers
+            print(
+                f"  the {concurrency} consumers' time in invocations: {in_invocations:.1f} s = {100 * share:.0f}% "
+                f"of their time from the first invocation's start to the last one's end"
             )
         for problem in self.problems:
             print(f"  PROBLEM: {problem}")
@@ -162,20 +222,28 @@ def run_case(case: Case, runtime: LocalStackRuntime, store: DynamoStore, receive
     case.prepare(runtime, store, receiver)
     case.load_before = load()
     started = time.monotonic()
-    runtime.start_background()
-    try:
-        bound = 60 + 10 * case.sessions * case.per_session
-        while not case.done(store):
-            if time.monotonic() - started > bound:
-                case.problems.append(f"not every run succeeded within {bound} s")
-                break
-            time.sleep(0.5)
-        case.elapsed_s = time.monotonic() - started
-    finally:
-        runtime.stop_background()
+    consumers = Consumers(runtime.poller("BackgroundResultFunction"))
+    with consumers:
+        runtime.start_background()
+        try:
+            _drain(case, store, started)
+        finally:
+            runtime.stop_background()
+    case.consumers = consumers.utilisation()
     case.load_after = load()
     if not case.problems:
         case.check(runtime, store, receiver)
+
+
+def _drain(case: Case, store: DynamoStore, started: float) -> None:
+    """Wait until every run of ``case`` succeeded (at most a generous bound)."""
+    bound = 60 + 10 * case.sessions * case.per_session
+    while not case.done(store):
+        if time.monotonic() - started > bound:
+            case.problems.append(f"not every run succeeded within {bound} s")
+            break
+        time.sleep(0.5)
+    case.elapsed_s = time.monotonic() - started
 
 
 def main() -> int:

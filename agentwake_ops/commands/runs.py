@@ -17,7 +17,7 @@ app = typer.Typer(
     help="Runs: list them newest first; show one with every attempt, step and delivery.", no_args_is_help=True
 )
 
-RUN_STATUSES = ("running", "succeeded", "failed")
+RUN_STATUSES = ("running", "parked", "succeeded", "failed")
 
 
 def _since(value: str) -> str:
@@ -50,7 +50,12 @@ def runs_list(
         str | None, typer.Option("--session", help="Only this session's runs (a Query of its index partition).")
     ] = None,
     status: Annotated[
-        str | None, typer.Option("--status", help="Only runs in this state.", metavar="running|succeeded|failed")
+        str | None,
+        typer.Option(
+            "--status",
+            help="Only runs in this state (parked: waiting for an approval).",
+            metavar="running|parked|succeeded|failed",
+        ),
     ] = None,
     since: Annotated[
         str | None,
@@ -159,10 +164,28 @@ def runs_show(
             "cron:JOB_ID:SCHEDULED_TIME; find them with: agentwake runs list --session SESSION)"
         )
     links = run_links(store, summary.run) if summary.run is not None else None
+    waiting = _waiting(ctx, summary.run)
     if as_json:
         data: dict[str, Any] = {"run_id": run_id, **summary.as_dict(), "links": links.as_dict() if links else None}
+        if waiting is not None:
+            data["waiting_for"] = {**waiting[0].model_dump(mode="json"), "said": waiting[1]}
         if transcript:
             data["transcript"] = [e.as_dict() for e in build_transcript(summary)]
         render.print_json(masked(data))
         return
-    render.run_show(summary, build_transcript(summary) if transcript else None, links)
+    render.run_show(summary, build_transcript(summary) if transcript else None, links, parked=waiting and waiting[1])
+
+
+def _waiting(ctx: typer.Context, run: Any) -> tuple[Any, str] | None:
+    """A parked run's approval request and its one line: what it waits for, since when, until when and
+    then what, and how to decide (``approvals_view.waiting_for``). None for a run that is not parked."""
+    from agentwake_ops import approvals_view
+
+    approval_id = getattr(run, "waiting_for", None)
+    if run is None or run.status != "parked" or not approval_id:
+        return None
+    found = ops(ctx).approvals.approvals.get(approval_id)
+    if found is None:
+        return None
+    shown = approvals_view.view(found)
+    return shown, approvals_view.waiting_for(shown, parked_at=getattr(run, "parked_at", None), step=found.step)

@@ -94,7 +94,14 @@ def hidden(name: str, value: Any) -> Markup:
     return Markup(f'<input type="hidden" name="{html.escape(name, quote=True)}" value="{h(value)}">')
 
 
-NAV = (("/dlq", "DLQ"), ("/runs", "Runs"), ("/sessions", "Sessions"), ("/jobs", "Jobs"), ("/charts", "Charts"))
+NAV = (
+    ("/dlq", "DLQ"),
+    ("/runs", "Runs"),
+    ("/approvals", "Approvals"),
+    ("/sessions", "Sessions"),
+    ("/jobs", "Jobs"),
+    ("/charts", "Charts"),
+)
 
 
 def layout(title: str, body: str, *, stack: str, root: str) -> str:

@@ -1,6 +1,7 @@
 """The console's view of the tree of runs: on a run's page, the run that started it and the tasks and
-wakes it started; the task page (``/task?id=TASK``, ``tasks show``) with links both ways. (The
-pages import this module, never the other way.)
+wakes it started, the approvals it asked for and, parked, what it waits for (with the decision's
+buttons); the task page (``/task?id=TASK``, ``tasks show``) with links both ways. (The pages import
+this module, never the other way.)
 
 Read through :mod:`agentwake_ops.tree` (the read model ``runs show`` and ``tasks show`` print) and
 rows from :mod:`agentwake_ops.render`'s plain-text builders, so a page says what the command prints.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentwake_ops import approvals_view
 from agentwake_ops.console.html import Markup, facts, h, hidden, link, table
 from agentwake_ops.context import OpsContext, OpsError
 from agentwake_ops.render import (
@@ -50,6 +52,10 @@ def run_link_rows(links: RunLinks) -> list[tuple[str, Any]]:
         rows.append(("job", link("/jobs", j.job_id, id=j.job_id)))
         starter = j.created_by_run
         rows.append(("started by", link("/run", starter, id=starter) if starter else "the product or an operator"))
+    for a in links.approvals:
+        rows.append(
+            ("approval", Markup(f"{link('/approval', a.approval_id, id=a.approval_id)} ({h(a.tool)}, {h(a.state)})"))
+        )
     return rows
 
 
@@ -91,7 +97,7 @@ def task_page(ctx: OpsContext, task_id: str) -> Markup:
 
 
 def _tree_item(node: TreeNode) -> str:
-    route = {"run": "/run", "task": "/task", "job": "/jobs"}[node.kind]
+    route = {"run": "/run", "task": "/task", "job": "/jobs", "approval": "/approval"}[node.kind]
     label = tree_label(node)
     # the node's id is the link (a run not listed may have no record: its id plain), the rest text
     rest = label.split(node.id, 1)[1] if node.id in label else ""
@@ -117,6 +123,10 @@ def tree_page(ctx: OpsContext, session_id: str, limit: int) -> Markup:
     )
 
 
+#: the approval page's decisions (``console/approvals.py``'s confirm and decide take the same)
+DECISION_VERBS = ("approve", "reject")
+
+
 def cancel_button(task: Any, csrf: str) -> str:
     """The task page's form: a task with no outcome yet can be cancelled (after a confirmation)."""
     if task.outcome is not None or task.status != "running":
@@ -124,4 +134,35 @@ def cancel_button(task: Any, csrf: str) -> str:
     return (
         f"<form method='post' action='task/cancel-confirm' id='cancel-form'>{hidden('csrf', csrf)}"
         f"{hidden('id', task.task_id)}<button id='cancel-task'>Cancel this task</button></form>"
+    )
+
+
+def decide_buttons(shown: approvals_view.ApprovalOut, csrf: str) -> str:
+    """While pending: approve and reject, each to its confirmation page."""
+    if shown.state != "pending":
+        return ""
+    return "".join(
+        f"<form method='post' action='approval/confirm' class='inline' id='{verb}-form'>{hidden('csrf', csrf)}"
+        f"{hidden('id', shown.approval_id)}{hidden('decision', verb)}<button id='{verb}'>{verb.title()}</button></form>"
+        for verb in DECISION_VERBS
+    )
+
+
+def parked_block(ctx: OpsContext, record: Any, csrf: str) -> Markup:
+    """A parked run's page: what it waits for, since when, until when and then what, and the buttons."""
+    waiting = getattr(record, "waiting_for", None)
+    if getattr(record, "status", None) != "parked" or not waiting:
+        return Markup("")
+    found = ctx.approvals.approvals.get(waiting)
+    if found is None:
+        return Markup(f"<p class='note' id='parked'>parked: waiting for approval {h(waiting)} (not found)</p>")
+    shown = approvals_view.view(found)
+    line = approvals_view.waiting_for(
+        shown, parked_at=getattr(record, "parked_at", None), step=getattr(found, "step", None)
+    )
+    return Markup(
+        f"<h2>parked</h2><p class='note' id='parked'>{h(line)}</p><p>"
+        + link("/approval", f"approval {shown.approval_id}", id=shown.approval_id)
+        + "</p>"
+        + decide_buttons(shown, csrf)
     )

@@ -454,6 +454,9 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
                 ]
             )
         )
+        from agentwake_ops.console.links import parked_block
+
+        parts.append(parked_block(ctx, record, csrf))
         parts.append(_replay_form(ctx, record, csrf))
         parts.append(started_sections(links))
         parts.append("<p>" + link("/tree", "this session's runs as a tree", session=record.session_id) + "</p>")

@@ -38,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agentwake_ops.console import actions, assets, charts, pages, sessions_jobs
+from agentwake_ops.console import actions, approvals, assets, charts, pages, sessions_jobs
 from agentwake_ops.console.html import Markup, h, layout
 from agentwake_ops.context import OpsContext
 
@@ -59,6 +59,8 @@ GET_PAGES: dict[str, tuple[str, Page]] = {
     "/run": ("Run", pages.run),
     "/runs": ("Runs", pages.runs),
     "/task": ("Task", pages.task),
+    "/approvals": ("Approvals", approvals.approvals),
+    "/approval": ("Approval", approvals.approval),
     "/tree": ("Runs as a tree", pages.tree),
     "/sessions": ("Sessions", sessions_jobs.sessions),
     "/jobs": ("Jobs", sessions_jobs.jobs),
@@ -76,6 +78,8 @@ POST_ACTIONS: dict[str, tuple[str, Page]] = {
     "/run/apply": ("Applied to the session", actions.apply),
     "/task/cancel-confirm": ("Cancel a task", actions.cancel_confirm),
     "/task/cancel": ("Task cancelled", actions.cancel),
+    "/approval/confirm": ("Decide an approval", approvals.confirm),
+    "/approval/decide": ("Approval decided", approvals.decide),
 }
 STATIC = {"/static/console.css": ("text/css", assets.CSS), "/static/console.js": ("text/javascript", assets.JS)}
 

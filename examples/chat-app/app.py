@@ -40,8 +40,17 @@ does, with its WebSocket API on 127.0.0.1) under the local stack name ``chat``, 
 CLI and ``agentwake console`` look (``$AGENTWAKE_HOME/local-chat.json``), and serves the page on
 127.0.0.1:8766 (the console's default is 8765). ``--slow-wake N``: after messaging the user, the
 woken agent checks its sources through the app's ``check_sources`` HTTP tool, which the app answers
-N s late, so a wake holds the session that long and a person can watch a message wait. Nothing here
-is needed by agentwake.
+N s late, so a wake holds the session that long and a person can watch a message wait.
+
+**Ask before acting** (issue 35): with ``--tickets`` (``make chat``'s default) the woken agent then
+files the research as a ticket through the app's ``file_ticket`` HTTP tool, which the session gates
+(``"approval": "always"``): the run parks, holding nothing, and agentwake pushes the request (a
+delivery whose frame carries ``approval``: its id, tool, arguments and expiry, never its token). The
+page shows it with Approve and Reject buttons; a click is ``POST /api/approvals/{id}`` here, which
+calls ``decide_approval`` as the session's owner; the run resumes, calls the tool (on approval)
+exactly once, and its next message is pushed to the page. A decided request shows its decision
+instead of the buttons, also after a reload (:meth:`ChatApp.conversation` reads the session's
+approvals). Nothing here is needed by agentwake.
 """
 
 from __future__ import annotations
@@ -49,11 +58,13 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import re
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,6 +89,14 @@ MAX_SLOW_WAKE_S = 50.0
 TOOL_PATH = "/tools/check-sources"
 #: how many delivery ids the page may name in one ``POST /api/read``
 MAX_READ_IDS = 100
+#: the gated HTTP tool the woken agent calls with --tickets (answered by this app, counted)
+TICKET_PATH = "/tools/file-ticket"
+#: who the app says decided (the person at the page; the API records the app as the owner who called)
+DECIDED_BY = "the chat's user"
+#: an approval request's delivery id ends so (agentwake's ``{run}#{step}#{call}#approval``), and its
+#: text names the request: "... (approval apr-...)"
+APPROVAL_DELIVERY = "#approval"
+APPROVAL_IN_TEXT = re.compile(r"\(approval (apr-[0-9a-f]+)\)\s*$")
 
 #: the woken agent (scripted): tell the user the research is ready, check the sources (the app's
 #: HTTP tool, slow with --slow-wake: the wake holds the session meanwhile), then end
@@ -85,6 +104,14 @@ WAKE_SCRIPT = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "Your research is ready."}}]},
     {"tool_calls": [{"name": "check_sources", "arguments": {}}]},
     {"text": "I told the user their research is ready."},
+]
+#: with --tickets: after checking the sources, file the research as a ticket (a gated tool: the run
+#: parks until the person decides), then tell the user; the scripted model says the same either way
+TICKET_SCRIPT = [
+    *WAKE_SCRIPT[:2],
+    {"tool_calls": [{"name": "file_ticket", "arguments": {"title": "Research results", "sources": 3}}]},
+    {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "The ticket request is settled."}}]},
+    {"text": "I asked before filing the ticket and told the user."},
 ]
 #: a wake's entries that are for the agent, not the person: the marker and the note (docs/durability.md)
 INTERNAL_KINDS = frozenset({"marker", "note"})
@@ -123,6 +150,23 @@ def shown_entries(entries: list[dict[str, Any]], announced: set[str]) -> list[di
     return shown
 
 
+def approval_of(line: dict[str, Any]) -> str | None:
+    """The approval id an approval request's history line names (None for any other line)."""
+    if not str(line.get("delivery_id") or "").endswith(APPROVAL_DELIVERY):
+        return None
+    found = APPROVAL_IN_TEXT.search(str(line.get("content") or ""))
+    return found.group(1) if found else None
+
+
+def approval_view(approval: dict[str, Any]) -> dict[str, Any]:
+    """What the page shows of a request: the buttons while pending, else who decided what."""
+    keep = ("approval_id", "tool", "arguments", "expiry_at", "state", "decided_by", "reason", "expired")
+    view = {k: approval.get(k) for k in keep}
+    # the API records the caller too ("arn:... on behalf of the chat's user"): the page names the person
+    view["decided_by"] = str(view["decided_by"] or "").rsplit(" on behalf of ", 1)[-1] or None
+    return view
+
+
 def busy_words(holder: str | None) -> str:
     """Why a turn cannot begin now, in plain words (never the holder's run id)."""
     if (holder or "").startswith("live:"):
@@ -153,6 +197,11 @@ class ChatApp:
     task_seconds: float = 3.0
     #: --slow-wake: the tool is answered this late, so the wake holds the session meanwhile
     slow_wake_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        #: the gated ``file_ticket`` tool's calls, by Idempotency-Key (a resumed run calls it once)
+        self.tickets: Counter[str] = Counter()
+        self._tickets_lock = threading.Lock()
 
     # -- a message from the page ------------------------------------------------------------------
 
@@ -219,6 +268,50 @@ class ChatApp:
             time.sleep(self.slow_wake_s)
         return 200, {"checked": 3, "result": "3 sources checked."}
 
+    def file_ticket(self, idempotency_key: str) -> tuple[int, dict[str, Any]]:
+        """The woken agent's gated ``file_ticket`` tool: called only after the person approved."""
+        with self._tickets_lock:
+            self.tickets[idempotency_key] += 1
+            number = len(self.tickets)
+        return 200, {"ticket": f"T-{number}", "result": f"Filed ticket T-{number}."}
+
+    # -- approvals: the person's decision, as the session's owner ---------------------------------
+
+    def decide(self, approval_id: str, decision: str) -> tuple[int, dict[str, Any]]:
+        """Approve or reject a request of this session (``decide_approval`` with the app's own
+        credentials, an owner of the session): the run resumes and its next message is pushed."""
+        from agentwake_client import ApiError
+
+        if decision not in ("approve", "reject"):
+            return 400, {"error": 'send {"decision": "approve" | "reject"}'}
+        try:
+            got = self.api.get_approval(approval_id)
+            if got.get("session_id") != SESSION_ID:
+                return 404, {"error": "no such approval request"}
+            reason = None if decision == "approve" else "rejected in the chat"
+            decided = self.api.decide_approval(approval_id, decision, reason=reason, decided_by=DECIDED_BY)  # type: ignore[arg-type]
+        except ApiError as exc:
+            if exc.type == "ApprovalAlreadyDecided" and isinstance(exc.body.get("approval"), dict):
+                return 409, {"error": "it was decided already", "approval": approval_view(exc.body["approval"])}
+            if exc.status == 404:
+                return 404, {"error": "no such approval request"}
+            return 502, {"error": f"the agent's service answered {exc.status} ({exc.type}); try again"}
+        except OSError as exc:
+            return 502, {"error": f"the agent's service cannot be reached ({type(exc).__name__}); try again"}
+        return 200, {"approval": approval_view(decided)}
+
+    def approvals(self) -> dict[str, dict[str, Any]]:
+        """The session's approval requests by id (every page)."""
+        found: dict[str, dict[str, Any]] = {}
+        cursor = None
+        while True:
+            page = self.api.list_approvals(SESSION_ID, cursor=cursor, limit=100)
+            for approval in page["approvals"]:
+                found[approval["approval_id"]] = approval_view(approval)
+            cursor = page["cursor"]
+            if cursor is None:
+                return found
+
     # -- push: the page's ticket, and what it has read --------------------------------------------
 
     def push_ticket(self) -> tuple[int, dict[str, Any]]:
@@ -257,7 +350,14 @@ class ChatApp:
             cursor = page["cursor"]
             if cursor is None:
                 break
-        return {"entries": shown_entries(list(reversed(entries)), set())}
+        shown = shown_entries(list(reversed(entries)), set())
+        if any(approval_of(line) for line in shown):
+            approvals = self.approvals()
+            for line in shown:
+                found = approvals.get(approval_of(line) or "")
+                if found is not None:
+                    line["approval"] = found  # a decided request shows its decision, not buttons
+        return {"entries": shown}
 
 
 def page_bytes() -> bytes:
@@ -324,6 +424,15 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
                     self._answer(400, {"error": f'send {{"shown": [delivery ids, at most {MAX_READ_IDS}]}}'})
                     return
                 self._answer(*app.read(ids))
+            elif self.path == TICKET_PATH:
+                self._answer(*app.file_ticket(self.headers.get("Idempotency-Key") or "?"))
+            elif self.path.startswith("/api/approvals/") and self.path.count("/") == 3:
+                try:
+                    decision = str(json.loads(body)["decision"])
+                except (ValueError, KeyError, TypeError):
+                    self._answer(400, {"error": 'send {"decision": "approve" | "reject"}'})
+                    return
+                self._answer(*app.decide(self.path.rsplit("/", 1)[-1][:100], decision))
             else:
                 self._answer(404, {"error": "not found"})
 
@@ -333,9 +442,10 @@ def handler_class(app: ChatApp) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def put_session(runtime: Any, app_url: str, live_turn_wait_s: float) -> None:
+def put_session(runtime: Any, app_url: str, live_turn_wait_s: float, tickets: bool = False) -> None:
     """The chat session's config (an operator's step): the woken agent is scripted, delivers to the
-    session's open pages over the stack's WebSocket API, and has one HTTP tool on this app."""
+    session's open pages over the stack's WebSocket API, and has HTTP tools on this app; with
+    ``tickets`` its ``file_ticket`` tool asks the person first (``"approval": "always"``)."""
     from agentwake.domain.models import SessionConfig
     from agentwake.store.dynamo import DynamoStore
     from agentwake.trust.session_checks import ConfigRules
@@ -351,13 +461,23 @@ def put_session(runtime: Any, app_url: str, live_turn_wait_s: float) -> None:
         "method": "GET",
         "timeout": TOOL_TIMEOUT_S,
     }
+    file_ticket = {
+        "type": "http",
+        "name": "file_ticket",
+        "description": "File a ticket (the chat app answers); the person approves it first.",
+        "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "sources": {"type": "integer"}}},
+        "url": f"{app_url}{TICKET_PATH}",
+        "method": "POST",
+        "timeout": TOOL_TIMEOUT_S,
+        "approval": "always",
+    }
     store.records.put_session(
         SessionConfig(
             session_id=SESSION_ID,
             persona="You are the assistant of a chat app.",
-            providers=[{"type": "scripted", "id": "scripted", "script": WAKE_SCRIPT}],
+            providers=[{"type": "scripted", "id": "scripted", "script": TICKET_SCRIPT if tickets else WAKE_SCRIPT}],
             delivery={"type": "websocket"},
-            tools=[check_sources],
+            tools=[check_sources, file_ticket] if tickets else [check_sources],
             live_turn_wait_s=live_turn_wait_s,
             retry_base_delay_ms=0,
             owners=[LOCAL_CALLER_ARN],  # the app signs its API calls with the stack's credentials
@@ -374,6 +494,7 @@ def running(
     slow_wake_s: float = 0.0,
     live_turn_wait_s: float = 0.0,
     local_name: str = LOCAL_NAME,
+    tickets: bool = False,
 ) -> Iterator[tuple[str, ChatApp, Any]]:
     """The local stack (with its WebSocket API), the chat session and the app's server: yields
     (page URL, app, runtime).
@@ -381,7 +502,8 @@ def running(
     The port is taken first (``OSError`` when it is not free, before any stack starts); the stack
     is the local stack ``local_name``, recorded where the CLI and the console find it
     (``LocalStackRunning`` when one of that name already runs). ``slow_wake_s``: the woken agent's
-    ``check_sources`` tool is answered that late (the wake holds the session meanwhile)."""
+    ``check_sources`` tool is answered that late (the wake holds the session meanwhile). ``tickets``:
+    the woken agent then files a ticket through a gated tool (asks the person first)."""
     from agentwake_client import ProductApiClient
     from agentwake_local.server import boto3_session
     from agentwake_local.stack import LocalStackRuntime
@@ -407,7 +529,7 @@ def running(
         )
         server.RequestHandlerClass = handler_class(app)
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        put_session(runtime, url, live_turn_wait_s)
+        put_session(runtime, url, live_turn_wait_s, tickets)
         thread = threading.Thread(target=server.serve_forever, name="chat-app", daemon=True)
         thread.start()
         try:
@@ -445,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
         help="answer the woken agent's check_sources tool this late: the wake holds the session meanwhile, "
         "so a message waits (0-50)",
     )
+    parser.add_argument(
+        "--no-tickets",
+        dest="tickets",
+        action="store_false",
+        help="the woken agent does not file a ticket (by default it asks you first: Approve or Reject on the page)",
+    )
     args = parser.parse_args(argv)
     from agentwake_local.stack import LocalStackRunning, state_path
 
@@ -452,7 +580,11 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        with running(args.port, task_seconds=args.task_seconds, slow_wake_s=args.slow_wake) as (url, _app, runtime):
+        with running(args.port, task_seconds=args.task_seconds, slow_wake_s=args.slow_wake, tickets=args.tickets) as (
+            url,
+            _app,
+            runtime,
+        ):
             print(
                 f"chat app on {url}/  (the agent's messages pushed over {runtime.push_url}; "
                 f"product API {runtime.api_url}, local stack {runtime.endpoint_url})",
@@ -468,6 +600,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"slow wakes: the woken agent's check_sources tool is answered {args.slow_wake:g} s late "
                     "(the session stays busy)",
+                    flush=True,
+                )
+            if args.tickets:
+                print(
+                    "after research the agent asks before filing a ticket: Approve or Reject on the page "
+                    "(or `agentwake approvals list`)",
                     flush=True,
                 )
             print("requests to the product API are SigV4-signed and verified, as deployed; Ctrl-C to stop", flush=True)

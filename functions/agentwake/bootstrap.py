@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from agentwake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from agentwake.product.approvals import ApprovalsService
     from agentwake.product.sessions import SessionsService
     from agentwake.product.tasks import TasksService
     from agentwake.store.cron_failures import CronFailures
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Root",
+    "approvals",
     "cron_failures",
     "dead_letters",
     "reset",
@@ -127,6 +129,14 @@ class Root:
         return SessionsService(self.store, self.result_queue, max_hold_s=self.settings.live_turn_max_hold_s)
 
     @cached_property
+    def approvals(self) -> ApprovalsService:
+        """Deciding approval requests (the one decision path: product API, CLI, console, expiry) and
+        sending their checks to the work queue (issue 35); loaded on first use."""
+        from agentwake.product.approvals import ApprovalsService
+
+        return ApprovalsService(self.store, self.work_queue)
+
+    @cached_property
     def tasks(self) -> TasksService:
         """Registering, starting and completing tasks: a completion is sent to the result queue, the work
         agentwake runs itself to the work queue (each SQS client is made on its first send)."""
@@ -184,6 +194,10 @@ def sessions() -> SessionsService:
 
 def tasks() -> TasksService:
     return root().tasks
+
+
+def approvals() -> ApprovalsService:
+    return root().approvals
 
 
 def reset() -> None:

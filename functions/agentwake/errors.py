@@ -365,3 +365,25 @@ class AppendTooLarge(AgentwakeError):
     refused before any write (nothing was appended)."""
 
     retryable = False
+
+
+class UnknownApproval(PermanentInputError):
+    """No approval request has this id (or it belongs to a session the caller does not own: the
+    answer is the same, so ids of other sessions cannot be probed)."""
+
+
+class ApprovalAlreadyDecided(AgentwakeError):
+    """The request was decided otherwise already: the message says what was decided, by whom, when
+    and why. Nothing changed; only one decision is ever written."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, approval: Any = None) -> None:
+        super().__init__(message)
+        #: the stored request as decided (``domain.approvals.Approval``)
+        self.approval = approval
+
+
+class ForgedDecision(PermanentInputError):
+    """A decision carrying a token that is not the request's (or a token where the request's
+    deciders do not allow one), from a caller who is not an owner: nothing was written."""

@@ -88,6 +88,20 @@ class Settings(BaseModel):
         validation_alias=_env("AGENTWAKE_TELEGRAM_TOKEN_REF", "telegram_token_ref"),
         description="the Telegram bot token's secret ref (stack parameter TelegramBotTokenSecretArn)",
     )
+    slack_signing_secret_ref: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_SLACK_SIGNING_SECRET_REF", "slack_signing_secret_ref"),
+        description="the Slack app's signing secret ref (stack parameter SlackSigningSecretArn): set, a slack "
+        "channel's approval requests carry Approve/Reject buttons and POST /channels/slack/interactions "
+        "verifies the clicks; unset, neither (docs/channels.md)",
+    )
+    telegram_webhook_secret_ref: str | None = Field(
+        default=None,
+        validation_alias=_env("AGENTWAKE_TELEGRAM_WEBHOOK_SECRET_REF", "telegram_webhook_secret_ref"),
+        description="the secret_token given to Telegram's setWebhook (stack parameter TelegramWebhookSecretArn): "
+        "set, a telegram channel's approval requests carry Approve/Reject buttons and POST "
+        "/channels/telegram/updates takes the clicks; unset, neither (docs/channels.md)",
+    )
     notify_topic_prefix: str | None = Field(
         default=None,
         validation_alias=_env("AGENTWAKE_NOTIFY_TOPIC_PREFIX", "notify_topic_prefix"),
@@ -125,10 +139,13 @@ class Settings(BaseModel):
         description="a run is not started with less of the invocation left; the record is retried",
     )
     journal_ttl_days: int = Field(
-        default=15,
+        default=22,
         ge=1,
         validation_alias=_env("AGENTWAKE_JOURNAL_TTL_DAYS", "journal_ttl_days"),
-        description="how long journal items live (DynamoDB TTL), longer than the DLQ's 14 days",
+        description=(
+            "how long journal items live (DynamoDB TTL): the DLQ's 14 days + the longest approval wait (7) + 1, "
+            "so a run that waited for a person and then failed stays redrivable for the DLQ's whole life"
+        ),
     )
     session_wait_limit_s: int = Field(
         default=3600,

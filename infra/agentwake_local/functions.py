@@ -66,6 +66,8 @@ class HttpApiRoute:
     method: str
     path: str
     api_id: str | None = None
+    #: the route's own ``Auth: Authorizer`` (``NONE``: a route without the API's IAM authorizer)
+    authorizer: str | None = None
 
 
 @dataclass
@@ -254,7 +256,15 @@ def _http_route(name: str, raw: Mapping[str, Any]) -> HttpApiRoute:
     method, path = str(raw.get("Method") or "ANY").upper(), raw.get("Path") or "/{proxy+}"
     if method == "X-AMAZON-APIGATEWAY-ANY-METHOD":
         method = "ANY"
-    return HttpApiRoute(name=name, method=method, path=str(path), api_id=api_id)
+    auth = raw.get("Auth")
+    authorizer = auth.get("Authorizer") if isinstance(auth, dict) else None
+    return HttpApiRoute(
+        name=name,
+        method=method,
+        path=str(path),
+        api_id=api_id,
+        authorizer=str(authorizer) if isinstance(authorizer, str) else None,
+    )
 
 
 def _sqs_event(

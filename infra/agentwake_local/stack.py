@@ -423,8 +423,13 @@ class LocalStackRuntime:
 
     def start_http_api(self) -> str | None:
         """Serve the functions' HttpApi routes on 127.0.0.1, each request's SigV4 signature verified
-        against the embedded IAM (sigv4.py); their URL, or None."""
-        routes = [Route(r.method, r.path, f.logical_id) for f in self.functions.values() for r in f.http_routes]
+        against the embedded IAM (sigv4.py) unless its route says ``Auth: Authorizer: NONE`` (the
+        chats' callbacks, which verify their platform's secret themselves); their URL, or None."""
+        routes = [
+            Route(r.method, r.path, f.logical_id, unsigned=r.authorizer == "NONE")
+            for f in self.functions.values()
+            for r in f.http_routes
+        ]
         apis = {r.api_id for f in self.functions.values() for r in f.http_routes}
         # one API (the template's ProductApi): its ARN, for the callers' execute-api:Invoke policies
         api = self.stack.resources.get(next(iter(apis))) if len(apis) == 1 and None not in apis else None

@@ -24,13 +24,22 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+#: the port's modules: ``port.py`` (the table's aggregates and ``Store``) and the concerns split from it
+PORTS = ("port.py", "port_approvals.py", "port_queues.py")
+#: what a port may import of agentwake: the plain models and values it speaks, and the other ports
+PLAIN = {"agentwake.domain.models", "agentwake.domain.usage", "agentwake.domain.approvals", "agentwake.session.lease"}
+
+
 def test_the_store_port_imports_no_dynamodb_code() -> None:
-    # GIVEN the port the wake depends on WHEN its imports are read (TYPE_CHECKING ones too)
-    imports = _imports(STORE / "port.py")
-    # THEN it names only the standard library and the plain models and values it speaks
-    agentwake = {m for m in imports if m.startswith("agentwake")}
-    assert agentwake <= {"agentwake.domain.models", "agentwake.domain.usage", "agentwake.session.lease"}, agentwake
-    assert not {m for m in imports if m.split(".")[0] in {"boto3", "botocore", "moto"}}
+    assert sorted(p.name for p in STORE.glob("port*.py")) == sorted(PORTS)
+    for name in PORTS:
+        # GIVEN a port module the wake depends on WHEN its imports are read (TYPE_CHECKING ones too)
+        imports = _imports(STORE / name)
+        # THEN it names only the standard library, the plain models and values it speaks and the other ports
+        agentwake = {m for m in imports if m.startswith("agentwake")}
+        ports = {f"agentwake.store.{p.removesuffix('.py')}" for p in PORTS}
+        assert agentwake <= PLAIN | ports, (name, agentwake)
+        assert not {m for m in imports if m.split(".")[0] in {"boto3", "botocore", "moto"}}, name
 
 
 def _key_literals(source: str, name: str) -> list[str]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_wake_round_trips import FINAL_ANSWER_CALLS, ONE_STEP_CALLS
+
 ROOT = Path(__file__).resolve().parents[2]
 #: the maintainer's walk, every runtime file counted: 42 files, 147 re-entries on main at ab6ae9e, 151
 #: once the journal's adapter asks domain/steps.py about its step keys (four calls into the key
@@ -23,9 +25,29 @@ ROOT = Path(__file__).resolve().parents[2]
 #: one re-entry; issue 33), 156 (50 files) once a send answers its receipt (the log channel's
 #: ``Receipt`` and wake/deliveries.py turning it into the marker's receipts: two re-entries; issue
 #: 34), 157 once a delivery asks the journal for the intents an earlier attempt left under another
-#: target (a config edited between a failure and its redrive: one re-entry into store/journal.py).
+#: target (a config edited between a failure and its redrive: one re-entry into store/journal.py),
+#: 161 (51 files) once a tool call asks whether its rule needs a person's approval and the journal
+#: reads its decision's step key (issue 35: one re-entry each into agent/tools/__init__.py,
+#: store/journal.py and domain/steps.py) and the release builds a handed copy in session/copies.py.
 #: A change that sends the walk back into a file it had left more often fails here
-WALK_REENTRIES_CEILING = 157
+WALK_REENTRIES_CEILING = 161
+#: bench_wake.py's rows that tests/integration/test_wake_round_trips.py counts too: the bench builds the
+#: wake's dependencies as the deployed handler does (the result queue included), so the same calls
+ROUND_TRIP_ROWS = {
+    "one-step background": ONE_STEP_CALLS,
+    "one-step background, final answer sent (deliver_final)": FINAL_ANSWER_CALLS,
+    "session with daily limits (one step)": ONE_STEP_CALLS,
+}
+
+
+def bench_wake_calls(report: str, kind: str) -> list[str]:
+    """The calls bench_wake.py printed for one wake kind (``  kind  n / budget  ratio r  Op Op ...``),
+    checked against their count."""
+    row = re.search(rf"^  {re.escape(kind)} +(\d+) / \d+  ratio [\d.]+  (.*)$", report, re.MULTILINE)
+    assert row is not None, f"{kind}: no row in\n{report[-3000:]}"
+    calls = row[2].split()
+    assert len(calls) == int(row[1]), row[0]
+    return calls
 
 
 @pytest.mark.parametrize(
@@ -46,6 +68,8 @@ WALK_REENTRIES_CEILING = 157
         ("cold_init.py", ["--pair", "channels", "--runs", "1"], "slack     at init: nothing of the channels"),
         # the bare-Any parameters of the wake, the figure issue 31 brings to 0
         ("any_params.py", [], "parameters annotated bare Any in functions/agentwake/wake"),
+        # the cost table: one warm wake per kind through the deployed handlers
+        ("cost.py", ["--wakes", "1"], "Step Functions Standard >= $125/M"),
         ("burst.py", ["--n", "3", "--sessions", "2", "--per-session", "2"], "overall utilisation: "),
     ],
 )
@@ -61,6 +85,16 @@ def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[s
     # THEN it exits 0 and prints its report
     assert out.returncode == 0, out.stderr[-3000:]
     assert expected in out.stdout, out.stdout[-3000:]
+    if script == "bench_wake.py":
+        # AND the wakes it counts make the calls the round-trip tests count, in the same order
+        for kind, calls in ROUND_TRIP_ROWS.items():
+            assert bench_wake_calls(out.stdout, kind) == calls, kind
+        # AND the bundle it sizes is the one sam build makes (functions/Makefile, arm64 wheels)
+        assert "(what sam build makes: functions/Makefile, arm64 wheels" in out.stdout, out.stdout[-3000:]
+    if script == "cost.py":
+        # AND a one-step background wake through its handler makes the calls the round-trip tests count
+        row = re.search(r"^  one-step background +\d.*\n    calls: (.*)$", out.stdout, re.MULTILINE)
+        assert row is not None and row[1].split() == ONE_STEP_CALLS, out.stdout[-3000:]
 
 
 def test_the_walk_of_one_background_record_counts_every_file_and_re_enters_no_more_than_today() -> None:

@@ -23,8 +23,14 @@ finds this stack by its state file.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
 from tests.e2e.test_busy_sessions import wait_until
 from tests.e2e.test_local_product_api import producer_credentials
+from tests.integration.test_approvals import FILES_A_TICKET, ToolServer, ticket_tool
 from tests.support import fake_slack, fake_telegram
 from tests.support.fake_slack import FakeSlack
 from tests.support.fake_telegram import FakeTelegram
@@ -48,6 +55,8 @@ from tests.support.local_stack import local_stack, stack_store
 from tests.support.ws_client import WsClient
 
 NOTIFY_PREFIX = "agentwake-notify-"
+SIGNING_SECRET = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+WEBHOOK_SECRET = "local-webhook-secret_42"
 SAID = "Working on your research."
 #: step 0 tells the user, step 1 answers: a run with one delivery (the final answer is kept back)
 TELLS = [
@@ -101,6 +110,11 @@ def local(
             "AGENTWAKE_TELEGRAM_API_URL": telegram.url,
             "AGENTWAKE_TELEGRAM_TOKEN_REF": "env:AGENTWAKE_SECRET_TELEGRAM_BOT",
             "AGENTWAKE_SECRET_TELEGRAM_BOT": telegram.token,
+            # the chats' callbacks: approval requests carry buttons, their clicks come back verified
+            "AGENTWAKE_SLACK_SIGNING_SECRET_REF": "env:AGENTWAKE_SECRET_SLACK_SIGNING",
+            "AGENTWAKE_SECRET_SLACK_SIGNING": SIGNING_SECRET,
+            "AGENTWAKE_TELEGRAM_WEBHOOK_SECRET_REF": "env:AGENTWAKE_SECRET_TELEGRAM_WEBHOOK",
+            "AGENTWAKE_SECRET_TELEGRAM_WEBHOOK": WEBHOOK_SECRET,
         }
         for logical_id in runtime.functions:
             runtime.override_env(logical_id, channels)
@@ -495,3 +509,84 @@ def test_telegram_blocked_is_dead_lettered_at_once_with_telegram_s_reason(
     assert shown["error_type"] == "ChannelRefused" and "blocked" in shown["error_detail"], shown
     assert shown["attempts"] == 1, shown
     assert [m for m in telegram.messages if m["chat_id"] == 1003] == []
+
+
+# --- 4. deciding in the chat: a click comes back through the stack's own HTTP API -------------------
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """An unsigned POST, as Slack and Telegram send (no SigV4)."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+def test_a_signed_slack_click_on_the_local_stack_approves_and_the_tool_runs_once(
+    local: LocalStackRuntime, api: ProductApiClient, slack: FakeSlack
+) -> None:
+    # GIVEN a session on Slack whose run parks on a gated tool (a server on 127.0.0.1)
+    tool = ToolServer()
+    try:
+        api.put_session(
+            "ch-approve",
+            providers=provider(FILES_A_TICKET),
+            tools=[ticket_tool(tool.url)],
+            delivery={"type": "slack", "channel": "C0CLICK"},
+        )
+        run_id = wake(api, "ch-approve")
+        result = poll(local)
+        assert result.deleted and not result.failed, result
+        assert stack_store(local).records.get_run(run_id).status == "parked"  # type: ignore[union-attr]
+        # THEN the request was posted with its buttons
+        [message] = [m for m in slack.messages if m["channel"] == "C0CLICK"]
+        [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+        approve = next(e for e in actions["elements"] if e["action_id"] == "agentwake_approve")
+        payload = {
+            "type": "block_actions",
+            "user": {"id": "U0LOCAL", "username": "dana"},
+            "container": {"type": "message", "message_ts": message["ts"], "channel_id": "C0CLICK"},
+            "channel": {"id": "C0CLICK"},
+            "message": {"ts": message["ts"], "text": message["text"]},
+            "actions": [{"type": "button", "action_id": "agentwake_approve", "value": approve["value"]}],
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        url = f"{local.api_url}/channels/slack/interactions"
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        # WHEN a click comes unsigned, or signed with another secret THEN 401, nothing decided
+        stamp = str(int(time.time()))
+        forged = hmac.new(b"guess", f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+        for headers in (form, {**form, "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": f"v0={forged}"}):
+            status, answer = post(url, body, headers)
+            assert status == 401 and SIGNING_SECRET.encode() not in answer
+        assert stack_store(local).approvals.get(approve["value"]).state == "pending"  # type: ignore[union-attr]
+        # AND the product API's own routes still want SigV4
+        assert post(f"{local.api_url}/approvals/{approve['value']}/decision", b"{}", {})[0] == 403
+        # WHEN Dana's click comes signed with the app's signing secret
+        mac = hmac.new(SIGNING_SECRET.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+        status, _ = post(url, body, {**form, "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": f"v0={mac}"})
+        assert status == 200
+        # THEN it is approved by her; the nudge re-queues the run, which resumes and calls the tool once
+        decided = stack_store(local).approvals.get(approve["value"])
+        assert decided is not None and (decided.state, decided.decided_by) == ("approved", "slack:U0LOCAL (@dana)")
+        assert not local.poller("BackgroundWorkFunction").poll_once().failed
+        result = poll(local)
+        assert result.deleted and not result.failed, result
+        assert stack_store(local).records.get_run(run_id).status == "succeeded"  # type: ignore[union-attr]
+        assert tool.calls == Counter({f"{run_id}#0#0": 1})
+        # AND the message shows the decision, its buttons gone
+        [shown] = [m for m in slack.messages if m["channel"] == "C0CLICK" and m["ts"] == message["ts"]]
+        assert [b["type"] for b in shown["blocks"]] == ["section", "context"]
+    finally:
+        tool.close()
+
+
+def test_a_telegram_update_without_the_webhook_secret_is_refused_on_the_local_stack(
+    local: LocalStackRuntime,
+) -> None:
+    update = json.dumps({"update_id": 1, "callback_query": {"id": "q", "data": "aw:a:apr-0"}}).encode()
+    url = f"{local.api_url}/channels/telegram/updates"
+    status, answer = post(url, update, {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": "x"})
+    assert status == 401 and WEBHOOK_SECRET.encode() not in answer

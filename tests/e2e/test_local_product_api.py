@@ -7,6 +7,7 @@ an unsigned request, one signed with another secret and another principal are al
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.error
@@ -180,3 +181,75 @@ def test_the_callers_policies_are_evaluated_and_a_completions_only_worker_must_b
         "web-3", owners=[owner.get_session("web-3")["owners"][0], "arn:aws:iam::123456789012:user/worker"]
     )
     assert worker.complete_task(task.task_id, task.task_token, "succeeded", "page 1 rendered")
+
+
+def test_a_second_different_decision_answers_409_naming_the_one_that_stands(local: LocalStackRuntime) -> None:
+    from agentwake.domain.models import SessionConfig
+    from agentwake.product.tasks import TasksService
+    from tests.integration.test_approvals import ToolServer, ticket_tool
+    from tests.support.builders import local_stack_rules
+    from tests.support.local_stack import stack_store
+    from tests.support.receiver import CountingReceiver
+
+    # GIVEN a producer's session whose agent files a ticket through a gated tool (a server on
+    # 127.0.0.1 counting its calls), and a task of it finished: its run parks on the request
+    creds = Credentials(*_second_producer(local, "producer-decides"))
+    store = stack_store(local)
+    script = [
+        {"tool_calls": [{"name": "create_ticket", "arguments": {"amount": 500, "customer": "acme"}}]},
+        {"text": "Handled the ticket."},
+    ]
+    with CountingReceiver() as receiver, contextlib.closing(ToolServer()) as tool:
+        store.records.put_session(
+            SessionConfig(
+                session_id="web-apr",
+                providers=[{"type": "scripted", "id": "scripted", "script": script}],
+                delivery={"type": "webhook", "url": receiver.url, "timeout": 90},
+                tools=[ticket_tool(tool.url)],
+                retry_base_delay_ms=0,
+                owners=["arn:aws:iam::123456789012:user/producer-decides"],
+            ),
+            local_stack_rules(),
+        )
+        tasks = TasksService(store, local.outputs["BackgroundResultQueueUrl"], sqs=local.client("sqs"))
+        task = tasks.register_task("web-apr", "web_research", {"query": "q"})
+        tasks.finish_task(task.task_id, "succeeded", "found", task_token=task.task_token, summary_name="R")
+        run_id = f"bg:{task.task_id}"
+
+        def parked() -> bool:
+            run = store.records.get_run(run_id)
+            return run is not None and run.status == "parked"
+
+        wait_until(parked, 120, f"{run_id} parked")
+        status, page = signed_http(local, "GET", "/sessions/web-apr/approvals?state=pending", creds)
+        assert status == 200, page
+        [request] = page["approvals"]
+        path = f"/approvals/{request['approval_id']}/decision"
+        # WHEN the owner approves it through the API (plain HTTP, SigV4-signed)
+        status, approved = signed_http(local, "POST", path, creds, {"decision": "approve", "reason": "fine"})
+        assert status == 200 and approved["state"] == "approved", approved
+        # AND then rejects it
+        status, refused = signed_http(local, "POST", path, creds, {"decision": "reject", "reason": "changed my mind"})
+        # THEN 409, naming the decision that stands: what, by whom, when, why
+        assert status == 409 and refused["type"] == "ApprovalAlreadyDecided", refused
+        stands = refused["approval"]
+        assert (stands["state"], stands["decided_by"], stands["decided_at"], stands["reason"]) == (
+            "approved",
+            approved["decided_by"],
+            approved["decided_at"],
+            "fine",
+        )
+        assert "approved" in refused["error"] and approved["decided_at"] in refused["error"]
+        # AND the same decision again answers 200 with the decision as it stands (idempotent)
+        status, again = signed_http(local, "POST", path, creds, {"decision": "approve", "reason": "other words"})
+        decision = ("state", "decided_by", "decided_via", "decided_at", "reason")
+        assert status == 200 and [again[k] for k in decision] == [approved[k] for k in decision], again
+
+        # AND the run resumed once on the approval: the tool was called exactly once
+        def resumed() -> bool:
+            run = store.records.get_run(run_id)
+            return run is not None and run.status == "succeeded"
+
+        wait_until(resumed, 120, f"{run_id} resumed")
+        assert list(tool.calls.values()) == [1]
+        assert store.approvals.get(request["approval_id"]).state == "approved"  # type: ignore[union-attr]

@@ -65,6 +65,10 @@ COMMANDS: list[tuple[list[str], list[str]]] = [
     (["sessions", "show"], ["SESSION", "--json"]),
     (["tasks", "register"], ["--session", "--tool", "--args"]),
     (["tasks", "finish"], ["TASK_ID", "--token", "--status", "--result", "--summary"]),
+    (["approvals", "list"], ["--session", "--state", "--json", "--wide"]),
+    (["approvals", "show"], ["APPROVAL_ID", "--json"]),
+    (["approvals", "approve"], ["APPROVAL_ID", "--reason", "--as", "--yes"]),
+    (["approvals", "reject"], ["APPROVAL_ID", "--reason", "--as", "--yes"]),
 ]
 
 

@@ -27,6 +27,19 @@ any order. Checked after every step: each task has one claimed outcome (two only
 failed-then-redriven work), every completion sent for an outcome says that outcome, a cancelled task
 has no wake, each outcome wakes at most once, and no note says "finished" for a failed outcome. At the
 end, once providers are fixed, every claimed outcome of a task that was not cancelled woke once.
+
+Asking before acting (issue 35): two tasks of one more session (``s4``, in every rule above: busy,
+burst, live turns, holders dying) wake an agent that calls a gated tool (an HTTP tool on 127.0.0.1
+with an approval rule, counting its calls by ``Idempotency-Key``): its run parks. The requests are
+decided (approve or reject, through the token the person was sent, the session's owner or an operator,
+sometimes twice and differently), expire (the model's clock passes the expiry and the request's check
+is processed), and the decisions' nudges, the chains' checks and the handed copies they send are
+delivered like any copy (with crashes at ``BOUNDARIES``). Checked after every step: the gated tool runs
+at most once per call and only once its request was approved; one decision per request (the request
+and its run's decision step agree and never change once written); a parked run waiting for a person
+holds no lease (a decided one at most the reservation of its hand-off), is on no wait list, has no note
+and is not in the DLQ. At the end every request is decided (the rest expire), every run succeeded,
+and each approved call ran exactly once, each rejected one never.
 """
 
 from __future__ import annotations
@@ -35,8 +48,11 @@ import json
 import os
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from dataclasses import replace
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -47,28 +63,39 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from agentwake.agent.providers import build_provider
+from agentwake.domain.approvals import approval_id
 from agentwake.domain.models import SessionConfig, Task, background_run_id
-from agentwake.errors import RunFailed, SessionBusy, TaskAlreadyEnded
+from agentwake.domain.steps import approval_delivery_id, decision_key
+from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, RunFailed, SessionBusy, TaskAlreadyEnded
+from agentwake.product.approvals import ApprovalsService
 from agentwake.product.sessions import LiveTurn, LiveTurnLost, SessionsService
 from agentwake.product.tasks import TasksService
 from agentwake.session.copies import ATTR_HANDED_AT, MessageAttributes
 from agentwake.session.lease import LIVE_HOLDER_PREFIX, RESERVATION_S
 from agentwake.session.waiting import ParkedRecord, WaitState
 from agentwake.settings import Settings, get_settings
+from agentwake.wake.approval_check import check_approval
 from agentwake.wake.background import Resend, wait_for_session, wake_for_background_result
 from agentwake.wake.invocation import run_waiters_here
 from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
 from agentwake.wake.spec import WakeDeps
 from agentwake.wake.task_deadline import check_deadline
 from tests.support.aws import REGION, create_resources
+from tests.support.builders import PRODUCT_CALLER
 from tests.support.clock import FakeClock
 from tests.support.faults import BOUNDARIES, Crash, FaultyStore, around
 from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, lease_holder
 from tests.support.tasks import token_for, token_hash_for
 
-TASKS = ("t0", "t1", "t2", "t3")
-SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0"}
+#: the tasks whose agent calls a gated tool (issue 35): its run parks until the call is decided
+GATED = ("g0", "g1")
+GATED_SESSION = "s4"
+TASKS = ("t0", "t1", "t2", "t3", *GATED)
+SESSION_OF = {"t0": "s0", "t1": "s0", "t2": "s1", "t3": "s0", "g0": GATED_SESSION, "g1": GATED_SESSION}
+#: the gated tool's rule: a short expiry (the model's clock passes it), approved by the expiry (the
+#: tool then runs without a person: still only after a decision); persons may reject
+GATE = {"expires_in_s": 120, "on_expiry": "approve"}
 #: the tasks whose outcomes the lifecycle rule drives: a background tool's (its worker may fail, be
 #: dead-lettered and redriven: a second outcome) and a producer's, each in a session of its own whose
 #: agent answers in one step (the outcomes are what is checked; the sessions above are the busy ones)
@@ -76,7 +103,7 @@ LIFECYCLE = {"L0": ("s2", "tool"), "L1": ("s3", "producer")}
 MAX_RECEIVES = 3
 #: the stack's SessionWaitLimit in this model (seconds of the model's own clock)
 WAIT_LIMIT_S = 60
-SESSIONS = ("s0", "s1")
+SESSIONS = ("s0", "s1", GATED_SESSION)
 #: what a run whose Lambda dies mid-run has left of its invocation: its lease is this + 30 s
 DYING_REMAINING_MS = 60_000
 DYING_LEASE_S = DYING_REMAINING_MS / 1000 + 30
@@ -161,6 +188,86 @@ class LifecycleQueues:
         return f"w{len(self.checks)}"
 
 
+class GatedTool:
+    """The gated tool: an HTTP server on 127.0.0.1 counting its calls by ``Idempotency-Key``
+    (``{run}#{step}#{index}``), asking ``on_call`` whether the call may run at all."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.on_call: Any = lambda key: None
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                key = self.headers.get("Idempotency-Key", "?")
+                outer.calls[key] += 1
+                outer.on_call(key)
+                body = b'{"ticket": "T-1"}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def gated_tool(url: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "name": "create_ticket",
+        "description": "File a ticket.",
+        "parameters": {"type": "object", "properties": {"amount": {"type": "number"}}},
+        "url": url,
+        "method": "POST",
+        "approval": GATE,
+    }
+
+
+class WorkQueue:
+    """The work queue as the approvals send to it (in memory): the requests' chain checks and the
+    decisions' nudges, each kept until a delivery handles it."""
+
+    url = "memory://approvals"
+
+    def __init__(self) -> None:
+        self.messages: list[WorkMessage] = []
+
+    def send(self, body: str, *, delay_s: float = 0) -> str:
+        self.messages.append(WorkMessage.parse_body(body))
+        return f"a{len(self.messages)}"
+
+
+class ModelClock:
+    """The wake's clock: the model's wall clock (the store's), so that what the wake stamps (a
+    request's expiry, a waiter's arrival) and what the store and the waiting logic compare agree."""
+
+    def __init__(self, machine: DurableRuns) -> None:
+        self._machine = machine
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> float:
+        return self._machine.now
+
+    def sleep(self, seconds: float) -> None:
+        self._machine.now += seconds
+
+
 class HeldStore:
     """The store as one run sees it: that run, once it holds the session's lease, stops right after
     the write that took it (and counted the attempt) until ``release`` is set. Everything else is
@@ -204,6 +311,8 @@ class ModelStore(FaultyStore):
         self._lock = threading.Lock()
         around(self.runs, "begin_run", self._begin_run)
         around(self.leases, "take_live_turn", self._take_live_turn)
+        # a decision is stamped on the model's clock too (its hand-off's wait is measured from it)
+        around(self.approvals, "decide", lambda decide, *a, **kw: decide(*a, **{"at": _iso(self.table.now()), **kw}))
 
     def _held(self, session_id: str, holder: str) -> None:
         with self._lock:
@@ -268,9 +377,15 @@ class DyingQueue:
         return self._inner.send_later(**kw)
 
 
-def script(broken: bool) -> list[dict]:
+def script(broken: bool, gated: bool = False) -> list[dict]:
     send = {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "progress"}}]}
-    return [send, {"error": "auth"}] if broken else [send, {"text": "done"}]
+    steps = [send, {"error": "auth"}] if broken else [send, {"text": "done"}]
+    # the gated session's agent calls the gated tool first (its run parks), then goes on as the others
+    return [{"tool_calls": [{"name": "create_ticket", "arguments": {"amount": 500}}]}, *steps] if gated else steps
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class DurableRuns(RuleBasedStateMachine):
@@ -295,6 +410,10 @@ class DurableRuns(RuleBasedStateMachine):
         self.store = ModelStore(res.table, client=ddb, now=lambda: self.now)
         self.store.on_hold = self._may_hold
         self.receiver = CountingReceiver().__enter__()
+        self.tool = GatedTool()
+        self.tool.on_call = self._gated_call
+        self.work = WorkQueue()
+        self.approvals = ApprovalsService(self.store, self.work, clock=lambda: self.now)
         self.parked = Parked()
         self.providers = WatchedProviders()
         self.deps = WakeDeps(
@@ -302,7 +421,11 @@ class DurableRuns(RuleBasedStateMachine):
             settings=Settings(table_name=res.table, session_wait_limit_s=WAIT_LIMIT_S, session_wait_max_delay_s=30),
             result_queue=self.parked,
             provider_factory=self.providers,
+            approvals=self.approvals,
+            clock=ModelClock(self),
         )
+        #: each request's decision as first seen (state, by, at): it never changes once written
+        self.decided: dict[str, tuple[str, str | None, str | None]] = {}
         #: what an invariant checked inside a step found broken (InvariantBroken), even if swallowed
         self.broken_inside: list[str] = []
         self.sessions = SessionsService(self.store, now=lambda: self.now, sleep=self._sleep)
@@ -360,12 +483,15 @@ class DurableRuns(RuleBasedStateMachine):
         self.now += seconds
 
     def _put_session(self, session_id: str) -> None:
+        gated = session_id == GATED_SESSION
         self.store.records.put_session(
             SessionConfig(
                 session_id=session_id,
-                providers=[{"type": "scripted", "id": "p", "script": script(self.broken[session_id])}],
+                providers=[{"type": "scripted", "id": "p", "script": script(self.broken[session_id], gated)}],
                 delivery={"type": "webhook", "url": self.receiver.url},
                 retry_base_delay_ms=0,
+                tools=[gated_tool(self.tool.url)] if gated else [],
+                owners=[PRODUCT_CALLER] if gated else [],
             )
         )
 
@@ -453,8 +579,12 @@ class DurableRuns(RuleBasedStateMachine):
             self._wait(task_id, busy, copy or WaitState())
         except (RunFailed, Exception):
             if crash == "after_send_before_journal" and self.store.armed is None:
-                self.resent_allowance[f"bg:{task_id}#0#0"] += 1
+                step = 1 if task_id in GATED else 0  # the gated agent's progress message is its step 1
+                self.resent_allowance[f"bg:{task_id}#{step}#0"] += 1
             if self.where[task_id] != "done":  # a crash after the commit landed is still a success
+                if self.where[task_id] == "parked" and copy is None:
+                    # a parked run's record (an SQS duplicate) resumed it and failed: SQS retries it
+                    self.where[task_id] = "queue"
                 self.receives[task_id] += 1
                 if self.receives[task_id] >= MAX_RECEIVES:
                     self._consume(task_id, copy)
@@ -466,7 +596,14 @@ class DurableRuns(RuleBasedStateMachine):
                 self.successes[task_id] += 1
             elif self.where[task_id] == "done":
                 assert outcome.status in ("already_succeeded", "superseded"), outcome
-            self.where[task_id] = "done" if outcome.status != "superseded" else self.where[task_id]
+            if outcome.status == "parked":
+                # the record is handled (deleted): no receive spent, nothing dead-lettered; the
+                # resumed copy is a new message, with receives of its own
+                assert task_id in GATED, (task_id, outcome)
+                self.where[task_id] = "parked"
+                self.receives[task_id] = 0
+            elif outcome.status != "superseded":
+                self.where[task_id] = "done"
         self._note_commit(task_id)
 
     def _note_commit(self, task_id: str) -> None:
@@ -728,6 +865,41 @@ class DurableRuns(RuleBasedStateMachine):
             self.commit_order[msg.session_id].append(msg.run_id)
         return True
 
+    def _settle_requests(self) -> None:
+        """The end of the gated runs: every request still pending expires (its chain's check, the
+        clock past its expiry), the nudges and checks re-queue the decided runs and their handed
+        copies resume them; then every gated run succeeded, each approved call ran once, each rejected
+        one never."""
+        for task in GATED:
+            request = self._request(task)
+            assert request is not None, f"bg:{task} never asked"
+            if request.pending:
+                assert self._checks_of(task), f"{request.approval_id} is pending with no check: it would never expire"
+                self.expire(task, due=True)
+            request = self._request(task)
+            assert request is not None and not request.pending, request
+        for _ in range(20):
+            if all(self.where[t] == "done" for t in GATED):
+                break
+            for msg in list(self.work.messages):
+                self._check(msg)
+            for task in GATED:
+                for copy in list(self.copies[task]):
+                    self._attempt(task, None, copy)
+                if self.where[task] == "dlq":  # a resumed copy that waited past the limit: redriven
+                    self.where[task], self.receives[task] = "queue", 0
+                    self._attempt(task, None)
+            self.now += RESERVATION_S + 1
+        for task in GATED:
+            assert self.where[task] == "done", (task, self.where[task], self.store.records.get_run(f"bg:{task}"))
+            request = self._request(task)
+            assert request is not None
+            called = self.tool.calls[tool_key_of(task)]
+            assert called == (1 if request.state == "approved" else 0), (request, called)
+        for msg in list(self.work.messages):  # the chains of resumed requests retire
+            self._check(msg)
+        assert not [m for m in self.work.messages if not m.nudge], self.work.messages
+
     def _lifecycle_settle(self) -> None:
         """The end: every completion sent is delivered until it is done with."""
         for _ in range(5):
@@ -758,6 +930,137 @@ class DurableRuns(RuleBasedStateMachine):
         """SQS delivers a handed copy twice (at-least-once): the second is one more copy."""
         task, state = data.draw(st.sampled_from(self.handed))
         self.copies[task].append(state)
+
+    # -- asking before acting (issue 35) ---------------------------------------------------------------
+
+    def _request(self, task: str) -> Any:
+        """The task's request (its agent's gated call: step 0, call 0), or None before it parked."""
+        return self.store.approvals.get(approval_id(f"bg:{task}", 0, 0))
+
+    def _gated_call(self, key: str) -> None:
+        """At the gated tool, as it is called (the server's thread): the call's request is approved,
+        and its run's journal holds that decision."""
+        run_id, step, index = key.rsplit("#", 2)
+        request = self.store.approvals.get(approval_id(run_id, int(step), int(index)))
+        decision = self.store.journals.journal_entries(run_id).get(decision_key(int(step), int(index)))
+        if request is None or request.state != "approved" or not decision or decision["decision"] != "approved":
+            self.broken_inside.append(f"the gated call {key} ran without an approval: {request} {decision}")
+
+    def _token(self, task: str) -> tuple[str, int] | None:
+        """The newest decision token the person was sent for the task's request, and its generation."""
+        delivery_id = approval_delivery_id(f"bg:{task}", 0, 0)
+        sent = [r["approval"] for r in self.receiver.received if r.get("delivery_id") == delivery_id]
+        newest = max(sent, key=lambda a: a["token_gen"], default=None)
+        return None if newest is None else (newest["token"], newest["token_gen"])
+
+    def _decide(self, task: str, decision: str, via: str) -> None:
+        """One decision of the task's request, as the product API (the token's holder, the session's
+        owner) or the CLI makes it: the first is written, the same again answers as stored, a
+        different one is refused saying what was decided."""
+        before = self._request(task)
+        if before is None:
+            return
+        kw: dict[str, Any] = {"by": "ops", "via": "cli"}
+        if via == "token":
+            token = self._token(task)
+            if token is None:  # nobody was asked yet: the owner decides
+                via = "owner"
+            else:
+                kw = {"by": "bob", "via": "api", "token": token[0]}
+        if via == "owner":
+            kw = {"by": None, "via": "api", "principal": PRODUCT_CALLER, "reason": "owner says so"}
+        wanted = {"approve": "approved", "reject": "rejected"}[decision]
+        late = before.pending and self.now >= before.expiry_epoch  # its check may not have come yet
+        try:
+            got = self.approvals.decide(before.approval_id, decision, **kw)
+        except ApprovalAlreadyDecided as refused:
+            if late:
+                event("a late decision refused: the expiry decided")
+                assert refused.approval is not None and refused.approval.expired, refused.approval
+                assert refused.approval.state != wanted, (refused.approval, decision)
+                return
+            event("a second, different decision refused")
+            assert not before.pending and before.state != wanted, (before, decision)
+            assert refused.approval is not None and refused.approval.state == before.state
+            assert before.state in str(refused)
+            return
+        except ForgedDecision:
+            # only a token the person was sent before a resend rotated it (the hard-kill edge)
+            token = self._token(task)
+            assert via == "token" and token is not None and token[1] < before.token_gen, (token, before)
+            event("an old token refused")
+            return
+        if late:
+            event("a late decision: the expiry decided the same")
+            assert got.expired and got.state == wanted, got
+        elif before.pending:
+            event(f"a request {wanted} via {via}")
+            assert got.state == wanted and not got.expired, got
+        else:
+            event("the same decision again")
+            assert before.state == wanted and got.state == before.state and got.decided_at == before.decided_at
+
+    def _check(self, msg: WorkMessage, *, keep: bool = False) -> None:
+        """BackgroundWorkFunction handles one of the work queue's messages (a nudge, a check): handled,
+        it is deleted (``keep``: SQS delivers it again later); failed, it stays for its retry."""
+        try:
+            check_approval(msg, self.deps, remaining_ms=60_000, receive_count=1)
+        except InvariantBroken:
+            raise
+        except Exception:  # noqa: BLE001 -- retried as SQS would: the message stays
+            event("an approval check failed")
+            return
+        finally:
+            self._collect()
+        if not keep and msg in self.work.messages:
+            self.work.messages.remove(msg)
+
+    def _checks_of(self, task: str) -> list[WorkMessage]:
+        aid = approval_id(f"bg:{task}", 0, 0)
+        return [m for m in self.work.messages if m.approval_id == aid and not m.nudge]
+
+    @rule(
+        task=st.sampled_from(GATED),
+        decision=st.sampled_from(["approve", "reject"]),
+        via=st.sampled_from(["token", "owner", "cli"]),
+        then=st.none() | st.tuples(st.sampled_from(["approve", "reject"]), st.sampled_from(["token", "owner", "cli"])),
+    )
+    def decide(self, task: str, decision: str, via: str, then: tuple[str, str] | None) -> None:
+        """A person decides the task's request (through the token they were sent, as the session's
+        owner, or an operator on the CLI), sometimes twice: the same again, or differently."""
+        self._decide(task, decision, via)
+        if then is not None:
+            self._decide(task, *then)
+
+    @rule(task=st.sampled_from(GATED), due=st.booleans())
+    def expire(self, task: str, due: bool) -> None:
+        """The request's chain check comes: the model's clock past its expiry (it decides as the rule
+        says, unless a person did), or before it (it sends its successor)."""
+        request = self._request(task)
+        if request is None:
+            return
+        if due:
+            self.now = max(self.now, request.expiry_epoch + 1)
+        for check in self._checks_of(task):  # the chain's live check (an old one retires)
+            self._check(check)
+        after = self._request(task)
+        if after is not None and request.pending and not after.pending:
+            event(f"a request expired: {after.state} by {after.decided_by}")
+
+    @precondition(lambda self: bool(self.work.messages))
+    @rule(pick=st.integers(0, 3), again=st.booleans(), crash=st.none() | st.sampled_from(BOUNDARIES))
+    def resume(self, pick: int, again: bool, crash: str | None) -> None:
+        """The work queue delivers a decision's nudge or a chain check (``again``: SQS will deliver
+        it once more): a decided request re-queues its parked run, whose handed copy (if the session
+        was free) is then delivered like any copy, with a crash at a boundary."""
+        msg = self.work.messages[pick % len(self.work.messages)]
+        handed = len(self.handed)
+        self._check(msg, keep=again)
+        if len(self.handed) > handed:
+            task, state = self.handed[-1]
+            event("a decided run resumed through its hand-off")
+            if state in self.copies[task]:
+                self._attempt(task, crash, state)
 
     # -- live turns -----------------------------------------------------------------------------------
 
@@ -969,6 +1272,54 @@ class DurableRuns(RuleBasedStateMachine):
                 assert run is None or run.status != "succeeded", f"{waiter.run_id} succeeded and still waits"
 
     @invariant()
+    def gated_tool_at_most_once_and_only_after_approval(self) -> None:
+        """Each gated call reached the tool at most once, and only with its request approved (that
+        the approval was journaled when it ran is checked at the call: ``_gated_call``)."""
+        assert all(n == 1 for n in self.tool.calls.values()), self.tool.calls
+        for key in self.tool.calls:
+            request = self._request(key.rsplit("#", 2)[0].removeprefix("bg:"))
+            assert request is not None and request.state == "approved", (key, request)
+
+    @invariant()
+    def one_decision_per_request_and_a_parked_run_holds_no_lease(self) -> None:
+        """A request is decided once: the request and its run's decision step agree, and neither
+        changes once written (a pending request has no decision step). A run parked on an undecided
+        request holds no lease, is on no wait list and is not in the DLQ (nor has a note:
+        ``at_most_one_note_and_only_for_done_runs``); once decided (re-queued, not yet resumed) it
+        holds at most the reservation its hand-off made for it. (One read of each request and run a
+        step; the journal is read when a request is first seen decided, and at the end.)"""
+        for task in GATED:
+            self._one_decision(task, journal=False)
+            run = self.store.records.get_run(f"bg:{task}")
+            if run is None or run.status != "parked":
+                continue
+            assert run.waiting_for == approval_id(run.run_id, 0, 0), run
+            held = lease_holder(self.store, GATED_SESSION)
+            ours = held is not None and held[0] == run.run_id and held[1] >= self.now
+            if run.decided != run.waiting_for:
+                waiting = {w.run_id for w in self.store.leases.waiters(GATED_SESSION)}
+                assert not ours and run.run_id not in waiting, (run, held, waiting)
+                assert self.where[task] != "dlq", (task, run)
+            else:
+                assert not ours or held[1] <= self.now + RESERVATION_S + 1, (run, held)  # type: ignore[index]
+
+    def _one_decision(self, task: str, *, journal: bool) -> None:
+        request = self._request(task)
+        if request is None:
+            return
+        if request.pending:
+            assert request.approval_id not in self.decided, (request, self.decided)
+            if journal:
+                assert decision_key(0, 0) not in self.store.journals.journal_entries(request.run_id)
+            return
+        seen = (request.state, request.decided_by, request.decided_at)
+        first = request.approval_id not in self.decided
+        assert self.decided.setdefault(request.approval_id, seen) == seen, (self.decided, seen)
+        if first or journal:
+            step = self.store.journals.journal_entries(request.run_id).get(decision_key(0, 0))
+            assert step is not None and (step["decision"], step["by"]) == seen[:2], (request, step)
+
+    @invariant()
     def no_delivery_sent_twice(self) -> None:
         for delivery_id, n in self.receiver.by_delivery_id().items():
             assert n <= 1 + self.resent_allowance[delivery_id], (delivery_id, n)
@@ -996,14 +1347,15 @@ class DurableRuns(RuleBasedStateMachine):
                     self._attempt(task, None, copy)
             assert not any(self.copies.values()), self.copies
             for task in TASKS:
-                if self.where[task] != "done":
+                if self.where[task] not in ("done", "parked"):  # a parked run's record was handled
                     self.where[task] = "queue"
                     self._attempt(task, None)
                     for _ in range(5):  # its own re-sent copies, if it found its session reserved
                         if self.where[task] == "done" or not self.copies[task]:
                             break
                         self._attempt(task, None, self.copies[task][0])
-                assert self.where[task] == "done", task
+                assert self.where[task] == "done" or (task in GATED and self.where[task] == "parked"), task
+            self._settle_requests()
             self._lifecycle_settle()
             for task in LIFECYCLE:
                 stored = self.store.records.get_task(task)
@@ -1018,10 +1370,14 @@ class DurableRuns(RuleBasedStateMachine):
             self.history_writers_come_in_the_order_the_session_was_held()
             self.every_live_append_is_in_history_once()
             self.no_waiter_left_waiting_for_a_run_that_succeeded()
+            for task in GATED:
+                self._one_decision(task, journal=True)
+            self.gated_tool_at_most_once_and_only_after_approval()
             self.no_check_inside_a_step_failed()
             self.a_run_whose_providers_all_failed_did_not_succeed()
         finally:
             self.receiver.__exit__(None, None, None)
+            self.tool.close()
             self.mock.stop()
             for k, v in self._env.items():
                 if v is None:
@@ -1029,6 +1385,11 @@ class DurableRuns(RuleBasedStateMachine):
                 else:
                     os.environ[k] = v
             get_settings.cache_clear()
+
+
+def tool_key_of(task: str) -> str:
+    """The ``Idempotency-Key`` of the task's gated call (step 0, call 0)."""
+    return f"bg:{task}#0#0"
 
 
 def _collapsed(names: list[Any]) -> list[Any]:
@@ -1112,3 +1473,31 @@ def test_a_failed_outcome_delivered_after_its_redriven_success_still_wakes_once(
         state.one_truthful_outcome_per_task_and_one_wake_per_outcome()
     finally:
         state.teardown()
+
+
+def test_a_decided_parked_runs_duplicate_record_that_fails_is_retried_and_the_tool_runs_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a replay of the machine's steps (50 random examples, minimized by hand): a parked run's record
+    # delivered again after its approval resumes the run, and a crash fails that attempt; the model
+    # used to keep the run as parked, never delivering the record again
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *a, **k: None)  # no hypothesis test here
+    state = DurableRuns()
+    try:
+        # GIVEN g0 parked on its gated call, and its request approved by the session's owner
+        state.receive(task="g0", crash=None, pick=0)
+        assert state.where["g0"] == "parked" and state.tool.calls == Counter()
+        state.decide(task="g0", decision="approve", via="owner", then=("reject", "cli"))
+        # WHEN its record comes again (an SQS duplicate) and the resumed attempt dies inside its commit
+        state.receive(task="g0", crash="inside_commit_not_landed", pick=0)
+        # THEN the gated call ran once, the run failed (no note), and SQS will deliver the record again
+        assert state.tool.calls == Counter({tool_key_of("g0"): 1})
+        assert state.store.records.get_run("bg:g0").status == "failed"  # type: ignore[union-attr]
+        assert state.where["g0"] == "queue"
+        state.gated_tool_at_most_once_and_only_after_approval()
+        state.one_decision_per_request_and_a_parked_run_holds_no_lease()
+        # AND the end delivers it: the run succeeds, the tool still called once, the decision unchanged
+    finally:
+        state.teardown()
+    assert state.where["g0"] == "done" and state.tool.calls[tool_key_of("g0")] == 1
+    assert state.decided[approval_id("bg:g0", 0, 0)][:2] == ("approved", PRODUCT_CALLER)

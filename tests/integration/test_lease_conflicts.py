@@ -6,6 +6,7 @@ client below answers the way DynamoDB does, once, and then lets the call through
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ReadTimeoutError
@@ -13,8 +14,9 @@ from botocore.exceptions import ReadTimeoutError
 from agentwake.product.sessions import SessionsService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
+from agentwake.wake.background import Done
 from agentwake.wake.invocation import on_background_record
-from tests.integration.test_handoff_here import before_commit, plain_record, run_status
+from tests.integration.test_handoff_here import before_commit, plain_record, record_of, run_status
 from tests.integration.test_handoff_waiters import park, seed
 from tests.support.aws import Resources
 from tests.support.receiver import CountingReceiver
@@ -32,6 +34,8 @@ class Conflicting:
         self.exceptions = client.exceptions
         self.faults: list[str] = []
         self.met: list[str] = []
+        #: the transaction a conflicting update meets, done as it is refused (None: nothing lands)
+        self.during: Callable[[], Any] | None = None
 
     def transact_write_items(self, **kw: Any) -> Any:
         if "transaction" in self.faults:
@@ -58,6 +62,9 @@ class Conflicting:
         if "update" in self.faults and kw["Key"]["sk"]["S"] == lease_key("s")[1]:
             self.faults.remove("update")
             self.met.append("update")
+            if self.during is not None:
+                self.during()
+                self.during = None
             raise self._client.exceptions.TransactionConflictException(
                 {"Error": {"Code": "TransactionConflictException", "Message": "conflict"}}, "UpdateItem"
             )
@@ -97,7 +104,7 @@ def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeed
         assert lease_holder(store, "s") is None
 
 
-def test_a_waiter_whose_mark_meets_the_holders_commit_keeps_its_fallback_and_spends_no_receive(
+def test_a_waiter_whose_mark_meets_a_transaction_on_a_held_lease_marks_it_again_and_spends_no_receive(
     resources: Resources, store: DynamoStore
 ) -> None:
     with CountingReceiver() as receiver:
@@ -107,12 +114,60 @@ def test_a_waiter_whose_mark_meets_the_holders_commit_keeps_its_fallback_and_spe
         token = acquire_lease(store, "s", "bg:holder", 600)
         assert token is not None
         client.faults.append("update")
-        # WHEN x finds the session busy and its mark of the lease meets a transaction on it
+        # WHEN x finds the session busy and its mark of the lease meets a transaction on it that
+        # leaves the lease held
         park(deps, "x")  # raises if x did not come back as a Resend
-        # THEN x is on the wait list, its delayed copy sent with the fallback pause
+        # THEN x is on the wait list, the lease marked (its second try), its delayed copy sent with
+        # the fallback pause: the holder's release hands the session to x
         assert client.met == ["update"]
         assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
         assert [kw["delay_s"] for kw in deps.result_queue.sent] == [10.0]  # type: ignore[attr-defined]
+        assert not store.leases.release("s", token, unless_parked=True)  # a release to nobody fails
+
+
+def test_a_waiter_whose_mark_meets_the_holders_release_to_nobody_comes_straight_back(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 37 item 5: the holder read the wait list before x joined it (nobody waited), and the
+    transaction x's mark meets is the holder's release to nobody. Before, the refused mark counted as
+    made: x waited its whole fallback pause (10 s) on a free session."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        racing, client = conflicting_store(store)
+        deps.store = racing
+        token = acquire_lease(store, "s", "bg:holder", 600)
+        assert token is not None
+        client.faults.append("update")
+        client.during = lambda: store.leases.release("s", token, unless_parked=True)
+        # WHEN x finds the session busy, joins the list, and its mark meets the release to nobody
+        park(deps, "x")
+        assert client.met == ["update"] and lease_holder(store, "s") is None
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
+        # THEN x's copy comes straight back, not after the fallback pause
+        [copy] = deps.result_queue.sent  # type: ignore[attr-defined]
+        assert copy["delay_s"] == 0
+        # AND it runs x on the free session, once
+        result = on_background_record(record_of(copy, "copy-x"), deps, time_left=lambda: PLENTY_MS)
+        assert result == Done("succeeded")
+        assert run_status(store, "bg:x") == "succeeded" and store.leases.waiters("s") == []
+        assert receiver.by_delivery_id() == {"bg:x#0#0": 1}
+
+
+def test_a_waiter_whose_mark_keeps_meeting_transactions_comes_straight_back(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        racing, client = conflicting_store(store)
+        deps.store = racing
+        assert acquire_lease(store, "s", "bg:holder", 600) is not None
+        client.faults += ["update", "update"]
+        # WHEN both of x's tries to mark the lease meet a transaction on it
+        park(deps, "x")
+        # THEN nobody is sure to hand x the session: its copy comes straight back (and, the session
+        # still held, waits on the list again like any busy finding)
+        assert client.met == ["update", "update"]
+        assert [kw["delay_s"] for kw in deps.result_queue.sent] == [0]  # type: ignore[attr-defined]
 
 
 def test_an_append_that_meets_a_write_of_the_lease_is_appended_and_the_turn_not_lost(

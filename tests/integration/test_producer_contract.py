@@ -110,6 +110,9 @@ def test_the_openapi_document_is_generated_from_the_routes(monkeypatch: pytest.M
         ("POST", "/sessions/{session_id}/push-tickets"),
         ("GET", "/sessions/{session_id}/unread"),
         ("POST", "/sessions/{session_id}/read"),
+        ("GET", "/sessions/{session_id}/approvals"),
+        ("GET", "/approvals/{approval_id}"),
+        ("POST", "/approvals/{approval_id}/decision"),
     }
     assert "task_token" in doc["components"]["schemas"]["CompletionBody"]["required"]
     # WHEN a route's body model changes without `make schemas` THEN the drift check names the file

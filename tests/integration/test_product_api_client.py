@@ -94,6 +94,38 @@ def test_a_sessions_tasks_through_the_client_register_list_cancel_and_a_late_com
     assert client.task_status("t-l1")["late_completions"] == 1
 
 
+def test_approvals_through_the_client_list_read_with_the_token_decide_once(
+    api: tuple[ProductApiClient, list[dict]], store: DynamoStore
+) -> None:
+    from tests.support.approval_items import TOKEN, put_approval
+
+    # GIVEN a session of the client's with two pending requests (written as the park writes them)
+    client, seen = api
+    client.put_session("alice", providers=[{"type": "scripted", "id": "scripted", "script": OK_SCRIPT}])
+    first = put_approval(store, run_id="bg:a1", requested_at="2026-12-01T10:00:00Z")
+    second = put_approval(store, run_id="bg:a2", requested_at="2026-12-01T11:00:00Z")
+    # WHEN they are listed THEN newest request first
+    page = client.list_approvals("alice", state="pending", limit=1)
+    assert [a["approval_id"] for a in page["approvals"]] == [second.approval_id] and page["cursor"]
+    assert [a["approval_id"] for a in client.list_approvals("alice", cursor=page["cursor"])["approvals"]] == [
+        first.approval_id
+    ]
+    # WHEN one is read with its token and rejected (by an owner: the owner's authority comes first), the
+    # other approved
+    assert client.get_approval(first.approval_id, token=TOKEN)["tool"] == "create_ticket"
+    rejected = client.decide_approval(first.approval_id, "reject", reason="no", decided_by="Bob", token=TOKEN)
+    approved = client.decide_approval(second.approval_id, "approve")
+    assert (rejected["state"], approved["state"]) == ("rejected", "approved")
+    assert rejected["decided_by"].endswith("on behalf of Bob") and rejected["decided_via"] == "api-owner"
+    # THEN a different decision is refused, saying what stands
+    with pytest.raises(ApiError) as conflict:
+        client.decide_approval(second.approval_id, "reject", reason="changed my mind")
+    assert (conflict.value.status, conflict.value.type) == (409, "ApprovalAlreadyDecided")
+    assert "approved" in str(conflict.value)
+    # AND the token travelled in a header or the body, never in a URL
+    assert not [e for e in seen if TOKEN in e["rawPath"] + e.get("rawQueryString", "")]
+
+
 def test_the_local_http_api_answers_an_unknown_route_and_a_function_error(resources: Resources) -> None:
     def failing(_function_id: str, _event: dict[str, Any]) -> Any:
         return SimpleNamespace(response=None, error={"errorType": "RuntimeError", "errorMessage": "x"})

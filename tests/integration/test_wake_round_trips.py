@@ -29,6 +29,10 @@ from tests.support.probes import DynamoCalls, count_history_reads, seed_history
 from tests.support.store_writes import lease_holder
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
+#: a one-step wake's calls (with or without daily limits); ``make bench`` prints the same (tests/e2e/test_bench_scripts.py)
+ONE_STEP_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"]
+#: a one-step wake whose final answer deliver_final sends: its reply journaled (PutItem) before it is sent
+FINAL_ANSWER_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "Query", "TransactWriteItems"]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
 LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
 
@@ -54,7 +58,7 @@ def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore,
     # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
     # one history query (under the lease, so it sees the previous wake's note), one query of the
     # session's wait list (before the release, for the hand-off), one commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
+    assert calls == ONE_STEP_CALLS, calls
     assert len(calls) <= 5
     # AND the run really succeeded, with its note and its only step journaled by the commit
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
@@ -72,7 +76,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN it costs a one-step wake plus one delivery: the final reply is journaled before it is
     # sent (so a retry resends the same answer), and the delivery's record rides on the commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "Query", "TransactWriteItems"], calls
+    assert calls == FINAL_ANSWER_CALLS, calls
     assert len(calls) <= 5 + 1
     # AND the delivery is in history before the marker and the note, and journaled
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
@@ -92,7 +96,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the same five calls as a session without limits: today's counters come in the batch read,
     # are checked unchanged by the start transaction, and the tokens are counted by the commit
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
+    assert calls == ONE_STEP_CALLS, calls
     from agentwake.store.daily import DailyCounters
 
     tokens, _ = DailyCounters(store.table, "s1").read()

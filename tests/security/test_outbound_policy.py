@@ -123,6 +123,35 @@ def test_the_stacks_bot_tokens_resolve_whatever_their_names_and_no_other_arn_doe
     _check_delivery(slack_channel, rules)  # a Slack channel's token_ref may
 
 
+def test_the_callback_secrets_resolve_only_for_the_callback_never_as_a_bot_token_or_a_session_ref() -> None:
+    # GIVEN a stack deployed with SlackSigningSecretArn and TelegramWebhookSecretArn outside SecretsPrefix
+    from agentwake.settings import Settings
+    from agentwake.trust.secrets import check_ref
+    from agentwake.trust.session_checks import ConfigRules, _check_delivery
+
+    signing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:team/slack-signing-AbCdEf"
+    webhook = "arn:aws:secretsmanager:us-east-1:123456789012:secret:telegram-webhook-XyZ123"
+    settings = Settings(
+        table_name="t",
+        slack_signing_secret_ref=f"secretsmanager:{signing}",
+        telegram_webhook_secret_ref=f"secretsmanager:{webhook}",
+    )
+    scope = SecretScope.from_settings(settings)
+    # THEN the callback endpoint resolves them ...
+    assert check_ref(f"secretsmanager:{signing}", scope, callback=True) == ("secretsmanager", signing)
+    assert check_ref(f"secretsmanager:{webhook}", scope, callback=True) == ("secretsmanager", webhook)
+    # ... and nothing else may name them: not a channel's bot token (it would go to the platform as a
+    # bearer token or in Telegram's URL), not a webhook's secret_ref
+    for arn in (signing, webhook):
+        with pytest.raises(SecretRefRefused):
+            check_ref(f"secretsmanager:{arn}", scope, bot_token=True)
+        with pytest.raises(SecretRefRefused):
+            check_ref(f"secretsmanager:{arn}", scope)
+        rules = ConfigRules(scope=scope)
+        with pytest.raises(SecretRefRefused):
+            _check_delivery({"type": "slack", "channel": "C0123ABCD", "token_ref": f"secretsmanager:{arn}"}, rules)
+
+
 # --- URLs refused before anything is sent ----------------------------------------------------------
 
 

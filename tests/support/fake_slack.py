@@ -1,6 +1,7 @@
 """A fake Slack Web API on 127.0.0.1 (like ``receiver.py``): ``chat.postMessage`` stores each
 message with its metadata, ``conversations.history``/``.replies`` answer from what was stored
-(``oldest``, ``include_all_metadata``, cursor pages), and answers can be scripted (a 429 with
+(``oldest``, ``include_all_metadata``, cursor pages), ``chat.update`` replaces a stored message's text and
+blocks, ``chat.postEphemeral`` is kept apart (``ephemeral``), and answers can be scripted (a 429 with
 ``Retry-After``, a 5xx, ``ok: false`` codes, a post stored but its answer lost)."""
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class FakeSlack:
         self.script: dict[str, list[Scripted]] = {}
         #: (method, form or JSON) of every request, answered or not
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        #: chat.postEphemeral's requests: channel, user, text
+        self.ephemeral: list[dict[str, Any]] = []
         #: history/replies page size (Slack: ``limit``, at most 15 for some apps)
         self.page_size = 100
         self._lock = threading.Lock()
@@ -121,6 +124,15 @@ class FakeSlack:
                 return self._json({"ok": True, "channel": message["channel"], "ts": message["ts"], "message": message})
             if method in ("conversations.history", "conversations.replies"):
                 return self._json(self._history(method, args))
+            if method == "chat.update":  # a message's text and blocks replaced (the buttons gone)
+                found = [m for m in self.messages if m["channel"] == args.get("channel") and m["ts"] == args.get("ts")]
+                if not found:
+                    return self._json({"ok": False, "error": "message_not_found"})
+                found[0].update(text=args.get("text"), blocks=args.get("blocks"))
+                return self._json({"ok": True, "channel": args["channel"], "ts": args["ts"]})
+            if method == "chat.postEphemeral":  # seen by one user only: kept apart
+                self.ephemeral.append(dict(args))
+                return self._json({"ok": True, "message_ts": f"{time.time():.6f}"})
             return self._json({"ok": False, "error": "unknown_method"})
 
     def _store(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +140,8 @@ class FakeSlack:
         message: dict[str, Any] = {"type": "message", "channel": args["channel"], "ts": ts, "text": args.get("text")}
         if args.get("thread_ts"):
             message["thread_ts"] = args["thread_ts"]
+        if args.get("blocks"):
+            message["blocks"] = args["blocks"]
         if args.get("metadata"):
             meta = args["metadata"]
             message["metadata"] = json.loads(meta) if isinstance(meta, str) else meta

@@ -45,6 +45,8 @@ class FakeTelegram:
         #: every stored message: chat_id, text, message_thread_id?, message_id
         self.messages: list[dict[str, Any]] = []
         self.script: list[Scripted] = []
+        #: answerCallbackQuery's requests: callback_query_id, text?, show_alert?
+        self.answers: list[dict[str, Any]] = []
         #: how many requests reached it (answered or scripted)
         self.requests = 0
         self._lock = threading.Lock()
@@ -96,8 +98,27 @@ class FakeTelegram:
                 if answer.store:
                     self._store(args)
                 return answer.status, answer.raw if answer.raw is not None else json.dumps(answer.body or {}).encode()
-            if path != f"/bot{self.token}/sendMessage":
+            prefix, _, method = path.rpartition("/")
+            if prefix != f"/bot{self.token}" or method not in ("sendMessage", "editMessageText", "answerCallbackQuery"):
                 return 404, json.dumps({"ok": False, "error_code": 404, "description": "Not Found"}).encode()
+            if method == "answerCallbackQuery":
+                self.answers.append(dict(args))
+                return 200, json.dumps({"ok": True, "result": True}).encode()
+            if method == "editMessageText":  # the text replaced; without reply_markup the keyboard goes
+                found = [
+                    m
+                    for m in self.messages
+                    if m["chat_id"] == args.get("chat_id") and m["message_id"] == args.get("message_id")
+                ]
+                if not found:
+                    return 400, json.dumps(
+                        {"ok": False, "error_code": 400, "description": "message not found"}
+                    ).encode()
+                found[0]["text"] = args.get("text")
+                found[0].pop("reply_markup", None)
+                if args.get("reply_markup"):
+                    found[0]["reply_markup"] = args["reply_markup"]
+                return 200, json.dumps({"ok": True, "result": found[0]}).encode()
             message = self._store(args)
             result = {"message_id": message["message_id"], "chat": {"id": args["chat_id"]}, "text": args["text"]}
             return 200, json.dumps({"ok": True, "result": result}).encode()

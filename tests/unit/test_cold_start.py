@@ -241,3 +241,28 @@ def test_the_product_api_builds_its_services_without_the_wake_or_the_agent() -> 
     assert {m for m in loaded if m.startswith("agentwake.wake.")} <= {"agentwake.wake.messages"}
     assert not {m for m in loaded if m.startswith("agentwake.agent")}
     assert {m.split(".")[0] for m in loaded} & {"typer", "rich", "click", "moto", "agentwake_ops"} == set()
+
+
+def test_the_channel_callback_loads_neither_the_wake_nor_the_agent_nor_a_channel() -> None:
+    # GIVEN a fresh interpreter with ChannelCallbackFunction's environment
+    code = (
+        "import sys, json, agentwake.handlers.channel_callback\n"
+        "from agentwake import bootstrap\n"
+        "bootstrap.approvals()\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {
+        **os.environ,
+        "AGENTWAKE_TABLE": "t",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    # WHEN it imports the handler and builds the approvals service (no AWS call is made)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    loaded = set(json.loads(out.stdout))
+    # THEN nothing of the wake, the agent or the channels' adapters is loaded: a click is verified and
+    # decided on a small cold path (the HTTP exchange for the chat's answer is imported when it is made)
+    assert not {m for m in loaded if m.startswith(("agentwake.wake.", "agentwake.agent"))}
+    assert loaded & (FORBIDDEN_MODULES - {"urllib.request", "http.client"}) == set()  # botocore's own
+    assert {m.split(".")[0] for m in loaded} & {"typer", "rich", "click", "moto", "agentwake_ops"} == set()

@@ -9,6 +9,10 @@ from agentwake.agent.tools import ToolContext
 from agentwake.domain.steps import (
     FINAL_DELIVERY_KEY,
     StepKey,
+    approval_delivery_id,
+    approval_key,
+    asked_key,
+    decision_key,
     final_delivery_id,
     is_final_delivery,
     is_model_reply,
@@ -100,3 +104,16 @@ def test_the_final_answer_is_delivered_under_the_id_its_journal_entry_records() 
     ctx = ToolContext(run_id="bg:t1", session_id="s1", final=True)
     # THEN it is the one the journal recognises as the final answer's
     assert ctx.delivery_id == final_delivery_id("bg:t1") == "bg:t1#final"
+
+
+def test_a_gated_calls_keys_are_built_and_read_back_and_only_asked_is_kept_back() -> None:
+    # GIVEN the keys of tool call 1 of step 2's approval: the request, its delivery, the decision
+    keys = {approval_key(2, 1): "approval", asked_key(2, 1): "asked", decision_key(2, 1): "decision"}
+    for key, kind in keys.items():
+        # THEN each reads back as what it is, sorts within its step, and is no reply nor tool result
+        assert parse_step_key(key) == StepKey(kind, 2, 1)  # type: ignore[arg-type]
+        assert str(parse_step_key(key)) == key and key.startswith("002.")
+        assert not is_tool_result(key) and not is_model_reply(key)
+    # AND only the report that the request was delivered is kept back for the park transaction
+    assert [k for k in keys if kept_for_commit(k, {})] == [asked_key(2, 1)]
+    assert approval_delivery_id("bg:t1", 2, 1) == "bg:t1#2#1#approval"

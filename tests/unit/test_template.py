@@ -484,6 +484,31 @@ def test_cron_reserved_concurrency_is_a_parameter_off_by_default(template: dict[
     }
 
 
+def test_the_unsigned_chat_routes_are_throttled_and_their_function_may_be_capped(template: dict[str, Any]) -> None:
+    # the only routes without SigV4: API Gateway refuses a flood before it invokes anything
+    routes = props(template, "ProductApi")["RouteSettings"]
+    unsigned = {
+        event["Properties"]["Method"] + " " + event["Properties"]["Path"]
+        for event in props(template, "ChannelCallbackFunction")["Events"].values()
+        if event["Properties"].get("Auth", {}).get("Authorizer") == "NONE"
+    }
+    assert unsigned == {"POST /channels/slack/interactions", "POST /channels/telegram/updates"} == set(routes)
+    for settings in routes.values():
+        assert settings == {
+            "ThrottlingRateLimit": {"Ref": "ChannelCallbackRateLimit"},
+            "ThrottlingBurstLimit": {"Ref": "ChannelCallbackBurstLimit"},
+        }
+    assert (default(template, "ChannelCallbackRateLimit"), default(template, "ChannelCallbackBurstLimit")) == (10, 20)
+    assert default(template, "ChannelCallbackReservedConcurrency") == -1
+    assert props(template, "ChannelCallbackFunction")["ReservedConcurrentExecutions"] == {
+        "Fn::If": [
+            "HasChannelCallbackReservedConcurrency",
+            {"Ref": "ChannelCallbackReservedConcurrency"},
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+
+
 def test_deployed_outbound_policy_is_https_only_without_loopback(template: dict[str, Any]) -> None:
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert env["AGENTWAKE_OUTBOUND_ALLOW_LOOPBACK"] == "false"
@@ -534,9 +559,14 @@ def test_the_work_function_completes_tasks_resends_its_work_and_dead_letters_to_
         ("sqs:SendMessage", "BackgroundWorkQueue"),
         ("sqs:SendMessage", "BackgroundWorkDLQ"),
     }
-    # AND it manages no schedule and passes no role
-    assert "scheduler:" not in repr(policies(template, "BackgroundWorkFunction"))
-    assert "iam:PassRole" not in repr(policies(template, "BackgroundWorkFunction"))
+    # AND the only schedule it makes is a decided approval's re-queue of a parked cron run (a
+    # one-time schedule in the stack's group, passing the scheduler role to the scheduler alone)
+    own = list(statements(policies(template, "BackgroundWorkFunction")))
+    scheduling = [s for s in own if any(str(a).startswith("scheduler:") for a in as_list(s["Action"]))]
+    assert [as_list(s["Action"]) for s in scheduling] == [["scheduler:CreateSchedule"]]
+    passing = [s for s in own if "iam:PassRole" in as_list(s["Action"])]
+    assert len(passing) == 1
+    assert passing[0]["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
 
 def test_only_the_cron_function_sends_to_the_cron_failure_queue_and_only_there(template: dict[str, Any]) -> None:
@@ -767,6 +797,19 @@ def test_every_dlq_has_an_alarm_that_notifies_the_topic(template: dict[str, Any]
     [paused] = [a for a in alarms if a["MetricName"] == "JobPaused"]
     assert paused["Namespace"] == {"Ref": "MetricsNamespace"} and paused["Threshold"] == 0
     assert paused["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    # AND an approval left waiting (ApprovalPendingAge, reported by each pending request's chain at least
+    # every 900 s) alarms past the ApprovalAgeAlarmSeconds parameter: 4 hours unless set
+    [waiting] = [a for a in alarms if a["MetricName"] == "ApprovalPendingAge"]
+    assert resources["ApprovalWaitingAlarm"]["Properties"] is waiting
+    assert waiting["Namespace"] == {"Ref": "MetricsNamespace"}
+    assert waiting["Dimensions"] == [{"Name": "service", "Value": "agentwake"}]
+    assert (waiting["Statistic"], waiting["Period"], waiting["ComparisonOperator"]) == (
+        "Maximum",
+        900,
+        "GreaterThanThreshold",
+    )
+    assert waiting["Threshold"] == {"Ref": "ApprovalAgeAlarmSeconds"} and waiting["TreatMissingData"] == "notBreaching"
+    assert template["Parameters"]["ApprovalAgeAlarmSeconds"]["Default"] == 14400
     # AND the e-mail subscription exists only when an address is given
     assert resources["AlarmEmailSubscription"]["Condition"] == "HasAlarmEmail"
 
@@ -882,6 +925,70 @@ def test_producer_policy_invokes_exactly_the_api_routes(template: dict[str, Any]
     (send,) = [s for s in producer_policy(template) if s["Action"] == "sqs:SendMessage"]
     # completions only: never the work queue, whose messages carry task tokens and name the work to run
     assert send["Resource"] == {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]}
+
+
+def test_the_chats_callbacks_are_the_only_unsigned_routes_and_their_function_holds_least_privilege(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN ChannelCallbackFunction: Slack's interactivity and Telegram's webhook (docs/channels.md)
+    fn = function(template, "ChannelCallbackFunction")
+    assert fn["Handler"] == "agentwake.handlers.channel_callback.handler" and fn["CodeUri"] == "functions/"
+    assert resources(template)["ChannelCallbackFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    group = props(template, "ChannelCallbackFunctionLogGroup")
+    assert group["LogGroupName"] == {"Fn::Sub": "/aws/lambda/${ChannelCallbackFunction}"}
+    # THEN its two routes, on the product API, are the only ones without SigV4 (the platforms cannot
+    # sign: the function verifies their secret)
+    routes = {
+        (e["Properties"]["Method"], e["Properties"]["Path"]): e["Properties"].get("Auth") for e in fn["Events"].values()
+    }
+    assert routes == {
+        ("POST", "/channels/slack/interactions"): {"Authorizer": "NONE"},
+        ("POST", "/channels/telegram/updates"): {"Authorizer": "NONE"},
+    }
+    assert all(e["Properties"]["ApiId"] == {"Ref": "ProductApi"} for e in fn["Events"].values())
+    unsigned = {
+        n
+        for n, r in resources(template).items()
+        if r["Type"] == "AWS::Serverless::Function"
+        and any("Auth" in e.get("Properties", {}) for e in r["Properties"].get("Events", {}).values())
+    }
+    assert unsigned == {"ChannelCallbackFunction"}
+    # AND it reads and writes items (the request, its delivery's marker, the decision), nudges the
+    # work queue, and reads its callback secrets and the bot tokens only when each is set
+    assert table_grants(template, "ChannelCallbackFunction") == {
+        "AgentTable": {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+    }
+    ungated = [p for p in policies(template, "ChannelCallbackFunction") if not (isinstance(p, dict) and "Fn::If" in p)]
+    others = {(a, json.dumps(s["Resource"])) for s in statements(ungated) for a in as_list(s["Action"])}
+    assert {a for a, _ in others if not a.startswith("dynamodb:")} == {"sqs:SendMessage"}
+    assert ("sqs:SendMessage", json.dumps({"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]})) in others
+    gated = {
+        p["Fn::If"][0]: p["Fn::If"][1:]
+        for p in policies(template, "ChannelCallbackFunction")
+        if isinstance(p, dict) and "Fn::If" in p
+    }
+    wanted = {
+        "HasSlackSigningSecret": ("SlackSigningSecretArn", "SlackSigningSecret"),
+        "HasTelegramWebhookSecret": ("TelegramWebhookSecretArn", "TelegramWebhookSecret"),
+        "HasSlackBotTokenSecret": ("SlackBotTokenSecretArn", "SlackBotToken"),
+        "HasTelegramBotTokenSecret": ("TelegramBotTokenSecretArn", "TelegramBotToken"),
+    }
+    assert set(gated) == set(wanted)
+    for condition, (parameter, sid) in wanted.items():
+        assert default(template, parameter) == ""
+        assert template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        when_set, when_unset = gated[condition]
+        assert when_set["Statement"] == [
+            {"Sid": sid, "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": parameter}}
+        ]
+        assert when_unset == {"Ref": "AWS::NoValue"}
+    # AND no other function may read the callback secrets
+    readers = {
+        n
+        for n, r in resources(template).items()
+        if "SlackSigningSecretArn" in repr(r.get("Properties", {}).get("Policies"))
+    }
+    assert readers == {"ChannelCallbackFunction"}
 
 
 # ------------------------------------------------------------------ WebSocket push (docs/channels.md)

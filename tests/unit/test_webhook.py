@@ -345,3 +345,26 @@ def test_build_channel_imports_the_webhook_adapter_only_when_used():
 
     # THEN the webhook module was never imported
     assert out.strip() == "False"
+
+
+def test_an_approval_request_carries_its_token_only_in_the_signed_body(httpserver):
+    # GIVEN an approval request's delivery (issue 35), its decision token in its payload
+    approval = {"approval_id": "apr-1", "tool": "create_ticket", "token": "tok-SECRET", "token_gen": 2}
+    request_delivery = Delivery(
+        delivery_id="bg:t-1#0#0#approval",
+        run_id="bg:t-1",
+        session_id="sess-A",
+        text="Approval needed",
+        approval=approval,
+    )
+    httpserver.expect_request("/hook").respond_with_data("ok")
+    # WHEN the webhook channel sends it
+    channel(httpserver.url_for("/hook")).send(request_delivery)
+    request = received(httpserver)
+    # THEN the receiver verifies the signed body and reads the token from it
+    verified = verify_delivery(request.get_data(), request.headers["X-Agentwake-Signature"], SECRET, now=SENT_AT)
+    assert verified.delivery.approval == approval
+    # AND the token is in no text, repr or log form of the delivery
+    assert "tok-SECRET" not in request_delivery.text + repr(request_delivery)
+    assert "tok-SECRET" not in json.dumps(request_delivery.to_dict())
+    assert request_delivery.to_dict()["approval"]["token_gen"] == 2

@@ -21,10 +21,10 @@ from agentwake.agent.bounds import MAX_TOOL_CALLS, check_deadline, too_many_call
 from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
 from agentwake.agent.journal import InMemoryJournal, StepJournal
 from agentwake.agent.ledger import Limits, RunLedger
-from agentwake.agent.tools import ToolContext, ToolRegistry
+from agentwake.agent.tools import Gate, ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
-from agentwake.domain.conversation import Message
-from agentwake.domain.steps import FINAL_DELIVERY_KEY, reply_key, tool_key
+from agentwake.domain.conversation import Message, ToolCall
+from agentwake.domain.steps import FINAL_DELIVERY_KEY, approval_key, decision_key, reply_key, tool_key
 from agentwake.errors import AllProvidersFailed, DeliveryError
 from agentwake.trust.redact import redact, redact_data
 
@@ -46,6 +46,21 @@ class AgentState(StrEnum):
     RUNNING = "RUNNING"
     DONE = "DONE"
     ERROR = "ERROR"
+    #: a tool call waits for a person's decision (issue 35): the run ends here, neither a success nor
+    #: a failure, and resumes from its journal once decided (``Runner.park`` says which call)
+    PARKED = "PARKED"
+
+
+@dataclass(frozen=True)
+class ParkRequest:
+    """The call a parked run waits on: tool call ``index`` of the reply at ``step``, and its gate."""
+
+    step: int
+    index: int
+    call: ToolCall
+    gate: Gate
+    #: the request as journaled by an earlier attempt (``approval`` step), None if never asked
+    asked: dict[str, Any] | None = None
 
 
 class ChatModel(Protocol):
@@ -108,10 +123,12 @@ class Runner:
         self._tool_specs: tuple[ToolSpec, ...] = tools.specs()
         self._final_step = False
         self._final_reason = "max_steps"
+        #: the call the run parked on (state PARKED), None otherwise
+        self.park: ParkRequest | None = None
 
     @property
     def finished(self) -> bool:
-        return self.state in (AgentState.DONE, AgentState.ERROR)
+        return self.state in (AgentState.DONE, AgentState.ERROR, AgentState.PARKED)
 
     def _emit(self, kind: str, step: int, replayed: bool = False, **data: Any) -> None:
         if self.on_event is not None:
@@ -235,13 +252,19 @@ class Runner:
                     self.ledger.record_delivery(str(delivery_id), fresh=False)
             else:
                 before = len(self.ledger.deliveries)
+                value: dict[str, Any] = {"tool": call.name}
                 if verdict == "warn":
                     result = self.repeats.warning(call)
                 elif verdict == "stop":
                     result = self.repeats.stopped(call)
                 else:
-                    result = self.tools.execute(call, self.context.for_call(n, i))
-                value: dict[str, Any] = {"content": result, "tool": call.name}
+                    gated = self._gated(n, i, call)
+                    if gated is None:
+                        return self.state  # PARKED: the calls after this one are not touched
+                    refusal, decided = gated
+                    value.update(decided)
+                    result = refusal if refusal is not None else self.tools.execute(call, self.context.for_call(n, i))
+                value["content"] = result
                 if verdict == "run" and len(self.ledger.deliveries) > before:
                     value["deliveries"] = self.ledger.deliveries[before:]
                 self.journal.put(tkey, value)
@@ -251,6 +274,41 @@ class Runner:
         if force_final:
             self.enter_final_step("repeated_calls")
         return self.state
+
+    def _gated(self, step: int, index: int, call: ToolCall) -> tuple[str | None, dict[str, Any]] | None:
+        """The approval gate of one call not yet journaled: None when the run parks on it (gated, no
+        decision journaled); else (the refusal the model reads instead of calling it, or None to call
+        it; what its tool step records of the decision). What was asked stays asked: a journaled
+        request governs, not the current rule."""
+        asked = self.journal.get(approval_key(step, index))
+        gate = None if asked is not None else self.tools.gate(call)
+        if asked is None and gate is None:
+            return None, {}
+        decision = self.journal.get(decision_key(step, index))
+        if decision is None:
+            if gate is None:  # asked before, the rule changed since: it still waits for that decision
+                from agentwake.domain.approvals import ApprovalRule
+
+                gate = Gate(
+                    tool=call.name or "?", rule=ApprovalRule(), words=str((asked or {}).get("rule")), arguments={}
+                )
+            self.state = AgentState.PARKED
+            self.park = ParkRequest(step=step, index=index, call=call, gate=gate, asked=asked)
+            self._emit("parked", step, tool=call.name, index=index, rule=gate.words)
+            return None
+        record = {"approval_id": decision.get("approval_id"), "decided_by": decision.get("by")}
+        if decision.get("decision") == "approved":
+            return None, record
+        from agentwake.domain.approvals import decision_result
+
+        text = decision_result(
+            str(decision.get("decision")),
+            by=str(decision.get("by") or "?"),
+            reason=decision.get("reason"),
+            expired=bool(decision.get("expired")),
+            expires_in_s=(asked or {}).get("expires_in_s"),
+        )
+        return text, {**record, "decision": decision.get("decision")}
 
     def _refuse_reply(self, step: int, reply: ModelReply, reason: str, *, replayed: bool) -> None:
         """End the run in ERROR ``MalformedOutput``: the reply is beyond the bounds (agent/bounds.py).

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentwake.domain.approvals import check_approval
 from agentwake.domain.conversation import Message
 from agentwake.errors import ConfigError, describe_validation_error
 
@@ -62,6 +63,11 @@ class SubagentSpec(BaseModel):
     #: how the main agent may hand it work: now (the answer is the tool result), as a background
     #: task (the answer wakes the agent), or either
     mode: SubagentMode = "both"
+    #: ask a person before ``ask_{name}`` hands it work, in the foreground and the background alike
+    #: (agentwake.domain.approvals, docs/tools.md)
+    approval: str | dict[str, Any] | None = None
+
+    _approval = field_validator("approval")(check_approval)
 
     @property
     def tool_name(self) -> str:
@@ -82,6 +88,7 @@ def parse_subagents(
     (a bad spec, a duplicate name, a hand-off tool that would shadow a tool, a tool the session does
     not declare, ``send_message_to_user`` or a hand-off tool among a subagent's tools)."""
     declared = _tool_names(session_tools)
+    gated = {str(t.get("name")) for t in session_tools if isinstance(t, dict) and t.get("approval")}
     specs: list[SubagentSpec] = []
     for item in raw:
         if not isinstance(item, dict):
@@ -113,6 +120,13 @@ def parse_subagents(
                 raise ConfigError(
                     f"session {session_id}: subagent {spec.name!r} may not have hand-off tool {tool!r}: "
                     "a subagent does not hand work on"
+                )
+            if tool in gated:
+                raise ConfigError(
+                    f"session {session_id}: subagent {spec.name!r} names tool {tool!r}, which asks for approval: "
+                    "a subagent's run cannot wait for a person (in the background it holds no session and has no "
+                    "channel; in the foreground it answers within the main run's call). Gate the subagent itself "
+                    '(its own "approval" gates ask_{name}), or give it tools that do not ask'
                 )
             if tool not in declared:
                 have = ", ".join(declared) or "none"

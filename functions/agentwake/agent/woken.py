@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.ledger import Limits, ModelCall, RunLedger
-from agentwake.agent.runner import AgentState, DeliverFinal, RunEvent, Runner
+from agentwake.agent.runner import AgentState, DeliverFinal, ParkRequest, RunEvent, Runner
 from agentwake.agent.tools import TaskStarter, Tool, ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.errors import ConfigError
@@ -59,10 +59,12 @@ class RunResult:
     calls: tuple[ModelCall, ...]
     #: tokens, latency and estimated cost (agentwake.agent.ledger.usage_totals), priced
     usage: dict[str, Any]
+    #: the call the run waits on for a person's decision (state PARKED; issue 35), else None
+    parked: ParkRequest | None = None
 
     @property
     def finished(self) -> bool:
-        return self.state in (AgentState.DONE, AgentState.ERROR)
+        return self.state in (AgentState.DONE, AgentState.ERROR, AgentState.PARKED)
 
 
 @dataclass
@@ -172,6 +174,7 @@ class WokenAgent:
             failovers=chain.failovers if isinstance(chain, ProviderChain) else 0,
             calls=tuple(runner.ledger.calls),
             usage=runner.ledger.totals(self.prices),
+            parked=runner.park,
         )
 
     def _task_tools(self) -> list[Any]:

@@ -24,17 +24,26 @@ class Delivery:
     run_id: str
     session_id: str
     text: str
+    #: an approval request (issue 35): ``{approval_id, tool, arguments, expiry_at, on_expiry, token,
+    #: token_gen, decide_path}``. Its ``token`` decides the request: it travels only in the signed body
+    #: a receiver gets (``to_dict(with_token=True)``), never in the text, history, a log or a repr
+    approval: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", redact(self.text))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, *, with_token: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "delivery_id": self.delivery_id,
             "run_id": self.run_id,
             "session_id": self.session_id,
             "text": self.text,
         }
+        if self.approval is not None:
+            out["approval"] = (
+                dict(self.approval) if with_token else {k: v for k, v in self.approval.items() if k != "token"}
+            )
+        return out
 
 
 @dataclass(frozen=True)

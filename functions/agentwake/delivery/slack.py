@@ -8,6 +8,9 @@ intent it wrote before the post (with :meth:`SlackChannel.probe`'s answer in it)
 thread) from the intent's time with ``include_all_metadata`` and matches that delivery id: found,
 it is recorded (``found_by="lookup"``) and not posted again.
 
+An approval request carries Block Kit buttons (``delivery/buttons.py``) where the stack takes the
+clicks back (``SlackSigningSecretArn``); its ``text`` stays the notification's fallback.
+
 The API base is the stack's ``AGENTWAKE_SLACK_API_URL``, never a session field. Answers are
 classified here, once: 429 → the retry policy's wait; ``ok: false`` with a code no retry can fix
 (``channel_not_found``, ``token_revoked``, …) → ``ChannelRefused`` naming the code and what to do;
@@ -28,6 +31,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from agentwake.delivery import Delivery, Receipt
+from agentwake.delivery.buttons import offers_buttons, slack_blocks
 from agentwake.delivery.kit import ChannelKit
 from agentwake.delivery.retry import NotSent, RetryPolicy, Throttled, bot_token, cut, platform_base, retry_after_header
 from agentwake.errors import ChannelRefused, DeliveryUncertain, DeliveryUnconfirmed
@@ -117,6 +121,10 @@ class SlackChannel:
         }
         if self.spec.thread_ts:
             payload["thread_ts"] = self.spec.thread_ts
+        approval_id = (delivery.approval or {}).get("approval_id")
+        if approval_id and offers_buttons(self.kit.settings, self.spec.token_ref, "slack"):
+            # an approval request: its text and Approve/Reject (the id only, never the token)
+            payload["blocks"] = slack_blocks(delivery.text, str(approval_id))
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         shown = f"slack {self.where}"
 

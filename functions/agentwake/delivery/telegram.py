@@ -17,6 +17,9 @@ Answers, classified once here: 429 with ``parameters.retry_after`` → the retry
 retried shortly then ``ChannelUnavailable``; a 5xx without it, a timeout or a reset after the request
 went out → ``DeliveryUncertain``.
 
+An approval request carries an inline keyboard (``delivery/buttons.py``) where the stack takes the
+clicks back (``TelegramWebhookSecretArn``) and the chat id is a number.
+
 What the core calls: ``where`` and ``probe(delivery)`` (``chat_id``, ``message_thread_id?``: what an
 operator checks) for the intent, then ``send(delivery)``; ``unconfirmed`` says what an intent in
 doubt becomes. There is no ``find``.
@@ -28,6 +31,7 @@ import json
 from typing import Any, ClassVar
 
 from agentwake.delivery import Delivery, Receipt
+from agentwake.delivery.buttons import offers_buttons, telegram_keyboard
 from agentwake.delivery.kit import ChannelKit
 from agentwake.delivery.retry import (
     NotSent,
@@ -100,6 +104,14 @@ class TelegramChannel:
         }
         if self.spec.message_thread_id is not None:
             payload["message_thread_id"] = self.spec.message_thread_id
+        approval_id = (delivery.approval or {}).get("approval_id")
+        if (
+            approval_id
+            and isinstance(self.spec.chat_id, int)  # a click names its chat by number
+            and offers_buttons(self.kit.settings, self.spec.token_ref, "telegram")
+        ):
+            # an approval request: Approve/Reject under it (the id only, never the token)
+            payload["reply_markup"] = telegram_keyboard(str(approval_id))
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
         def once() -> Receipt:

@@ -1,6 +1,7 @@
 """The ``webhook`` channel: POST each delivery as JSON to the user's endpoint (stdlib urllib only).
 
-Request: ``POST url`` with body ``{"delivery_id", "run_id", "session_id", "text", "sent_at"}``
+Request: ``POST url`` with body ``{"delivery_id", "run_id", "session_id", "text", "sent_at"}`` (and
+``approval`` for an approval request: its decision token is in it, signed like the rest)
 (``sent_at`` is ISO-8601 UTC) and headers
 
 - ``Content-Type: application/json``
@@ -142,7 +143,14 @@ def verify_delivery(
             f"sent_at {fields['sent_at'][:40]} is {abs(skew):.0f} s {when}, outside the {tolerance_s:g} s tolerance: "
             "a replayed or delayed body, or a clock to fix"
         )
-    delivery = Delivery(fields["delivery_id"], fields["run_id"], fields["session_id"], fields["text"])
+    approval = payload.get("approval")
+    delivery = Delivery(
+        fields["delivery_id"],
+        fields["run_id"],
+        fields["session_id"],
+        fields["text"],
+        approval=approval if isinstance(approval, dict) else None,
+    )
     return ReceivedDelivery(delivery=delivery, sent_at=sent_at.astimezone(UTC))
 
 
@@ -154,7 +162,7 @@ def delivery_body(delivery: Delivery, now: datetime) -> bytes:
     """The JSON a delivery travels as, to a webhook and on an SNS topic: ``{"delivery_id", "run_id",
     "session_id", "text", "sent_at"}`` (``sent_at``: ``now`` in ISO-8601 UTC, milliseconds)."""
     sent_at = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    payload = {**delivery.to_dict(), "sent_at": sent_at}
+    payload = {**delivery.to_dict(with_token=True), "sent_at": sent_at}
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

@@ -9,6 +9,10 @@ API's management endpoint (``AGENTWAKE_PUSH_ENDPOINT``, a stack setting). The fr
     {"type": "delivery", "delivery_id": "...", "run_id": "...", "session_id": "...",
      "text": "...", "sent_at": "2026-12-03T09:30:00+00:00"}
 
+An approval request's frame (issue 35) also carries ``"approval": {"approval_id", "tool", "arguments",
+"expiry_at", "on_expiry", "token_gen", "decide_path"}``, so a page can show Approve and Reject
+buttons; never its decision token (a page decides through its product, as the session's owner).
+
 A page drops a frame whose ``delivery_id`` it has shown (the receiver's dedup: a retry after a crash
 between the post and the journal write posts the same id again). A gone connection (410
 ``GoneException``) is forgotten. Reached at least one page: the receipt names the connections.
@@ -47,6 +51,8 @@ def frame(delivery: Delivery, sent_at: str) -> bytes:
         "text": delivery.text,
         "sent_at": sent_at,
     }
+    if delivery.approval is not None:
+        body["approval"] = delivery.to_dict()["approval"]  # without the token
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 

@@ -264,7 +264,7 @@ class Task(_Stored):
         return hmac.compare_digest(task_token_hash(token), self.token_sha256)
 
 
-JobStatus = Literal["scheduled", "running", "completed", "failed"]
+JobStatus = Literal["scheduled", "running", "completed", "failed", "parked"]
 #: a fire that comes due while this job's previous run still holds the session (docs/operations.md)
 OverlapPolicy = Literal["skip", "queue", "buffer_one"]
 #: which fires missed while paused (or dead-lettered by the Scheduler) run on resume
@@ -344,7 +344,9 @@ class JobFire(_Stored):
     at: str = Field(default_factory=utcnow_iso)
 
 
-RunStatus = Literal["running", "succeeded", "failed"]
+#: ``parked``: the run waits for a person's decision on a gated tool call (issue 35): not a success
+#: (no note), not a failure (no retry spent), holding no session; the decision re-queues it
+RunStatus = Literal["running", "succeeded", "failed", "parked"]
 
 
 class RunRecord(_Stored):
@@ -372,6 +374,13 @@ class RunRecord(_Stored):
     #: that ran the waiter in its invocation): what maxReceiveCount bounds. A redrive is a new message
     message_id: str | None = None
     message_attempts: int = 0
+    #: parked (issue 35): since when, on which approval request; ``decided``: the request the last
+    #: decision was for (a parked run whose ``decided`` is its ``waiting_for`` is ready to resume)
+    parked_at: str | None = None
+    waiting_for: str | None = None
+    decided: str | None = None
+    #: seconds the run spent parked, in total (counted when it resumes)
+    parked_s: float = 0.0
 
 
 class FailureRecord(_Stored):

@@ -4,7 +4,11 @@ and reads them, the agent, the wake and the CLI ask here):
 - ``000.reply``: the model's reply at step 0 (``reply_key``);
 - ``000.tool.01``: the result of that reply's tool call 1 (``tool_key``);
 - ``final.delivery``: deliver_final's entry, sent as the delivery ``{run_id}#final``
-  (``FINAL_DELIVERY_KEY``, ``final_delivery_id``).
+  (``FINAL_DELIVERY_KEY``, ``final_delivery_id``);
+- ``000.approval.01``: tool call 1 of step 0 needs a person's approval: the request as asked
+  (``approval_key``); ``000.asked.01``: its delivery to the session's channel (``asked_key``, kept
+  back for the park or failure transaction); ``000.decision.01``: the decision, written only by the
+  decision's own transaction (``decision_key``).
 
 Step numbers are zero-padded so that keys sort in the order they were written, and
 ``final.delivery`` sorts after every step. ``kept_for_commit`` says which steps end the run: those
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-StepKind = Literal["reply", "tool", "final"]
+StepKind = Literal["reply", "tool", "final", "approval", "asked", "decision"]
+#: the kinds a gated tool call journals (issue 35): the request, its delivery, the decision
+APPROVAL_KINDS = ("approval", "asked", "decision")
 
 #: the final answer sent by deliver_final (sorts after every step key)
 FINAL_DELIVERY_KEY = "final.delivery"
@@ -27,7 +33,9 @@ WORK_RESULT_KEY = "work.result"
 WORK_SENT_KEY = "work.sent"
 #: in a step's value: the run's attempt that journaled it (a later attempt replays it, never rewrites)
 STEP_ATTEMPT = "attempt"
-_STEP_KEY = re.compile(r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|tool\.(?P<index>[0-9]+))")
+_STEP_KEY = re.compile(
+    r"(?P<step>[0-9]+)\.(?:(?P<reply>reply)|(?P<kind>tool|approval|asked|decision)\.(?P<index>[0-9]+))"
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,8 @@ class StepKey:
     def __str__(self) -> str:
         if self.kind == "final":
             return FINAL_DELIVERY_KEY
-        if self.kind == "tool":
-            return f"{self.step:03d}.tool.{self.index:02d}"
+        if self.kind != "reply":
+            return f"{self.step:03d}.{self.kind}.{self.index:02d}"
         return f"{self.step:03d}.reply"
 
 
@@ -58,6 +66,26 @@ def tool_key(step: int, index: int) -> str:
     return str(StepKey("tool", step, index))
 
 
+def approval_key(step: int, index: int) -> str:
+    """The key of the approval request of tool call ``index`` of the reply at ``step``."""
+    return str(StepKey("approval", step, index))
+
+
+def asked_key(step: int, index: int) -> str:
+    """The key of the report that the request of that call was delivered (``{approval_id, delivery_id, token_gen}``)."""
+    return str(StepKey("asked", step, index))
+
+
+def decision_key(step: int, index: int) -> str:
+    """The key of the decision on that call's request (written only by the decision)."""
+    return str(StepKey("decision", step, index))
+
+
+def approval_delivery_id(run_id: str, step: int, index: int) -> str:
+    """The delivery id of the approval request of tool call ``index`` of step ``step``."""
+    return f"{run_id}#{step}#{index}#approval"
+
+
 def parse_step_key(key: str) -> StepKey | None:
     """The step ``key`` names; None for a key the journal never writes."""
     if key == FINAL_DELIVERY_KEY:
@@ -67,7 +95,8 @@ def parse_step_key(key: str) -> StepKey | None:
         return None
     if found["reply"]:
         return StepKey("reply", int(found["step"]))
-    return StepKey("tool", int(found["step"]), int(found["index"]))
+    kind = cast("StepKind", found["kind"])
+    return StepKey(kind, int(found["step"]), int(found["index"]))
 
 
 def _kind(key: str) -> StepKind | None:
@@ -101,7 +130,8 @@ def work_journal_id(task_id: str) -> str:
 
 def kept_for_commit(key: str, value: dict[str, Any]) -> bool:
     """Whether this step ends the run, so the journal keeps it back for the commit (or failure)
-    transaction to write: a model reply with no tool calls, or deliver_final's entry. Any other
+    transaction to write: a model reply with no tool calls, deliver_final's entry, or the report that
+    an approval request was delivered (the park transaction writes it). Any other
     step is written at once (a reply that calls tools: its tools may act on the world)."""
     kind = _kind(key)
-    return kind == "final" or (kind == "reply" and not value.get("tool_calls"))
+    return kind in ("final", "asked") or (kind == "reply" and not value.get("tool_calls"))

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from agentwake.domain.models import CatchUpPolicy, Job
 
 if TYPE_CHECKING:
-    from agentwake.store.port import SchedulesPort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import SchedulesPort
 
 #: at most this many missed fires are recorded per resume (the newest ones; the count is exact up to the look-back)
 MAX_MISSED_RECORDED = 500

@@ -30,6 +30,7 @@ and why. Routes (every error is JSON ``{"error": "..."}``; no token is ever in a
   its agent scheduled for itself (``product/api_wakes.py``)
 - a session's tasks: start one, list them, cancel one (``product/api_tasks.py``)
 - WebSocket push: a page's ticket, the unread mark and clearing it (``product/api_push.py``)
+- approval requests: a session's, one, and deciding one (``product/api_approvals.py``)
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from agentwake import bootstrap
 from agentwake.domain.models import SessionConfig, utcnow_iso
 from agentwake.errors import (
     AgentwakeError,
+    ApprovalAlreadyDecided,
     ConfigError,
     ForgedCompletion,
+    ForgedDecision,
     InvalidMessage,
     NotAnOwner,
     SessionBusy,
@@ -53,10 +56,12 @@ from agentwake.errors import (
     SessionExists,
     TaskAlreadyEnded,
     TaskExists,
+    UnknownApproval,
     UnknownSession,
     UnknownTask,
 )
 from agentwake.observability import logger
+from agentwake.product.api_approvals import router as approvals_router
 from agentwake.product.api_models import (  # the models (re-exported: callers import them from here)
     ADMIN_BY_OPERATOR,
     AppendBody,
@@ -329,9 +334,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (TaskAlreadyEnded, 409),  # a completion or a cancel for a task that ended otherwise: nothing changed
     (SessionChanged, 409),
     (SessionExists, 409),
+    (ApprovalAlreadyDecided, 409),  # a different decision stands: the answer says which, by whom, when, why
     (UnknownTask, 404),
+    (UnknownApproval, 404),
     (UnknownSession, 404),
     (ForgedCompletion, 403),
+    (ForgedDecision, 403),
     (NotAnOwner, 403),
     (ConfigError, 400),  # a session config its wakes would refuse (secret scope, outbound policy)
     (InvalidMessage, 400),
@@ -348,9 +356,12 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
         TaskAlreadyEnded,
         SessionChanged,
         SessionExists,
+        ApprovalAlreadyDecided,
         UnknownTask,
+        UnknownApproval,
         UnknownSession,
         ForgedCompletion,
+        ForgedDecision,
         NotAnOwner,
         ConfigError,
         InvalidMessage,
@@ -361,6 +372,10 @@ def _known(exc: AgentwakeError) -> Response[Any]:
     body: dict[str, Any] = {"error": str(exc), "type": exc.error_type}
     if isinstance(exc, SessionBusy):
         body["holder"] = getattr(exc, "holder", None)
+    if isinstance(exc, ApprovalAlreadyDecided) and exc.approval is not None:
+        from agentwake.product.api_models import ApprovalOut
+
+        body["approval"] = ApprovalOut.of(exc.approval).model_dump(mode="json")
     return _json(status, body)
 
 
@@ -400,6 +415,7 @@ def _unexpected(exc: Exception) -> Response[Any]:
 
 app.include_router(tasks_router)  # a session's tasks: product/api_tasks.py
 app.include_router(push_router)  # WebSocket push: tickets, unread (product/api_push.py)
+app.include_router(approvals_router)  # approval requests: list, read, decide (product/api_approvals.py)
 
 
 def openapi_json() -> str:

@@ -203,3 +203,59 @@ class StartBody(_Body):
 class TaskList(BaseModel):
     tasks: list[TaskStatusOut]
     cursor: str | None = Field(default=None, description="the next (older) page; None: no more")
+
+
+# -- approvals (product/api_approvals.py) -----------------------------------------------------------
+
+#: a decision's reason: at most this many characters (stored redacted)
+MAX_REASON_CHARS = 1000
+
+
+class ApprovalOut(BaseModel):
+    """An approval request as its session's owners (or its decision token's holder) see it: what the
+    agent wants to do and what became of it. Never its token, nor the copy a resume re-sends."""
+
+    approval_id: str
+    session_id: str
+    run_id: str
+    tool: str
+    arguments: Any = Field(
+        default=None, description="as a person should see them: redacted, hidden paths shown as …hidden"
+    )
+    rule: str | None = Field(default=None, description="the condition that asked for approval, in words")
+    state: Literal["pending", "approved", "rejected"]
+    requested_at: str
+    expiry_at: str | None = None
+    on_expiry: Literal["approve", "reject"] = "reject"
+    deciders: list[str] = []
+    decided_by: str | None = None
+    decided_via: str | None = Field(
+        default=None, description="api-owner, api-token, cli, console, expiry, slack or telegram"
+    )
+    decided_at: str | None = None
+    reason: str | None = None
+    expired: bool = False
+    resumed_at: str | None = None
+
+    @classmethod
+    def of(cls, approval: Any) -> ApprovalOut:
+        """From a stored approval (a mapping or a model): only the fields above, so a token's hash or
+        the resume copy never leaves."""
+        data = approval if isinstance(approval, dict) else approval.model_dump(mode="json")
+        return cls.model_validate({name: data[name] for name in cls.model_fields if data.get(name) is not None})
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalOut] = Field(description="newest request first")
+    cursor: str | None = Field(default=None, description="the next (older) page; None: no more")
+
+
+class DecisionBody(_Body):
+    decision: Literal["approve", "reject"]
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
+    decided_by: str | None = Field(
+        default=None, min_length=1, max_length=200, description="who decided, in your product's words"
+    )
+    token: str | None = Field(
+        default=None, min_length=1, max_length=256, description="the decision token the request's delivery carried"
+    )

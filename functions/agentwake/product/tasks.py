@@ -28,7 +28,8 @@ from agentwake.observability import logger
 from agentwake.wake.messages import MAX_RESULT_CHARS, BackgroundResultMessage
 
 if TYPE_CHECKING:
-    from agentwake.store.port import Store, WorkQueuePort
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import WorkQueuePort
 
 
 def new_task_token() -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentwake.session.lease import Waiter
 
 if TYPE_CHECKING:
-    from agentwake.store.port import SchedulesPort
+    from agentwake.store.port_queues import SchedulesPort
 
 #: the wait state a waiting copy carries (message attributes, Number)
 ATTR_WAIT_COUNT = "agentwake-wait-count"

@@ -32,9 +32,22 @@ from agentwake.session.lease import RESERVATION_S, Lease, Waiter
 
 if TYPE_CHECKING:
     from agentwake.settings import Settings
-    from agentwake.store.port import ResultQueuePort, SchedulesPort, SessionLeasePort
+    from agentwake.store.port import SessionLeasePort
+    from agentwake.store.port_queues import ResultQueuePort, SchedulesPort
 
-__all__ = ["RESERVATION_S", "CronRoute", "complete", "cron_route", "decline", "hand_off", "prepare", "release", "take"]
+__all__ = [
+    "RESERVATION_S",
+    "CronRoute",
+    "complete",
+    "cron_route",
+    "decline",
+    "hand_off",
+    "offer",
+    "prepare",
+    "release",
+    "requeue",
+    "take",
+]
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,50 @@ def decline(
     _pass_on(leases, queue, session_id, skip=run_id, now=now, cron=cron)
 
 
+def offer(
+    leases: SessionLeasePort,
+    queue: ResultQueuePort | None,
+    session_id: str,
+    *,
+    now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
+) -> str | None:
+    """Reserve the free session for its oldest waiter that can be sent from here and send its copy;
+    the run id handed the session, or None (nobody waits, or somebody holds the session now)."""
+    return _pass_on(leases, queue, session_id, skip=None, now=now, cron=cron)
+
+
+def requeue(
+    leases: SessionLeasePort,
+    queue: ResultQueuePort | None,
+    waiter: Waiter,
+    *,
+    ttl_s: float,
+    now: Callable[[], float] = time.time,
+    cron: CronRoute | None = None,
+) -> str | None:
+    """A parked run whose approval was decided takes the session like any waiter (issue 35): it
+    joins the wait list at the back (``waiter``: its copy, kind and wait state), then marks the lease
+    so its holder (a live turn, another run) hands the session over on release, or — nobody holds the
+    session — the session is offered to its oldest waiter now. Returns the run id handed the session
+    now (this run, or an older waiter), or None (a holder hands it over when it releases)."""
+    leases.park_waiter(
+        session_id=waiter.session_id,
+        run_id=waiter.run_id,
+        gen=waiter.gen,
+        body=waiter.body,
+        attributes=waiter.attributes or {},
+        wait=waiter.wait or {},
+        ttl_s=ttl_s,
+        kind=waiter.kind,
+        target=waiter.target,
+    )
+    if leases.mark_parked(waiter.session_id):
+        logger.info("decided run waits for its session's holder", extra={"next_run_id": waiter.run_id})
+        return None
+    return offer(leases, queue, waiter.session_id, now=now, cron=cron)
+
+
 #: how many waiters a hand-off tries after the first one it chose could not be sent
 PASS_ON_TRIES = 3
 
@@ -207,7 +264,7 @@ def _pass_on(
     queue: ResultQueuePort | None,
     session_id: str,
     *,
-    skip: str,
+    skip: str | None,
     now: Callable[[], float],
     cron: CronRoute | None,
 ) -> str | None:

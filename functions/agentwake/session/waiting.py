@@ -55,7 +55,8 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from agentwake.store.port import SchedulesPort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import SchedulesPort
 
 #: the longest first message id a copy carries (SQS's are 36 characters)
 MAX_MESSAGE_ID_CHARS = 128
@@ -306,8 +307,9 @@ def join_wait_list(
     )
     if not store.leases.mark_parked(busy.session_id):
         # released between the busy finding and the registration, by a holder that saw nobody
-        # waiting: come straight back instead of at the fallback's pace (a holder still there
-        # finds the mark, and reads the wait list again before it releases)
+        # waiting (or the lease could not be marked while a transaction wrote it): come straight
+        # back instead of at the fallback's pace (a holder still there finds the mark, and reads
+        # the wait list again before it releases)
         return 0.0
     return delay
 

@@ -11,6 +11,7 @@ It *holds* one object per aggregate, each built on the one shared ``Table`` (non
 - ``runs``: a run's batch read and its start (lease and attempt in one transaction);
 - ``ends``: a run's commit or failure record, in one transaction, releasing the lease;
 - ``jobs``: a job's skipped and missed fires, failures in a row, pause;
+- ``approvals``: the requests to approve a gated tool call, their one decision, their expiry chain;
 - ``connections``: the WebSocket API's tickets, open pages and unread mark (``store/push.py``,
   built on first use: a wake that delivers elsewhere never loads it).
 
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
+from agentwake.store.approvals import Approvals
 from agentwake.store.daily import Daily
 from agentwake.store.history import History
 from agentwake.store.job_state import JobStates
@@ -50,7 +52,7 @@ class DynamoStore:
         *,
         client: Any = None,
         now: Callable[[], float] = time.time,
-        journal_ttl_days: int = 15,
+        journal_ttl_days: int = 22,
     ) -> None:
         self.table = Table(table_name, client=client, now=now, journal_ttl_days=journal_ttl_days)
         self.records = Records(self.table)
@@ -63,6 +65,7 @@ class DynamoStore:
             self.table, records=self.records, history=self.history, journals=self.journals, leases=self.leases
         )
         self.jobs = JobStates(self.table)
+        self.approvals = Approvals(self.table, self.journals)
 
     @cached_property
     def connections(self) -> PushStore:

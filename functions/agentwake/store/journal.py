@@ -211,6 +211,11 @@ class DynamoJournal:
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
+    def learn(self, key: str, value: dict[str, Any]) -> None:
+        """Know a step another writer journaled (an approval's decision, written by the decision's
+        own transaction) without writing it: the next replay takes it."""
+        self.entries[key] = value
+
     def put(self, key: str, value: dict[str, Any], *, also: Sequence[dict[str, Any]] = ()) -> None:
         also = [*also, *self._counted(key, value)]
         if self.attempt is not None:  # which attempt did the step: a replayed step keeps its own

@@ -19,6 +19,7 @@
 | task | ``TASK#{task}`` | ``TASK`` |
 | job | ``JOB#{job}`` | ``JOB`` |
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
+| approval request (a gated tool call) | ``APPROVAL#{approval}`` | ``APPROVAL`` |
 
 Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
 ``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
@@ -78,6 +79,11 @@ TREE_PREFIX = "TREE#"
 #: what a tree entry is (the third part of its ``gsi2sk``)
 TREE_TASK = "TASK"
 TREE_JOB = "JOB"
+TREE_APPROVAL = "APPROVAL"
+#: an approval request (store/approvals.py): its item, and its session's partition of gsi1
+APPROVAL_PREFIX = "APPROVAL#"
+APPROVAL_SK = "APPROVAL"
+APPROVALS_PREFIX = "APPROVALS#"
 
 
 def session_pk(session_id: str) -> str:
@@ -103,6 +109,15 @@ def tasks_gsi_pk(session_id: str) -> str:
 
 def tasks_gsi_sk(created_at: str, task_id: str) -> str:
     return f"{created_at}#{task_id}"
+
+
+def approval_key(approval_id: str) -> tuple[str, str]:
+    return f"{APPROVAL_PREFIX}{approval_id}", APPROVAL_SK
+
+
+def approvals_gsi_pk(session_id: str) -> str:
+    """The ``gsi1`` partition of a session's approval requests (sorted ``{requested_at}#{approval}``)."""
+    return APPROVALS_PREFIX + session_id
 
 
 def job_key(job_id: str) -> tuple[str, str]:
@@ -229,7 +244,8 @@ def tree_run_prefix(run_id: str) -> str:
 
 
 def tree_keys(session_id: str, started_by: str | None, created_at: str, kind: str, target_id: str) -> dict[str, str]:
-    """The ``gsi2`` keys that put a task (``kind`` ``TREE_TASK``) or job (``TREE_JOB``) under the run
+    """The ``gsi2`` keys that put a task (``kind`` ``TREE_TASK``), job (``TREE_JOB``) or approval
+    request (``TREE_APPROVAL``) under the run
     that started it, in the order they were created; none when no run started it (the product or an
     operator did)."""
     if not started_by:

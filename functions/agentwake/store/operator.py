@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from agentwake.domain.approvals import Approval
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
 from agentwake.store.codec import key, load_item
 from agentwake.store.dynamo import DynamoStore
@@ -21,6 +22,7 @@ from agentwake.store.keys import (
     SESSION_PREFIX,
     TASK_PREFIX,
     TASK_SK,
+    TREE_APPROVAL,
     TREE_TASK,
     delivery_sk,
     run_pk,
@@ -195,8 +197,15 @@ class OperatorStore:
 
     def started(self, session_id: str, run_id: str | None = None) -> list[tuple[str, Task | Job]]:
         """The tasks and jobs runs of ``session_id`` started (only ``run_id``'s, when given), as
-        (starting run, record), by starting run and then in the order they were created: one Query
-        of the session's ``TREE#`` partition of ``gsi2`` (never a Scan)."""
+        (starting run, record), by starting run and then in the order they were created."""
+        return self.tree_entries(session_id, run_id)[0]
+
+    def tree_entries(
+        self, session_id: str, run_id: str | None = None
+    ) -> tuple[list[tuple[str, Task | Job]], list[tuple[str, Approval]]]:
+        """What runs of ``session_id`` started (only ``run_id``'s, when given): the tasks and jobs, and
+        the approval requests their gated calls made, each as (run, record), by run and then in the
+        order they were created: one Query of the session's ``TREE#`` partition of ``gsi2`` (never a Scan)."""
         cond = "gsi2pk = :t"
         values: dict[str, Any] = {":t": {"S": tree_gsi_pk(session_id)}}
         if run_id is not None:
@@ -209,11 +218,15 @@ class OperatorStore:
             "ExpressionAttributeValues": values,
         }
         found: list[tuple[str, Task | Job]] = []
+        asked: list[tuple[str, Approval]] = []
         for item in pages(self.db.query, request):
             starter, _, rest = item["gsi2sk"]["S"].partition("#")
             kind = rest.split("#")[-2] if rest.count("#") >= 2 else ""
+            if kind == TREE_APPROVAL:
+                asked.append((starter, load_item(Approval, item)))
+                continue
             found.append((starter, load_item(Task, item) if kind == TREE_TASK else load_item(Job, item)))
-        return found
+        return found, asked
 
     def tasks_of_session(self, session_id: str) -> list[Task]:
         """The session's tasks (a Scan: tasks are keyed by task id only)."""

@@ -6,6 +6,9 @@ its attributes. Tests may hand a wake any object with them (``tests/support/faul
 real aggregates to crash at chosen boundaries). The round-trip budget of a wake
 (docs/table-design.md) is the cost of these calls.
 
+The approvals' port is in ``store/port_approvals.py`` (as their table code is in ``store/approvals.py``);
+the queues' and the scheduler's in ``store/port_queues.py`` (``store/queues.py``, ``store/schedules.py``).
+
 Plain Python only: no boto3, no DynamoDB attribute shapes. The DynamoDB modules import these types
 from here, never the other way round.
 """
@@ -21,6 +24,7 @@ from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
     from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
+    from agentwake.store.port_approvals import ApprovalsPort
 
 
 @dataclass
@@ -255,6 +259,7 @@ class RunsPort(Protocol):
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
+        resuming: str | None = None,
     ) -> Lease:
         """The session's lease and the attempt count in one conditional write, checking the daily
         counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
@@ -306,6 +311,25 @@ class RunEndsPort(Protocol):
     ) -> Lease | None:
         """ERROR: the failure record, run, task/job, the steps ``journal`` kept back and lease release in
         one transaction."""
+        ...
+
+    def record_park(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        approval_id: str,
+        asked: tuple[str, dict[str, Any]],
+        steps: int,
+        job_id: str | None = None,
+        journal: Journal | None = None,
+        lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
+        waited: bool = False,
+    ) -> Lease | None:
+        """PARKED (issue 35): run parked, job parked, what ``journal`` has not written (the request's
+        ``asked`` step and delivery), the request's ``asked`` mark and the lease release in one
+        transaction; no note, no failure (raises ApprovalAlreadyDecided, RunAlreadySucceeded)."""
         ...
 
 
@@ -404,59 +428,5 @@ class Store(Protocol):
     @property
     def jobs(self) -> JobStatePort: ...
 
-
-class ResultQueuePort(Protocol):
-    """The background-result queue as the wake writes to it: a delayed re-send (a waiting record,
-    a handed copy). ``url`` None or empty: there is no queue to re-send through."""
-
-    url: str | None
-
-    def send_later(
-        self, *, body: str, delay_s: float, attributes: dict[str, dict[str, Any]], wait: dict[str, str]
-    ) -> str: ...
-
-
-class WorkQueuePort(Protocol):
-    """The background-work queue (``store.queues.WorkQueue``): agentwake's own functions send to it."""
-
-    url: str | None
-
-    def send(self, body: str, *, delay_s: float = 0) -> str: ...
-
-
-class DeadLettersPort(Protocol):
-    """Where a record no retry can help goes, with its reason."""
-
-    def send(
-        self,
-        *,
-        body: str,
-        error_type: str,
-        reason: str,
-        original_message_id: str,
-        source: str = "",
-        receive_count: str = "1",
-        extra: dict[str, str] | None = None,
-    ) -> str: ...
-
-
-class SchedulesPort(Protocol):
-    """EventBridge Scheduler as the cron wake uses it (a run-once job's schedule, a wait's return)."""
-
-    group: str | None
-
-    def create_once(
-        self,
-        *,
-        name: str,
-        at: Any,
-        target_arn: str,
-        role_arn: str,
-        payload: dict[str, Any],
-        dlq_arn: str | None = None,
-        max_retries: int = 2,
-    ) -> bool: ...
-
-    def set_enabled(self, name: str, enabled: bool) -> bool: ...
-
-    def delete(self, name: str) -> None: ...
+    @property
+    def approvals(self) -> ApprovalsPort: ...

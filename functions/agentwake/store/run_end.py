@@ -238,6 +238,95 @@ class RunEnds:
         # was read: the release is tried again (session.handoff.release), reading the list
         return lease.after_release("lease" not in dropped) if lease is not None else None
 
+    def record_park(
+        self,
+        *,
+        run_id: str,
+        session_id: str,
+        approval_id: str,
+        asked: tuple[str, dict[str, Any]],
+        steps: int,
+        job_id: str | None = None,
+        journal: Journal | None = None,
+        lease: Lease | None = None,
+        usage: dict[str, Any] | None = None,
+        waited: bool = False,
+    ) -> Lease | None:
+        """The park (issue 35), one transaction: run ``parked`` (since when, on what), its job
+        ``parked``, the steps and the delivery the journal has not written (the request's ``asked``
+        step, its marker and history entry), the request's ``asked`` mark (``asked``: its item, on
+        ``state = pending``), the run off the wait list (``waited``) and the lease released or handed
+        on, as a commit does. No note, no failure record.
+
+        Raises ApprovalAlreadyDecided when the request was decided meanwhile (nothing written: the
+        run goes on in place); RunAlreadySucceeded when another copy committed the run."""
+        from agentwake.errors import ApprovalAlreadyDecided
+
+        now = utcnow_iso()
+        earlier = self.journals.unwritten_items(
+            run_id, journal.unwritten(for_commit=True) if journal is not None else None
+        )
+        run_update: dict[str, Any] = {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": key(*run_key(run_id)),
+                "UpdateExpression": "SET #s = :s, parked_at = :now, waiting_for = :id, steps = :steps, #u = :u "
+                "REMOVE last_error, last_error_type",
+                "ConditionExpression": "attribute_exists(pk) AND #s <> :ok",
+                "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
+                "ExpressionAttributeValues": {
+                    ":s": {"S": "parked"},
+                    ":ok": {"S": "succeeded"},
+                    ":now": {"S": now},
+                    ":id": {"S": approval_id},
+                    ":steps": {"N": str(steps)},
+                    ":u": {"S": json.dumps(usage or {})},
+                },
+            }
+        }
+        if lease is not None:
+            run_update["Update"]["ConditionExpression"] += " AND attempt_token = :tok"
+            run_update["Update"]["ExpressionAttributeValues"][":tok"] = {"S": lease.token}
+        items: list[tuple[str, Any]] = [("run", run_update), asked]
+        if job_id is not None:
+            items.append(("target", self._target_update(job_key(job_id), "parked", last_error=None)))
+        items += earlier
+        if waited:
+            items.append(("waiter", self.leases.drop_waiter_item(session_id, run_id)))
+        if lease is not None and not lease.released:
+            items.append(self.leases.release_item(lease))
+        dropped: set[str] = set()
+        try:
+            self.table.transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
+        except self.table.db.exceptions.TransactionCanceledException as exc:
+            failed = getattr(exc, "failed_tags", {})
+            if "approval" in failed:
+                raise ApprovalAlreadyDecided(f"approval {approval_id} was decided before {run_id} parked") from exc
+            if "run" in failed:
+                run = self.records.get_run(run_id)
+                if run is not None and run.status == "succeeded":
+                    raise RunAlreadySucceeded(run_id) from exc
+                raise CommitConflict(
+                    f"the park of {run_id} was cancelled on the run item: another attempt holds it"
+                ) from exc
+            raise
+        except Exception as exc:
+            if not (outcome_unknown(exc) and self._parked(run_id, approval_id, lease)):
+                raise
+        if journal is not None:
+            journal.mark_written()
+        return lease.after_release("lease" not in dropped) if lease is not None else None
+
+    def _parked(self, run_id: str, approval_id: str, lease: Lease | None) -> bool:
+        """Whether the park landed (its answer lost): the run is parked on ``approval_id`` by this attempt."""
+        try:
+            item = self.table.read_item(*run_key(run_id)) or {}
+        except Exception:  # noqa: BLE001 -- unresolved: the caller treats it as not landed
+            return False
+        if item.get("status", {}).get("S") != "parked" or item.get("waiting_for", {}).get("S") != approval_id:
+            return False
+        return lease is None or item.get("attempt_token", {}).get("S") in (lease.token, None)
+
     def _committed(self, run_id: str, lease: Lease | None) -> bool:
         """Whether the run is succeeded, by the attempt that holds ``lease`` (one GetItem)."""
         try:

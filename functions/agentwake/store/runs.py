@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from typing import Any
 
 from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
@@ -125,6 +126,7 @@ class Runs:
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
+        resuming: str | None = None,
     ) -> Lease:
         """Take the session's lease and count the attempt in one TransactWriteItems.
 
@@ -143,6 +145,9 @@ class Runs:
 
         ``message_id``: the SQS message (its first id) the attempt runs for: the run counts the
         attempts made for it (``message_attempts``), wherever they ran.
+
+        ``resuming``: the approval request a parked run resumes on (issue 35), marked resumed by this
+        attempt in the same transaction (``resumed_at``, ``resumed_attempt``).
 
         An unknown outcome (the answer timed out, a 5xx) is read back, not waited out: the lease
         carries this acquisition's token and the run its attempt, so a transaction that landed is
@@ -165,6 +170,7 @@ class Runs:
                     usage=usage,
                     waited=waited,
                     message_id=message_id,
+                    resuming=resuming,
                 )
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
@@ -243,6 +249,13 @@ class Runs:
             also += ", message_id = :mid, message_attempts = :ma"
             values[":mid"] = {"S": message_id}
             values[":ma"] = {"N": str((previous.message_attempts if same and previous else 0) + 1)}
+        if previous is not None and previous.status == "parked" and previous.parked_at:
+            # the time it waited for a person, counted as it resumes
+            parked = datetime.fromisoformat(started.replace("Z", "+00:00")) - datetime.fromisoformat(
+                previous.parked_at.replace("Z", "+00:00")
+            )
+            also += ", parked_s = :parked"
+            values[":parked"] = {"N": f"{previous.parked_s + max(0.0, parked.total_seconds()):.3f}"}
         if waited is not None:
             also += ", waited_s = :waited" + (", idle_before_s = :idle" if waited.idle_s is not None else "")
             values[":waited"] = {"N": f"{waited.waited_s:.3f}"}
@@ -254,7 +267,11 @@ class Runs:
                 "Key": key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok" + by_day + also
+                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok"
+                    + by_day
+                    + also
+                    # a parked run resuming waits for nothing any more (issue 35)
+                    + " REMOVE waiting_for"
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
@@ -297,6 +314,7 @@ class Runs:
         usage: DailyUsage | None,
         waited: Waited | None = None,
         message_id: str | None = None,
+        resuming: str | None = None,
     ) -> Lease:
         token = uuid.uuid4().hex
         lease_put = self.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)
@@ -333,8 +351,13 @@ class Runs:
             )
         if usage is not None:
             items.append(("usage", self._usage_check(usage)))
+        if resuming is not None:
+            from agentwake.store.approvals import resumed_item
+
+            items.append(resumed_item(self.table, resuming, attempt))
         try:
-            self.table.transact(items)
+            # a request gone (its TTL) does not stop its run's resume: only its mark is dropped
+            self.table.transact(items, droppable=frozenset({"approval"}))
         except self.table.db.exceptions.TransactionCanceledException as exc:
             failed: dict[str, Any] = getattr(exc, "failed_tags", {})
             if any(r.get("Code") == "TransactionConflict" for r in failed.values()):

@@ -33,7 +33,7 @@ from agentwake.store.history import History
 from agentwake.store.itemsize import oversize
 from agentwake.store.keys import append_key, history_sk, lease_key, wait_key
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.table import Table
+from agentwake.store.table import Table, conflict_pause
 from agentwake.store.wait_places import PLACES_PAGE, WaitPlaces, waiter_from_item
 
 #: the lease item's attributes
@@ -63,6 +63,8 @@ HELD_BY_SOMEONE = f"attribute_exists(pk) AND {UNTIL} >= :now"
 #: reserved for the run ``:me``
 RESERVED_FOR_ME = f"{RESERVED_FOR} = :me"
 
+#: how often a waiter tries to mark the lease when its mark meets a transaction writing it
+MARK_TRIES = 2
 #: the most messages one append may carry (each is one item of its transaction)
 MAX_APPEND_MESSAGES = 25
 #: a renewal within this much of the turn's cap is refused rather than granted a sliver of a lease
@@ -213,23 +215,29 @@ class SessionLeases:
     def mark_parked(self, session_id: str) -> bool:
         """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's
         release to nobody fails and it reads the wait list again, finding this run. False when the
-        session has no lease, or an expired one: nobody will hand it over (one UpdateItem)."""
+        session has no lease, or an expired one, or the mark could not be made: nobody is sure to
+        hand it over, so the run comes straight back (one UpdateItem, two if the first meets a
+        transaction on the lease)."""
         db = self.table.db
-        try:
-            db.update_item(
-                TableName=self.table.name,
-                Key=key(*lease_key(session_id)),
-                UpdateExpression=f"SET {PARKED} = :yes",
-                ConditionExpression=HELD_BY_SOMEONE,
-                ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.table.now():.3f}"}},
-            )
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        except db.exceptions.TransactionConflictException:
-            # a transaction is writing the lease right now (a commit, another start): no mark,
-            # so the waiter keeps its fallback pause, as a hand-off that is lost would
+        for tried in range(MARK_TRIES):
+            if tried:
+                conflict_pause(tried)
+            try:
+                db.update_item(
+                    TableName=self.table.name,
+                    Key=key(*lease_key(session_id)),
+                    UpdateExpression=f"SET {PARKED} = :yes",
+                    ConditionExpression=HELD_BY_SOMEONE,
+                    ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.table.now():.3f}"}},
+                )
+            except db.exceptions.ConditionalCheckFailedException:
+                return False
+            except db.exceptions.TransactionConflictException:
+                # the holder's commit is writing the lease (it may have read the list before this run
+                # joined it): mark again once it is done; still not marked, come straight back
+                continue
             return True
-        return True
+        return False
 
     # --- the wait list -----------------------------------------------------------------------------
 

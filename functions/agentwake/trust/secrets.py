@@ -44,11 +44,21 @@ class SecretScope:
     #: the stack's bot tokens (SlackBotTokenSecretArn, TelegramBotTokenSecretArn), allowed besides the
     #: prefix only where a channel's bot token is resolved or checked (``check_ref(bot_token=True)``)
     channel_secret_arns: tuple[str, ...] = ()
+    #: the stack's callback secrets (SlackSigningSecretArn, TelegramWebhookSecretArn), allowed only where
+    #: the channel callback endpoint resolves them (``check_ref(callback=True)``): never a bot token
+    callback_secret_arns: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: object) -> SecretScope:
         refs = (getattr(settings, "slack_token_ref", None), getattr(settings, "telegram_token_ref", None))
+        callback = (
+            getattr(settings, "slack_signing_secret_ref", None),
+            getattr(settings, "telegram_webhook_secret_ref", None),
+        )
         return cls(
+            callback_secret_arns=tuple(
+                r.partition(":")[2] for r in callback if isinstance(r, str) and r.startswith("secretsmanager:")
+            ),
             secrets_prefix=getattr(settings, "secrets_prefix", DEFAULT_SECRETS_PREFIX),
             ssm_path_prefix=getattr(settings, "ssm_path_prefix", DEFAULT_SSM_PATH_PREFIX),
             extra_secret_arn=getattr(settings, "openai_api_key_secret_arn", None),
@@ -97,11 +107,14 @@ def check_own_ref(ref: str, scheme: str, target: str, scope: SecretScope, sessio
     )
 
 
-def check_ref(ref: str, scope: SecretScope | None = None, *, bot_token: bool = False) -> tuple[str, str]:
+def check_ref(
+    ref: str, scope: SecretScope | None = None, *, bot_token: bool = False, callback: bool = False
+) -> tuple[str, str]:
     """``(scheme, target)`` of a reference inside the scope; raises ConfigError / SecretRefRefused.
     ``bot_token``: the reference is a Slack/Telegram channel's bot token, which may also name the
     stack's bot-token secrets (no other reference may: a webhook's secret_ref naming the Slack
-    token would send it to the webhook)."""
+    token would send it to the webhook). ``callback``: the channel callback endpoint's signing or
+    webhook secret, which may name the stack's SlackSigningSecretArn / TelegramWebhookSecretArn."""
     scheme, sep, target = ref.partition(":")
     if not sep or not target:
         raise ConfigError(
@@ -120,6 +133,7 @@ def check_ref(ref: str, scope: SecretScope | None = None, *, bot_token: bool = F
         if (
             (scope.extra_secret_arn and target == scope.extra_secret_arn)
             or (bot_token and target in scope.channel_secret_arns)
+            or (callback and target in scope.callback_secret_arns)
             or (prefix and name.startswith(prefix) and len(name) > len(prefix) and "*" not in name and ".." not in name)
         ):
             return scheme, target
@@ -139,9 +153,14 @@ def check_ref(ref: str, scope: SecretScope | None = None, *, bot_token: bool = F
 
 
 def resolve_secret(
-    ref: str, environ: Mapping[str, str] | None = None, *, scope: SecretScope | None = None, bot_token: bool = False
+    ref: str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    scope: SecretScope | None = None,
+    bot_token: bool = False,
+    callback: bool = False,
 ) -> str:
-    scheme, target = check_ref(ref, scope, bot_token=bot_token)
+    scheme, target = check_ref(ref, scope, bot_token=bot_token, callback=callback)
     if scheme == "env":
         env = os.environ if environ is None else environ
         value = env.get(target)

@@ -38,7 +38,8 @@ from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
 if TYPE_CHECKING:
     from agentwake.session.waiting import Jitter, ParkedRecord, WaitState
     from agentwake.settings import Settings
-    from agentwake.store.port import DeadLettersPort, ResultQueuePort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import DeadLettersPort, ResultQueuePort
 
 #: how much of the result text the history note carries
 NOTE_RESULT_CHARS = 20_000
@@ -46,7 +47,8 @@ NOTE_RESULT_CHARS = 20_000
 
 @dataclass(frozen=True)
 class Done:
-    """The record ran (``succeeded``) or its run had already succeeded (``already_succeeded``)."""
+    """The record ran (``succeeded``), its run had already succeeded (``already_succeeded``), or it
+    parked waiting for a person's decision (``parked``: handled and deleted, no receive spent)."""
 
     status: str
     #: how many of the session's waiters this invocation ran after it (``run_waiters_here``)
@@ -136,6 +138,7 @@ def run_record(
                 run_next=run_next,
                 message_id=parked.first_id if parked else record.message_id,
                 max_attempts=most if parked else None,
+                resume=resume_copy(record),
             )
         except SessionBusy as busy:
             wait = wait_for_session(
@@ -192,6 +195,16 @@ def run_record(
 
         ran_after_waiting(parked.state, deps.clock.wall())
     return Done(outcome.status), outcome.next_waiter
+
+
+def resume_copy(record: SQSRecord) -> dict[str, Any]:
+    """What re-queues this record's run once an approval it parks on is decided (issue 35): its body
+    and its producer's attributes (stored shape), never the wait state a copy carried."""
+    from agentwake.session.copies import MessageAttributes
+
+    attributes = MessageAttributes.from_event(record.raw_event.get("messageAttributes")).to_stored()
+    producer = {name: value for name, value in attributes.items() if not name.startswith("agentwake-")}
+    return {"kind": "background", "body": record.body, "attributes": producer, "target": ""}
 
 
 def _dead_letter(parked: ParkedRecord, *, error_type: str, reason: str, attempts: int | None = None) -> DeadLetter:
@@ -311,6 +324,7 @@ def wake_for_background_result(
     run_next: Callable[[], bool] | None = None,
     message_id: str | None = None,
     max_attempts: int | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> WakeOutcome:
     """Raises UnknownTask / ForgedCompletion / SessionMismatch (permanent), SessionBusy, RunFailed (retry).
 
@@ -386,6 +400,8 @@ def wake_for_background_result(
         task_id=msg.task_id,
         waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
         message_id=message_id,
+        # what re-queues the run if it parks: the record's own body and attributes, else this message
+        resume=resume or {"kind": "background", "body": msg.model_dump_json(), "attributes": {}, "target": ""},
     )
     return execute_run(spec, deps, remaining_ms=remaining_ms, read=read, run_next=run_next)
 

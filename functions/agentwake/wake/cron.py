@@ -8,6 +8,7 @@ fallback (the wait machinery loads only then, or when the event is such a copy).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -183,6 +184,14 @@ def wake_for_cron_job(
         disable_job_on_success=job.run_once or last_fire is not None,
         job_disabled_reason=last_fire,
         waited=waited_of(waiting, deps.clock.wall(), read.waiter_arrived),
+        resume={
+            "kind": "cron",
+            "body": json.dumps(
+                {"job_id": wake.job_id, "scheduled_time": wake.scheduled_time, "session_id": job.session_id}
+            ),
+            "attributes": {},
+            "target": deps.cron_target_arn or deps.settings.cron_function_arn or "",
+        },
     )
     ran = False
     try:

@@ -100,7 +100,14 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
                 # a cron waiter's fallback is its one-time schedule: no function ARN is needed here
                 cron = run_cron_event(copy.as_cron_event(), deps, remaining_ms=remaining_ms, run_next=run_next)
                 succeeded = cron.response.get("status") == "succeeded"
-                done = cron.response.get("status") in ("succeeded", "already_succeeded", "superseded", "skipped")
+                # parked counts as done (not succeeded): the chain goes on to the next waiter
+                done = cron.response.get("status") in (
+                    "succeeded",
+                    "already_succeeded",
+                    "superseded",
+                    "skipped",
+                    "parked",
+                )
                 waiter = cron.next_waiter
             else:
                 result, waiter = run_record(

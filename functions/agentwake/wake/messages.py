@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentwake.domain.models import background_run_id, cron_run_id
 from agentwake.errors import InvalidMessage, describe_validation_error
@@ -133,8 +133,9 @@ class WorkMessage(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    kind: Literal["tool", "subagent", "deadline"]
-    task_id: str = Field(pattern=ID_PATTERN)
+    kind: Literal["tool", "subagent", "deadline", "approval"]
+    #: required for every kind but ``approval``
+    task_id: str = Field(default="", pattern=ID_PATTERN)
     session_id: str = Field(pattern=ID_PATTERN)
     #: the task's token (the work queue is agentwake's own: only its functions send to it)
     task_token: str | None = Field(default=None, max_length=256)
@@ -148,6 +149,18 @@ class WorkMessage(BaseModel):
     #: ``Task.deadline_check`` names the check that holds the chain's place
     check_id: str | None = Field(default=None, pattern=ID_PATTERN)
     after_check: str | None = Field(default=None, pattern=ID_PATTERN)
+    #: an approval's check (``wake.approval_check``): the request it is about, and whether it is
+    #: the decision's nudge (sent once, never re-sent) rather than a check of the expiry chain
+    approval_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    nudge: bool = False
+
+    @model_validator(mode="after")
+    def _names_its_subject(self) -> WorkMessage:
+        if self.kind == "approval" and not self.approval_id:
+            raise ValueError("an approval check names its approval_id")
+        if self.kind != "approval" and not self.task_id:
+            raise ValueError(f"{self.kind} work names its task_id")
+        return self
 
     @classmethod
     def parse_body(cls, body: str | None) -> WorkMessage:

@@ -18,11 +18,13 @@ from agentwake.deadline import deadline_after, run_deadline
 from agentwake.domain.models import FailureRecord, truncate
 from agentwake.errors import (
     ConfigError,
+    DeliveryError,
     LeaseHeld,
     RunAlreadySucceeded,
     RunDeferred,
     RunFailed,
     SessionBusy,
+    StepInterrupted,
     run_failed,
 )
 from agentwake.observability import logger, metrics
@@ -65,6 +67,14 @@ def execute_run(
     existing = read.run
     if existing is not None and existing.status == "succeeded":
         return _already_succeeded(spec, existing.attempts, deps)
+    if existing is not None and existing.status == "parked" and existing.decided != existing.waiting_for:
+        # a copy of a run that waits for a person (an SQS duplicate, an old fallback copy): nothing
+        # to do until the decision re-queues it (wake/approval_check.py)
+        _decline_if_handed(spec, deps)
+        logger.info("run is parked, waiting for a decision; this copy does nothing", extra={"run_id": spec.run_id})
+        return WakeOutcome(
+            run_id=spec.run_id, status="parked", attempt=existing.attempts, waiting_for=existing.waiting_for
+        )
 
     if remaining_ms is not None and remaining_ms < deps.settings.min_run_budget_ms:
         # late in a batch: starting now would end in a deadline ERROR that burns a retry and
@@ -92,6 +102,8 @@ def execute_run(
             usage=usage,
             waited=spec.waited,
             message_id=spec.message_id,
+            # a parked run whose request was decided: its resume is marked in the same write
+            resuming=existing.waiting_for if existing is not None and existing.status == "parked" else None,
         )
     except LeaseHeld as exc:
         raise SessionBusy(
@@ -183,6 +195,13 @@ def _run_leased(
         )
         with run_deadline(http_deadline):
             result = attempt.agent.run()
+            while result.state is AgentState.PARKED:
+                parked = _park(spec, deps, held, attempt, result)
+                if isinstance(parked, WakeOutcome):
+                    return parked
+                result = parked  # decided before the park landed: the run went on in place
+    except RunFailed:
+        raise  # its failure is recorded (an approval request that could not be delivered)
     except ConfigError as exc:  # incl. OutboundRefused, SecretRefRefused: the type says which
         _record_failure(spec, deps, held, attempt, exc.error_type, str(exc))
         raise RunFailed(spec.run_id, str(exc), failure_type=exc.error_type) from exc
@@ -197,6 +216,21 @@ def _run_leased(
         _record_failure(spec, deps, held, attempt, error_type, result.completion_text, result=result)
         raise run_failed(spec.run_id, result.completion_text, error_type)
     return _commit(spec, deps, held, attempt, result, note)
+
+
+def _park(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result: RunResult) -> WakeOutcome | RunResult:
+    """PARKED: the park (``wake/park.py``); its modules load only for a run that parks. A request
+    certainly not delivered fails the attempt (retried: nobody was asked yet)."""
+    from agentwake.wake.park import park_run
+
+    try:
+        return park_run(spec, deps, held, attempt, result)
+    except StepInterrupted:
+        raise  # an uncertain send, a deadline: a crash, recorded and retried by the caller
+    except DeliveryError as exc:
+        detail = f"the approval request could not be delivered: {exc}"
+        _record_failure(spec, deps, held, attempt, "DeliveryFailed", detail, result=result)
+        raise RunFailed(spec.run_id, detail, failure_type="DeliveryFailed") from exc
 
 
 def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result: RunResult, note: str) -> WakeOutcome:

@@ -15,10 +15,12 @@ from agentwake.settings import Settings
 if TYPE_CHECKING:
     from agentwake.agent.chain import RetryPolicy
     from agentwake.agent.runner import RunEvent
+    from agentwake.product.approvals import ApprovalsService
     from agentwake.product.tasks import TasksService
     from agentwake.session.lease import Waiter
     from agentwake.session.waiting import WaitState
-    from agentwake.store.port import ResultQueuePort, SchedulesPort, Store
+    from agentwake.store.port import Store
+    from agentwake.store.port_queues import ResultQueuePort, SchedulesPort
     from agentwake.wake.prompt import WakeKind
 
 
@@ -49,6 +51,9 @@ class WakeDeps:
     cron_target_arn: str | None = None
     #: registers, starts (``wake.start_task``) and completes tasks; None: no background work can start here
     tasks: TasksService | None = None
+    #: decides approval requests and sends their checks (``product.approvals``); None: built on first
+    #: park from the store and the tasks service's work queue (``wake.park``)
+    approvals: ApprovalsService | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ class RunSpec:
     waited: Waited | None = None
     #: the SQS message this attempt runs for (its first id), counted on the run (RunRecord.message_attempts)
     message_id: str | None = None
+    #: the copy that re-queues the run once an approval it parks on is decided (issue 35):
+    #: ``{kind, body, attributes, target}`` (a result record's body and its producer's attributes, or
+    #: a cron wake's payload and the function it is invoked through)
+    resume: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,8 @@ class WakeOutcome:
     run_id: str
     #: ``superseded``: a waiting copy whose run a newer copy (a hand-off) has taken over
     #: ``late``: the completion came after its task ended otherwise (cancelled, timed out): no wake
-    status: Literal["succeeded", "already_succeeded", "superseded", "late"]
+    #: ``parked``: the run waits for a person's decision (issue 35): neither a success nor a failure
+    status: Literal["succeeded", "already_succeeded", "superseded", "late", "parked"]
     attempt: int = 0
     steps: int = 0
     final_text: str = ""
@@ -90,6 +100,8 @@ class WakeOutcome:
     #: the waiter this run's commit handed the session to, for the caller to run itself
     #: (``execute_run(run_next=...)``); its delayed copy stays in the queue as the fallback
     next_waiter: Waiter | None = field(default=None, compare=False, repr=False)
+    #: a parked run: the approval request it waits for
+    waiting_for: str | None = None
 
 
 def waited_of(waiting: WaitState | None, now: float, arrived: float | None = None) -> Waited | None:

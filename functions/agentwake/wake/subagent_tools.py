@@ -90,6 +90,10 @@ class SubagentTool(Tool):
     ) -> None:
         self.subagent = spec
         self.name = spec.tool_name
+        if spec.approval is not None:
+            from agentwake.domain.approvals import parse_rule
+
+            self.approval = parse_rule(spec.approval)
         modes = {"both": "now or in the background", "foreground": "now only", "background": "in the background only"}
         self.description = (
             f"Hand a task to the subagent {spec.name!r} ({modes[spec.mode]}; at most {spec.max_steps} steps and "

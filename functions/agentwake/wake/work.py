@@ -40,6 +40,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "tool": ("agentwake.wake.work_tool", "run_tool_work"),
     "subagent": ("agentwake.wake.subagent", "run_background_subagent"),
     "deadline": ("agentwake.wake.task_deadline", "check_deadline"),
+    "approval": ("agentwake.wake.approval_check", "check_approval"),
 }
 
 

@@ -19,6 +19,7 @@ from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
     from agentwake.agent.ledger import RunLedger
+    from agentwake.domain.approvals import ApprovalRule
     from agentwake.domain.models import Task
 
 
@@ -73,6 +74,8 @@ class Tool(ABC):
     #: Python tool that leaves it unset (None) is refused when the session's tools are built, and a
     #: registry never calls an undeclared tool in a replay either.
     side_effect: bool | None = None
+    #: ask a person before a call runs (the spec's ``approval``; agentwake.domain.approvals). None: never
+    approval: ApprovalRule | None = None
 
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()
@@ -126,7 +129,24 @@ class ToolRegistry:
         outcome = self._call(call, ctx)
         return replace(outcome, text=redact(outcome.text))
 
-    def _call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+    def gate(self, call: ToolCall) -> Gate | None:
+        """Whether this call must wait for a person's decision: judged on the validated arguments
+        (the parse ``_call`` makes). A call whose tool has no rule, whose rule does not match, or whose
+        arguments do not parse is not gated (the last is an ``error:`` result: nobody is asked about a
+        call that cannot run)."""
+        tool = self._tools.get((call.name or "").strip())
+        if tool is None or tool.approval is None:
+            return None
+        parsed = self._parse(call)
+        if isinstance(parsed, ToolOutcome):
+            return None
+        _, raw, args = parsed
+        judged = args.model_dump(mode="json") if isinstance(args, BaseModel) else args
+        words = tool.approval.matches(judged if isinstance(judged, dict) else raw)
+        return None if words is None else Gate(tool=tool.name, rule=tool.approval, words=words, arguments=raw)
+
+    def _parse(self, call: ToolCall) -> tuple[Tool, dict[str, Any], Any] | ToolOutcome:
+        """The call's tool, raw arguments and validated arguments; or the ``error:`` outcome saying why not."""
         name = (call.name or "").strip()
         if not name:
             return _failed("error: the tool call has no tool name; name one of: " + ", ".join(self.names))
@@ -143,6 +163,14 @@ class ToolRegistry:
             args = tool.parse_args(raw)
         except ToolArgumentsInvalid as exc:
             return _failed(f"error: arguments for {name!r} do not match its schema: {exc}", exc)
+        return tool, raw, args
+
+    def _call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+        parsed = self._parse(call)
+        if isinstance(parsed, ToolOutcome):
+            return parsed
+        tool, _, args = parsed
+        name = tool.name
         if ctx.dry_run and tool.side_effect is not False:
             return ToolOutcome(ok=True, text=DRY_RUN_RESULT)  # side-effecting, or undeclared: a replay never calls it
         try:
@@ -161,6 +189,17 @@ class ToolOutcome:
     ok: bool
     text: str
     error: BaseException | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A call that must wait for a person's decision: its tool, the rule, the condition that matched
+    (in words) and the arguments as the model gave them (validated)."""
+
+    tool: str
+    rule: ApprovalRule
+    words: str
+    arguments: dict[str, Any]
 
 
 def _failed(text: str, error: BaseException | None = None) -> ToolOutcome:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from agentwake.agent.tools import TaskStarter, Tool
 from agentwake.agent.tools.http import TOOL_NAME, HttpToolSpec
+from agentwake.domain.approvals import check_approval
 from agentwake.errors import ConfigError, describe_validation_error
 
 RESERVED = frozenset({"send_message_to_user"})
@@ -35,6 +36,10 @@ class PythonToolSpec(BaseModel):
     #: run as a background task (as an HTTP tool's ``background``; docs/background-work.md)
     background: bool = False
     deadline_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
+    #: ask a person before a call runs (agentwake.domain.approvals, docs/tools.md)
+    approval: str | dict[str, Any] | None = None
+
+    _approval = field_validator("approval")(check_approval)
 
 
 ToolConfig = Annotated[HttpToolSpec | PythonToolSpec, Field(discriminator="type")]
@@ -84,5 +89,11 @@ def build_tools(
             from agentwake.agent.tools.background import BackgroundTool
 
             tool = BackgroundTool(tool, starter, deadline_s=spec.deadline_s)
+        if spec.approval is not None and not run_background:
+            # the call in the run is what waits for a person (a background tool: the start of its
+            # task); the background-work function's own build runs what was already approved
+            from agentwake.domain.approvals import parse_rule
+
+            tool.approval = parse_rule(spec.approval)
         tools.append(tool)
     return tools

@@ -25,10 +25,11 @@ import time
 import urllib.parse
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentwake.agent.tools import Tool, ToolArgumentsInvalid, ToolContext
 from agentwake.agent.types import ToolSpec
+from agentwake.domain.approvals import check_approval
 from agentwake.errors import ConfigError, StepInterrupted
 from agentwake.trust.redact import redact
 
@@ -66,6 +67,10 @@ class HttpToolSpec(BaseModel):
     #: a background call's task ends ``failed`` (timed out) if it has no outcome after this many
     #: seconds (None: the session's ``task_deadline_s``)
     deadline_s: int | None = Field(default=None, ge=60, le=7 * 86_400)
+    #: ask a person before a call runs (``"always"`` or a rule: agentwake.domain.approvals, docs/tools.md)
+    approval: str | dict[str, Any] | None = None
+
+    _approval = field_validator("approval")(check_approval)
 
 
 #: methods that only read: a tool using one has no side effect unless it says so
