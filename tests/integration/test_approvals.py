@@ -321,7 +321,9 @@ def test_rejected_the_model_reads_who_rejected_it_and_why(
     run = stack.store.records.get_run(RUN)
     assert run is not None and run.status == "succeeded"
     step = stack.store.journals.journal_entries(RUN)[tool_key(0, 0)]
-    assert step["content"] == f'not run: {PRODUCT_CALLER} rejected this call: "wrong customer"'
+    # (the owner's principal is stored with the decision, never read by the model, which may repeat it)
+    assert step["content"] == 'not run: the session\'s owner rejected this call: "wrong customer"'
+    assert PRODUCT_CALLER in stack.approval().decided_by
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
 
 
@@ -508,6 +510,22 @@ def test_an_approval_whose_write_crosses_the_expiry_is_refused_by_the_store_and_
     assert (stack.approval().state, stack.approval().decided_by) == ("rejected", "expiry")
     resume_all(stack)
     assert tool.calls == Counter()
+
+
+def test_a_late_approval_that_finds_the_same_decision_landed_meanwhile_answers_as_that_decision(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a parked run; Bob approves just in time, while Ann (late) had read the request still pending
+    approval = parked(stack, tool, receiver, approval={"expires_in_s": 60})
+    stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", principal=PRODUCT_CALLER)
+    late = ApprovalsService(stack.store, stack.work_queue, clock=lambda: approval.expiry_epoch + 1)
+    reads = iter([approval])  # Ann's read: the request as it was before Bob's decision
+    real_get = stack.store.approvals.get
+    monkeypatch.setattr(stack.store.approvals, "get", lambda approval_id: next(reads, None) or real_get(approval_id))
+    # WHEN Ann approves too THEN she is answered with the decision that stands, the one she wanted
+    answered = late.decide(APPROVAL, "approve", by="ann", via="api", principal=PRODUCT_CALLER)
+    assert (answered.state, answered.expired) == ("approved", False)
+    assert "bob" in (stack.approval().decided_by or "")
 
 
 # --- the session while a run is parked ----------------------------------------------------------
