@@ -711,6 +711,16 @@ PARK_CALLS = [
 ]
 
 
+#: by default (``make test``) a point fails nothing-applied once (``timeout_before``: throttling and a
+#: 500 answered before the request take the same path), applied-but-unanswered and conditional;
+#: ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every kind
+DEFAULT_KINDS = ("timeout_before", "timeout_after", "conditional")
+
+
+def default_kinds(kinds: tuple[str, ...], full: bool) -> tuple[str, ...]:
+    return kinds if full else tuple(k for k in kinds if k in DEFAULT_KINDS)
+
+
 #: run by default (``make test``): every kind at the calls the park adds (the check's send, the request,
 #: the park transaction); ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every call of the wake
 PARK_DEFAULT_CALLS = {5, 6, 8}
@@ -725,7 +735,7 @@ def _park_points() -> Iterator[Any]:
     for n, operation in enumerate(PARK_CALLS, start=1):
         if not full and n not in PARK_DEFAULT_CALLS:
             continue
-        for kind in FAULT_KINDS:
+        for kind in default_kinds(FAULT_KINDS, full):
             if operation == "SendMessage" and kind == "conditional":
                 continue  # SQS has no conditions
             yield pytest.param(n, kind, id=f"{n}-{operation}-{kind}")
@@ -817,7 +827,7 @@ def _resume_points() -> Iterator[Any]:
         for n, operation in enumerate(calls, start=1):
             if not full and n not in RESUME_DEFAULT[phase]:
                 continue
-            for kind in FAULT_KINDS:
+            for kind in default_kinds(FAULT_KINDS, full):
                 if operation == "SendMessage" and kind == "conditional":
                     continue
                 yield pytest.param(phase, n, kind, id=f"{phase}-{n}-{operation}-{kind}")
@@ -934,7 +944,7 @@ def _decision_points() -> Iterator[Any]:
             for n, operation in enumerate(calls, start=1):
                 if not full and n not in DECISION_DEFAULT[(phase, decision)]:
                     continue
-                for kind in FAULT_KINDS:
+                for kind in default_kinds(FAULT_KINDS, full):
                     if operation in ("SendMessage", "CreateSchedule") and kind == "conditional":
                         continue  # SQS and Scheduler have no conditions
                     if (phase, n, kind) == ("chain", 2, "conditional"):
