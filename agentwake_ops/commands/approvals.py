@@ -133,16 +133,24 @@ def _decide(
     approvals_view.check_decision("approve" if decision == "approved" else "reject", reason, as_name)
     approval = _read(ctx, approval_id)
     verb = "Approve" if decision == "approved" else "Reject"
-    if approval.state == "pending":
+    service = ops(ctx).approvals
+    stored = service.approvals.get(approval_id)
+    if approval.state == "pending" and stored is not None and service.clock() >= stored.expiry_epoch:
+        # too late for anyone: the expiry decides (its check may not have come yet)
+        confirm(
+            f"{approval_id} expired at {approval.expiry_at}: nobody may {verb.lower()} it now; "
+            f"let the expiry decide it ({approval.on_expiry})?",
+            yes,
+            what=f"let a request that expired at {approval.expiry_at} be decided by its expiry ({approval.on_expiry})",
+        )
+    elif approval.state == "pending":
         confirm(
             f"{verb} {approval_id}: {approvals_view.call_text(approval)} for run {approval.run_id}?",
             yes,
             what=f"{verb.lower()} an approval request",
         )
     decided = approvals_view.view(
-        ops(ctx).approvals.decide(
-            approval_id, decision, by=as_name, via="cli", reason=reason, token=None, principal=None
-        )
+        service.decide(approval_id, decision, by=as_name, via="cli", reason=reason, token=None, principal=None)
     )
     if as_json:
         render.print_json(decided.model_dump(mode="json"))

@@ -5,6 +5,7 @@ are written as the park writes them (tests/support/approval_items.py)."""
 from __future__ import annotations
 
 import json
+import time
 
 from agentwake.domain.steps import decision_key
 from agentwake.store.keys import run_pk, step_sk
@@ -86,6 +87,25 @@ def test_an_operator_approves_once_and_a_different_decision_is_refused_saying_wh
     refused = cli("approvals", "reject", pending, "--reason", "no", "--yes", expect=1).stderr
     assert "approved" in refused and "operator (as alice)" in refused
     assert cli_json(cli, "approvals", "show", pending)["state"] == "approved"
+
+
+def test_an_expired_request_is_left_to_its_expiry_and_the_operator_is_told_so(cli: Cli, stack: Stack) -> None:
+    # GIVEN a pending request whose expiry passed an hour ago, its expiry's check not yet come
+    expired = put_approval(
+        stack.store,
+        run_id="bg:t-expired",
+        requested_at="2026-12-01T09:00:00Z",
+        expiry_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600)),
+    ).approval_id
+    # WHEN an operator approves it without --yes THEN the question says it expired and what the expiry decides
+    asked = " ".join(cli("approvals", "approve", expired, expect=1).stderr.split())
+    assert "expired at" in asked and "be decided by its expiry (reject)" in asked, asked
+    assert cli_json(cli, "approvals", "show", expired)["state"] == "pending"
+    # WHEN they go on THEN the expiry decides (reject) and the approval is refused saying so
+    refused = " ".join(cli("approvals", "approve", expired, "--yes", expect=1).stderr.split())
+    assert "rejected by expiry" in refused, refused
+    shown = cli_json(cli, "approvals", "show", expired)
+    assert (shown["state"], shown["decided_by"], shown["expired"]) == ("rejected", "expiry", True)
 
 
 def test_a_rejection_says_why_or_is_refused(cli: Cli, stack: Stack) -> None:

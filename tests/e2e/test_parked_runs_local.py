@@ -8,7 +8,7 @@ invocations, schedules, the product API on 127.0.0.1), as tests/e2e/test_busy_se
 127.0.0.1. Invocations are counted per function at the local runtime's one invocation hook
 (``LocalStackRuntime.on_invocation``: every poller, async, schedule and API invocation goes through it).
 
-The wait is AGENTWAKE_PARK_WAIT_S seconds (90 in `make test`; `make soak` sets 600, the issue's 10
+The wait is AGENTWAKE_PARK_WAIT_S seconds (30 in `make test`; `make soak` sets 600, the issue's 10
 minutes). The request's first expiry check is delayed 900 s, so nothing is due in the wait.
 """
 
@@ -37,7 +37,7 @@ from tests.support.receiver import CountingReceiver
 
 PARAMETERS = {"QueueVisibilityTimeout": 30, "SessionWaitMaxDelay": 4}
 #: how long the parked run waits with its invocations counted (make soak: 600)
-PARK_WAIT_S = float(os.environ.get("AGENTWAKE_PARK_WAIT_S", "90"))
+PARK_WAIT_S = float(os.environ.get("AGENTWAKE_PARK_WAIT_S", "30"))
 #: completions around the parked run (make load's AGENTWAKE_BURST too)
 BURST = int(os.environ.get("AGENTWAKE_BURST", "8"))
 #: the functions that wake an agent (a parked run must invoke none of them while it waits)

@@ -91,6 +91,14 @@ def test_the_model_reads_who_rejected_and_why() -> None:
     assert decision_result("rejected", by="alice", reason="wrong customer") == (
         'not run: alice rejected this call: "wrong customer"'
     )
+    # an owner's decision over the API: whom it was made on behalf of, never the owner's principal
+    owner = "arn:aws:iam::123456789012:role/product"
+    assert decision_result("rejected", by=f"{owner} on behalf of bob", via="api-owner") == (
+        "not run: bob rejected this call (no reason given)"
+    )
+    assert decision_result("rejected", by=owner, via="api-owner") == (
+        "not run: the session's owner rejected this call (no reason given)"
+    )
     assert decision_result("rejected", by="expiry", expired=True, expires_in_s=86400) == (
         "not run: nobody decided within 86400 s, so it was rejected by default"
     )

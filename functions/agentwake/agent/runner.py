@@ -304,6 +304,7 @@ class Runner:
         text = decision_result(
             str(decision.get("decision")),
             by=str(decision.get("by") or "?"),
+            via=decision.get("via"),
             reason=decision.get("reason"),
             expired=bool(decision.get("expired")),
             expires_in_s=(asked or {}).get("expires_in_s"),

@@ -210,15 +210,33 @@ def _lookup(args: Any, path: str) -> Any:
     return value
 
 
+#: how an owner's decision over the product API is stored: ``{principal} on behalf of {name}``
+ON_BEHALF_OF = " on behalf of "
+
+
+def decider_named(by: str, via: str | None) -> str:
+    """Who decided, as the model (and so the user) may read it: an owner's decision names whom it was
+    made on behalf of, or "the session's owner" — never the owner's principal (an IAM ARN)."""
+    if via == "api-owner":
+        return by.split(ON_BEHALF_OF, 1)[1] if ON_BEHALF_OF in by else "the session's owner"
+    return by
+
+
 def decision_result(
-    decision: str, *, by: str, reason: str | None = None, expired: bool = False, expires_in_s: int | None = None
+    decision: str,
+    *,
+    by: str,
+    via: str | None = None,
+    reason: str | None = None,
+    expired: bool = False,
+    expires_in_s: int | None = None,
 ) -> str:
     """The tool result the model reads for a call a person (or the expiry) did not approve."""
     if expired:
         within = f"within {expires_in_s} s" if expires_in_s else "in time"
         return f"not run: nobody decided {within}, so it was rejected by default"
     why = f': "{reason}"' if reason else " (no reason given)"
-    return f"not run: {by} rejected this call{why}"
+    return f"not run: {decider_named(by, via)} rejected this call{why}"
 
 
 class Approval(_Stored):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from agentwake.domain.approvals import MAX_REASON_CHARS, Approval, token_sha256
+from agentwake.domain.approvals import MAX_REASON_CHARS, ON_BEHALF_OF, Approval, token_sha256
 from agentwake.domain.models import truncate
 from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, NotAnOwner, UnknownApproval
 from agentwake.observability import logger, metrics
@@ -179,8 +179,14 @@ class ApprovalsService:
         return result.approval
 
     def _expire(self, approval: Approval) -> Approval:
-        """A request past its expiry decided as its rule says, through the one decision path."""
-        return self.decide(approval.approval_id, approval.on_expiry, by=None, via="expiry")
+        """A request past its expiry decided as its rule says, through the one decision path (or as
+        another decision, landed meanwhile, decided it: the caller says whether that is its own)."""
+        try:
+            return self.decide(approval.approval_id, approval.on_expiry, by=None, via="expiry")
+        except ApprovalAlreadyDecided as stood:
+            if stood.approval is None:
+                raise
+            return stood.approval
 
     def _authority(
         self, approval: Approval, *, by: str | None, token: str | None, principal: str | None
@@ -189,7 +195,7 @@ class ApprovalsService:
         if principal is not None and self._owner(approval, principal):
             if "owners" not in approval.deciders:
                 raise ForgedDecision(f"approval {approval.approval_id}: its rule does not let owners decide")
-            named = f"{principal} on behalf of {truncate(by, 200)}" if by else principal
+            named = f"{principal}{ON_BEHALF_OF}{truncate(by, 200)}" if by else principal
             return named, "api-owner", None
         if token:
             if "token" not in approval.deciders or not self._token_ok(approval, token):
