@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import ALREADY_SENT, AgentState
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger, metrics, stdout_lock
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ def emit_metrics(result: RunResult) -> None:
 
 
 def emit_run_metrics(result: RunResult) -> None:
-    metrics.add_metric(name="Steps", unit="Count", value=result.steps_done)
+    add_metric(name="Steps", unit="Count", value=result.steps_done)
     if result.failovers:
-        metrics.add_metric(name="ProviderFailover", unit="Count", value=result.failovers)
+        add_metric(name="ProviderFailover", unit="Count", value=result.failovers)
 
 
 def emit_usage_metrics(result: RunResult) -> None:
@@ -94,13 +94,17 @@ def emit_usage_metrics(result: RunResult) -> None:
     for provider_id, (input_tokens, output_tokens) in fresh.items():
         for name, value in (("InputTokens", input_tokens), ("OutputTokens", output_tokens)):
             try:
-                with single_metric(
-                    name=name,
-                    unit=MetricUnit.Count,
-                    value=value,
-                    namespace=metrics.namespace,
-                    default_dimensions=dimensions,
-                ) as metric:
+                # one EMF line per call, printed whole (records of a batch run side by side)
+                with (
+                    stdout_lock(),
+                    single_metric(
+                        name=name,
+                        unit=MetricUnit.Count,
+                        value=value,
+                        namespace=metrics.namespace,
+                        default_dimensions=dimensions,
+                    ) as metric,
+                ):
                     metric.add_dimension(name="provider", value=provider_id[:250])
             except Exception:  # a metric must never fail a run
                 logger.exception("could not emit token metrics")
