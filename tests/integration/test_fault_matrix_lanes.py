@@ -33,7 +33,7 @@ from tests.integration.test_fault_matrix import (
     _points,
 )
 from tests.integration.test_wake_handlers import result_body, sqs_record
-from tests.support.aws import REGION, FakeLambdaContext, Resources, drain, moto_one_request_at_a_time
+from tests.support.aws import REGION, FakeLambdaContext, Resources, drain
 from tests.support.builders import OK_SCRIPT, seed_session, seed_task
 from tests.support.faults import CallFaults
 from tests.support.receiver import CountingReceiver
@@ -66,14 +66,6 @@ class OneRecordsFaults(CallFaults):
 def receivers() -> Iterator[tuple[CountingReceiver, CountingReceiver]]:
     with CountingReceiver() as faulted, CountingReceiver() as others:
         yield faulted, others
-
-
-@pytest.fixture
-def side_by_side(resources: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The deployed handler with five records side by side, over moto answering one at a time."""
-    moto_one_request_at_a_time(monkeypatch)
-    monkeypatch.setenv("AGENTWAKE_RECORD_CONCURRENCY", "5")
-    bootstrap.reset_caches()
 
 
 def _as_sqs_would(records: list[dict[str, Any]], queue_url: str) -> list[list[str]]:

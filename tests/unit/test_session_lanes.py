@@ -228,3 +228,72 @@ def test_a_records_log_keys_never_reach_another_records_lines() -> None:
     for line in lines:
         i = line["message_id"][1:]
         assert (line["session_id"], line["run_id"]) == (f"s{i}", f"run-m{i}"), line
+
+
+def test_metrics_added_from_records_side_by_side_are_all_kept() -> None:
+    # GIVEN eight records adding the same two metrics at once, many times each
+    from agentwake.observability import add_metric, metrics
+
+    metrics.clear_metrics()
+    start = threading.Barrier(8, timeout=BOUND_S)
+
+    def add() -> None:
+        start.wait()
+        for _ in range(10):
+            add_metric(name="Steps", unit="Count", value=1)
+            add_metric(name="RunSucceeded", unit="Count", value=1)
+
+    threads = [threading.Thread(target=add) for _ in range(8)]
+    # WHEN they run
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(BOUND_S)
+    # THEN no value was lost: Powertools' read-change-write of its metric set happened one at a time
+    try:
+        assert [len(metrics.metric_set[name]["Value"]) for name in ("Steps", "RunSucceeded")] == [80, 80]
+    finally:
+        metrics.clear_metrics()
+
+
+def test_every_concurrent_runs_secrets_are_redacted_from_every_runs_text() -> None:
+    # GIVEN two runs side by side, each resolving its own secret, one ending before the other
+    from agentwake.trust.redact import redact, register_secret
+    from tests.support.process_state import forget_secrets
+
+    resolved = threading.Barrier(2, timeout=BOUND_S)
+    seen: dict[str, str] = {}
+
+    def run(name: str, secret: str, other: str) -> None:
+        register_secret(secret)
+        resolved.wait()
+        seen[name] = redact(f"{name} saw {secret} and {other}")
+
+    try:
+        a = threading.Thread(target=run, args=("A", "run-a-secret-0001", "run-b-secret-0002"))
+        b = threading.Thread(target=run, args=("B", "run-b-secret-0002", "run-a-secret-0001"))
+        for thread in (a, b):
+            thread.start()
+        for thread in (a, b):
+            thread.join(BOUND_S)
+        # THEN each run's text lost both secrets, and the one that ended first took none away
+        assert seen == {"A": "A saw [REDACTED] and [REDACTED]", "B": "B saw [REDACTED] and [REDACTED]"}
+        assert redact("later: run-a-secret-0001 run-b-secret-0002") == "later: [REDACTED] [REDACTED]"
+    finally:
+        forget_secrets()
+
+
+def test_the_clients_pool_holds_at_least_the_records_in_flight() -> None:
+    # GIVEN the most records an invocation runs side by side, as the template and the settings bound it
+    from pathlib import Path
+
+    from cfnlint.decode.cfn_yaml import loads
+
+    from agentwake.settings import MAX_RECORD_CONCURRENCY
+    from agentwake.store.aws import MAX_POOL_CONNECTIONS
+
+    body = loads((Path(__file__).resolve().parents[2] / "template.yaml").read_text(encoding="utf-8"))
+    parameter = body["Parameters"]["BackgroundRecordConcurrency"]
+    # THEN the settings accept exactly the template's range, and a shared client keeps enough connections
+    assert int(parameter["MaxValue"]) == MAX_RECORD_CONCURRENCY == int(body["Parameters"]["BatchSize"]["MaxValue"])
+    assert MAX_POOL_CONNECTIONS >= MAX_RECORD_CONCURRENCY
