@@ -1,8 +1,9 @@
 """Powertools Logger and Metrics, one of each per process. Keys: run_id, task_id/job_id, session_id, attempt.
 
 Records of one batch run side by side on threads (``wake.lanes``), so what is per record is kept per
-thread: a record's log keys are Powertools' thread-safe keys (``record_started``, ``log_keys``: a
-contextvar, never the logger's shared keys), and a metric is added under one lock (``add_metric``:
+thread: a record's log keys are Powertools' thread-safe keys (``logger.thread_safe_append_keys``, a
+contextvar; the handler clears them as each record starts; never the logger's shared
+``append_keys``), and a metric is added under one lock (``add_metric``:
 Powertools' ``Metrics.add_metric`` reads, changes and writes back its metric set, and may print a
 full set, unguarded), which also holds the log handler's lock, so an EMF line printed from one record
 and a log line of another never interleave on stdout.
@@ -33,18 +34,6 @@ LOG_REASON_CHARS = 2000
 
 logger = Logger(service=os.getenv("POWERTOOLS_SERVICE_NAME", "agentwake"), json_serializer=_redacted_json)
 metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Agentwake"))
-
-
-def record_started(message_id: str) -> None:
-    """A record starts in this thread: the keys of the one before it go, its message id comes."""
-    logger.thread_safe_clear_keys()
-    logger.thread_safe_append_keys(message_id=message_id)
-
-
-def log_keys(**keys: object) -> None:
-    """Keys of the record this thread runs (run_id, task_id, session_id, attempt...), on every line it
-    logs and on no other record's."""
-    logger.thread_safe_append_keys(**keys)
 
 
 def add_metric(name: str, unit: str, value: float) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from agentwake.observability import log_keys, logger, record_started
+from agentwake.observability import logger
 from agentwake.wake.background import handed_first
 from agentwake.wake.lanes import SessionLanes
 
@@ -209,8 +209,9 @@ def test_a_records_log_keys_never_reach_another_records_lines() -> None:
     buffer, previous = io.StringIO(), logger.log_level
 
     def work(r: SQSRecord) -> None:
-        record_started(r.message_id)
-        log_keys(session_id=session_of(r), run_id=f"run-{r.message_id}")
+        logger.thread_safe_clear_keys()
+        logger.thread_safe_append_keys(message_id=r.message_id)
+        logger.thread_safe_append_keys(session_id=session_of(r), run_id=f"run-{r.message_id}")
         keyed.wait()
         logger.info("a line of the record")
 
@@ -297,3 +298,19 @@ def test_the_clients_pool_holds_at_least_the_records_in_flight() -> None:
     # THEN the settings accept exactly the template's range, and a shared client keeps enough connections
     assert int(parameter["MaxValue"]) == MAX_RECORD_CONCURRENCY == int(body["Parameters"]["BatchSize"]["MaxValue"])
     assert MAX_POOL_CONNECTIONS >= MAX_RECORD_CONCURRENCY
+
+
+def test_no_runtime_module_sets_a_shared_log_key_or_adds_a_metric_unguarded() -> None:
+    # GIVEN the runtime's modules
+    from pathlib import Path
+
+    runtime = Path(__file__).resolve().parents[2] / "functions" / "agentwake"
+    offenders = {
+        str(path.relative_to(runtime)): needle
+        for path in runtime.rglob("*.py")
+        if path.name != "observability.py"
+        for needle in ("logger.append_keys(", "logger.remove_keys(", "metrics.add_metric(")
+        if needle in path.read_text(encoding="utf-8")
+    }
+    # THEN per-record keys are thread-safe keys and every metric goes through observability.add_metric
+    assert offenders == {}, offenders

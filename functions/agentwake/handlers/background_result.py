@@ -18,14 +18,15 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.observability import logger, metrics, record_started
+from agentwake.observability import logger, metrics
 from agentwake.wake.background import DeadLetter, Resend, handed_first, session_of
 from agentwake.wake.invocation import on_background_record
 from agentwake.wake.lanes import SessionLanes
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
-    record_started(record.message_id)
+    logger.thread_safe_clear_keys()  # the keys of the record before it go
+    logger.thread_safe_append_keys(message_id=record.message_id)
     time_left = lambda_context.get_remaining_time_in_millis if lambda_context is not None else None
     result = on_background_record(record, bootstrap.wake_deps(), time_left=time_left)
     if isinstance(result, Resend):

@@ -16,14 +16,15 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.observability import logger, metrics, record_started
+from agentwake.observability import logger, metrics
 from agentwake.wake.background import DeadLetter
 from agentwake.wake.lanes import SessionLanes
 from agentwake.wake.work import on_work_record, session_of
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
-    record_started(record.message_id)
+    logger.thread_safe_clear_keys()  # the keys of the record before it go
+    logger.thread_safe_append_keys(message_id=record.message_id)
     remaining_ms = lambda_context.get_remaining_time_in_millis() if lambda_context is not None else None
     result = on_work_record(record, bootstrap.wake_deps(), remaining_ms=remaining_ms)
     if isinstance(result, DeadLetter):

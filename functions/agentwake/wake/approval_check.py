@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agentwake.errors import ApprovalAlreadyDecided
-from agentwake.observability import add_metric, log_keys, logger
+from agentwake.observability import add_metric, logger
 from agentwake.session import handoff
 from agentwake.session.copies import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
 from agentwake.session.lease import Waiter
@@ -48,7 +48,7 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
     """One check of request ``msg.approval_id`` (module docstring). A failed write or send raises
     (retryable: the record is retried); nothing here is permanent."""
     assert msg.approval_id is not None
-    log_keys(approval_id=msg.approval_id, session_id=msg.session_id)
+    logger.thread_safe_append_keys(approval_id=msg.approval_id, session_id=msg.session_id)
     store = deps.store
     approval = store.approvals.get(msg.approval_id)
     if approval is None:

@@ -28,7 +28,7 @@ from agentwake.errors import (
     TaskClaimContended,
     UnknownTask,
 )
-from agentwake.observability import log_keys, logger, permanent_failure_handed_over
+from agentwake.observability import logger, permanent_failure_handed_over
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_COUNT
 from agentwake.session.lease import Waiter
 from agentwake.wake.messages import BackgroundResultMessage
@@ -338,7 +338,7 @@ def wake_for_background_result(
     record is a copy that waited for its session; an older copy than the wait list's retires.
     """
     run_id = msg.run_id  # bg:{task}, or bg:{task}:{n} for a later outcome (a success after a redrive)
-    log_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
+    logger.thread_safe_append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
     # and, for a waiting copy, the run's entry on the session's wait list
     read = deps.store.runs.read_wake(

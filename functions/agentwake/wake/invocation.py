@@ -18,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.domain.models import truncate
-from agentwake.observability import LOG_REASON_CHARS, log_keys, logger
+from agentwake.observability import LOG_REASON_CHARS, logger
 from agentwake.session.copies import handed_copy
 from agentwake.session.lease import Waiter
 from agentwake.wake.background import DeadLetter, Done, Resend, run_record
@@ -88,7 +88,7 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
     ran = 0
     waiter: Waiter | None = first
     while waiter is not None:
-        log_keys(message_id=f"handed:{waiter.run_id}")
+        logger.thread_safe_append_keys(message_id=f"handed:{waiter.run_id}")
         copy = handed_copy(waiter, gen=waiter.gen, handed_at=deps.clock.wall())
         # the rest of the batch keeps a run's budget: this run's deadline comes before it
         remaining_ms = time_left() - deps.settings.min_run_budget_ms

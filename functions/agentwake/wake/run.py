@@ -27,7 +27,7 @@ from agentwake.errors import (
     StepInterrupted,
     run_failed,
 )
-from agentwake.observability import add_metric, log_keys, logger
+from agentwake.observability import add_metric, logger
 from agentwake.session import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -179,7 +179,7 @@ def _run_leased(
     spec: RunSpec, deps: WakeDeps, remaining_ms: int | None, held: _Held, read: WakeRead, *, first_attempt: bool
 ) -> WakeOutcome:
     lease = held.lease
-    log_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=lease.attempt)
+    logger.thread_safe_append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=lease.attempt)
     attempt: Attempt | None = None
     try:
         session = read.session

@@ -38,7 +38,7 @@ from agentwake.errors import (
     UnknownTask,
     run_failed,
 )
-from agentwake.observability import add_metric, log_keys, logger
+from agentwake.observability import add_metric, logger
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def run_background_subagent(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: i
     InvalidMessage (permanent: dead-lettered at once), RunFailed (retried; dead-lettered after the
     last attempt, the task completed ``failed`` first) or a crash (retried)."""
     run_id = subagent_run_id(msg.task_id)
-    log_keys(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
+    logger.thread_safe_append_keys(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
     store = deps.store
     read = store.runs.read_wake(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
     task = read.task
@@ -145,7 +145,7 @@ def run_background_subagent(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: i
         return
     except LeaseHeld as exc:  # another copy of this record is running it right now
         raise RunDeferred(f"another copy of {run_id} is running; this one will retry") from exc
-    log_keys(attempt=attempt)
+    logger.thread_safe_append_keys(attempt=attempt)
     _Attempt(msg, deps, task, wake, run_id=run_id, attempt=attempt, first=read.run is None, last=last).run(
         read.session, remaining_ms
     )

@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 from agentwake.errors import AgentwakeError, PermanentInputError
-from agentwake.observability import log_keys
+from agentwake.observability import logger
 from agentwake.wake.background import DeadLetter, Done
 from agentwake.wake.messages import WorkMessage
 
@@ -74,7 +74,7 @@ def on_work_record(record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | Non
     receive_count = int(record.attributes.approximate_receive_count or 1)
     try:
         msg = WorkMessage.parse_body(record.body)
-        log_keys(task_id=msg.task_id, session_id=msg.session_id, work=msg.kind)
+        logger.thread_safe_append_keys(task_id=msg.task_id, session_id=msg.session_id, work=msg.kind)
         runner_for(msg.kind)(msg, deps, remaining_ms=remaining_ms, receive_count=receive_count)
     except AgentwakeError as exc:
         if exc.retryable:
