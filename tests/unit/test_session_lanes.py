@@ -314,3 +314,32 @@ def test_no_runtime_module_sets_a_shared_log_key_or_adds_a_metric_unguarded() ->
     }
     # THEN per-record keys are thread-safe keys and every metric goes through observability.add_metric
     assert offenders == {}, offenders
+
+
+def test_a_slow_record_does_not_shorten_the_time_of_another_sessions_record() -> None:
+    # GIVEN an invocation with 120 s left, a slow record of session A (it uses 100 s) ahead of a
+    # record of session B in the batch, and A's second record after both
+    left = [120_000]
+
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return left[0]
+
+    records = [record("a1", "A"), record("b", "B"), record("a2", "A")]
+    started = threading.Barrier(2, timeout=BOUND_S)
+    seen: dict[str, int] = {}
+
+    def handler(record: SQSRecord, lambda_context: Any) -> str:  # Powertools passes both by name
+        seen[record.message_id] = lambda_context.get_remaining_time_in_millis()
+        if record.message_id in ("a1", "b"):
+            started.wait()
+        if record.message_id == "a1":
+            left[0] -= 100_000  # the slow record's time passes
+        return "ok"
+
+    # WHEN the batch runs side by side
+    processor = SessionLanes(session_of, 10)
+    process_partial_response(event={"Records": records}, record_handler=handler, processor=processor, context=Context())  # type: ignore[arg-type]
+    # THEN B's record had the invocation's whole time, not what A's slow record left; A's next
+    # record, behind it in its lane, has what is left (and is deferred if that is too little)
+    assert seen == {"a1": 120_000, "b": 120_000, "a2": 20_000}
