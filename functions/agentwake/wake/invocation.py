@@ -25,7 +25,9 @@ from agentwake.wake.background import DeadLetter, Done, Resend, run_record
 from agentwake.wake.spec import WakeDeps
 
 #: a waiter runs in the invocation that handed it the session while this many runs' budgets
-#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch
+#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch. With records side by
+#: side (``wake.lanes``) the waiter runs in its session's lane, and the reserve is for what that lane
+#: still holds (the session's later records) and for lanes still waiting for a thread
 CHAIN_RESERVE_RUNS = 2
 
 
