@@ -27,7 +27,13 @@ One warm-up wake per kind is left out (Lambda's init is billed apart); then, per
 The dollars: Lambda's billed time is the model's latency per model step (assumed: 2 s, a flag) plus
 the CPU plus an assumed round trip per AWS call, at the template's 512 MB on arm64. Every price is
 printed beside the table (us-east-1 list prices, DynamoDB on-demand after its November 2024 cut).
-Records run one at a time (serial); concurrent records in one invocation are issue 37's item 1.
+Lambda gives a 512 MB function 512/1769 of a vCPU, so the CPU measured here on a whole core is
+billed 3.46 times over, added to the waits (not overlapped: an upper bound).
+
+The batch row: invocations of the result handler with one record of each of 10 sessions (the event
+source's batch), its figures per wake. The invocation is billed once for the whole batch: its
+records run ``--lanes`` at a time (the template's ``BackgroundRecordConcurrency``), so the model's
+latency is paid once a wave; the event source's receive and delete are a batch's, not a record's.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import math
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +97,10 @@ PRICES = {
     "scheduler_invocation": 1.00 / 1e6,
 }
 MEMORY_GB = 512 / 1024  # template.yaml's Globals MemorySize
+#: Lambda gives a function CPU in proportion to its memory, one vCPU at 1,769 MB (AWS Lambda docs,
+#: "Memory and computing power"): a CPU second measured here on a whole core is this many billed seconds
+CPU_SCALE = 1769 / 512
+BATCH = 10  # template.yaml's BatchSize default: records of 10 different sessions in one invocation
 INDEXES = (("gsi1pk", "gsi1sk"), ("gsi2pk", "gsi2sk"))  # template.yaml's two GSIs, both ProjectionType ALL
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 TWO_STEP = [
@@ -132,8 +143,8 @@ class Capacity:
         self.backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
         self.table = table
         self.meter = Meter()
-        self._before: list[tuple[str, dict[str, Any], Any]] = []
-        self._params: dict[str, Any] = {}
+        self.lock = threading.Lock()  # a batch's records call at once: one meter, each call's state its thread's
+        self._call = threading.local()
         client.meta.events.register("before-call.dynamodb", self._on_before)
         client.meta.events.register("after-call.dynamodb", self._on_after)
 
@@ -166,17 +177,22 @@ class Capacity:
 
     def _on_before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         t0 = time.thread_time()
-        self.meter.calls.append(model.name)
         params = json.loads(params["body"])  # the request as serialized (botocore's request_dict)
-        self._before = [(kind, key, self._item(key)) for kind, key in self._writes(model.name, params)]
-        self._params = params
-        self.meter.overhead_s += time.thread_time() - t0
+        with self.lock:
+            self.meter.calls.append(model.name)
+            self._call.before = [(kind, key, self._item(key)) for kind, key in self._writes(model.name, params)]
+            self._call.params = params
+            self.meter.overhead_s += time.thread_time() - t0
 
     def _on_after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
         t0 = time.thread_time()
-        name, params = model.name, self._params
+        with self.lock:
+            self._bill(model.name, self._call.params, self._call.before, parsed)
+            self.meter.overhead_s += time.thread_time() - t0
+
+    def _bill(self, name: str, params: dict[str, Any], writes: list[Any], parsed: dict[str, Any]) -> None:
         if "Error" not in parsed:
-            for kind, key, before in self._before:
+            for kind, key, before in writes:
                 after = self._item(key)
                 if kind == "txn-ConditionCheck":
                     after = before
@@ -194,7 +210,6 @@ class Capacity:
                 self.meter.rru += _read_units(
                     parsed.get("Items", []), params.get("ConsistentRead", False), sum_first=True
                 )
-        self.meter.overhead_s += time.thread_time() - t0
 
 
 def _index_writes(before: Snapshot | None, after: Snapshot | None, n: int) -> int:
@@ -251,6 +266,9 @@ class Figures:
     logged: int
 
 
+LOCK = threading.Lock()
+
+
 @contextmanager
 def _moto_cpu(meter_of: Callable[[], Meter]) -> Iterator[None]:
     """Charges the CPU spent inside moto's botocore stub (the server's side) to the meter's overhead."""
@@ -263,7 +281,9 @@ def _moto_cpu(meter_of: Callable[[], Meter]) -> Iterator[None]:
         try:
             return original(self, *args, **kwargs)
         finally:
-            meter_of().overhead_s += time.thread_time() - t0
+            spent = time.thread_time() - t0
+            with LOCK:
+                meter_of().overhead_s += spent
 
     BotocoreStubber.__call__ = timed  # type: ignore[method-assign]
     try:
@@ -329,21 +349,69 @@ def measure(wakes: int) -> dict[str, list[Figures]]:
                     m, capacity.meter = capacity.meter, Meter()  # the next seed is not this wake's
                     figures.append(Figures(m.calls, other, m.wru_table, m.wru_index, m.rru, cpu, LOGGED.bytes - logged))
                 out[kind.label] = figures[1:]
+            out[BATCH_LABEL] = _batches(store, capacity, others, max(2, wakes // BATCH) + 1)[1:]
     return out
 
 
-def dollars(kind: Kind, f: Figures, *, latency_s: float, rtt_s: float) -> dict[str, float]:
-    """$ per million wakes of one kind, by share."""
-    billed_s = kind.steps * latency_s + f.cpu_s + (len(f.calls) + len(f.other_calls)) * rtt_s
+BATCH_LABEL = f"one-step background, batch of {BATCH} sessions"
+
+
+def _batches(store: Any, capacity: Capacity, others: list[Any], n: int) -> list[Figures]:
+    """``n`` invocations of the result handler, each with one record of each of ``BATCH`` sessions
+    (the first a warm-up): the figures of the whole batch (its calls, capacity, CPU, bytes logged)."""
+    from agentwake.handlers import background_result
+    from tests.integration.test_wake_handlers import result_body, sqs_record
+    from tests.support.aws import FakeLambdaContext
+    from tests.support.builders import seed_session, seed_task
+
+    sessions = [f"b{i}" for i in range(BATCH)]
+    for session in sessions:
+        seed_session(
+            store, session, providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never"
+        )
+    figures = []
+    for i in range(n):
+        records = []
+        for session in sessions:
+            seed_task(store, f"{session}-t{i}", session)
+            records.append(sqs_record(result_body(f"{session}-t{i}", session)))
+        capacity.meter = Meter()
+        before_other = [len(o.calls) for o in others]
+        logged, t0 = LOGGED.bytes, time.process_time()  # every thread's CPU: the records may run side by side
+        answer = background_result.handler({"Records": records}, FakeLambdaContext())
+        cpu = time.process_time() - t0 - capacity.meter.overhead_s
+        if answer.get("batchItemFailures"):
+            raise AssertionError(f"{BATCH_LABEL}: a record did not succeed: {answer}")
+        other = [c for o, b in zip(others, before_other, strict=True) for c in o.calls[b:]]
+        m, capacity.meter = capacity.meter, Meter()
+        figures.append(Figures(m.calls, other, m.wru_table, m.wru_index, m.rru, cpu, LOGGED.bytes - logged))
+    return figures
+
+
+def dollars(
+    kind: Kind, f: Figures, *, latency_s: float, rtt_s: float, records: int = 1, lanes: int = 1
+) -> dict[str, float]:
+    """$ per million wakes of one kind, by share. ``f``: the figures of one invocation holding
+    ``records`` records of different sessions, run ``lanes`` at a time (1, 1: a wake alone).
+
+    Billed time: per wave of ``lanes`` records, the model's latency per step and a round trip per
+    AWS call of one record; then the invocation's CPU, scaled to the function's share of a vCPU and
+    added (not overlapped with the waits: an upper bound). Divided among the records."""
+    waves = math.ceil(records / lanes)
+    calls_per_record = (len(f.calls) + len(f.other_calls)) / records
+    billed_s = waves * (kind.steps * latency_s + calls_per_record * rtt_s) + f.cpu_s * CPU_SCALE
     sqs = len([c for c in f.other_calls if c in ("SendMessage", "SendMessageBatch")])
     if kind.cron:  # the schedule's invocation
-        queue = PRICES["scheduler_invocation"] + sqs * PRICES["sqs_request"]
-    else:  # the producer's SendMessage, the event source's ReceiveMessage and DeleteMessage (a record a batch)
-        queue = (3 + sqs) * PRICES["sqs_request"]
+        queue = records * PRICES["scheduler_invocation"] + sqs * PRICES["sqs_request"]
+    else:  # the producer's SendMessage a record; the event source's ReceiveMessage and DeleteMessage(Batch) a batch
+        queue = (records + 2 + sqs) * PRICES["sqs_request"]
+    lambda_ = billed_s * MEMORY_GB * PRICES["lambda_gb_s_arm64"] + PRICES["lambda_request"]
+    dynamodb = (f.wru_table + f.wru_index) * PRICES["dynamodb_wru"] + f.rru * PRICES["dynamodb_rru"]
+    logs = f.logged / 1e9 * PRICES["logs_gb_ingested"]
     return {
-        "lambda": 1e6 * (billed_s * MEMORY_GB * PRICES["lambda_gb_s_arm64"] + PRICES["lambda_request"]),
-        "dynamodb": 1e6 * (f.wru_table + f.wru_index) * PRICES["dynamodb_wru"] + 1e6 * f.rru * PRICES["dynamodb_rru"],
-        "logs+queue": 1e6 * (f.logged / 1e9 * PRICES["logs_gb_ingested"] + queue),
+        "lambda": 1e6 * lambda_ / records,
+        "dynamodb": 1e6 * dynamodb / records,
+        "logs+queue": 1e6 * (logs + queue) / records,
     }
 
 
@@ -363,27 +431,35 @@ def median_figures(figures: list[Figures]) -> Figures:
     )
 
 
-def report(measured: dict[str, list[Figures]], *, latency_s: float, rtt_s: float) -> list[str]:
+def report(measured: dict[str, list[Figures]], *, latency_s: float, rtt_s: float, lanes: int) -> list[str]:
     lines = [
         f"cost per wake kind (median of {len(next(iter(measured.values())))} warm wakes each through the deployed "
-        "handler, records serial, each kind's session keeping the history its earlier wakes wrote; capacity "
-        "computed from item sizes: moto's ReturnConsumedCapacity is a constant):",
-        f"  {'wake':52s} {'calls':>5s} {'WRU (table+index)':>17s} {'RRU':>4s} {'CPU ms':>6s} {'logged B':>8s}"
+        f"handler, each kind's session keeping the history its earlier wakes wrote; the batch row: invocations of {BATCH} "
+        f"records of {BATCH} sessions, its figures per wake; capacity computed from item sizes: moto's "
+        "ReturnConsumedCapacity is a constant):",
+        f"  {'wake':60s} {'calls':>5s} {'WRU (table+index)':>17s} {'RRU':>4s} {'CPU ms':>6s} {'logged B':>8s}"
         f" {'$/M lambda':>10s} {'dynamodb':>8s} {'logs+queue':>10s} {'total':>6s}",
     ]
-    for kind in KINDS:
-        f = median_figures(measured[kind.label])
-        d = dollars(kind, f, latency_s=latency_s, rtt_s=rtt_s)
-        wru = f"{f.wru_table + f.wru_index:g} ({f.wru_table:g}+{f.wru_index:g})"
+    rows = [(kind.label, kind, 1, 1) for kind in KINDS]
+    rows.insert(1, (f"{BATCH_LABEL}, {lanes} at a time", KINDS[0], BATCH, lanes))
+    for label, kind, records, lanes_ in rows:
+        f = median_figures(measured[BATCH_LABEL if records > 1 else label])
+        d = dollars(kind, f, latency_s=latency_s, rtt_s=rtt_s, records=records, lanes=lanes_)
+        per = records  # the batch's figures are shown per wake
+        wru = f"{(f.wru_table + f.wru_index) / per:g} ({f.wru_table / per:g}+{f.wru_index / per:g})"
+        calls = (len(f.calls) + len(f.other_calls)) / per
         lines.append(
-            f"  {kind.label:52s} {len(f.calls) + len(f.other_calls):5d} {wru:>17s} {f.rru:4g} {f.cpu_s * 1000:6.1f}"
-            f" {f.logged:8,d} {d['lambda']:10.2f} {d['dynamodb']:8.2f} {d['logs+queue']:10.2f} {sum(d.values()):6.2f}"
+            f"  {label:60s} {calls:5g} {wru:>17s} {f.rru / per:4g} {f.cpu_s * 1000 / per:6.1f}"
+            f" {f.logged // per:8,d} {d['lambda']:10.2f} {d['dynamodb']:8.2f} {d['logs+queue']:10.2f}"
+            f" {sum(d.values()):6.2f}"
         )
-        lines.append(f"    calls: {' '.join(f.calls + f.other_calls)}")
+        if records == 1:
+            lines.append(f"    calls: {' '.join(f.calls + f.other_calls)}")
     p = PRICES
     lines += [
         f"  assumed: the model answers in {latency_s:g} s a step; {rtt_s * 1000:g} ms a round trip per AWS call; "
-        f"{MEMORY_GB * 1024:.0f} MB arm64 (template.yaml); model tokens not priced",
+        f"{MEMORY_GB * 1024:.0f} MB arm64 (template.yaml), whose CPU share is 512/1769 of a vCPU: CPU ms measured "
+        f"here x {CPU_SCALE:.2f} billed, added to the waits; model tokens not priced",
         f"  prices (us-east-1 list): Lambda arm64 ${p['lambda_gb_s_arm64']:.10f}/GB-s + ${p['lambda_request'] * 1e6:.2f}/M "
         f"requests; DynamoDB on-demand ${p['dynamodb_wru'] * 1e6:.3f}/M WRU, ${p['dynamodb_rru'] * 1e6:.3f}/M RRU; "
         f"CloudWatch Logs ${p['logs_gb_ingested']:.2f}/GB ingested; SQS ${p['sqs_request'] * 1e6:.2f}/M requests "
@@ -400,13 +476,15 @@ def main() -> int:
     parser.add_argument("--wakes", type=int, default=20, help="measured wakes per kind (after one warm-up)")
     parser.add_argument("--model-latency", type=float, default=2.0, help="assumed seconds per model step")
     parser.add_argument("--round-trip-ms", type=float, default=10.0, help="assumed ms per AWS call")
+    parser.add_argument("--lanes", type=int, default=BATCH, help="records of different sessions run at once")
     args = parser.parse_args()
     sys.stdout = LOGGED
     try:
         measured = measure(args.wakes)
     finally:
         sys.stdout = REPORT
-    print("\n".join(report(measured, latency_s=args.model_latency, rtt_s=args.round_trip_ms / 1000)))
+    lanes = args.lanes
+    print("\n".join(report(measured, latency_s=args.model_latency, rtt_s=args.round_trip_ms / 1000, lanes=lanes)))
     return 0
 
 

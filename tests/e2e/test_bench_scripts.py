@@ -95,6 +95,15 @@ def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[s
         # AND a one-step background wake through its handler makes the calls the round-trip tests count
         row = re.search(r"^  one-step background +\d.*\n    calls: (.*)$", out.stdout, re.MULTILINE)
         assert row is not None and row[1].split() == ONE_STEP_CALLS, out.stdout[-3000:]
+        # AND a batch of ten sessions writes, per wake, what one wake alone writes (only the billed time is shared)
+        wru = dict(
+            re.findall(
+                r"^  (one-step background(?:, batch of 10 sessions, \d+ at a time)?) +\S+ +(\S+)",
+                out.stdout,
+                re.MULTILINE,
+            )
+        )
+        assert len(wru) == 2 and len(set(wru.values())) == 1, out.stdout[-3000:]
 
 
 def test_the_walk_of_one_background_record_counts_every_file_and_re_enters_no_more_than_today() -> None:

@@ -231,7 +231,7 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
     table = cli("runs", "show", "bg:t-cost").stdout
     assert "model calls by provider" in table and "openai:gpt-test" in table and "$0.001250" in table
     assert "700 in / 110 out over 3 model calls" in table
-    # AND the EMF metrics InputTokens/OutputTokens were emitted per provider, each its own blob
+    # AND the EMF metrics InputTokens/OutputTokens were emitted per provider, one line each with both
     blobs = [json.loads(line) for line in emitted.splitlines() if line.startswith('{"_aws"')]
     tokens = {
         (b["provider"], m["Name"]): b[m["Name"]]
@@ -248,6 +248,7 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
     assert all(
         ["provider", "service"] in b["_aws"]["CloudWatchMetrics"][0]["Dimensions"] for b in blobs if "provider" in b
     )
+    assert len([b for b in blobs if "provider" in b]) == 2  # one line a provider, both metrics in it
 
 
 def test_sessions_put_sets_the_attention_settings_and_refuses_unknown_ones(cli: Cli, stack: Stack) -> None:

@@ -75,11 +75,12 @@ def emit_run_metrics(result: RunResult) -> None:
 
 def emit_usage_metrics(result: RunResult) -> None:
     """InputTokens / OutputTokens of this attempt's model calls, by provider (replayed calls were
-    counted by the attempt that made them)."""
-    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    counted by the attempt that made them): one EMF line per provider carrying both (the line is
+    what CloudWatch Logs bills; two metrics of one dimension set share it)."""
+    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-    if is_metrics_disabled():  # single_metric prints even then; Metrics.flush_metrics does not
+    if is_metrics_disabled():
         return
     fresh: dict[str, list[int]] = {}
     for call in result.calls:
@@ -88,23 +89,16 @@ def emit_usage_metrics(result: RunResult) -> None:
         row = fresh.setdefault(call.provider_id or "?", [0, 0])
         row[0] += call.usage.input_tokens
         row[1] += call.usage.output_tokens
-    dimensions = dict(metrics.default_dimensions or {})
-    if getattr(metrics, "service", None):
-        dimensions.setdefault("service", str(metrics.service))
     for provider_id, (input_tokens, output_tokens) in fresh.items():
-        for name, value in (("InputTokens", input_tokens), ("OutputTokens", output_tokens)):
-            try:
-                # one EMF line per call, printed whole (records of a batch run side by side)
-                with (
-                    stdout_lock(),
-                    single_metric(
-                        name=name,
-                        unit=MetricUnit.Count,
-                        value=value,
-                        namespace=metrics.namespace,
-                        default_dimensions=dimensions,
-                    ) as metric,
-                ):
-                    metric.add_dimension(name="provider", value=provider_id[:250])
-            except Exception:  # a metric must never fail a run
-                logger.exception("could not emit token metrics")
+        try:
+            # its own store of metrics, flushed here: never mixed with another run's (records may run side by side)
+            line = EphemeralMetrics(namespace=metrics.namespace, service=getattr(metrics, "service", None))
+            for name, value in (metrics.default_dimensions or {}).items():
+                line.add_dimension(name=name, value=value)
+            line.add_dimension(name="provider", value=provider_id[:250])
+            line.add_metric(name="InputTokens", unit=MetricUnit.Count, value=input_tokens)
+            line.add_metric(name="OutputTokens", unit=MetricUnit.Count, value=output_tokens)
+            with stdout_lock():  # printed whole: records of a batch run side by side
+                line.flush_metrics()
+        except Exception:  # a metric must never fail a run
+            logger.exception("could not emit token metrics")
