@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentwake.domain.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
+from agentwake.domain.models import FailureRecord, truncate, utcnow_iso
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.session.lease import Lease
 from agentwake.store.codec import key
-from agentwake.store.history import MARKER_TEXT, History
+from agentwake.store.history import History
 from agentwake.store.itemsize import visible_controls
 from agentwake.store.journal import Journals
 from agentwake.store.keys import (
@@ -122,7 +122,7 @@ class RunEnds:
         waited: bool = False,
         task_outcome: str | None = None,
     ) -> Lease | None:
-        """One transaction: marker + note in history (none when ``note`` is None: a subagent's run,
+        """One transaction: marker + note in history (one item: ``History.note_put``; none when ``note`` is None: a subagent's run,
         which writes no history), run succeeded, task woken / job completed,
         the steps and deliveries ``journal`` has not written yet (the run's last step, and the
         deliveries no step reported), and the lease released (``waited``: and the run's entry on the
@@ -138,10 +138,8 @@ class RunEnds:
             run_id, journal.unwritten(for_commit=True) if journal is not None else None
         )
         items: list[tuple[str, Any]] = []
-        if note is not None:
-            marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
-            note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
-            items += [("marker", self.history.entry_put(marker)), ("note", self.history.entry_put(note_entry))]
+        if note is not None:  # the marker rides on the note's item (History.note_put): one write
+            items.append(("note", self.history.note_put(session_id=session_id, run_id=run_id, note=note)))
         items += [
             (
                 "run",
