@@ -29,6 +29,7 @@ from agentwake.store.keys import (
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Journal
 from agentwake.store.records import Records
+from agentwake.store.runs import wake_item
 from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
 
@@ -345,6 +346,7 @@ class RunEnds:
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
+        wake: tuple[str, dict[str, Any]] | None = None,
     ) -> Lease | None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries ``journal`` kept back (not the deliveries no step reported: that
@@ -352,6 +354,8 @@ class RunEnds:
         or a lease no longer ours is left out, and the failure itself is still recorded.
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        ``wake``: (kind, what woke the run), kept for ``runs replay`` (``runs.wake_item``): only a
+        failed run is replayed, so its failure keeps it and a success never writes it.
         The detail and provider errors are stored with control characters made visible (``\\x1b``):
         a provider's ESC sequence never reaches a terminal that shows them, whoever reads them.
         Returns ``lease`` after the write (released, or handed to its named waiter).
@@ -423,6 +427,8 @@ class RunEnds:
                 )
             )
         items += self.journals.unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
+        if wake is not None:
+            items.append(("wake", wake_item(self.table, failure.run_id, kind=wake[0], wake=wake[1])))
         if lease is not None and not lease.released:
             items.append(self.leases.release_item(lease))
         dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
