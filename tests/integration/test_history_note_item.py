@@ -94,3 +94,32 @@ def test_a_wake_writes_its_marker_and_note_as_one_item(resources: Resources, sto
     # AND the history reads as before: each run's marker, then its note
     assert [(e.kind, e.role) for e in store.history.history("s1")] == [("marker", "user"), ("note", "assistant")] * runs
     assert all(e.content == MARKER_TEXT for e in store.history.history("s1") if e.kind == "marker")
+
+
+def test_a_long_result_and_a_long_answer_leave_the_note_item_bounded(
+    resources: Resources, store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentwake.store.itemsize import item_size
+    from agentwake.wake.usage import NOTE_FINAL_BYTES, NOTE_RESULT_BYTES
+    from tests.support.model_calls import record_model_requests
+
+    # GIVEN a task whose result is 20,000 characters and an agent whose final answer is as long
+    result, answer = "r" * 19_990 + "RESULT-END", "a" * 19_990 + "ANSWER-END"
+    seed_session(
+        store, "s1", providers=[{"type": "scripted", "id": "p", "script": [{"text": answer}]}], deliver_final="never"
+    )
+    seed_task(store, "t1", "s1")
+    requests = record_model_requests(monkeypatch)
+    # WHEN the result wakes the agent
+    body = result_body("t1", "s1", result_text=result)
+    assert invoke_background({"Records": [sqs_record(body)]}) == {"batchItemFailures": []}
+    # THEN the run's own prompt had the whole result
+    assert any("RESULT-END" in content for _, content in requests[0])
+    # AND the note keeps the first NOTE_RESULT_BYTES of the result and of the answer, each cut visibly
+    [item] = store.table.query(session_pk("s1"), HISTORY_PREFIX)
+    note = item["content"]["S"]
+    assert "r" * (NOTE_RESULT_BYTES - 100) in note and "RESULT-END" not in note
+    assert "a" * (NOTE_FINAL_BYTES - 100) in note and "ANSWER-END" not in note
+    assert note.count("a note keeps the first 4,000]") == 2
+    # AND the item stays under 9 KB (today's 40 KB made the commit pay about 80 WRU for it)
+    assert item_size(item) < 9 * 1024, item_size(item)
