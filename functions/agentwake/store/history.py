@@ -9,7 +9,7 @@ from typing import Any
 
 from agentwake.domain.models import HistoryEntry, truncate, utcnow_iso
 from agentwake.store.itemsize import safe_text
-from agentwake.store.keys import HISTORY_PREFIX, delivery_sk, history_sk, run_pk, session_pk
+from agentwake.store.keys import HISTORY_PREFIX, MARKER_CURSOR, delivery_sk, history_sk, run_pk, session_pk
 from agentwake.store.table import Table
 
 #: the user turn before a run's note in history
@@ -152,17 +152,22 @@ class History:
         self, session_id: str, *, limit: int, before: str | None = None
     ) -> tuple[list[HistoryEntry], str | None]:
         """History newest first, ``limit`` entries after the cursor ``before`` (a sort key); the
-        cursor of the next page, or None at the first entry. A note's item holds two entries (its
-        marker too): a page never splits one, so it ends before an item that would not fit (a page
-        of one entry holds a note's two)."""
+        cursor of the next page, or None at the first entry. A note's item holds two entries (the
+        note, then its marker, newest first): a page that ends between them ends with the note, and
+        its cursor (``MARKER_CURSOR``) starts the next page at that item's marker."""
         items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit, start=before))
-        pages = [self.entries_of(i)[::-1] for i in items]
-        more = len(items) == limit
-        while len(pages) > 1 and sum(len(p) for p in pages) > limit:
-            pages.pop()
-            more = True
-        entries = [e for p in pages for e in p]
-        return entries, (entries[-1].sk if more and entries else None)
+        marker_of = before[: -len(MARKER_CURSOR)] if before is not None and before.endswith(MARKER_CURSOR) else None
+        entries: list[HistoryEntry] = []
+        for n, item in enumerate(items):
+            shown = self.entries_of(item)[::-1]
+            if item["sk"]["S"] == marker_of:
+                shown = shown[1:]  # its note was on the page before
+            if len(entries) + len(shown) > limit:  # the page ends inside this item: after its note
+                return entries + shown[:1], item["sk"]["S"] + MARKER_CURSOR
+            entries += shown
+            if len(entries) == limit and n + 1 < len(items):
+                return entries, entries[-1].sk
+        return entries, (items[-1]["sk"]["S"] if len(items) == limit and items else None)
 
 
 #: a marker's receipts stay small: a WebSocket receipt lists at most this many connection ids
