@@ -232,7 +232,8 @@ def replay(
     recorded = ro.runs.get_wake(run_id)
     if recorded is None:
         raise ReplayError(
-            f"run {run_id} has no recorded wake input (it never reached its first step); "
+            f"run {run_id} has no recorded wake input (a failed attempt's record keeps it: this run "
+            f"{'succeeded' if run.status == 'succeeded' else 'has none, its attempts ended without one'}); "
             "there is nothing to replay: redrive it"
         )
     kind, wake = recorded

@@ -42,5 +42,5 @@ def begin_attempt(store: DynamoStore, run_id: str, *, kind: str, session_id: str
 
 
 def put_wake(store: DynamoStore, run_id: str, *, kind: str, wake: dict[str, Any]) -> None:
-    """Keep what woke a run as ``begin_run`` does on a first attempt (its wake write alone)."""
+    """Keep what woke a run as a failed attempt's record does (its wake write alone)."""
     store.table.db.put_item(**store.runs.wake_put(run_id, kind=kind, wake=wake)["Put"])

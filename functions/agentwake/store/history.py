@@ -9,11 +9,15 @@ from typing import Any
 
 from agentwake.domain.models import HistoryEntry, truncate, utcnow_iso
 from agentwake.store.itemsize import safe_text
-from agentwake.store.keys import HISTORY_PREFIX, delivery_sk, history_sk, run_pk, session_pk
+from agentwake.store.keys import HISTORY_PREFIX, MARKER_CURSOR, delivery_sk, history_sk, run_pk, session_pk
 from agentwake.store.table import Table
 
 #: the user turn before a run's note in history
 MARKER_TEXT = "Output your last task result below."
+#: on a note item: it stands for two entries, the marker (``MARKER_TEXT``) and the note after it.
+#: A commit writes the pair as this one item (one write, not two); the readers below expand it, so
+#: every reader sees the two entries it saw when they were two items (which older versions wrote)
+WITH_MARKER = "with_marker"
 
 
 class History:
@@ -35,15 +39,31 @@ class History:
             }
         }
 
+    def note_put(self, *, session_id: str, run_id: str, note: str) -> dict[str, Any]:
+        """A DONE run's marker and note, one item (``WITH_MARKER``): the reads expand it into both."""
+        entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
+        put = self.entry_put(entry)
+        put["Put"]["Item"][WITH_MARKER] = {"BOOL": True}
+        return put
+
+    def entries_of(self, item: dict[str, Any]) -> list[HistoryEntry]:
+        """The entries one history item holds, oldest first: one, or a note's marker and the note."""
+        if WITH_MARKER not in item:
+            return [self.table.load(HistoryEntry, item)]
+        note = self.table.load(HistoryEntry, {k: v for k, v in item.items() if k != WITH_MARKER})
+        marker = note.model_copy(update={"role": "user", "content": MARKER_TEXT, "kind": "marker"})
+        return [marker, note]
+
     def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]:
-        """The newest ``limit`` entries, oldest first: one Query with Limit, whatever the length."""
+        """The newest ``limit`` entries, oldest first: one Query with Limit, whatever the length
+        (``limit`` items hold at least ``limit`` entries: a note's item holds its marker too)."""
         if limit <= 0:
             return []
         items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit))
-        return [self.table.load(HistoryEntry, i) for i in reversed(items)]
+        return [e for i in reversed(items) for e in self.entries_of(i)][-limit:]
 
     def history(self, session_id: str) -> list[HistoryEntry]:
-        return [self.table.load(HistoryEntry, i) for i in self.table.query(session_pk(session_id), HISTORY_PREFIX)]
+        return [e for i in self.table.query(session_pk(session_id), HISTORY_PREFIX) for e in self.entries_of(i)]
 
     # --- deliveries: history at the moment they are delivered, exactly once ----------------------
 
@@ -132,10 +152,22 @@ class History:
         self, session_id: str, *, limit: int, before: str | None = None
     ) -> tuple[list[HistoryEntry], str | None]:
         """History newest first, ``limit`` entries after the cursor ``before`` (a sort key); the
-        cursor of the next page, or None at the first entry."""
+        cursor of the next page, or None at the first entry. A note's item holds two entries (the
+        note, then its marker, newest first): a page that ends between them ends with the note, and
+        its cursor (``MARKER_CURSOR``) starts the next page at that item's marker."""
         items = list(self.table.query(session_pk(session_id), HISTORY_PREFIX, forward=False, limit=limit, start=before))
-        entries = [self.table.load(HistoryEntry, i) for i in items]
-        return entries, (entries[-1].sk if len(entries) == limit and entries else None)
+        marker_of = before[: -len(MARKER_CURSOR)] if before is not None and before.endswith(MARKER_CURSOR) else None
+        entries: list[HistoryEntry] = []
+        for n, item in enumerate(items):
+            shown = self.entries_of(item)[::-1]
+            if item["sk"]["S"] == marker_of:
+                shown = shown[1:]  # its note was on the page before
+            if len(entries) + len(shown) > limit:  # the page ends inside this item: after its note
+                return entries + shown[:1], item["sk"]["S"] + MARKER_CURSOR
+            entries += shown
+            if len(entries) == limit and n + 1 < len(items):
+                return entries, entries[-1].sk
+        return entries, (items[-1]["sk"]["S"] if len(items) == limit and items else None)
 
 
 #: a marker's receipts stay small: a WebSocket receipt lists at most this many connection ids

@@ -50,13 +50,14 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", errors="surrogatepass"))
 
 
-def cut_text(text: str, max_bytes: int) -> str:
-    """``text`` within ``max_bytes`` UTF-8 bytes, cut on a character boundary with a visible marker."""
+def cut_text(text: str, max_bytes: int, *, why: str = "to fit a DynamoDB item") -> str:
+    """``text`` within ``max_bytes`` UTF-8 bytes, cut on a character boundary with a visible marker
+    (``why``: its last words)."""
     text = safe_text(text)
     data = text.encode("utf-8")
     if len(data) <= max_bytes:
         return text
-    marker = f"\n…[truncated {len(data) - max_bytes} bytes to fit a DynamoDB item]"
+    marker = f"\n…[truncated {len(data) - max_bytes} bytes {why}]"
     room = max(0, max_bytes - len(marker.encode("utf-8")))
     return data[:room].decode("utf-8", errors="ignore") + marker
 

@@ -158,6 +158,12 @@ def append_key(session_id: str, idempotency_key: str) -> tuple[str, str]:
     return session_pk(session_id), APPEND_PREFIX + hashlib.sha256(idempotency_key.encode()).hexdigest()
 
 
+#: a conversation cursor that ends a page between a note and its marker (one item: ``with_marker``):
+#: the item's sort key and this suffix, which sorts after that key and before every other history key
+#: (all are one length), so the next page's Query starts at that item, and shows only its marker
+MARKER_CURSOR = "+marker"
+
+
 def history_cursor_sk(cursor: str) -> str:
     """A conversation cursor back to the history sort key it stands for (ValueError if it is not one)."""
     if not cursor.startswith(HISTORY_PREFIX) or len(cursor) > 64:

@@ -255,7 +255,6 @@ class RunsPort(Protocol):
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None = None,
-        wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
@@ -293,7 +292,7 @@ class RunEndsPort(Protocol):
         waited: bool = False,
         task_outcome: str | None = None,
     ) -> Lease | None:
-        """DONE: marker, note (None: no history, a subagent's run), run, task/job, what ``journal``
+        """DONE: the note carrying its marker (None: no history, a subagent's run), run, task/job, what ``journal``
         has not written yet (its last step) and lease release in one transaction (raises
         RunAlreadySucceeded, CommitConflict)."""
         ...
@@ -308,9 +307,10 @@ class RunEndsPort(Protocol):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
+        wake: tuple[str, dict[str, Any]] | None = None,
     ) -> Lease | None:
-        """ERROR: the failure record, run, task/job, the steps ``journal`` kept back and lease release in
-        one transaction."""
+        """ERROR: the failure record, run, task/job, the steps ``journal`` kept back, what woke the run
+        (``wake``: kind and wake JSON, for ``runs replay``) and lease release in one transaction."""
         ...
 
     def record_park(

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentwake.domain.models import FailureRecord, HistoryEntry, truncate, utcnow_iso
+from agentwake.domain.models import FailureRecord, truncate, utcnow_iso
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.session.lease import Lease
 from agentwake.store.codec import key
-from agentwake.store.history import MARKER_TEXT, History
+from agentwake.store.history import History
 from agentwake.store.itemsize import visible_controls
 from agentwake.store.journal import Journals
 from agentwake.store.keys import (
@@ -29,6 +29,7 @@ from agentwake.store.keys import (
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import Journal
 from agentwake.store.records import Records
+from agentwake.store.runs import wake_item
 from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
 
@@ -122,7 +123,7 @@ class RunEnds:
         waited: bool = False,
         task_outcome: str | None = None,
     ) -> Lease | None:
-        """One transaction: marker + note in history (none when ``note`` is None: a subagent's run,
+        """One transaction: marker + note in history (one item: ``History.note_put``; none when ``note`` is None: a subagent's run,
         which writes no history), run succeeded, task woken / job completed,
         the steps and deliveries ``journal`` has not written yet (the run's last step, and the
         deliveries no step reported), and the lease released (``waited``: and the run's entry on the
@@ -138,10 +139,8 @@ class RunEnds:
             run_id, journal.unwritten(for_commit=True) if journal is not None else None
         )
         items: list[tuple[str, Any]] = []
-        if note is not None:
-            marker = HistoryEntry(session_id=session_id, role="user", content=MARKER_TEXT, kind="marker", run_id=run_id)
-            note_entry = HistoryEntry(session_id=session_id, role="assistant", content=note, kind="note", run_id=run_id)
-            items += [("marker", self.history.entry_put(marker)), ("note", self.history.entry_put(note_entry))]
+        if note is not None:  # the marker rides on the note's item (History.note_put): one write
+            items.append(("note", self.history.note_put(session_id=session_id, run_id=run_id, note=note)))
         items += [
             (
                 "run",
@@ -347,6 +346,7 @@ class RunEnds:
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
+        wake: tuple[str, dict[str, Any]] | None = None,
     ) -> Lease | None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries ``journal`` kept back (not the deliveries no step reported: that
@@ -354,6 +354,8 @@ class RunEnds:
         or a lease no longer ours is left out, and the failure itself is still recorded.
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
+        ``wake``: (kind, what woke the run), kept for ``runs replay`` (``runs.wake_item``): only a
+        failed run is replayed, so its failure keeps it and a success never writes it.
         The detail and provider errors are stored with control characters made visible (``\\x1b``):
         a provider's ESC sequence never reaches a terminal that shows them, whoever reads them.
         Returns ``lease`` after the write (released, or handed to its named waiter).
@@ -425,6 +427,8 @@ class RunEnds:
                 )
             )
         items += self.journals.unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
+        if wake is not None:
+            items.append(("wake", wake_item(self.table, failure.run_id, kind=wake[0], wake=wake[1])))
         if lease is not None and not lease.released:
             items.append(self.leases.release_item(lease))
         dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost

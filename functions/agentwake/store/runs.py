@@ -1,7 +1,8 @@
 """A run on the table, from its start: the wake's one batch read (the run record, the task or job,
 the session config, today's counters and the run's entry on the wait list, before anything is
-written), then the one conditional write that takes the session's lease and counts the attempt
-(and keeps what woke the run, on a first attempt). How a run ends: ``run_end``.
+written), then the one conditional write that takes the session's lease and counts the attempt.
+What woke the run (``wake_item``) is kept by a failed attempt's record, for ``runs replay``. How a
+run ends: ``run_end``.
 """
 
 from __future__ import annotations
@@ -122,7 +123,6 @@ class Runs:
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None = None,
-        wake: dict[str, Any] | None = None,
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
@@ -134,8 +134,8 @@ class Runs:
         and how long the session sat idle between the release that handed it over and this start.
         Its waiter is marked started in the same transaction, and both figures go on the run.
 
-        ``wake``: what woke the run, kept for ``runs replay`` in the same transaction on a first
-        attempt (``previous`` is None), so it costs no round trip.
+        What woke the run is not written here: only a failed run is replayed, so a failure's record
+        keeps it (``RunEnds.record_failure``), and a run that succeeds writes it never (issue 37).
 
         ``usage``: the session's daily counters as the batch read found them (a session with daily
         limits). They were read before the lease, so the same transaction checks them unchanged: a
@@ -166,7 +166,6 @@ class Runs:
                     seconds=seconds,
                     previous=previous,
                     job_id=job_id,
-                    wake=wake,
                     usage=usage,
                     waited=waited,
                     message_id=message_id,
@@ -310,7 +309,6 @@ class Runs:
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None,
-        wake: dict[str, Any] | None,
         usage: DailyUsage | None,
         waited: Waited | None = None,
         message_id: str | None = None,
@@ -331,8 +329,6 @@ class Runs:
         if waited is not None:
             tags = ("waiter", "waiter:place")
             items += zip(tags, self.leases.started_items(session_id, run_id, waited.arrived), strict=False)
-        if previous is None and wake is not None:
-            items.append(("wake", self.wake_put(run_id, kind=kind, wake=wake)))
         if job_id is not None:
             items.append(
                 (
@@ -401,32 +397,36 @@ class Runs:
     # --- what woke the run, for ``runs replay`` ---------------------------------------------------
 
     def wake_put(self, run_id: str, *, kind: str, wake: dict[str, Any]) -> dict[str, Any]:
-        """What woke the run (the prompt's wake JSON), kept beside its journal for ``runs replay``:
-        written inside ``begin_run``'s transaction on the run's first attempt (no extra call)."""
-        pk, sk = wake_key(run_id)
-        return {
-            "Put": {
-                "TableName": self.table.name,
-                "Item": {
-                    "pk": {"S": pk},
-                    "sk": {"S": sk},
-                    "kind": {"S": kind},
-                    # bounded like a journal step: a wake the item cannot hold must not fail the run
-                    "value": {
-                        "S": json.dumps(
-                            bound_json(json.loads(json.dumps(wake, default=str)), JOURNAL_VALUE_BYTES),
-                            ensure_ascii=False,
-                        )
-                    },
-                    "at": {"S": utcnow_iso()},
-                    "expires_at": {"N": str(int(self.table.now()) + self.table.journal_ttl_s)},
-                },
-            }
-        }
+        """What woke the run: ``wake_item`` (a subagent's run keeps it at its first attempt)."""
+        return wake_item(self.table, run_id, kind=kind, wake=wake)
 
     def get_wake(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
-        """(kind, wake) as ``begin_run`` kept them, or None for a run that never started a step."""
+        """(kind, wake) as a failed attempt's record kept them (or, written by versions before issue
+        37, the first attempt's start), or None: the run never failed with a record (it succeeded,
+        never began, or each attempt died without writing one: a hard kill)."""
         item = self.table.read_item(*wake_key(run_id))
         if not item:
             return None
         return item["kind"]["S"], json.loads(item["value"]["S"])
+
+
+def wake_item(table: Table, run_id: str, *, kind: str, wake: dict[str, Any]) -> dict[str, Any]:
+    """What woke the run (the prompt's wake JSON), kept beside its journal for ``runs replay``: a Put
+    in the failure transaction (``RunEnds.record_failure``; each failed attempt writes the same), so a
+    run that succeeds writes it never. Bounded like a journal step: a wake the item cannot hold must
+    not fail the record."""
+    pk, sk = wake_key(run_id)
+    value = bound_json(json.loads(json.dumps(wake, default=str)), JOURNAL_VALUE_BYTES)
+    return {
+        "Put": {
+            "TableName": table.name,
+            "Item": {
+                "pk": {"S": pk},
+                "sk": {"S": sk},
+                "kind": {"S": kind},
+                "value": {"S": json.dumps(value, ensure_ascii=False)},
+                "at": {"S": utcnow_iso()},
+                "expires_at": {"N": str(int(table.now()) + table.journal_ttl_s)},
+            },
+        }
+    }

@@ -34,6 +34,7 @@ from agentwake.session.lease import Waiter
 from agentwake.wake.messages import BackgroundResultMessage
 from agentwake.wake.run import execute_run
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome, waited_of
+from agentwake.wake.usage import NOTE_RESULT_BYTES, note_cut
 
 if TYPE_CHECKING:
     from agentwake.session.waiting import Jitter, ParkedRecord, WaitState
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from agentwake.store.port import Store
     from agentwake.store.port_queues import DeadLettersPort, ResultQueuePort
 
-#: how much of the result text the history note carries
+#: how much of the result text the wake's prompt carries (the note keeps less: wake.usage.NOTE_RESULT_BYTES)
 NOTE_RESULT_CHARS = 20_000
 
 
@@ -312,7 +313,7 @@ def background_note_head(msg: BackgroundResultMessage, task: Task | None = None)
     "failed" with its reason, never "finished" or "Result" (the reference bug); a success after a
     redrive says so."""
     name = msg.summary_name or (task.tool_name if task is not None else msg.tool_name) or "task"
-    text = truncate(msg.result_text, NOTE_RESULT_CHARS)
+    text = note_cut(msg.result_text, NOTE_RESULT_BYTES)
     head = f"[BackgroundTask] {name} (task_id={msg.task_id})"
     if msg.status == "failed":
         return f"{head} failed: {text}"

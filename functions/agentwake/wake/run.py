@@ -98,7 +98,6 @@ def execute_run(
             seconds=lease_s,
             previous=existing,
             job_id=spec.job_id,
-            wake=spec.wake,
             usage=usage,
             waited=spec.waited,
             message_id=spec.message_id,
@@ -321,6 +320,7 @@ def _record_failure(
             journal=attempt.journal if attempt is not None else None,
             lease=lease,
             usage=result.usage if result is not None else None,
+            wake=(spec.kind, spec.wake),  # for `runs replay`: only a failed run is replayed
         )
     except Exception:
         if not best_effort:
