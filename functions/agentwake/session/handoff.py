@@ -118,15 +118,14 @@ def complete(
 
 def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
     """After the release: the waiter the session was reserved for, for this invocation to run
-    itself; None if the release reserved it for nobody. The waiter is marked handed with its copy
-    number unchanged, so the delayed copy it keeps in the queue still runs it if this process dies."""
+    itself; None if the release reserved it for nobody. Nothing is written between the release and
+    that run's start: its start marks it started and takes its place off the list in the same
+    transaction that takes the lease, and no other release can name it meanwhile (the reservation
+    is its own). Its copy number is unchanged, so the delayed copy it keeps in the queue still runs
+    it if this process dies (the waiter is still ``waiting`` then, as it was)."""
     waiter = lease.hand_to
     if waiter is None or not lease.handed:
         return None
-    try:
-        leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen, waiter.arrived)
-    except Exception:  # it stays a candidate; the reservation is its own either way
-        logger.exception("could not mark the next waiter handed", extra={"session_id": waiter.session_id})
     metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
     logger.info(
         "session handed to the next waiter, run here",
