@@ -227,6 +227,33 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
 
 
+def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_again_and_hands_over(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 37 item 5: a release outside a transaction (after a commit whose lease write a waiter's
+    mark dropped, a live turn's end) that met another copy's start on the lease raised: the holder
+    logged it, the session stayed held by a finished run until its lease expired, and its waiters
+    waited their fallback pauses."""
+    with CountingReceiver() as receiver:
+        plain = seed(resources, store, receiver, ("a", "x"))
+        racing, client = conflicting_store(store)
+        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
+
+        def join_then_meet_a_start() -> None:
+            # x joins after a read the list (nobody): the commit's lease write is dropped on x's
+            # mark, and the release that follows meets a start transaction on the lease once
+            park(plain, "x")
+            client.faults.append("put")
+
+        before_commit(racing, "bg:a", join_then_meet_a_start)
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN the release is made again, to x, and x runs next in this invocation
+        assert client.met == ["put"]
+        assert result == Done("succeeded", ran_after=1)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
+        assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
+
+
 def test_a_reservation_given_back_while_a_transaction_writes_the_lease_goes_to_the_next_waiter(
     resources: Resources, store: DynamoStore
 ) -> None:

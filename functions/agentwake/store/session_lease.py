@@ -168,11 +168,8 @@ class SessionLeases:
         write = self.release_write(session_id, token, hand_to, unless_parked=unless_parked)
         kind, request = next(iter(write.items()))
         db = self.table.db
-        try:
-            if kind == "Put":
-                db.put_item(**request)
-            else:
-                db.delete_item(**request)
+        try:  # a write that meets a transaction on the lease (another copy's start) is made again
+            self._on_the_lease(lambda: db.put_item(**request) if kind == "Put" else db.delete_item(**request))
         except db.exceptions.ConditionalCheckFailedException:
             return False
         return True
