@@ -14,7 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from agentwake.product.sessions import SessionsService
 from agentwake.session import handoff
 from agentwake.session.copies import ATTR_HANDED_AT
-from agentwake.session.lease import RESERVATION_S
+from agentwake.session.lease import RESERVATION_S, Waiter
 from agentwake.store.codec import key
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
@@ -327,3 +327,25 @@ def park_behind_a_holder(deps: WakeDeps, store: DynamoStore, task_id: str) -> No
 def reserved_for(store: DynamoStore) -> str | None:
     item = store.table.read_item(*lease_key("s")) or {}
     return item.get(RESERVED_FOR, {}).get("S")
+
+
+def test_a_decided_run_whose_mark_keeps_meeting_transactions_on_a_held_lease_marks_it_again(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """A decided run (issue 35) re-queued while the session is held, both tries of its mark meeting
+    a transaction on the lease: the offer finds the session held, and before, the run was left to
+    its approval chain's next check although the holder, unmarked, would release to nobody."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        token = acquire_lease(store, "s", "bg:holder", 600)
+        assert token is not None
+        racing, client = conflicting_store(store)
+        client.faults += ["update", "update"]
+        waiter = Waiter(session_id="s", run_id="bg:x", arrived=store.table.now(), state="waiting", gen=1)
+        # WHEN x is re-queued and both tries of its mark meet a transaction on the held lease
+        handed = handoff.requeue(racing.leases, deps.result_queue, waiter, ttl_s=600)
+        # THEN nothing is handed now, and the lease is marked: its holder's release to nobody fails,
+        # so it reads the list again and hands the session to x
+        assert client.met == ["update", "update"] and handed is None
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
+        assert not store.leases.release("s", token, unless_parked=True)

@@ -235,8 +235,10 @@ def requeue(
     """A parked run whose approval was decided takes the session like any waiter (issue 35): it
     joins the wait list at the back (``waiter``: its copy, kind and wait state), then marks the lease
     so its holder (a live turn, another run) hands the session over on release, or — nobody holds the
-    session — the session is offered to its oldest waiter now. Returns the run id handed the session
-    now (this run, or an older waiter), or None (a holder hands it over when it releases)."""
+    session — the session is offered to its oldest waiter now. A mark that did not land may mean a
+    holder after all (its tries met transactions on the lease): when the offer finds the session
+    held, the lease is marked again, once. Returns the run id handed the session now (this run, or
+    an older waiter), or None (a holder hands it over when it releases)."""
     leases.park_waiter(
         session_id=waiter.session_id,
         run_id=waiter.run_id,
@@ -248,10 +250,14 @@ def requeue(
         kind=waiter.kind,
         target=waiter.target,
     )
-    if leases.mark_parked(waiter.session_id):
-        logger.info("decided run waits for its session's holder", extra={"next_run_id": waiter.run_id})
-        return None
-    return offer(leases, queue, waiter.session_id, now=now, cron=cron)
+    for _ in range(2):
+        if leases.mark_parked(waiter.session_id):
+            logger.info("decided run waits for its session's holder", extra={"next_run_id": waiter.run_id})
+            return None
+        handed = offer(leases, queue, waiter.session_id, now=now, cron=cron)
+        if handed is not None:
+            return handed
+    return None  # the approval's chain re-queues it later
 
 
 #: how many waiters a hand-off tries after the first one it chose could not be sent
