@@ -165,69 +165,54 @@ class SessionLeases:
         """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
         False when it was not held with it any more (expired and taken over: not ours to touch),
         or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
-        write = self.release_write(session_id, token, hand_to, unless_parked=unless_parked)
-        kind, request = next(iter(write.items()))
+        kind, request = next(iter(self.release_write(session_id, token, hand_to, unless_parked=unless_parked).items()))
         db = self.table.db
-        try:  # a write that meets a transaction on the lease (another copy's start) is made again
-            self._on_the_lease(lambda: db.put_item(**request) if kind == "Put" else db.delete_item(**request))
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        return self._on_the_lease(lambda: db.put_item(**request) if kind == "Put" else db.delete_item(**request))
 
     def reserve(self, session_id: str, run_id: str, seconds: float) -> bool:
         """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
-        this one). False when the session is not free: its holder hands off when it releases. A put
-        that meets a transaction writing the lease (a start taking it, a commit releasing it) is made
-        again once it is done, so that the answer says what that transaction left; raises
-        TransactionConflictException when every try met one (nothing was reserved)."""
-        db = self.table.db
-        try:
-            self._on_the_lease(
-                lambda: db.put_item(
-                    TableName=self.table.name,
-                    Item=self.reservation_item(session_id, run_id, seconds),
-                    ConditionExpression=FREE,
-                    ExpressionAttributeValues={":now": {"N": f"{self.table.now():.3f}"}},
-                )
+        this one). False when the session is not free: its holder hands off when it releases."""
+        return self._on_the_lease(
+            lambda: self.table.db.put_item(
+                TableName=self.table.name,
+                Item=self.reservation_item(session_id, run_id, seconds),
+                ConditionExpression=FREE,
+                ExpressionAttributeValues={":now": {"N": f"{self.table.now():.3f}"}},
             )
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        )
 
     def release_reservation(self, session_id: str, run_id: str) -> bool:
         """Give back a reservation ``run_id`` will not use (its run had already succeeded, or it
-        was deferred). False when the session is not reserved for it. A delete that meets a
-        transaction on the lease is made again, as ``reserve``'s put; raises
-        TransactionConflictException when every try met one (the reservation stands)."""
-        db = self.table.db
-        try:
-            self._on_the_lease(
-                lambda: db.delete_item(
-                    TableName=self.table.name,
-                    Key=key(*lease_key(session_id)),
-                    ConditionExpression=RESERVED_FOR_ME,
-                    ExpressionAttributeValues={":me": {"S": run_id}},
-                )
+        was deferred). False when the session is not reserved for it."""
+        return self._on_the_lease(
+            lambda: self.table.db.delete_item(
+                TableName=self.table.name,
+                Key=key(*lease_key(session_id)),
+                ConditionExpression=RESERVED_FOR_ME,
+                ExpressionAttributeValues={":me": {"S": run_id}},
             )
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        )
 
-    def _on_the_lease(self, write: Callable[[], Any]) -> None:
-        """One write of the lease item, made again (after ``conflict_pause``) while it meets a
-        transaction writing the same item, at most ``LEASE_WRITE_TRIES`` times in all; the last
-        TransactionConflictException, and any other error, is raised. A refused write never counts
-        as made: DynamoDB applied nothing."""
+    def _on_the_lease(self, write: Callable[[], Any]) -> bool:
+        """One write of the lease item outside a transaction (a release, a reservation, its
+        give-back, a waiter's mark): True when it landed, False when its condition failed. A write
+        that meets a transaction writing the item (a start, a commit) is made again after
+        ``conflict_pause``, at most ``LEASE_WRITE_TRIES`` times in all, so that the answer says what
+        that transaction left; it never counts as made (DynamoDB applied nothing): the last
+        TransactionConflictException is raised."""
         db = self.table.db
-        for tried in range(LEASE_WRITE_TRIES):
-            if tried:
-                conflict_pause(tried)
+        conflicts = 0
+        while True:
             try:
                 write()
-                return
+                return True
+            except db.exceptions.ConditionalCheckFailedException:
+                return False
             except db.exceptions.TransactionConflictException:
-                if tried + 1 == LEASE_WRITE_TRIES:
+                conflicts += 1
+                if conflicts == LEASE_WRITE_TRIES:
                     raise
+                conflict_pause(conflicts)
 
     def mark_parked(self, session_id: str) -> bool:
         """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's
@@ -237,7 +222,7 @@ class SessionLeases:
         transaction on the lease)."""
         db = self.table.db
         try:
-            self._on_the_lease(
+            return self._on_the_lease(
                 lambda: db.update_item(
                     TableName=self.table.name,
                     Key=key(*lease_key(session_id)),
@@ -246,13 +231,8 @@ class SessionLeases:
                     ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.table.now():.3f}"}},
                 )
             )
-        except db.exceptions.ConditionalCheckFailedException:
+        except db.exceptions.TransactionConflictException:  # the holder's commit kept writing it
             return False
-        except db.exceptions.TransactionConflictException:
-            # the holder's commit kept writing the lease (it may have read the list before this run
-            # joined it): still not marked, come straight back
-            return False
-        return True
 
     # --- the wait list -----------------------------------------------------------------------------
 
