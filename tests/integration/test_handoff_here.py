@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.session.copies import ATTR_HANDED_AT, ATTR_WAIT_GEN
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import wait_key
+from agentwake.store.keys import LEASE_SK, wait_key
 from agentwake.store.queues import ATTR_ATTEMPTS_SPENT
 from agentwake.wake.background import Done
 from agentwake.wake.invocation import CHAIN_RESERVE_RUNS, on_background_record
@@ -111,6 +111,64 @@ def test_a_release_with_time_left_runs_its_waiters_here_in_the_order_they_came(
             assert again == Done("already_succeeded")
         assert dict(receiver.by_delivery_id()) == sent_before
         assert all(count == 1 for count in receiver.by_delivery_id().values()), receiver.by_delivery_id()
+
+
+class Recording:
+    """The DynamoDB client, recording each call's operation and what it wrote to the lease item."""
+
+    WRITES = ("transact_write_items", "put_item", "update_item", "delete_item")
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.exceptions = client.exceptions
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._client, name)
+        if name not in (*self.WRITES, "batch_get_item", "get_item", "query"):
+            return call
+
+        def recorded(**kw: Any) -> Any:
+            self.calls.append((name, kw))
+            return call(**kw)
+
+        return recorded
+
+
+def lease_put_in(kw: dict[str, Any]) -> dict[str, Any] | None:
+    """The lease item a transaction puts (a take or a reservation), or None."""
+    for item in kw.get("TransactItems", []):
+        put = item.get("Put", {}).get("Item", {})
+        if put.get("sk", {}).get("S") == LEASE_SK:
+            return put
+    return None
+
+
+def test_nothing_is_written_between_a_release_and_the_start_of_the_waiter_run_here(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 37 item 5: the session is idle from the release to the next start; every call in
+    between adds to it (most under load). The start itself marks the waiter started and takes its
+    place off the list: a separate write marking it handed first only delayed it."""
+    with CountingReceiver() as receiver:
+        setup = Setup(resources, store, receiver)
+        recording = Recording(store.table.db)
+        setup.deps.store = DynamoStore(store.table.name, client=recording)  # type: ignore[arg-type]
+        # WHEN a's record runs with the whole invocation left (its commit hands the session to x)
+        result = on_background_record(plain_record("a"), setup.deps, time_left=lambda: PLENTY_MS)
+        assert result == Done("succeeded", ran_after=2)
+        # THEN between the commit that reserved the session for x and x's start, one batch read
+        lease_puts = [(n, lease_put_in(kw)) for n, (_, kw) in enumerate(recording.calls)]
+        handed = next(n for n, put in lease_puts if put and put.get("reserved_for", {}).get("S") == "bg:x")
+        started = next(
+            n
+            for n, put in lease_puts
+            if put and put["holder"]["S"] == "bg:x" and not put["token"]["S"].startswith("reserved-")
+        )
+        assert [name for name, _ in recording.calls[handed + 1 : started]] == ["batch_get_item"]
+        # AND x and y ran, each once, the list empty
+        assert [run_status(store, r) for r in ("bg:a", "bg:x", "bg:y")] == ["succeeded"] * 3
+        assert store.leases.waiters("s") == [] and lease_holder(store, "s") is None
 
 
 def test_with_too_little_time_left_the_waiter_is_handed_through_the_queue(

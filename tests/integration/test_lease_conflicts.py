@@ -12,10 +12,16 @@ from typing import Any
 from botocore.exceptions import ReadTimeoutError
 
 from agentwake.product.sessions import SessionsService
+from agentwake.session import handoff
+from agentwake.session.copies import ATTR_HANDED_AT
+from agentwake.session.lease import RESERVATION_S, Waiter
+from agentwake.store.codec import key
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
+from agentwake.store.session_lease import RESERVED_FOR
 from agentwake.wake.background import Done
 from agentwake.wake.invocation import on_background_record
+from agentwake.wake.spec import WakeDeps
 from tests.integration.test_handoff_here import before_commit, plain_record, record_of, run_status
 from tests.integration.test_handoff_waiters import park, seed
 from tests.support.aws import Resources
@@ -59,16 +65,28 @@ class Conflicting:
         return answer
 
     def update_item(self, **kw: Any) -> Any:
-        if "update" in self.faults and kw["Key"]["sk"]["S"] == lease_key("s")[1]:
-            self.faults.remove("update")
-            self.met.append("update")
+        self._meet("update", kw["Key"], "UpdateItem")
+        return self._client.update_item(**kw)
+
+    def put_item(self, **kw: Any) -> Any:
+        self._meet("put", kw["Item"], "PutItem")
+        return self._client.put_item(**kw)
+
+    def delete_item(self, **kw: Any) -> Any:
+        self._meet("delete", kw["Key"], "DeleteItem")
+        return self._client.delete_item(**kw)
+
+    def _meet(self, fault: str, key: dict[str, Any], operation: str) -> None:
+        """A write of the lease item refused as DynamoDB refuses one that meets a transaction."""
+        if fault in self.faults and key["sk"]["S"] == lease_key("s")[1]:
+            self.faults.remove(fault)
+            self.met.append(fault)
             if self.during is not None:
                 self.during()
                 self.during = None
             raise self._client.exceptions.TransactionConflictException(
-                {"Error": {"Code": "TransactionConflictException", "Message": "conflict"}}, "UpdateItem"
+                {"Error": {"Code": "TransactionConflictException", "Message": "conflict"}}, operation
             )
-        return self._client.update_item(**kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -207,3 +225,127 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
         assert result.status == "succeeded"  # type: ignore[union-attr]
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
+
+
+def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_again_and_hands_over(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 37 item 5: a release outside a transaction (after a commit whose lease write a waiter's
+    mark dropped, a live turn's end) that met another copy's start on the lease raised: the holder
+    logged it, the session stayed held by a finished run until its lease expired, and its waiters
+    waited their fallback pauses."""
+    with CountingReceiver() as receiver:
+        plain = seed(resources, store, receiver, ("a", "x"))
+        racing, client = conflicting_store(store)
+        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
+
+        def join_then_meet_a_start() -> None:
+            # x joins after a read the list (nobody): the commit's lease write is dropped on x's
+            # mark, and the release that follows meets a start transaction on the lease once
+            park(plain, "x")
+            client.faults.append("put")
+
+        before_commit(racing, "bg:a", join_then_meet_a_start)
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN the release is made again, to x, and x runs next in this invocation
+        assert client.met == ["put"]
+        assert result == Done("succeeded", ran_after=1)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
+        assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
+
+
+def test_a_reservation_given_back_while_a_transaction_writes_the_lease_goes_to_the_next_waiter(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """Issue 37 item 5: the delete that gives back a reservation met a transaction on the lease (a
+    start refused by the reservation) and counted as done: the next waiter's reservation then found
+    the session not free, and the session stayed reserved for a run that would not take it until
+    ``RESERVATION_S`` passed, every waiter left to its fallback pause."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("a", "x"))
+        park_behind_a_holder(deps, store, "x")
+        # GIVEN the session reserved for a (a release handed it to a), x waiting on the list
+        assert store.leases.reserve("s", "bg:a", RESERVATION_S)
+        racing, client = conflicting_store(store)
+        client.faults.append("delete")
+        # WHEN a does not take it (its run had succeeded) and its give-back meets a transaction once
+        handoff.decline(racing.leases, deps.result_queue, "s", "bg:a")
+        # THEN the reservation is given back and the session handed to x at once: x's copy sent now,
+        # the lease reserved for x, not for a
+        assert client.met == ["delete"]
+        assert reserved_for(store) == "bg:x"
+        [copy] = [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0]  # type: ignore[attr-defined]
+        assert ATTR_HANDED_AT in copy["wait"]
+
+
+def test_a_reservation_that_meets_a_start_taking_the_session_is_not_counted_as_made(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """The put that reserves a free session met the transaction of a start that took it: before,
+    the refused put counted as a reservation, so x was taken off the list and sent a copy while
+    another run held the session (x found it busy again, and the holder's release, not knowing x,
+    freed the session instead of handing it over)."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        park_behind_a_holder(deps, store, "x")
+        racing, client = conflicting_store(store)
+        client.faults.append("put")
+        client.during = lambda: acquire_lease(store, "s", "bg:other", 600)
+        # WHEN the session is offered to x and the reservation meets the start of another run
+        handed = handoff.offer(racing.leases, deps.result_queue, "s")
+        # THEN nothing is handed: x stays first on the list, for the new holder's release
+        assert client.met == ["put"] and handed is None
+        assert lease_holder(store, "s") is not None and reserved_for(store) is None
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
+        assert [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0] == []  # type: ignore[attr-defined]
+
+
+def test_a_reservation_that_meets_a_transaction_leaving_the_session_free_is_made_again(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        park_behind_a_holder(deps, store, "x")
+        racing, client = conflicting_store(store)
+        client.faults.append("put")
+        # WHEN the reservation meets a transaction that leaves the session free (a start cancelled)
+        handed = handoff.offer(racing.leases, deps.result_queue, "s")
+        # THEN it is made again: the session reserved for x and x's copy sent
+        assert client.met == ["put"] and handed == "bg:x"
+        assert reserved_for(store) == "bg:x"
+
+
+def park_behind_a_holder(deps: WakeDeps, store: DynamoStore, task_id: str) -> None:
+    """``task_id`` finds the session busy and joins its wait list; then the holder is gone (its
+    lease deleted, as a crashed holder's lease expires): the session is free, with a waiter."""
+    token = acquire_lease(store, "s", "bg:holder", 600)
+    assert token is not None
+    park(deps, task_id)
+    store.table.db.delete_item(TableName=store.table.name, Key=key(*lease_key("s")))
+
+
+def reserved_for(store: DynamoStore) -> str | None:
+    item = store.table.read_item(*lease_key("s")) or {}
+    return item.get(RESERVED_FOR, {}).get("S")
+
+
+def test_a_decided_run_whose_mark_keeps_meeting_transactions_on_a_held_lease_marks_it_again(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """A decided run (issue 35) re-queued while the session is held, both tries of its mark meeting
+    a transaction on the lease: the offer finds the session held, and before, the run was left to
+    its approval chain's next check although the holder, unmarked, would release to nobody."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        token = acquire_lease(store, "s", "bg:holder", 600)
+        assert token is not None
+        racing, client = conflicting_store(store)
+        client.faults += ["update", "update"]
+        waiter = Waiter(session_id="s", run_id="bg:x", arrived=store.table.now(), state="waiting", gen=1)
+        # WHEN x is re-queued and both tries of its mark meet a transaction on the held lease
+        handed = handoff.requeue(racing.leases, deps.result_queue, waiter, ttl_s=600)
+        # THEN nothing is handed now, and the lease is marked: its holder's release to nobody fails,
+        # so it reads the list again and hands the session to x
+        assert client.met == ["update", "update"] and handed is None
+        assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
+        assert not store.leases.release("s", token, unless_parked=True)

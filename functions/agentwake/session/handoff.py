@@ -118,15 +118,14 @@ def complete(
 
 def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
     """After the release: the waiter the session was reserved for, for this invocation to run
-    itself; None if the release reserved it for nobody. The waiter is marked handed with its copy
-    number unchanged, so the delayed copy it keeps in the queue still runs it if this process dies."""
+    itself; None if the release reserved it for nobody. Nothing is written between the release and
+    that run's start: its start marks it started and takes its place off the list in the same
+    transaction that takes the lease, and no other release can name it meanwhile (the reservation
+    is its own). Its copy number is unchanged, so the delayed copy it keeps in the queue still runs
+    it if this process dies (the waiter is still ``waiting`` then, as it was)."""
     waiter = lease.hand_to
     if waiter is None or not lease.handed:
         return None
-    try:
-        leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen, waiter.arrived)
-    except Exception:  # it stays a candidate; the reservation is its own either way
-        logger.exception("could not mark the next waiter handed", extra={"session_id": waiter.session_id})
     add_metric(name="SessionHandOff", unit="Count", value=1)
     logger.info(
         "session handed to the next waiter, run here",
@@ -236,8 +235,10 @@ def requeue(
     """A parked run whose approval was decided takes the session like any waiter (issue 35): it
     joins the wait list at the back (``waiter``: its copy, kind and wait state), then marks the lease
     so its holder (a live turn, another run) hands the session over on release, or — nobody holds the
-    session — the session is offered to its oldest waiter now. Returns the run id handed the session
-    now (this run, or an older waiter), or None (a holder hands it over when it releases)."""
+    session — the session is offered to its oldest waiter now. A mark that did not land may mean a
+    holder after all (its tries met transactions on the lease): when the offer finds the session
+    held, the lease is marked again, once. Returns the run id handed the session now (this run, or
+    an older waiter), or None (a holder hands it over when it releases)."""
     leases.park_waiter(
         session_id=waiter.session_id,
         run_id=waiter.run_id,
@@ -249,10 +250,14 @@ def requeue(
         kind=waiter.kind,
         target=waiter.target,
     )
-    if leases.mark_parked(waiter.session_id):
-        logger.info("decided run waits for its session's holder", extra={"next_run_id": waiter.run_id})
-        return None
-    return offer(leases, queue, waiter.session_id, now=now, cron=cron)
+    for _ in range(2):
+        if leases.mark_parked(waiter.session_id):
+            logger.info("decided run waits for its session's holder", extra={"next_run_id": waiter.run_id})
+            return None
+        handed = offer(leases, queue, waiter.session_id, now=now, cron=cron)
+        if handed is not None:
+            return handed
+    return None  # the approval's chain re-queues it later
 
 
 #: how many waiters a hand-off tries after the first one it chose could not be sent

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -63,8 +63,9 @@ HELD_BY_SOMEONE = f"attribute_exists(pk) AND {UNTIL} >= :now"
 #: reserved for the run ``:me``
 RESERVED_FOR_ME = f"{RESERVED_FOR} = :me"
 
-#: how often a waiter tries to mark the lease when its mark meets a transaction writing it
-MARK_TRIES = 2
+#: how often a write of the lease item outside a transaction (a waiter's mark, a reservation, its
+#: give-back) is tried when it meets a transaction writing the item
+LEASE_WRITE_TRIES = 2
 #: the most messages one append may carry (each is one item of its transaction)
 MAX_APPEND_MESSAGES = 25
 #: a renewal within this much of the turn's cap is refused rather than granted a sliver of a lease
@@ -164,53 +165,54 @@ class SessionLeases:
         """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
         False when it was not held with it any more (expired and taken over: not ours to touch),
         or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
-        write = self.release_write(session_id, token, hand_to, unless_parked=unless_parked)
-        kind, request = next(iter(write.items()))
+        kind, request = next(iter(self.release_write(session_id, token, hand_to, unless_parked=unless_parked).items()))
         db = self.table.db
-        try:
-            if kind == "Put":
-                db.put_item(**request)
-            else:
-                db.delete_item(**request)
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        return self._on_the_lease(lambda: db.put_item(**request) if kind == "Put" else db.delete_item(**request))
 
     def reserve(self, session_id: str, run_id: str, seconds: float) -> bool:
         """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
         this one). False when the session is not free: its holder hands off when it releases."""
-        db = self.table.db
-        try:
-            db.put_item(
+        return self._on_the_lease(
+            lambda: self.table.db.put_item(
                 TableName=self.table.name,
                 Item=self.reservation_item(session_id, run_id, seconds),
                 ConditionExpression=FREE,
                 ExpressionAttributeValues={":now": {"N": f"{self.table.now():.3f}"}},
             )
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        except db.exceptions.TransactionConflictException:
-            # a transaction is writing the lease right now (a commit, another start): the waiter
-            # keeps its fallback pause, as a hand-off that is lost would
-            return True
-        return True
+        )
 
     def release_reservation(self, session_id: str, run_id: str) -> bool:
         """Give back a reservation ``run_id`` will not use (its run had already succeeded, or it
         was deferred). False when the session is not reserved for it."""
-        db = self.table.db
-        try:
-            db.delete_item(
+        return self._on_the_lease(
+            lambda: self.table.db.delete_item(
                 TableName=self.table.name,
                 Key=key(*lease_key(session_id)),
                 ConditionExpression=RESERVED_FOR_ME,
                 ExpressionAttributeValues={":me": {"S": run_id}},
             )
-        except db.exceptions.ConditionalCheckFailedException:
-            return False
-        except db.exceptions.TransactionConflictException:
-            return True  # a transaction is writing the lease right now: as in ``reserve``
-        return True
+        )
+
+    def _on_the_lease(self, write: Callable[[], Any]) -> bool:
+        """One write of the lease item outside a transaction (a release, a reservation, its
+        give-back, a waiter's mark): True when it landed, False when its condition failed. A write
+        that meets a transaction writing the item (a start, a commit) is made again after
+        ``conflict_pause``, at most ``LEASE_WRITE_TRIES`` times in all, so that the answer says what
+        that transaction left; it never counts as made (DynamoDB applied nothing): the last
+        TransactionConflictException is raised."""
+        db = self.table.db
+        conflicts = 0
+        while True:
+            try:
+                write()
+                return True
+            except db.exceptions.ConditionalCheckFailedException:
+                return False
+            except db.exceptions.TransactionConflictException:
+                conflicts += 1
+                if conflicts == LEASE_WRITE_TRIES:
+                    raise
+                conflict_pause(conflicts)
 
     def mark_parked(self, session_id: str) -> bool:
         """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's
@@ -219,25 +221,18 @@ class SessionLeases:
         hand it over, so the run comes straight back (one UpdateItem, two if the first meets a
         transaction on the lease)."""
         db = self.table.db
-        for tried in range(MARK_TRIES):
-            if tried:
-                conflict_pause(tried)
-            try:
-                db.update_item(
+        try:
+            return self._on_the_lease(
+                lambda: db.update_item(
                     TableName=self.table.name,
                     Key=key(*lease_key(session_id)),
                     UpdateExpression=f"SET {PARKED} = :yes",
                     ConditionExpression=HELD_BY_SOMEONE,
                     ExpressionAttributeValues={":yes": {"BOOL": True}, ":now": {"N": f"{self.table.now():.3f}"}},
                 )
-            except db.exceptions.ConditionalCheckFailedException:
-                return False
-            except db.exceptions.TransactionConflictException:
-                # the holder's commit is writing the lease (it may have read the list before this run
-                # joined it): mark again once it is done; still not marked, come straight back
-                continue
-            return True
-        return False
+            )
+        except db.exceptions.TransactionConflictException:  # the holder's commit kept writing it
+            return False
 
     # --- the wait list -----------------------------------------------------------------------------
 
