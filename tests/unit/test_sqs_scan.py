@@ -3,6 +3,7 @@ run out, and a scan that cannot keep its holds says so instead of reporting a pa
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from agentwake_ops.sqs_scan import Scanner
@@ -20,11 +21,17 @@ class ClockedSqs:
         ]
         #: messages received again after their hold had run out
         self.reappeared = 0
+        #: the scan receives on several threads: one call at a time here, as one SQS server would
+        self._lock = threading.RLock()
 
     def clock(self) -> float:
         return self.now
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        with self._lock:
+            return self._receive(**kwargs)
+
+    def _receive(self, **kwargs: Any) -> dict[str, Any]:
         self.now += self.receive_cost
         out = []
         for m in self.messages:
@@ -47,6 +54,10 @@ class ClockedSqs:
         return {"Messages": out} if out else {}
 
     def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        with self._lock:
+            return self._change(Entries)
+
+    def _change(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
         by_handle = {m["handle"]: m for m in self.messages}
         failed = []
         for entry in Entries:
@@ -58,6 +69,10 @@ class ClockedSqs:
         return {"Failed": failed}
 
     def get_queue_attributes(self, **_: Any) -> dict[str, Any]:
+        with self._lock:
+            return self._counts()
+
+    def _counts(self) -> dict[str, Any]:
         visible = sum(1 for m in self.messages if m["visible_at"] <= self.now)
         return {
             "Attributes": {
