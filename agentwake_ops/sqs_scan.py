@@ -9,10 +9,13 @@ A :class:`Scanner` makes that impossible to miss:
 
 - **holds are extended as the scan goes**: before any hold is within half its length of running
   out, every held message's visibility is renewed (``ChangeMessageVisibilityBatch``);
+- **receivers work in parallel** (:data:`SCAN_RECEIVERS` threads, in rounds: each receives until
+  a receive brings nothing new, then the queue's counts decide): SQS hides what one receiver
+  holds from the others, and the holds are released as many batches at a time;
 - **a message seen twice is counted once** (the newest receipt handle is kept: only it can delete);
 - **the end is reconciled with the queue's own counts**: the scan ends when nothing is visible and
   the queue's in-flight count is what the scan holds; otherwise it keeps receiving, and after
-  ``max_fruitless_rounds`` receives that brought nothing new it gives up and says why;
+  ``max_fruitless_rounds`` rounds that brought nothing new it gives up and says why;
 - a hold that was lost (its renewal failed, or it ran out before it could be renewed) and not
   received again does not make the *view* incomplete (the message was seen), but nothing may act
   on that message: :meth:`Scanner.lost_holds` names them, and claims refuse them.
@@ -205,7 +208,8 @@ class Scanner:
     # --- holding ---------------------------------------------------------------------------------
 
     def renew_due(self, *, force: bool = False) -> None:
-        """Renew every hold that would run out within half a hold (all of them with ``force``).
+        """Before any hold is within half a hold of running out, renew every hold within three
+        quarters of it (all of them with ``force``).
 
         Cheap when nothing is due (the earliest hold is tracked), so every receive may call it; one
         receiver renews at a time while the others keep receiving."""
@@ -214,7 +218,9 @@ class Scanner:
         with self._renewing:
             with self._lock:
                 now = self.clock()
-                due = [(h, h.handle) for h in self.result.held.values() if force or h.until - now < self.hold / 2]
+                # once one is due, every hold within three quarters of running out: the next renewal
+                # is then a quarter of a hold away, not one receive (a long scan renews in slices)
+                due = [(h, h.handle) for h in self.result.held.values() if force or h.until - now < self.hold * 3 / 4]
                 for h, _ in due:
                     if h.until <= now:
                         # ran out before it could be renewed: it may have been visible (and taken) meanwhile
