@@ -3,6 +3,7 @@ run out, and a scan that cannot keep its holds says so instead of reporting a pa
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from agentwake_ops.sqs_scan import Scanner
@@ -20,11 +21,17 @@ class ClockedSqs:
         ]
         #: messages received again after their hold had run out
         self.reappeared = 0
+        #: the scan receives on several threads: one call at a time here, as one SQS server would
+        self._lock = threading.RLock()
 
     def clock(self) -> float:
         return self.now
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        with self._lock:
+            return self._receive(**kwargs)
+
+    def _receive(self, **kwargs: Any) -> dict[str, Any]:
         self.now += self.receive_cost
         out = []
         for m in self.messages:
@@ -47,6 +54,10 @@ class ClockedSqs:
         return {"Messages": out} if out else {}
 
     def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        with self._lock:
+            return self._change(Entries)
+
+    def _change(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
         by_handle = {m["handle"]: m for m in self.messages}
         failed = []
         for entry in Entries:
@@ -58,6 +69,10 @@ class ClockedSqs:
         return {"Failed": failed}
 
     def get_queue_attributes(self, **_: Any) -> dict[str, Any]:
+        with self._lock:
+            return self._counts()
+
+    def _counts(self) -> dict[str, Any]:
         visible = sum(1 for m in self.messages if m["visible_at"] <= self.now)
         return {
             "Attributes": {
@@ -92,3 +107,31 @@ def test_a_scan_whose_receives_outlast_the_hold_fails_loudly_instead_of_stopping
     assert len(result.held) < 100
     assert not result.complete
     assert any("still reports" in p and "visible" in p for p in result.problems)
+
+
+class CountedChanges(ClockedSqs):
+    """ClockedSqs counting the ChangeMessageVisibilityBatch calls."""
+
+    def __init__(self, count: int, receive_cost: float) -> None:
+        super().__init__(count, receive_cost)
+        self.changes = 0
+
+    def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        self.changes += 1
+        return super().change_message_visibility_batch(QueueUrl, Entries)
+
+
+def test_a_large_queue_is_held_long_enough_for_its_scan_without_renewals() -> None:
+    # GIVEN 2,000 messages, receives of 0.04 s each (8 s in all) and a configured hold of 5 s
+    sqs = CountedChanges(2000, receive_cost=0.04)
+    scanner = Scanner(sqs, "q", hold_seconds=5, clock=sqs.clock, sleep=lambda s: None)
+    # WHEN it scans
+    result = scanner.run()
+    # THEN the hold fits the queue (0.01 s a message: 20 s, renewed from 10 s on), so no hold was renewed, and every
+    # message was seen exactly once
+    assert scanner.hold == 20
+    assert sqs.changes == 0
+    assert len(result.held) == 2000 and result.duplicates == 0 and result.complete
+    # AND releasing makes every message visible again
+    scanner.release()
+    assert sqs.get_queue_attributes()["Attributes"]["ApproximateNumberOfMessages"] == "2000"
