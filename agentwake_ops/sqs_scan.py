@@ -354,7 +354,10 @@ class Scanner:
                 break
         finally:
             if self._executor is not None:
-                self._executor.shutdown(wait=True)
+                # interrupted (Ctrl-C reaches only this thread): the receivers stop after their
+                # current receive, so that what the scan holds is what the release makes visible
+                self._stop.set()
+                self._executor.shutdown(wait=True, cancel_futures=True)
                 self._executor = None
         result.final_counts = (visible, in_flight, delayed)
         self._judge()

@@ -135,3 +135,34 @@ def test_a_large_queue_is_held_long_enough_for_its_scan_without_renewals() -> No
     # AND releasing makes every message visible again
     scanner.release()
     assert sqs.get_queue_attributes()["Attributes"]["ApproximateNumberOfMessages"] == "2000"
+
+
+def test_an_interrupted_scan_stops_its_receivers_and_releases_all_it_took(monkeypatch: Any) -> None:
+    import concurrent.futures
+
+    import pytest
+
+    # GIVEN 5,000 messages whose receives, past the first, wait until the scan was interrupted
+    sqs = ClockedSqs(5000, receive_cost=0.01)
+    interrupted = threading.Event()
+    receive = sqs.receive_message
+
+    def slow_receive(**kwargs: Any) -> dict[str, Any]:
+        interrupted.wait(60)
+        return receive(**kwargs)
+
+    sqs.receive_message = slow_receive  # type: ignore[method-assign]
+    scanner = Scanner(sqs, "q", hold_seconds=20, clock=sqs.clock, sleep=lambda s: None, receivers=8)
+
+    def ctrl_c(self: Any, timeout: Any = None) -> Any:  # Ctrl-C while the main thread waits on a receiver
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures.Future, "exception", ctrl_c)
+    # WHEN the scan is interrupted THEN it stops: its receivers end after their current receive
+    with pytest.raises(KeyboardInterrupt):
+        scanner.run()
+    assert len(scanner.result.held) <= 8 * 10, len(scanner.result.held)
+    # AND releasing makes every message it took visible again
+    scanner.release()
+    assert sqs.get_queue_attributes()["Attributes"]["ApproximateNumberOfMessages"] == "5000"
