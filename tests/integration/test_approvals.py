@@ -53,16 +53,20 @@ CRON_FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:agentwake-cron:l
 
 
 class ToolServer:
-    """The gated tool: a real HTTP server on 127.0.0.1 counting its calls by ``Idempotency-Key``."""
+    """The gated tool: a real HTTP server on 127.0.0.1 counting its calls by ``Idempotency-Key``
+    (``{run}#{step}#{index}``); ``on_call`` sees each key as it is called (the state machine's check)."""
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
+        self.on_call: Any = lambda key: None
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.calls[self.headers.get("Idempotency-Key", "?")] += 1
+                key = self.headers.get("Idempotency-Key", "?")
+                outer.calls[key] += 1
+                outer.on_call(key)
                 body = b'{"ticket": "T-1"}'
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

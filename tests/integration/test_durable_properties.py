@@ -52,7 +52,6 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -80,6 +79,7 @@ from agentwake.wake.invocation import run_waiters_here
 from agentwake.wake.messages import BackgroundResultMessage, WorkMessage
 from agentwake.wake.spec import WakeDeps
 from agentwake.wake.task_deadline import check_deadline
+from tests.integration.test_approvals import ToolServer
 from tests.support.aws import REGION, create_resources
 from tests.support.builders import PRODUCT_CALLER
 from tests.support.clock import FakeClock
@@ -186,43 +186,6 @@ class LifecycleQueues:
     def send(self, body: str, *, delay_s: float = 0) -> str:
         self.checks.append(WorkMessage.parse_body(body))
         return f"w{len(self.checks)}"
-
-
-class GatedTool:
-    """The gated tool: an HTTP server on 127.0.0.1 counting its calls by ``Idempotency-Key``
-    (``{run}#{step}#{index}``), asking ``on_call`` whether the call may run at all."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-        self.on_call: Any = lambda key: None
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                key = self.headers.get("Idempotency-Key", "?")
-                outer.calls[key] += 1
-                outer.on_call(key)
-                body = b'{"ticket": "T-1"}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def gated_tool(url: str) -> dict[str, Any]:
@@ -410,7 +373,7 @@ class DurableRuns(RuleBasedStateMachine):
         self.store = ModelStore(res.table, client=ddb, now=lambda: self.now)
         self.store.on_hold = self._may_hold
         self.receiver = CountingReceiver().__enter__()
-        self.tool = GatedTool()
+        self.tool = ToolServer()
         self.tool.on_call = self._gated_call
         self.work = WorkQueue()
         self.approvals = ApprovalsService(self.store, self.work, clock=lambda: self.now)
