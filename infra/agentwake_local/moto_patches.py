@@ -30,6 +30,14 @@ Things in moto that grow with everything ever written, and the local stack write
    handles are now indexed as moto issues them, and a handle the index does not know goes to
    moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
    through the queue's attributes, which count every message; it now reads that one attribute.
+6. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
+   moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
+   while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
+   list while a send appends to it (the send is lost), two receives can take the same message.
+   A DLQ scan receives on several threads, against the threaded server or in-process ``mock_aws``
+   alike, so every call into the backend holds one re-entrant lock; a long-polling receive lets go
+   of it while it waits for messages (and is woken by a send or a visibility change), as moto's
+   own wait does.
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -77,6 +85,9 @@ PINNED: dict[str, str] = {
     ),
     "moto.sqs.models.SQSBackend.send_message": "fd7abfe52e85d6434a4c8ab0398c27889a0627e7c423a10c31fac9bca68e3f5b",
     "moto.sqs.models.Queue.attributes": "ddf03540564891aa86180cfebb4a8b4eca6fbb0ba4a8f09c5ffdada0038ff8a0",
+    # the guard lets go of the lock only where receive_message waits: in wait_for_messages
+    "moto.sqs.models.Queue.wait_for_messages": "c055a098ee139d2ff71353b6c4c0947df7dc6990fe00e7d9b41cb9e43e87f287",
+    "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
 }
 
 
@@ -94,6 +105,9 @@ _QUERY_PARTITION: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.C
 _HANDLES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 #: inside SendMessage (which reads one attribute of the queue)
 _SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentwake_sqs_sending", default=False)
+#: held by every call into moto's SQS backend (re-entrant: backend methods call one another); a
+#: long-polling receive waits on it, released, and sends and visibility changes wake it
+SQS_GUARD = threading.Condition(threading.RLock())
 
 
 def _resolve(dotted: str) -> Any:
@@ -162,9 +176,11 @@ def apply() -> None:
         _primary_key_queries_read_one_partition()
         _sqs_cost_independent_of_queue_length()
         _sqs_cheap_clock_handles_and_sends()
+        _sqs_one_request_at_a_time()  # last: it wraps the patched methods too
         _applied = True
         logger.debug(
-            "moto %s patched: no instance tracking, item-level rollback, partition queries, cheap SQS", MOTO_VERSION
+            "moto %s patched: no instance tracking, item-level rollback, partition queries, cheap and guarded SQS",
+            MOTO_VERSION,
         )
 
 
@@ -504,3 +520,44 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.Message.mark_received = mark_received  # type: ignore[method-assign]
     models.SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 6. SQS: one request at a time inside the backend; a long poll waits with the guard let go
+
+#: backend calls after which a waiting receive may find a visible message
+_SQS_WAKING = frozenset(
+    {"send_message", "send_message_batch", "change_message_visibility", "change_message_visibility_batch"}
+)
+
+
+def _guarded(function: Callable[..., Any], *, wakes: bool) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(function)  # keeps __agentwake_original__ of an already patched method
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with SQS_GUARD:
+            answer = function(*args, **kwargs)
+            if wakes:
+                SQS_GUARD.notify_all()
+            return answer
+
+    return call
+
+
+def _sqs_one_request_at_a_time() -> None:
+    from moto.sqs.models import Queue, SQSBackend
+
+    original_wait = Queue.wait_for_messages
+
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        # called by receive_message, which holds the guard: wait() lets go of it (every level of
+        # the re-entrant lock) until a send or visibility change notifies, or the timeout
+        with SQS_GUARD:
+            SQS_GUARD.wait_for(lambda: self.messages, timeout=timeout)
+
+    for name, function in list(vars(SQSBackend).items()):
+        if not name.startswith("_") and inspect.isfunction(function):
+            setattr(SQSBackend, name, _guarded(function, wakes=name in _SQS_WAKING))
+    wait_for_messages.__agentwake_original__ = original_wait  # type: ignore[attr-defined]
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]

@@ -298,3 +298,79 @@ def test_an_sqs_receive_does_not_rescan_the_queue_per_message(
     # GIVEN a queue of 100 messages, then of 1,000  WHEN 10 are received
     # THEN the queue's attributes are not recomputed for each (unpatched: twice per message)
     assert attribute_computations_per_receive(100) == attribute_computations_per_receive(1_000) == 0
+
+
+@pytest.fixture
+def in_process_sqs(aws_credentials: None) -> Iterator[Any]:
+    """In-process ``mock_aws`` (as the security and e2e tests run the CLI): no server lock in front."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.client("sqs", region_name=DEFAULT_REGION)
+
+
+def test_concurrent_receivers_each_get_every_message_once_from_in_process_moto(in_process_sqs: Any) -> None:
+    """Unguarded, moto's SQS backend is walked by several threads at once: a receive copies the
+    queue's pending set while another receive adds to it ("Set changed size during iteration",
+    the CI failure of a ``dlq show``), and two receives can take the same message."""
+    import threading
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="guarded-queue")["QueueUrl"]
+    total = 1_500
+    for start in range(0, total, 10):
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)]
+        )
+    received: list[str] = []
+    failures: list[BaseException] = []
+
+    def receiver() -> None:
+        try:
+            while True:
+                batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get(
+                    "Messages", []
+                )
+                if not batch:
+                    return
+                received.extend(m["MessageId"] for m in batch)
+                # renew what was just taken, as a scan renews its holds while others receive
+                sqs.change_message_visibility_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 300}
+                        for i, m in enumerate(batch)
+                    ],
+                )
+        except BaseException as exc:  # noqa: BLE001 -- reported below, with the thread's exception
+            failures.append(exc)
+
+    # GIVEN a queue of 1,500 messages  WHEN eight threads receive and renew until it is empty
+    threads = [threading.Thread(target=receiver) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # THEN no request failed, and every message was received by exactly one of them
+    assert failures == []
+    assert len(received) == len(set(received)) == total
+
+
+def test_a_long_polling_receive_lets_other_requests_through_and_is_woken_by_a_send(in_process_sqs: Any) -> None:
+    """The guard is let go while a receive long-polls: a send made meanwhile is answered and wakes it."""
+    import threading
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="long-poll-queue")["QueueUrl"]
+    got: list[Any] = []
+    # GIVEN a receive waiting up to 20 s on an empty queue
+    waiting = threading.Thread(
+        target=lambda: got.append(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", []))
+    )
+    waiting.start()
+    # WHEN another thread sends (it would wait the 20 s out if the receive kept the guard)
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    waiting.join()
+    # THEN the receive returns that message
+    assert [m["Body"] for m in got[0]] == ["hello"]
