@@ -27,10 +27,21 @@ Things in moto that grow with everything ever written, and the local stack write
    send; ``time.time()`` is the same value at a hundredth of the cost (only "now" is replaced).
    ``ChangeMessageVisibility`` found its message by walking the queue and rebuilding each
    message's past handles, so renewing or releasing the holds of a scan of n messages cost n²;
-   handles are now indexed as moto issues them, and a handle the index does not know goes to
-   moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
+   handles are now indexed as moto issues them, with the queue they were received from (and its
+   last purge), and a handle the index does not place in the queue (unknown, deleted, moved to a
+   DLQ, purged) goes to moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
    through the queue's attributes, which count every message; it now reads that one attribute.
-6. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
+6. **SQS receive and the server's dispatch at 10,000 messages** (``SQSBackend.receive_message``,
+   ``moto.sqs.models.generate_receipt_handle``, ``moto.backends.list_of_moto_modules``): a receive
+   listed every visible message of the queue before taking ten, copied the message groups of every
+   in-flight message (used by FIFO queues only), deep-copied each message it returned (to filter
+   its message attributes, which the filter replaces, never mutates) and drew a receipt handle
+   one random letter at a time (185 calls); and the server found the service of every request by
+   listing moto's package directory, twice. The receive below walks the queue lazily from a cursor
+   past the messages in flight (``_Cursor``) and stops at ``count``, reads the groups for FIFO queues only, copies each returned message shallowly, draws a
+   handle of the same 185 letters in one call; the directory is listed once. Otherwise it is moto's
+   own code, line for line.
+7. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
    moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
    while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
    list while a send appends to it (the send is lost), two receives can take the same message.
@@ -88,6 +99,8 @@ PINNED: dict[str, str] = {
     # the guard lets go of the lock only where receive_message waits: in wait_for_messages
     "moto.sqs.models.Queue.wait_for_messages": "c055a098ee139d2ff71353b6c4c0947df7dc6990fe00e7d9b41cb9e43e87f287",
     "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
+    "moto.sqs.models.generate_receipt_handle": "10853f98152c8dab0bee2f888f4153d41f62e377a4af7d8559904af4a8ac90ad",
+    "moto.backends.list_of_moto_modules": "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
 }
 
 
@@ -176,6 +189,7 @@ def apply() -> None:
         _primary_key_queries_read_one_partition()
         _sqs_cost_independent_of_queue_length()
         _sqs_cheap_clock_handles_and_sends()
+        _sqs_receive_stops_at_count()
         _sqs_one_request_at_a_time()  # last: it wraps the patched methods too
         _applied = True
         logger.debug(
@@ -476,7 +490,15 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
     def change_message_visibility(self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
         queue = self.get_queue(queue_name)
         message = _HANDLES.get(receipt_handle)
-        if message is None or message not in queue._messages:
+        home = getattr(message, "_agentwake_home", None)  # (queue, its last purge) when received (patch 6)
+        if (
+            home is None
+            or home[0] is not queue
+            or home[1] != queue.last_purged_at
+            or receipt_handle in queue.deleted_messages
+        ):
+            # not received from this queue since its last purge, moved to its DLQ, or deleted
+            _Cursor.reset(queue)
             return original_change(self, queue_name, receipt_handle, visibility_timeout)  # type: ignore[no-any-return]
         # moto's own checks and effects, without the walk over the queue
         given = unix_time_millis() + int(visibility_timeout) * 1000
@@ -486,6 +508,7 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
                 "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
             )
         message.change_visibility(visibility_timeout)
+        _Cursor.changed(queue, message)
         if message.visible and message in queue.pending_messages:
             queue.pending_messages.remove(message)
         return None
@@ -523,7 +546,163 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# 6. SQS: one request at a time inside the backend; a long poll waits with the guard let go
+# 6. SQS: a receive walks the queue until it has ``count``; the server lists moto's modules once
+
+
+class _Cursor:
+    """Where a queue's receives start: every message before ``index`` in the queue's list was in
+    flight or delayed when a receive passed it, and none of them can be received before ``earliest``
+    (ms). A receive after that time, a list moto replaced (a delete, a purge), a message moved to a
+    DLQ, or a visibility change the handle index could not place starts again from the front; a
+    visibility change it placed lowers ``earliest``. So a scan of n messages walks each about once,
+    not n/10 times."""
+
+    __slots__ = ("earliest", "index", "messages")
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+        self.index = 0
+        self.earliest = float("inf")
+
+    @classmethod
+    def of(cls, queue: Any, now: float) -> _Cursor:
+        cursor: _Cursor | None = queue.__dict__.get("_agentwake_cursor")
+        if cursor is None or cursor.messages is not queue._messages or now >= cursor.earliest:
+            cursor = queue._agentwake_cursor = cls(queue._messages)
+        return cursor
+
+    @staticmethod
+    def reset(queue: Any) -> None:
+        queue.__dict__.pop("_agentwake_cursor", None)
+
+    @staticmethod
+    def changed(queue: Any, message: Any) -> None:
+        cursor: _Cursor | None = queue.__dict__.get("_agentwake_cursor")
+        if cursor is not None:
+            cursor.earliest = min(cursor.earliest, max(message.visible_at, message.delayed_until))
+
+    def passed(self, index: int, message: Any) -> None:
+        self.index = index + 1
+        self.earliest = min(self.earliest, max(message.visible_at, message.delayed_until))
+
+
+def _sqs_receive_stops_at_count() -> None:
+    import string
+    import time
+
+    from moto import backends
+    from moto.moto_api._internal import mock_random
+    from moto.sqs import models
+
+    original_modules = backends.list_of_moto_modules
+    modules = tuple(original_modules())
+
+    def list_of_moto_modules() -> tuple[str, ...]:
+        return modules
+
+    original_handle = models.generate_receipt_handle
+
+    def generate_receipt_handle() -> str:
+        return "".join(mock_random.choices(string.ascii_lowercase, k=185))
+
+    original_receive = models.SQSBackend.receive_message
+    filter_attributes = models._filter_message_attributes
+
+    def visible_now(queue: Any) -> Any:
+        """What queue.messages lists (patch 4), lazily, from the queue's cursor on (``_Cursor``)."""
+        now = time.time() * 1000.0
+        cursor = _Cursor.of(queue, now)
+        messages = queue._messages
+        advancing = True
+        for i in range(cursor.index, len(messages)):
+            message = messages[i]
+            if now > message.visible_at and not now < message.delayed_until:
+                advancing = False  # it may be skipped (a FIFO group, the DLQ): the cursor stays here
+                yield message
+            elif advancing:
+                cursor.passed(i, message)
+
+    def receive_message(
+        self: Any,
+        queue_name: str,
+        count: int,
+        wait_seconds_timeout: int,
+        visibility_timeout: int,
+        message_attribute_names: list[str] | None = None,
+    ) -> list[Any]:
+        if message_attribute_names is None:
+            message_attribute_names = []
+        queue = self.get_queue(queue_name)
+        result: list[Any] = []
+        previous_result_count = len(result)
+
+        polling_end = models.unix_time() + wait_seconds_timeout
+        # moto copies the groups of every pending message; only a FIFO queue reads them
+        currently_pending_groups = copy.deepcopy(queue.pending_message_groups) if queue.fifo_queue else set()
+
+        while True:
+            if result or (wait_seconds_timeout and models.unix_time() > polling_end):
+                break
+
+            messages_to_dlq: list[Any] = []
+
+            for message in visible_now(queue):
+                if message in queue.pending_messages:
+                    queue.pending_messages.remove(message)
+                    if queue.fifo_queue:
+                        currently_pending_groups = copy.deepcopy(queue.pending_message_groups)
+
+                if message.group_id and queue.fifo_queue and message.group_id in currently_pending_groups:
+                    continue
+
+                if (
+                    queue.dead_letter_queue is not None
+                    and queue.redrive_policy
+                    and message.approximate_receive_count >= queue.redrive_policy["maxReceiveCount"]
+                ):
+                    messages_to_dlq.append(message)
+                    continue
+
+                queue.pending_messages.add(message)
+                message.mark_received(visibility_timeout=visibility_timeout)
+                # where its handles are valid: ChangeMessageVisibility checks this, not the whole queue
+                message._agentwake_home = (queue, queue.last_purged_at)
+                # a shallow copy: the filter replaces the copy's message_attributes, never mutates them
+                message_copy = copy.copy(message)
+                filter_attributes(message_copy, message_attribute_names)
+                if not self.is_message_valid_based_on_retention_period(queue_name, message):
+                    break
+                result.append(message_copy)
+                if len(result) >= count:
+                    break
+
+            for message in messages_to_dlq:
+                message._agentwake_home = None
+                queue._messages.remove(message)
+                _Cursor.reset(queue)  # the positions moved
+                queue.dead_letter_queue.add_message(message)
+
+            if previous_result_count == len(result):
+                if wait_seconds_timeout == 0:
+                    break
+
+                queue.wait_for_messages(1)
+                continue
+
+            previous_result_count = len(result)
+
+        return result
+
+    list_of_moto_modules.__agentwake_original__ = original_modules  # type: ignore[attr-defined]
+    generate_receipt_handle.__agentwake_original__ = original_handle  # type: ignore[attr-defined]
+    receive_message.__agentwake_original__ = original_receive  # type: ignore[attr-defined]
+    backends.list_of_moto_modules = list_of_moto_modules  # type: ignore[assignment]
+    models.generate_receipt_handle = generate_receipt_handle
+    models.SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 7. SQS: one request at a time inside the backend; a long poll waits with the guard let go
 
 #: backend calls after which a waiting receive may find a visible message
 _SQS_WAKING = frozenset(

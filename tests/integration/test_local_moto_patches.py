@@ -374,3 +374,54 @@ def test_a_long_polling_receive_lets_other_requests_through_and_is_woken_by_a_se
     waiting.join()
     # THEN the receive returns that message
     assert [m["Body"] for m in got[0]] == ["hello"]
+
+
+def test_the_receive_past_messages_in_flight_keeps_what_sqs_promises(in_process_sqs: Any) -> None:
+    """The patched receive starts past the messages in flight (a cursor): what becomes visible again
+    (released, expired, its delay over) is received again, with its receive count, in order."""
+    import time
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="cursor-queue")["QueueUrl"]
+    for start in range(0, 40, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(start + i)} for i in range(10)])
+
+    def receive(timeout: int = 300) -> list[dict[str, Any]]:
+        return sqs.receive_message(  # type: ignore[no-any-return]
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=timeout, AttributeNames=["All"]
+        ).get("Messages", [])
+
+    # GIVEN every message received once (held for 300 s), oldest first
+    first = [m for _ in range(4) for m in receive()]
+    assert [m["Body"] for m in first] == [str(i) for i in range(40)]
+    # WHEN three of them are released, one is deleted, and one more is sent with a delay
+    sqs.send_message(QueueUrl=url, MessageBody="late", DelaySeconds=2)
+    released = [first[5], first[17], first[33]]
+    sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for i, m in enumerate(released)
+        ],
+    )
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first[6]["ReceiptHandle"])
+    # THEN exactly those three come back, in order, each received a second time (and the delayed one once due)
+    again: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(again) < 4 and time.monotonic() < deadline:
+        again += receive()
+    bodies = [m["Body"] for m in again]
+    assert sorted(bodies) == sorted(["5", "17", "33", "late"])
+    assert [b for b in bodies if b != "late"] == ["5", "17", "33"]
+    counts = {m["Body"]: m["Attributes"]["ApproximateReceiveCount"] for m in again}
+    assert counts == {"5": "2", "17": "2", "33": "2", "late": "1"}
+    # AND a hold that runs out makes its message receivable again
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=again[0]["ReceiptHandle"], VisibilityTimeout=1)
+    back: list[dict[str, Any]] = []
+    while not back and time.monotonic() < deadline + 30:
+        back = receive()
+    assert [m["Body"] for m in back] == [again[0]["Body"]]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == (
+        "0",
+        "40",
+    )
