@@ -13,10 +13,11 @@ message exactly once, and leave every message visible again, or the bench fails.
 the wall time, the CLI process's CPU (user + system, from its rusage) and the server's CPU over the
 same run (``/proc``).
 
-``--vs REF`` pairs this tree with another commit in the same run, on the same server and the same
-messages, in alternating order: REF is exported with ``git archive`` to a temporary directory and
-its CLI runs with this venv's Python, its four packages first on PYTHONPATH (the venv's editable
-install of this tree comes after ``sys.path``). ``--profile FILE`` runs this tree's CLI once more
+``--vs REF`` pairs this tree with another commit in the same run, in alternating order, each on
+the local stack of its own commit: REF is exported with ``git archive`` to a temporary directory,
+and both its moto server (with REF's moto patches) and its CLI run with this venv's Python, its
+four packages first on PYTHONPATH (the venv's editable install of this tree comes after
+``sys.path``). Both servers hold the same messages and run side by side for the whole bench. ``--profile FILE`` runs this tree's CLI once more
 under cProfile and writes the stats to FILE (``python -m pstats FILE``).
 """
 
@@ -31,7 +32,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,10 +55,13 @@ PROFILED = (
 ARGS = ["dlq", "list", "--queue", "results", "--json"]
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(tree: Path = ROOT) -> tuple[subprocess.Popen[str], str]:
+    """The embedded moto server of ``tree`` (its moto patches), in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": pythonpath(tree)} if tree != ROOT else None
     process = subprocess.Popen(
         [sys.executable, "-c", "from agentwake_local.server import main; raise SystemExit(main())"],
-        cwd=ROOT,
+        cwd=tree,
+        env=env,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -122,6 +128,45 @@ def run_cli(env: dict[str, str], prefix: list[str]) -> tuple[float, float, str, 
     return wall, usage.ru_utime + usage.ru_stime, stdout, stderr
 
 
+@dataclass
+class LocalStack:
+    """One variant's moto server, its resources and the environment its CLI runs in."""
+
+    server: subprocess.Popen[str]
+    env: dict[str, str]
+    sqs: Any
+    dlq_url: str
+
+
+def local_stack(stack: contextlib.ExitStack, name: str, tree: Path, messages: int) -> LocalStack:
+    """``tree``'s moto server (stopped with ``stack``), its resources, its results DLQ filled."""
+    from agentwake_local.server import aws_env
+    from tests.support.aws import REGION, create_resources
+
+    server, endpoint = start_server(tree)
+
+    def stop() -> None:
+        server.terminate()
+        server.wait(timeout=30)
+
+    stack.callback(stop)
+    os.environ.update(aws_env(endpoint, REGION))
+    res = create_resources()
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
+    started = time.perf_counter()
+    fill(sqs, res.dlq_url, messages)
+    print(
+        f"filled the results DLQ of {name}'s server with {messages} messages in {time.perf_counter() - started:.1f} s"
+    )
+    env = {**os.environ, **res.env(), "AGENTWAKE_HOME": str(ROOT / ".bench-home"), "COLUMNS": "200"}
+    env.pop("PYTHONPATH", None)
+    if tree != ROOT:
+        env["PYTHONPATH"] = pythonpath(tree)
+    return LocalStack(server, env, sqs, res.dlq_url)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=10_000)
@@ -130,54 +175,37 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="also run this tree's CLI under cProfile into FILE")
     args = parser.parse_args()
 
-    from agentwake_local.server import aws_env
-    from tests.support.aws import REGION, create_resources
+    from agentwake_ops.sqs_scan import queue_counts
 
-    server, endpoint = start_server()
-    try:
-        os.environ.update(aws_env(endpoint, REGION))
-        res = create_resources()
-        import boto3
-
-        from agentwake_ops.sqs_scan import queue_counts
-
-        sqs = boto3.client("sqs", region_name=REGION)
-        started = time.perf_counter()
-        fill(sqs, res.dlq_url, args.messages)
-        print(f"filled the results DLQ with {args.messages} messages in {time.perf_counter() - started:.1f} s")
-        env = {**os.environ, **res.env(), "AGENTWAKE_HOME": str(ROOT / ".bench-home"), "COLUMNS": "200"}
-        env.pop("PYTHONPATH", None)
-        with contextlib.ExitStack() as stack:
-            variants: dict[str, dict[str, str]] = {"this tree": env}
-            if args.vs:
-                tree = stack.enter_context(checkout(args.vs))
-                variants[args.vs] = {**env, "PYTHONPATH": pythonpath(tree)}
-            figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
-            for run in range(args.runs):
-                order = list(variants.items())
-                if run % 2:
-                    order.reverse()
-                for name, variant_env in order:
-                    server_cpu = process_cpu(server.pid)
-                    wall, cpu, stdout, _ = run_cli(variant_env, [])
-                    server_cpu = process_cpu(server.pid) - server_cpu
-                    ids = [row["message_id"] for row in json.loads(stdout)]
-                    if len(ids) != len(set(ids)) or len(ids) != args.messages:
-                        raise SystemExit(f"{name}: dlq list printed {len(ids)} rows, {len(set(ids))} distinct")
-                    if queue_counts(sqs, res.dlq_url) != (args.messages, 0, 0):
-                        raise SystemExit(f"{name}: the DLQ is not all visible again: {queue_counts(sqs, res.dlq_url)}")
-                    figures[name].append((wall, cpu, server_cpu))
-                    print(
-                        f"  run {run + 1} {name:<12} wall {wall:6.2f} s   CLI CPU {cpu:6.2f} s   "
-                        f"server CPU {server_cpu:6.2f} s   ({len(ids)} messages, each once)",
-                        flush=True,
-                    )
-            if args.profile:
-                wall, cpu, stdout, _ = run_cli(env, ["-c", PROFILED.format(out=args.profile)])
-                print(f"  profiled run: wall {wall:.2f} s, CLI CPU {cpu:.2f} s -> {args.profile}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with contextlib.ExitStack() as stack:
+        variants: dict[str, LocalStack] = {"this tree": local_stack(stack, "this tree", ROOT, args.messages)}
+        if args.vs:
+            variants[args.vs] = local_stack(stack, args.vs, stack.enter_context(checkout(args.vs)), args.messages)
+        figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
+        for run in range(args.runs):
+            order = list(variants.items())
+            if run % 2:
+                order.reverse()
+            for name, variant in order:
+                server_cpu = process_cpu(variant.server.pid)
+                wall, cpu, stdout, _ = run_cli(variant.env, [])
+                server_cpu = process_cpu(variant.server.pid) - server_cpu
+                ids = [row["message_id"] for row in json.loads(stdout)]
+                if len(ids) != len(set(ids)) or len(ids) != args.messages:
+                    raise SystemExit(f"{name}: dlq list printed {len(ids)} rows, {len(set(ids))} distinct")
+                counts = queue_counts(variant.sqs, variant.dlq_url)
+                if counts != (args.messages, 0, 0):
+                    raise SystemExit(f"{name}: the DLQ is not all visible again: {counts}")
+                figures[name].append((wall, cpu, server_cpu))
+                print(
+                    f"  run {run + 1} {name:<12} wall {wall:6.2f} s   CLI CPU {cpu:6.2f} s   "
+                    f"server CPU {server_cpu:6.2f} s   ({len(ids)} messages, each once)   "
+                    f"load {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
+        if args.profile:
+            wall, cpu, stdout, _ = run_cli(variants["this tree"].env, ["-c", PROFILED.format(out=args.profile)])
+            print(f"  profiled run: wall {wall:.2f} s, CLI CPU {cpu:.2f} s -> {args.profile}")
 
     load = os.getloadavg()
     print(
