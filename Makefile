@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := pyproject.toml setup.py functions/requirements.txt
 
-.PHONY: test demo lint typecheck bench bench-5000 soak fuzz load validate clean dlq-scale schemas chromium
+.PHONY: test demo lint typecheck bench bench-5000 bench-dlq soak fuzz load validate clean dlq-scale schemas chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,11 @@ bench: $(VENV)/.dev-installed  ## benchmarks (ratios against a floor measured in
 
 bench-5000: $(VENV)/.dev-installed  ## 5,000 wakes through the local stack against its floor (about 40 minutes)
 	$(PY) bench/bench_local.py --n 5000
+
+# BENCH_DLQ_VS: the commit this tree is paired with in the same run (default main)
+BENCH_DLQ_VS ?= main
+bench-dlq: $(VENV)/.dev-installed  ## dlq list over 10,000 messages on the local moto server: wall, the CLI's CPU, the server's, paired with $(BENCH_DLQ_VS) (minutes)
+	$(PY) bench/bench_dlq_list.py --messages 10000 --runs 2 --vs $(BENCH_DLQ_VS)
 
 dlq-scale: $(VENV)/.dev-installed  ## the DLQ scan tests (and the one-Query redrive --id) at 10,000 messages on the local moto server (minutes)
 	AGENTWAKE_DLQ_SCALE=10000 $(PY) -m pytest -q tests/e2e/test_dlq_scale.py

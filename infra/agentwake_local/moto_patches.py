@@ -13,12 +13,13 @@ Things in moto that grow with everything ever written, and the local stack write
 3. **Query on the primary key** (``Table.query`` → ``Table.all_items``): moto lists *and sorts*
    every item of the table, then keeps those of the queried partition. The patch hands the query
    the queried partition only; index queries and scans keep moto's behaviour.
-4. **SQS with many messages** (``Message.visible``/``delayed``,
+4. **SQS with many messages** (``Queue.messages``, ``Message.visible``/``delayed``,
    ``SQSBackend.is_message_valid_based_on_retention_period``): every received message recomputed
    *all* the queue's attributes (three scans of the queue, each building two datetimes per message)
    just to read its retention period, so one ReceiveMessage on a queue of 2,500 messages took
    seconds. The patch reads the retention period directly and compares visibility and delay times
-   with one clock reading per message. Scans of the queue remain (moto keeps a list), but cheap.
+   with one clock reading per message (per list for ``Queue.messages``, which every receive and
+   count walks). Scans of the queue remain (moto keeps a list), but cheap.
 5. **SQS's clock, receipt handles and SendMessage** (``moto.sqs.models.unix_time``/``unix_time_millis``,
    ``Message.mark_received``, ``SQSBackend.change_message_visibility``, ``SQSBackend.send_message``,
    ``Queue.attributes``): moto's SQS computes "now" through datetime objects
@@ -26,9 +27,28 @@ Things in moto that grow with everything ever written, and the local stack write
    send; ``time.time()`` is the same value at a hundredth of the cost (only "now" is replaced).
    ``ChangeMessageVisibility`` found its message by walking the queue and rebuilding each
    message's past handles, so renewing or releasing the holds of a scan of n messages cost n²;
-   handles are now indexed as moto issues them, and a handle the index does not know goes to
-   moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
+   handles are now indexed as moto issues them, with the queue they were received from (and its
+   last purge), and a handle the index does not place in the queue (unknown, deleted, moved to a
+   DLQ, purged) goes to moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
    through the queue's attributes, which count every message; it now reads that one attribute.
+6. **SQS receive and the server's dispatch at 10,000 messages** (``SQSBackend.receive_message``,
+   ``moto.sqs.models.generate_receipt_handle``, ``moto.backends.list_of_moto_modules``): a receive
+   listed every visible message of the queue before taking ten, copied the message groups of every
+   in-flight message (used by FIFO queues only), deep-copied each message it returned (to filter
+   its message attributes, which the filter replaces, never mutates) and drew a receipt handle
+   one random letter at a time (185 calls); and the server found the service of every request by
+   listing moto's package directory, twice. The receive below walks the queue lazily from a cursor
+   past the messages in flight (``_Cursor``) and stops at ``count``, reads the groups for FIFO queues only, copies each returned message shallowly, draws a
+   handle of the same 185 letters in one call; the directory is listed once. Otherwise it is moto's
+   own code, line for line.
+7. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
+   moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
+   while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
+   list while a send appends to it (the send is lost), two receives can take the same message.
+   A DLQ scan receives on several threads, against the threaded server or in-process ``mock_aws``
+   alike, so every call into the backend holds one re-entrant lock; a long-polling receive lets go
+   of it while it waits for messages (and is woken by a send or a visibility change), as moto's
+   own wait does.
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -63,6 +83,7 @@ PINNED: dict[str, str] = {
     "moto.dynamodb.models.table.Table.query": ("c08e16587862d4cab6982bb4749693a7727345c3f10084d73f139d8bc8093a15"),
     "moto.sqs.models.Message.visible": ("1abcc7861b9a4c5b0c3be942fe350954284299399d4b2f6db6161b685cfc74d9"),
     "moto.sqs.models.Message.delayed": ("815515980283b0b02234403fceaaa7381e8ddbb3cfa7f2b29a7c8ac3c53ff2eb"),
+    "moto.sqs.models.Queue.messages": ("67cdc0178b71ab4cd5a2187379cdac934c0439d55d90c59882c36aebd40b14aa"),
     "moto.sqs.models.SQSBackend.is_message_valid_based_on_retention_period": (
         "9c430561cf6d7cb41f2a0c147bd697a94b4ca23265bc0dea6253a16ea103c493"
     ),
@@ -75,6 +96,11 @@ PINNED: dict[str, str] = {
     ),
     "moto.sqs.models.SQSBackend.send_message": "fd7abfe52e85d6434a4c8ab0398c27889a0627e7c423a10c31fac9bca68e3f5b",
     "moto.sqs.models.Queue.attributes": "ddf03540564891aa86180cfebb4a8b4eca6fbb0ba4a8f09c5ffdada0038ff8a0",
+    # the guard lets go of the lock only where receive_message waits: in wait_for_messages
+    "moto.sqs.models.Queue.wait_for_messages": "c055a098ee139d2ff71353b6c4c0947df7dc6990fe00e7d9b41cb9e43e87f287",
+    "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
+    "moto.sqs.models.generate_receipt_handle": "10853f98152c8dab0bee2f888f4153d41f62e377a4af7d8559904af4a8ac90ad",
+    "moto.backends.list_of_moto_modules": "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
 }
 
 
@@ -92,6 +118,9 @@ _QUERY_PARTITION: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.C
 _HANDLES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 #: inside SendMessage (which reads one attribute of the queue)
 _SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentwake_sqs_sending", default=False)
+#: held by every call into moto's SQS backend (re-entrant: backend methods call one another); a
+#: long-polling receive waits on it, released, and sends and visibility changes wake it
+SQS_GUARD = threading.Condition(threading.RLock())
 
 
 def _resolve(dotted: str) -> Any:
@@ -160,9 +189,12 @@ def apply() -> None:
         _primary_key_queries_read_one_partition()
         _sqs_cost_independent_of_queue_length()
         _sqs_cheap_clock_handles_and_sends()
+        _sqs_receive_stops_at_count()
+        _sqs_one_request_at_a_time()  # last: it wraps the patched methods too
         _applied = True
         logger.debug(
-            "moto %s patched: no instance tracking, item-level rollback, partition queries, cheap SQS", MOTO_VERSION
+            "moto %s patched: no instance tracking, item-level rollback, partition queries, cheap and guarded SQS",
+            MOTO_VERSION,
         )
 
 
@@ -395,8 +427,9 @@ def _primary_key_queries_read_one_partition() -> None:
 def _sqs_cost_independent_of_queue_length() -> None:
     import time
 
-    from moto.sqs.models import Message, SQSBackend
+    from moto.sqs.models import Message, Queue, SQSBackend
 
+    original_messages = Queue.messages
     original_visible = Message.visible
     original_delayed = Message.delayed
     original_retention = SQSBackend.is_message_valid_based_on_retention_period
@@ -411,6 +444,14 @@ def _sqs_cost_independent_of_queue_length() -> None:
         retention_period = int(self.get_queue(queue_name).message_retention_period)
         return bool(retention_period + message.sent_timestamp / 1000 > time.time())
 
+    def messages(self: Any) -> list[Any]:
+        # every receive and every count lists the visible messages: one clock reading for the list,
+        # the two comparisons inline (a receive on a queue of 10,000 spent 9 ms on the two properties)
+        now = time.time() * 1000.0
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    messages.__agentwake_original__ = original_messages.fget  # type: ignore[attr-defined]
+    Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
     visible.__agentwake_original__ = original_visible.fget  # type: ignore[attr-defined]
     delayed.__agentwake_original__ = original_delayed.fget  # type: ignore[attr-defined]
     is_message_valid_based_on_retention_period.__agentwake_original__ = original_retention  # type: ignore[attr-defined]
@@ -449,7 +490,15 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
     def change_message_visibility(self: Any, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
         queue = self.get_queue(queue_name)
         message = _HANDLES.get(receipt_handle)
-        if message is None or message not in queue._messages:
+        home = getattr(message, "_agentwake_home", None)  # (queue, its last purge) when received (patch 6)
+        if (
+            home is None
+            or home[0] is not queue
+            or home[1] != queue.last_purged_at
+            or receipt_handle in queue.deleted_messages
+        ):
+            # not received from this queue since its last purge, moved to its DLQ, or deleted
+            _Cursor.reset(queue)
             return original_change(self, queue_name, receipt_handle, visibility_timeout)  # type: ignore[no-any-return]
         # moto's own checks and effects, without the walk over the queue
         given = unix_time_millis() + int(visibility_timeout) * 1000
@@ -459,6 +508,7 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
                 "VisibilityTimeout for the message is beyond the limit [43200 seconds]"
             )
         message.change_visibility(visibility_timeout)
+        _Cursor.changed(queue, message)
         if message.visible and message in queue.pending_messages:
             queue.pending_messages.remove(message)
         return None
@@ -493,3 +543,200 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.Message.mark_received = mark_received  # type: ignore[method-assign]
     models.SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 6. SQS: a receive walks the queue until it has ``count``; the server lists moto's modules once
+
+
+class _Cursor:
+    """Where a queue's receives start: every message before ``index`` in the queue's list was in
+    flight or delayed when a receive passed it, and none of them can be received before ``earliest``
+    (ms). A receive after that time, a list moto replaced (a delete, a purge), a message moved to a
+    DLQ, or a visibility change the handle index could not place starts again from the front; a
+    visibility change it placed lowers ``earliest``. So a scan of n messages walks each about once,
+    not n/10 times."""
+
+    __slots__ = ("earliest", "index", "messages")
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+        self.index = 0
+        self.earliest = float("inf")
+
+    @classmethod
+    def of(cls, queue: Any, now: float) -> _Cursor:
+        cursor: _Cursor | None = queue.__dict__.get("_agentwake_cursor")
+        if cursor is None or cursor.messages is not queue._messages or now >= cursor.earliest:
+            cursor = queue._agentwake_cursor = cls(queue._messages)
+        return cursor
+
+    @staticmethod
+    def reset(queue: Any) -> None:
+        queue.__dict__.pop("_agentwake_cursor", None)
+
+    @staticmethod
+    def changed(queue: Any, message: Any) -> None:
+        cursor: _Cursor | None = queue.__dict__.get("_agentwake_cursor")
+        if cursor is not None:
+            cursor.earliest = min(cursor.earliest, max(message.visible_at, message.delayed_until))
+
+    def passed(self, index: int, message: Any) -> None:
+        self.index = index + 1
+        self.earliest = min(self.earliest, max(message.visible_at, message.delayed_until))
+
+
+def _sqs_receive_stops_at_count() -> None:
+    import string
+    import time
+
+    from moto import backends
+    from moto.moto_api._internal import mock_random
+    from moto.sqs import models
+
+    original_modules = backends.list_of_moto_modules
+    modules = tuple(original_modules())
+
+    def list_of_moto_modules() -> tuple[str, ...]:
+        return modules
+
+    original_handle = models.generate_receipt_handle
+
+    def generate_receipt_handle() -> str:
+        return "".join(mock_random.choices(string.ascii_lowercase, k=185))
+
+    original_receive = models.SQSBackend.receive_message
+    filter_attributes = models._filter_message_attributes
+
+    def visible_now(queue: Any) -> Any:
+        """What queue.messages lists (patch 4), lazily, from the queue's cursor on (``_Cursor``)."""
+        now = time.time() * 1000.0
+        cursor = _Cursor.of(queue, now)
+        messages = queue._messages
+        advancing = True
+        for i in range(cursor.index, len(messages)):
+            message = messages[i]
+            if now > message.visible_at and not now < message.delayed_until:
+                advancing = False  # it may be skipped (a FIFO group, the DLQ): the cursor stays here
+                yield message
+            elif advancing:
+                cursor.passed(i, message)
+
+    def receive_message(
+        self: Any,
+        queue_name: str,
+        count: int,
+        wait_seconds_timeout: int,
+        visibility_timeout: int,
+        message_attribute_names: list[str] | None = None,
+    ) -> list[Any]:
+        if message_attribute_names is None:
+            message_attribute_names = []
+        queue = self.get_queue(queue_name)
+        result: list[Any] = []
+        previous_result_count = len(result)
+
+        polling_end = models.unix_time() + wait_seconds_timeout
+        # moto copies the groups of every pending message; only a FIFO queue reads them
+        currently_pending_groups = copy.deepcopy(queue.pending_message_groups) if queue.fifo_queue else set()
+
+        while True:
+            if result or (wait_seconds_timeout and models.unix_time() > polling_end):
+                break
+
+            messages_to_dlq: list[Any] = []
+
+            for message in visible_now(queue):
+                if message in queue.pending_messages:
+                    queue.pending_messages.remove(message)
+                    if queue.fifo_queue:
+                        currently_pending_groups = copy.deepcopy(queue.pending_message_groups)
+
+                if message.group_id and queue.fifo_queue and message.group_id in currently_pending_groups:
+                    continue
+
+                if (
+                    queue.dead_letter_queue is not None
+                    and queue.redrive_policy
+                    and message.approximate_receive_count >= queue.redrive_policy["maxReceiveCount"]
+                ):
+                    messages_to_dlq.append(message)
+                    continue
+
+                queue.pending_messages.add(message)
+                message.mark_received(visibility_timeout=visibility_timeout)
+                # where its handles are valid: ChangeMessageVisibility checks this, not the whole queue
+                message._agentwake_home = (queue, queue.last_purged_at)
+                # a shallow copy: the filter replaces the copy's message_attributes, never mutates them
+                message_copy = copy.copy(message)
+                filter_attributes(message_copy, message_attribute_names)
+                if not self.is_message_valid_based_on_retention_period(queue_name, message):
+                    break
+                result.append(message_copy)
+                if len(result) >= count:
+                    break
+
+            for message in messages_to_dlq:
+                message._agentwake_home = None
+                queue._messages.remove(message)
+                _Cursor.reset(queue)  # the positions moved
+                queue.dead_letter_queue.add_message(message)
+
+            if previous_result_count == len(result):
+                if wait_seconds_timeout == 0:
+                    break
+
+                queue.wait_for_messages(1)
+                continue
+
+            previous_result_count = len(result)
+
+        return result
+
+    list_of_moto_modules.__agentwake_original__ = original_modules  # type: ignore[attr-defined]
+    generate_receipt_handle.__agentwake_original__ = original_handle  # type: ignore[attr-defined]
+    receive_message.__agentwake_original__ = original_receive  # type: ignore[attr-defined]
+    backends.list_of_moto_modules = list_of_moto_modules  # type: ignore[assignment]
+    models.generate_receipt_handle = generate_receipt_handle
+    models.SQSBackend.receive_message = receive_message  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 7. SQS: one request at a time inside the backend; a long poll waits with the guard let go
+
+#: backend calls after which a waiting receive may find a visible message
+_SQS_WAKING = frozenset(
+    {"send_message", "send_message_batch", "change_message_visibility", "change_message_visibility_batch"}
+)
+
+
+def _guarded(function: Callable[..., Any], *, wakes: bool) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(function)  # keeps __agentwake_original__ of an already patched method
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with SQS_GUARD:
+            answer = function(*args, **kwargs)
+            if wakes:
+                SQS_GUARD.notify_all()
+            return answer
+
+    return call
+
+
+def _sqs_one_request_at_a_time() -> None:
+    from moto.sqs.models import Queue, SQSBackend
+
+    original_wait = Queue.wait_for_messages
+
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        # called by receive_message, which holds the guard: wait() lets go of it (every level of
+        # the re-entrant lock) until a send or visibility change notifies, or the timeout
+        with SQS_GUARD:
+            SQS_GUARD.wait_for(lambda: self.messages, timeout=timeout)
+
+    for name, function in list(vars(SQSBackend).items()):
+        if not name.startswith("_") and inspect.isfunction(function):
+            setattr(SQSBackend, name, _guarded(function, wakes=name in _SQS_WAKING))
+    wait_for_messages.__agentwake_original__ = original_wait  # type: ignore[attr-defined]
+    Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]

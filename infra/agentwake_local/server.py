@@ -159,7 +159,9 @@ def serialized(app: Any, lock: Any = None) -> Any:
     (concurrent TransactWriteItems fail with "dictionary changed size during iteration").
 
     Exception: an SQS ReceiveMessage that may long-poll (WaitTimeSeconds absent or above 0) sleeps
-    inside the request, so it runs unlocked; the local poller always receives with WaitTimeSeconds=0.
+    inside the request, so it runs outside this lock; the local poller always receives with
+    WaitTimeSeconds=0. moto's SQS backend guards itself (``moto_patches``, 7.: one call at a time,
+    let go while a receive waits), which covers that receive and in-process ``mock_aws`` alike.
     """
     import io
     import threading

@@ -62,6 +62,8 @@ def bench_wake_calls(report: str, kind: str) -> list[str]:
         # 10 % of 5 sessions failing: one session, its 2 runs dead-lettered after MaxReceiveCount (5) attempts each
         ("bench_local.py", ["--n", "10", "--sessions", "5"], "attempts per failing run: 5 x2; total 10"),
         ("bench_cli.py", ["--runs", "1", "--messages", "5"], "agentwake dlq list --json"),
+        # paired with HEAD (exported by git archive), as `make bench-dlq` pairs with main
+        ("bench_dlq_list.py", ["--messages", "15", "--runs", "1", "--vs", "HEAD"], "this tree / HEAD: wall"),
         ("cold_init.py", ["--runs", "1"], "bundle with its bytecode (functions/Makefile, unchecked-hash)"),
         ("cold_init.py", ["--pair", "api", "--runs", "1"], "ProductApiFunction"),
         # each channel's first delivery after a wake's init, which loaded nothing of the channels

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -198,6 +199,56 @@ def test_a_scan_slower_than_its_hold_sees_every_message_or_says_it_cannot(local:
         assert result.exit_code == 1 and "cannot be sure it saw them all" in result.stderr
     # AND nothing was consumed
     assert counts(local.dlq_url) == (35, 0)
+
+
+class ConcurrentReceives:
+    """The real SQS client, recording which threads received; the first two receives wait for each
+    other (a barrier, generous timeout), so the scan is shown to receive on two threads at once."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._barrier = threading.Barrier(2, timeout=120)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.threads: set[str] = set()
+
+    def receive_message(self, **kwargs: Any) -> Any:
+        with self._lock:
+            self.calls += 1
+            first_two = self.calls <= 2
+            self.threads.add(threading.current_thread().name)
+        if first_two:
+            self._barrier.wait()
+        return self._client.receive_message(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_parallel_scan_lists_every_message_once_and_leaves_all_visible(local: Resources) -> None:
+    # GIVEN a DLQ of 300 messages, and an SQS client that makes the scan's first two receives meet
+    kinds = fill_dlq(local, 300)
+    context = resolve_context()
+    receives = ConcurrentReceives(context.sqs)
+    context.sqs = receives
+
+    # WHEN the DLQ is listed
+    listed = run("dlq", "list", "--queue", "results", "--json", obj=CliState(context=context))
+
+    # THEN two receives ran at once, on threads of the scan's own
+    assert listed.exit_code == 0, listed.output
+    assert len(receives.threads) >= 2 and threading.current_thread().name not in receives.threads
+    # AND every message is listed exactly once, with its error type
+    rows = json.loads(listed.stdout)
+    ids = [r["message_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == 300
+    assert Counter(r["error_type"] for r in rows) == kinds
+    # AND every message is visible again: a second listing sees the same ones
+    assert counts(local.dlq_url) == (300, 0)
+    again = run("dlq", "list", "--queue", "results", "--json")
+    assert again.exit_code == 0, again.output
+    assert sorted(r["message_id"] for r in json.loads(again.stdout)) == sorted(ids)
+    assert counts(local.dlq_url) == (300, 0)
 
 
 def test_messages_held_by_another_reader_make_the_scan_fail_loudly(local: Resources, tmp_path: Path) -> None:

@@ -298,3 +298,130 @@ def test_an_sqs_receive_does_not_rescan_the_queue_per_message(
     # GIVEN a queue of 100 messages, then of 1,000  WHEN 10 are received
     # THEN the queue's attributes are not recomputed for each (unpatched: twice per message)
     assert attribute_computations_per_receive(100) == attribute_computations_per_receive(1_000) == 0
+
+
+@pytest.fixture
+def in_process_sqs(aws_credentials: None) -> Iterator[Any]:
+    """In-process ``mock_aws`` (as the security and e2e tests run the CLI): no server lock in front."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.client("sqs", region_name=DEFAULT_REGION)
+
+
+def test_concurrent_receivers_each_get_every_message_once_from_in_process_moto(in_process_sqs: Any) -> None:
+    """Unguarded, moto's SQS backend is walked by several threads at once: a receive copies the
+    queue's pending set while another receive adds to it ("Set changed size during iteration",
+    the CI failure of a ``dlq show``), and two receives can take the same message."""
+    import threading
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="guarded-queue")["QueueUrl"]
+    total = 1_500
+    for start in range(0, total, 10):
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)]
+        )
+    received: list[str] = []
+    failures: list[BaseException] = []
+
+    def receiver() -> None:
+        try:
+            while True:
+                batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get(
+                    "Messages", []
+                )
+                if not batch:
+                    return
+                received.extend(m["MessageId"] for m in batch)
+                # renew what was just taken, as a scan renews its holds while others receive
+                sqs.change_message_visibility_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 300}
+                        for i, m in enumerate(batch)
+                    ],
+                )
+        except BaseException as exc:  # noqa: BLE001 -- reported below, with the thread's exception
+            failures.append(exc)
+
+    # GIVEN a queue of 1,500 messages  WHEN eight threads receive and renew until it is empty
+    threads = [threading.Thread(target=receiver) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # THEN no request failed, and every message was received by exactly one of them
+    assert failures == []
+    assert len(received) == len(set(received)) == total
+
+
+def test_a_long_polling_receive_lets_other_requests_through_and_is_woken_by_a_send(in_process_sqs: Any) -> None:
+    """The guard is let go while a receive long-polls: a send made meanwhile is answered and wakes it."""
+    import threading
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="long-poll-queue")["QueueUrl"]
+    got: list[Any] = []
+    # GIVEN a receive waiting up to 20 s on an empty queue
+    waiting = threading.Thread(
+        target=lambda: got.append(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", []))
+    )
+    waiting.start()
+    # WHEN another thread sends (it would wait the 20 s out if the receive kept the guard)
+    sqs.send_message(QueueUrl=url, MessageBody="hello")
+    waiting.join()
+    # THEN the receive returns that message
+    assert [m["Body"] for m in got[0]] == ["hello"]
+
+
+def test_the_receive_past_messages_in_flight_keeps_what_sqs_promises(in_process_sqs: Any) -> None:
+    """The patched receive starts past the messages in flight (a cursor): what becomes visible again
+    (released, expired, its delay over) is received again, with its receive count, in order."""
+    import time
+
+    sqs = in_process_sqs
+    url = sqs.create_queue(QueueName="cursor-queue")["QueueUrl"]
+    for start in range(0, 40, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(start + i)} for i in range(10)])
+
+    def receive(timeout: int = 300) -> list[dict[str, Any]]:
+        return sqs.receive_message(  # type: ignore[no-any-return]
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=timeout, AttributeNames=["All"]
+        ).get("Messages", [])
+
+    # GIVEN every message received once (held for 300 s), oldest first
+    first = [m for _ in range(4) for m in receive()]
+    assert [m["Body"] for m in first] == [str(i) for i in range(40)]
+    # WHEN three of them are released, one is deleted, and one more is sent with a delay
+    sqs.send_message(QueueUrl=url, MessageBody="late", DelaySeconds=2)
+    released = [first[5], first[17], first[33]]
+    sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0} for i, m in enumerate(released)
+        ],
+    )
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first[6]["ReceiptHandle"])
+    # THEN exactly those three come back, in order, each received a second time (and the delayed one once due)
+    again: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(again) < 4 and time.monotonic() < deadline:
+        again += receive()
+    bodies = [m["Body"] for m in again]
+    assert sorted(bodies) == sorted(["5", "17", "33", "late"])
+    assert [b for b in bodies if b != "late"] == ["5", "17", "33"]
+    counts = {m["Body"]: m["Attributes"]["ApproximateReceiveCount"] for m in again}
+    assert counts == {"5": "2", "17": "2", "33": "2", "late": "1"}
+    # AND a hold that runs out makes its message receivable again
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=again[0]["ReceiptHandle"], VisibilityTimeout=1)
+    back: list[dict[str, Any]] = []
+    while not back and time.monotonic() < deadline + 30:
+        back = receive()
+    assert [m["Body"] for m in back] == [again[0]["Body"]]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == (
+        "0",
+        "40",
+    )
