@@ -47,6 +47,19 @@ def stdout_lock() -> Any:
     return logger.registered_handler.lock or contextlib.nullcontext()
 
 
+def _flushed_under_the_lock(flush: Any) -> Any:
+    def flush_whole(*args: Any, **kwargs: Any) -> Any:
+        with stdout_lock():
+            return flush(*args, **kwargs)
+
+    return flush_whole
+
+
+# the invocation's flush (``metrics.log_metrics``) walks the metric set while, on the local stack, another
+# invocation's records of the same process may add to it: it runs under the lock ``add_metric`` takes
+metrics.provider.flush_metrics = _flushed_under_the_lock(metrics.provider.flush_metrics)  # type: ignore[method-assign]
+
+
 def permanent_failure_handed_over(exc: AgentwakeError, where: str) -> None:
     """Count and log a failure no retry can fix, once it is on its dead-letter queue (``where``):
     ``PermanentInputError`` for bad input, ``PermanentRunFailure`` for a run that failed for good."""

@@ -343,3 +343,28 @@ def test_a_slow_record_does_not_shorten_the_time_of_another_sessions_record() ->
     # THEN B's record had the invocation's whole time, not what A's slow record left; A's next
     # record, behind it in its lane, has what is left (and is deferred if that is too little)
     assert seen == {"a1": 120_000, "b": 120_000, "a2": 20_000}
+
+
+def test_the_invocations_metric_flush_holds_the_lock_records_add_metrics_under() -> None:
+    # GIVEN the process's one Metrics, flushed by each invocation (metrics.log_metrics), while on the
+    # local stack another invocation's records of the same process may be adding to it
+    from agentwake.observability import add_metric, metrics, stdout_lock
+
+    held_elsewhere: list[bool] = []
+    serialize = metrics.provider.serialize_metric_set
+
+    def watching(*args: Any, **kwargs: Any) -> Any:
+        # WHILE the flush walks the set, another thread tries the lock add_metric takes
+        probe = threading.Thread(target=lambda: held_elsewhere.append(not stdout_lock().acquire(blocking=False)))
+        probe.start()
+        probe.join(60)
+        return serialize(*args, **kwargs)
+
+    add_metric(name="Probe", unit="Count", value=1)
+    metrics.provider.serialize_metric_set = watching  # type: ignore[method-assign]
+    try:
+        metrics.flush_metrics()
+    finally:
+        del metrics.provider.serialize_metric_set
+    # THEN it could not take it: no record adds a metric in the middle of the flush
+    assert held_elsewhere == [True]

@@ -3,8 +3,9 @@
 Each record goes to one use case (``wake.work.on_work_record``: a background tool, a background
 subagent's run, a task's deadline check); this maps its answer: done → handled; dead-letter (a
 malformed message, work this deployment cannot run) → to BackgroundWorkDLQ at once with its reason,
-handled. Work that should be retried raises: that record alone is a batch item failure. Records of
-different sessions run side by side (``wake.lanes``), one session's one after another.
+handled. Work that should be retried raises: that record alone is a batch item failure. The template
+gives it one record per invocation (BatchSize 1); a larger batch would run its tasks side by side
+(``wake.lanes``, one lane per task: work takes no session lease).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from agentwake import bootstrap
 from agentwake.observability import logger, metrics
 from agentwake.wake.background import DeadLetter
 from agentwake.wake.lanes import SessionLanes
-from agentwake.wake.work import on_work_record, session_of
+from agentwake.wake.work import lane_of, on_work_record
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
@@ -37,7 +38,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = bootstrap.wake_deps()  # build the adapters once per process
-    processor = SessionLanes(session_of, deps.settings.record_concurrency)  # one per invocation: its outcomes
+    processor = SessionLanes(lane_of, deps.settings.record_concurrency)  # one per invocation: its outcomes
     return dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )

@@ -63,10 +63,13 @@ def runner_for(kind: str) -> WorkRunner:
     return runner  # type: ignore[no-any-return]
 
 
-def session_of(record: SQSRecord) -> str:
-    """The session a work record is for, read by its own parser: its lane in the batch
-    (``wake.lanes``). Raises InvalidMessage for a body that does not parse (a lane of its own)."""
-    return WorkMessage.parse_body(record.body).session_id
+def lane_of(record: SQSRecord) -> str:
+    """A work record's lane in a batch (``wake.lanes``): its task, read by the record's own parser.
+    Work takes no session lease (a background tool, a subagent's unleased run, a deadline check), so
+    a session's tasks may run side by side; one task's records run in order. Raises InvalidMessage
+    for a body that does not parse (a lane of its own). The template gives BackgroundWorkFunction
+    one record per invocation (its BatchSize 1): this matters only if that is raised."""
+    return WorkMessage.parse_body(record.body).task_id
 
 
 def on_work_record(record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None) -> Done | DeadLetter:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
@@ -76,6 +78,10 @@ class Tool(ABC):
     side_effect: bool | None = None
     #: ask a person before a call runs (the spec's ``approval``; agentwake.domain.approvals). None: never
     approval: ApprovalRule | None = None
+    #: True for a Python tool whose one instance may be called by runs of different sessions at once
+    #: (a batch's records run side by side: docs/durability.md, "Records side by side"). Left False,
+    #: agentwake calls a Python tool's instance one call at a time in a process (``serialize_calls``)
+    thread_safe: bool = False
 
     def spec(self) -> ToolSpec:
         schema = self.Args.model_json_schema()
@@ -92,6 +98,18 @@ class Tool(ABC):
     @abstractmethod
     def invoke(self, args: Any, ctx: ToolContext) -> str:
         """Run the tool. Raise to report a failure; the registry makes it an ``error:`` result."""
+
+
+#: the Python tools a process shares between runs and calls one call at a time (id of the instance:
+#: entry-point tools live as long as the process, ``entry_points._loaded``)
+_serial: dict[int, threading.Lock] = {}
+
+
+def serialize_calls(tool: Tool) -> None:
+    """Calls of ``tool`` (one instance shared by every run of the process) are made one at a time,
+    unless it says it is ``thread_safe``."""
+    if not tool.thread_safe:
+        _serial.setdefault(id(tool), threading.Lock())
 
 
 class ToolRegistry:
@@ -174,7 +192,8 @@ class ToolRegistry:
         if ctx.dry_run and tool.side_effect is not False:
             return ToolOutcome(ok=True, text=DRY_RUN_RESULT)  # side-effecting, or undeclared: a replay never calls it
         try:
-            return ToolOutcome(ok=True, text=str(tool.invoke(args, ctx)))
+            with _serial.get(id(tool)) or nullcontext():
+                return ToolOutcome(ok=True, text=str(tool.invoke(args, ctx)))
         except (StepInterrupted, OutboundRefused, SecretRefRefused):
             raise  # the step did not complete: abort the run unjournaled so a retry redoes it
         except Exception as exc:  # a tool failure is information for the model, not an ERROR

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agentwake.agent.tools import Tool
+from agentwake.agent.tools import Tool, serialize_calls
 from agentwake.errors import ConfigError
 
 GROUP = "agentwake.tools"
@@ -52,6 +52,7 @@ def load_tool(name: str, *, session_id: str = "?") -> Tool:
             ) from exc
         tool = _instantiate(target, name, ep.value)
         _check_declared(tool, name, ep.value)
+        serialize_calls(tool)  # one instance for every run of the process: records run side by side
         _loaded[name] = tool
         return tool
 
