@@ -77,7 +77,7 @@ validate: $(SAM_VENV)/bin/sam  ## template.yaml: SAM transform (sam validate), t
 	$(SAM_ENV) $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 
 soak: $(VENV)/.dev-installed  ## the crash/retry/duplicate/redrive state machine with 200 examples (from a fixed seed, and from a random one), the full fault matrices (the wake's; the park's, the decision's, the re-queue's and the resume's), and a parked run waiting 10 minutes on the local stack with no invocation (minutes)
-	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 AGENTWAKE_FAULT_MATRIX=full $(PY) -m pytest -q tests/integration/test_durable_properties.py tests/integration/test_fault_matrix.py
+	AGENTWAKE_HYPOTHESIS_EXAMPLES=200 AGENTWAKE_FAULT_MATRIX=full $(PY) -m pytest -q tests/integration/test_durable_properties.py tests/integration/test_fault_matrix.py tests/integration/test_fault_matrix_lanes.py
 	AGENTWAKE_FAULT_MATRIX=full $(PY) -m pytest -q -n $(TEST_WORKERS) tests/integration/test_approvals.py -k fault_at_any_call
 	AGENTWAKE_PARK_WAIT_S=600 $(PY) -m pytest -q tests/e2e/test_parked_runs_local.py -k no_invocation
 

@@ -1,7 +1,17 @@
-"""Powertools Logger and Metrics, one of each per process. Keys: run_id, task_id/job_id, session_id, attempt."""
+"""Powertools Logger and Metrics, one of each per process. Keys: run_id, task_id/job_id, session_id, attempt.
+
+Records of one batch run side by side on threads (``wake.lanes``), so what is per record is kept per
+thread: a record's log keys are Powertools' thread-safe keys (``logger.thread_safe_append_keys``, a
+contextvar; the handler clears them as each record starts; never the logger's shared
+``append_keys``), and a metric is added under one lock (``add_metric``:
+Powertools' ``Metrics.add_metric`` reads, changes and writes back its metric set, and may print a
+full set, unguarded), which also holds the log handler's lock, so an EMF line printed from one record
+and a log line of another never interleave on stdout.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -26,13 +36,24 @@ logger = Logger(service=os.getenv("POWERTOOLS_SERVICE_NAME", "agentwake"), json_
 metrics = Metrics(namespace=os.getenv("POWERTOOLS_METRICS_NAMESPACE", "Agentwake"))
 
 
+def add_metric(name: str, unit: str, value: float) -> None:
+    """``metrics.add_metric``, one record at a time (the module docstring says why)."""
+    with stdout_lock():
+        metrics.add_metric(name=name, unit=unit, value=value)
+
+
+def stdout_lock() -> Any:
+    """The lock of the log handler's stream (an RLock): held, no log line and no other metric is written."""
+    return logger.registered_handler.lock or contextlib.nullcontext()
+
+
 def permanent_failure_handed_over(exc: AgentwakeError, where: str) -> None:
     """Count and log a failure no retry can fix, once it is on its dead-letter queue (``where``):
     ``PermanentInputError`` for bad input, ``PermanentRunFailure`` for a run that failed for good."""
     from agentwake.domain.models import truncate
     from agentwake.errors import PermanentInputError
 
-    metrics.add_metric(
+    add_metric(
         name="PermanentInputError" if isinstance(exc, PermanentInputError) else "PermanentRunFailure",
         unit="Count",
         value=1,

@@ -23,6 +23,8 @@ from agentwake.errors import ConfigError
 LOCAL_ONLY: dict[str, Any] = {"local_only": True}
 #: marks a variable the template sets on one function, not in Globals
 PER_FUNCTION: dict[str, Any] = {"per_function": True}
+#: the most records one invocation runs side by side (a batch holds at most 10: BatchSize)
+MAX_RECORD_CONCURRENCY = 10
 
 
 def _env(name: str, *more: str) -> AliasChoices:
@@ -137,6 +139,14 @@ class Settings(BaseModel):
         ge=0,
         validation_alias=_env("AGENTWAKE_MIN_RUN_BUDGET_MS", "min_run_budget_ms"),
         description="a run is not started with less of the invocation left; the record is retried",
+    )
+    record_concurrency: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_RECORD_CONCURRENCY,
+        validation_alias=_env("AGENTWAKE_RECORD_CONCURRENCY", "record_concurrency"),
+        description="records of different sessions one invocation of the background functions runs side by "
+        "side (stack parameter BackgroundRecordConcurrency); 1 runs them one after another",
     )
     journal_ttl_days: int = Field(
         default=22,

@@ -23,6 +23,7 @@ functions overlap they name the first one (each handler's context object always 
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import importlib
 import json
@@ -117,14 +118,16 @@ class EnvironmentGate:
 
 _GATE = EnvironmentGate()
 
-#: per thread: how many invocations it is running now (``running_function``)
-_RUNNING = threading.local()
+#: per context: how many invocations it is running now (``running_function``). A contextvar, not a
+#: thread-local: the threads a handler runs its records on (``agentwake.wake.lanes``) run in copies of
+#: its context, so what they print is the function's output too
+_RUNNING: contextvars.ContextVar[int] = contextvars.ContextVar("agentwake_local_running", default=0)
 
 
 def running_function() -> bool:
     """This thread is running a function's code now (what it prints is the function's output:
     ``function_output`` keeps that apart from what a person reads)."""
-    return getattr(_RUNNING, "depth", 0) > 0
+    return _RUNNING.get() > 0
 
 
 class LambdaContext:
@@ -311,11 +314,11 @@ def invoke(
         if hook_error is not None:  # the init phase failed (a cache reset hook)
             result.error = _error(hook_error, request_id)
         else:
-            _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
+            token = _RUNNING.set(_RUNNING.get() + 1)
             try:
                 result.response, result.error = _call(function, payload, request_id, invoked_function_arn)
             finally:
-                _RUNNING.depth -= 1
+                _RUNNING.reset(token)
     finally:
         result.duration_ms = (time.monotonic() - started) * 1000
         _GATE.leave()

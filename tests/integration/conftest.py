@@ -8,7 +8,7 @@ from moto import mock_aws
 
 from agentwake.bootstrap import reset_caches
 from agentwake.store.dynamo import DynamoStore
-from tests.support.aws import REGION, Resources, create_resources
+from tests.support.aws import REGION, Resources, create_resources, moto_one_request_at_a_time
 from tests.support.moto_patched import apply_moto_patches
 
 
@@ -31,3 +31,12 @@ def resources(aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterato
 @pytest.fixture
 def store(resources: Resources) -> DynamoStore:
     return DynamoStore(resources.table, client=boto3.client("dynamodb", region_name=REGION))
+
+
+@pytest.fixture
+def side_by_side(resources: Resources, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background handlers running five records side by side (``AGENTWAKE_RECORD_CONCURRENCY``),
+    over moto answering one request at a time, as the local stack's server does."""
+    monkeypatch.setenv("AGENTWAKE_RECORD_CONCURRENCY", "5")
+    moto_one_request_at_a_time(monkeypatch)
+    reset_caches()

@@ -111,3 +111,21 @@ class FakeLambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_ms
+
+
+def moto_one_request_at_a_time(monkeypatch: Any) -> None:
+    """moto's in-process mock answering one request at a time, as the local stack's server does
+    (``agentwake_local.server.serialized``): its backends are not thread-safe, and records of a batch
+    run on threads (``agentwake.wake.lanes``)."""
+    import threading
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    answer = BotocoreStubber.__call__
+
+    def serialized(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        with lock:
+            return answer(self, event_name, request, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", serialized)

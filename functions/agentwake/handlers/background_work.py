@@ -3,28 +3,28 @@
 Each record goes to one use case (``wake.work.on_work_record``: a background tool, a background
 subagent's run, a task's deadline check); this maps its answer: done → handled; dead-letter (a
 malformed message, work this deployment cannot run) → to BackgroundWorkDLQ at once with its reason,
-handled. Work that should be retried raises: that record alone is a batch item failure.
+handled. Work that should be retried raises: that record alone is a batch item failure. Records of
+different sessions run side by side (``wake.lanes``), one session's one after another.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.observability import logger, metrics
 from agentwake.wake.background import DeadLetter
-from agentwake.wake.work import on_work_record
-
-_RECORD_KEYS = ["run_id", "task_id", "session_id", "attempt", "message_id", "work"]
+from agentwake.wake.lanes import SessionLanes
+from agentwake.wake.work import on_work_record, session_of
 
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> str:
-    logger.remove_keys(_RECORD_KEYS)
-    logger.append_keys(message_id=record.message_id)
+    logger.thread_safe_clear_keys()  # the keys of the record before it go
+    logger.thread_safe_append_keys(message_id=record.message_id)
     remaining_ms = lambda_context.get_remaining_time_in_millis() if lambda_context is not None else None
     result = on_work_record(record, bootstrap.wake_deps(), remaining_ms=remaining_ms)
     if isinstance(result, DeadLetter):
@@ -36,8 +36,8 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bootstrap.wake_deps()  # build the adapters once per process
-    processor = BatchProcessor(event_type=EventType.SQS)  # one per invocation: this batch's outcomes
+    deps = bootstrap.wake_deps()  # build the adapters once per process
+    processor = SessionLanes(session_of, deps.settings.record_concurrency)  # one per invocation: its outcomes
     return dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )

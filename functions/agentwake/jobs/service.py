@@ -126,9 +126,9 @@ def _schedule_expression(cron: str | None, at: str | None) -> tuple[str, bool]:
 
 def _default_metric(name: str, value: int) -> None:
     """A count on the runtime's metrics (flushed where the caller's handler flushes them)."""
-    from agentwake.observability import metrics
+    from agentwake.observability import add_metric
 
-    metrics.add_metric(name=name, unit="Count", value=value)
+    add_metric(name=name, unit="Count", value=value)
 
 
 def _default_invoker(function_arn: str, payload: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from agentwake.domain.approvals import MAX_REASON_CHARS, ON_BEHALF_OF, Approval, token_sha256
 from agentwake.domain.models import truncate
 from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, NotAnOwner, UnknownApproval
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 
 if TYPE_CHECKING:
     from agentwake.store.port import Store
@@ -168,9 +168,9 @@ class ApprovalsService:
             if result.approval.pending:  # the expiry came between the read and the write
                 return self._as_decided(self._expire(result.approval), wanted)
             return self._as_decided(result.approval, wanted)
-        metrics.add_metric(name="ApprovalDecided", unit="Count", value=1)
+        add_metric(name="ApprovalDecided", unit="Count", value=1)
         if expired:
-            metrics.add_metric(name="ApprovalExpired", unit="Count", value=1)
+            add_metric(name="ApprovalExpired", unit="Count", value=1)
         logger.info(
             "approval decided",
             extra={"approval_id": approval_id, "run_id": approval.run_id, "decision": wanted, "via": stored_via},

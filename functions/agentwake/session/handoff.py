@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session.copies import HandedCopy, handed_copy, schedule_cron_copy
 from agentwake.session.lease import RESERVATION_S, Lease, Waiter
 
@@ -127,7 +127,7 @@ def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
         leases.mark_handed(waiter.session_id, waiter.run_id, waiter.gen, waiter.arrived)
     except Exception:  # it stays a candidate; the reservation is its own either way
         logger.exception("could not mark the next waiter handed", extra={"session_id": waiter.session_id})
-    metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
+    add_metric(name="SessionHandOff", unit="Count", value=1)
     logger.info(
         "session handed to the next waiter, run here",
         extra={"session_id": waiter.session_id, "next_run_id": waiter.run_id},
@@ -306,7 +306,7 @@ def _send(
         cron.send(copy, target=waiter.target, gen=gen, at=handed_at)
     else:
         queue.send_later(body=copy.body, delay_s=0, attributes=copy.attributes.to_api(), wait=copy.wait)
-    metrics.add_metric(name="SessionHandOff", unit="Count", value=1)
+    add_metric(name="SessionHandOff", unit="Count", value=1)
     logger.info(
         "session handed to the next waiter", extra={"session_id": waiter.session_id, "next_run_id": waiter.run_id}
     )

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentwake.domain.models import FailureRecord
 from agentwake.errors import SessionBusy, WaitListFull
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session.copies import (
     ATTR_FIRST_MESSAGE_ID,
     ATTR_HANDED_AT,
@@ -190,12 +190,12 @@ def decide(
     busy: SessionBusy, state: WaitState, policy: WaitPolicy, *, now: float, rng: Jitter = random
 ) -> Wait | GiveUp:
     """What a wake that found its session busy does next."""
-    metrics.add_metric(name="SessionBusy", unit="Count", value=1)
+    add_metric(name="SessionBusy", unit="Count", value=1)
     since = state.since if state.since is not None else now
     waited = max(0.0, now - since)
     if waited >= policy.limit_s:
-        metrics.add_metric(name="SessionWait", unit="Seconds", value=waited)
-        metrics.add_metric(name="SessionWaitExceeded", unit="Count", value=1)
+        add_metric(name="SessionWait", unit="Seconds", value=waited)
+        add_metric(name="SessionWaitExceeded", unit="Count", value=1)
         detail = (
             f"never ran: session {busy.session_id} was still busy with run {busy.holder or '?'} after "
             f"{waited:.0f} s of waiting ({state.count} tries; SessionWaitLimit {policy.limit_s:.0f} s). "
@@ -220,7 +220,7 @@ def room_on_the_list(
     places = store.leases.first_places(busy.session_id, limit=cap)
     if len(places) < cap or busy.run_id in places:
         return None
-    metrics.add_metric(name="SessionWaitListFull", unit="Count", value=1)
+    add_metric(name="SessionWaitListFull", unit="Count", value=1)
     detail = (
         f"never ran: session {busy.session_id} is busy (held by run {busy.holder or '?'}) and its wait list "
         f"already holds {cap} waiting wakes (SessionWaitListMax {cap}). Redrive it once the session's "
@@ -238,7 +238,7 @@ def room_on_the_list(
 def ran_after_waiting(state: WaitState, now: float) -> None:
     """A wake that had waited got its session (or found its run done): record how long it waited."""
     if state.count:
-        metrics.add_metric(name="SessionWait", unit="Seconds", value=state.waited(now))
+        add_metric(name="SessionWait", unit="Seconds", value=state.waited(now))
 
 
 def record_gave_up(

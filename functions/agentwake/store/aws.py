@@ -13,6 +13,7 @@ these machines (``bench/cold_init.py``), to check the one name the client was as
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -70,6 +71,17 @@ def _loader(session: Any) -> Any:
     return ServiceLoader(extra_search_paths=list(paths), include_default_search_paths=False)
 
 
+#: connections a shared client keeps open at most: at least the records one invocation runs side by
+#: side (``settings.MAX_RECORD_CONCURRENCY``), with room for the local runtime's invocations, which
+#: share one process's clients. urllib3 opens them only when calls overlap.
+MAX_POOL_CONNECTIONS = 32
+
+#: botocore's clients are thread-safe, its session is not: clients are made one at a time (records of a
+#: batch run on threads, ``wake.lanes``, and the first to need a client makes it)
+_making = threading.RLock()
+_clients: dict[tuple[str, str | None, str | None], Any] = {}
+
+
 @cache
 def _session() -> Any:
     import botocore.session
@@ -79,15 +91,28 @@ def _session() -> Any:
     return session
 
 
-@cache
 def client(service: str, region: str | None = None, endpoint_url: str | None = None) -> Any:
+    """The process's one client of ``service`` (per region and endpoint), made on first use."""
+    key = (service, region, endpoint_url)
+    made = _clients.get(key)
+    if made is None:
+        with _making:
+            made = _clients.get(key)
+            if made is None:
+                made = _clients[key] = _session().create_client(
+                    service, region_name=region, endpoint_url=endpoint_url, config=_config()
+                )
+    return made
+
+
+def _config() -> Any:
     from botocore.config import Config
 
-    return _session().create_client(
-        service,
-        region_name=region,
-        endpoint_url=endpoint_url,
-        config=Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20),
+    return Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=5,
+        read_timeout=20,
+        max_pool_connections=MAX_POOL_CONNECTIONS,
     )
 
 
@@ -95,9 +120,10 @@ def new_client(service: str, *, region: str | None = None, config: Any = None) -
     """A client of its own (not shared), from the shared session: for a client whose configuration
     changes between calls (Bedrock's read timeout follows each call's deadline). It reuses the
     session's loaded models, endpoint data and credentials; boto3 is not imported."""
-    return _session().create_client(service, region_name=region, config=config)
+    with _making:
+        return _session().create_client(service, region_name=region, config=config)
 
 
 def reset_clients() -> None:
-    client.cache_clear()
+    _clients.clear()
     _session.cache_clear()

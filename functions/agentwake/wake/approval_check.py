@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agentwake.errors import ApprovalAlreadyDecided
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session import handoff
 from agentwake.session.copies import ATTR_WAIT_COUNT, ATTR_WAITING_SINCE
 from agentwake.session.lease import Waiter
@@ -48,7 +48,7 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
     """One check of request ``msg.approval_id`` (module docstring). A failed write or send raises
     (retryable: the record is retried); nothing here is permanent."""
     assert msg.approval_id is not None
-    logger.append_keys(approval_id=msg.approval_id, session_id=msg.session_id)
+    logger.thread_safe_append_keys(approval_id=msg.approval_id, session_id=msg.session_id)
     store = deps.store
     approval = store.approvals.get(msg.approval_id)
     if approval is None:
@@ -63,9 +63,7 @@ def check_approval(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
         if msg.nudge:
             return  # a nudge comes after its decision: nothing pending to do
         if approval.expiry_epoch > now:
-            metrics.add_metric(
-                name="ApprovalPendingAge", unit="Seconds", value=max(0.0, now - _epoch(approval.requested_at))
-            )
+            add_metric(name="ApprovalPendingAge", unit="Seconds", value=max(0.0, now - _epoch(approval.requested_at)))
             service.send_check(approval, now=now, after=msg.check_id)
             return
         try:
@@ -99,7 +97,7 @@ def requeue(approval: Approval, deps: WakeDeps, *, now: float) -> str | None:
     places = deps.store.leases.first_places(approval.session_id, limit=cap)
     if len(places) >= cap and approval.run_id not in places:
         # a full wait list is retried by the chain, never dead-lettered
-        metrics.add_metric(name="SessionWaitListFull", unit="Count", value=1)
+        add_metric(name="SessionWaitListFull", unit="Count", value=1)
         logger.info("the session's wait list is full: the chain re-queues the decided run later")
         return None
     resume = approval.resume or {}

@@ -238,6 +238,12 @@ def background_run_id_of(record: SQSRecord) -> str:
         return "?"
 
 
+def session_of(record: SQSRecord) -> str:
+    """The session a result record wakes, read by the record's own parser: its lane in the batch
+    (``wake.lanes``). Raises InvalidMessage for a body that does not parse (a lane of its own)."""
+    return BackgroundResultMessage.parse_body(record.body).session_id
+
+
 def handed_first(event: dict[str, Any]) -> dict[str, Any]:
     """The batch with the records a release handed the session to first: their session is reserved
     for them and idle until they start, while the others of the batch only wait again."""
@@ -332,7 +338,7 @@ def wake_for_background_result(
     record is a copy that waited for its session; an older copy than the wait list's retires.
     """
     run_id = msg.run_id  # bg:{task}, or bg:{task}:{n} for a later outcome (a success after a redrive)
-    logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
+    logger.thread_safe_append_keys(task_id=msg.task_id, session_id=msg.session_id, run_id=run_id)
     # one batch read: the task, the run and the session config (checked against the task below)
     # and, for a waiting copy, the run's entry on the session's wait list
     read = deps.store.runs.read_wake(

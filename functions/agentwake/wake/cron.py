@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from agentwake.domain.models import Job
 from agentwake.errors import InvalidMessage, RunDeferred, SessionBusy
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session.copies import CRON_WAIT_FIELD
 from agentwake.session.lease import Waiter
 from agentwake.wake.job_policies import count_failed_run, record_missed_while_paused, skip_overlapping
@@ -140,7 +140,7 @@ def wake_for_cron_job(
 
     ``waiting``: the event is a copy that waited for its session (a handed copy, or the fallback
     schedule); an older copy than the wait list's retires. ``run_next``: as ``execute_run``'s."""
-    logger.append_keys(job_id=wake.job_id, run_id=wake.run_id)
+    logger.thread_safe_append_keys(job_id=wake.job_id, run_id=wake.run_id)
     # one batch read: the job, the run, and the session config when the schedule names the session
     # and, for a waiting copy, the run's entry on the session's wait list
     read = deps.store.runs.read_wake(
@@ -157,7 +157,7 @@ def wake_for_cron_job(
             if job is None
             else "cron wake for a disabled job; nothing to do"
         )
-        metrics.add_metric(name="WakeSkipped", unit="Count", value=1)
+        add_metric(name="WakeSkipped", unit="Count", value=1)
         if job is not None:
             record_missed_while_paused(job, wake, deps)
             if job.disabled_reason and job.schedule_name and deps.schedules is not None:
@@ -169,7 +169,7 @@ def wake_for_cron_job(
                 # handed the session, which this wake will not take: give it on to the next waiter
                 decline_handed(deps, wake.session_id, wake.run_id)
         return None
-    logger.append_keys(session_id=job.session_id)
+    logger.thread_safe_append_keys(session_id=job.session_id)
     if read.session is None or read.session.session_id != job.session_id:
         # the job is the authority on its session: a schedule that named none (or another) costs a read
         read.session = deps.store.records.get_session(job.session_id)

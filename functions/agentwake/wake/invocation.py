@@ -25,7 +25,9 @@ from agentwake.wake.background import DeadLetter, Done, Resend, run_record
 from agentwake.wake.spec import WakeDeps
 
 #: a waiter runs in the invocation that handed it the session while this many runs' budgets
-#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch
+#: (``min_run_budget_ms``) are left: its own, and one for the rest of the batch. With records side by
+#: side (``wake.lanes``) the waiter runs in its session's lane, and the reserve is for what that lane
+#: still holds (the session's later records) and for lanes still waiting for a thread
 CHAIN_RESERVE_RUNS = 2
 
 
@@ -88,7 +90,7 @@ def run_waiters_here(first: Waiter, deps: WakeDeps, time_left: Callable[[], int]
     ran = 0
     waiter: Waiter | None = first
     while waiter is not None:
-        logger.append_keys(message_id=f"handed:{waiter.run_id}")
+        logger.thread_safe_append_keys(message_id=f"handed:{waiter.run_id}")
         copy = handed_copy(waiter, gen=waiter.gen, handed_at=deps.clock.wall())
         # the rest of the batch keeps a run's budget: this run's deadline comes before it
         remaining_ms = time_left() - deps.settings.min_run_budget_ms

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from agentwake.domain.models import Job, JobFire, cron_run_id
 from agentwake.errors import SessionBusy
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.wake.messages import CronWakeInput
 from agentwake.wake.spec import WakeDeps
 
@@ -36,7 +36,7 @@ def skip_overlapping(job: Job, wake: CronWakeInput, busy: SessionBusy, deps: Wak
         )
     )
     if recorded:
-        metrics.add_metric(name="SkippedFires", unit="Count", value=1)
+        add_metric(name="SkippedFires", unit="Count", value=1)
     logger.warning("fire skipped", extra={"reason": reason, "recorded": recorded})
     return True
 
@@ -68,7 +68,7 @@ def count_failed_run(job: Job, wake: CronWakeInput, deps: WakeDeps, exc: BaseExc
         except ValueError:
             pass  # a manual run's time
         if pause_job(deps.store, deps.schedules, counted, reason=reason, now=now, run_id=run_id) is not None:
-            metrics.add_metric(name="JobPaused", unit="Count", value=1)
+            add_metric(name="JobPaused", unit="Count", value=1)
             logger.error("job paused after failed runs in a row", extra={"reason": reason})
     except Exception:  # the run's own failure stands and is raised; the count is best effort
         logger.exception("could not count the failed run against the job's pause-after-failures")
@@ -96,6 +96,6 @@ def record_missed_while_paused(job: Job, wake: CronWakeInput, deps: WakeDeps) ->
             outcome="pending",
         )
         if deps.store.jobs.record_job_fire(fire):
-            metrics.add_metric(name="MissedFires", unit="Count", value=1)
+            add_metric(name="MissedFires", unit="Count", value=1)
     except Exception:
         logger.exception("could not record the missed fire")

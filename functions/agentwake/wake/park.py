@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from agentwake.domain.approvals import Approval, approval_id, new_token, shown_arguments, token_sha256
 from agentwake.domain.steps import approval_delivery_id, approval_key, asked_key, decision_key
 from agentwake.errors import ApprovalAlreadyDecided, RunAlreadySucceeded
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session import handoff
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 
@@ -111,7 +111,7 @@ def park_run(spec: RunSpec, deps: WakeDeps, held: Any, attempt: Attempt, result:
         logger.info("another copy committed this run first")
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=lease.attempt)
     held.lease = released or lease
-    metrics.add_metric(name="RunParked", unit="Count", value=1)
+    add_metric(name="RunParked", unit="Count", value=1)
     logger.info(
         "run parked",
         extra={"approval_id": stored.approval_id, "tool": stored.tool, "step": park.step, "call_index": park.index},

@@ -27,7 +27,7 @@ from agentwake.errors import (
     StepInterrupted,
     run_failed,
 )
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.session import handoff
 from agentwake.wake.attempt import Attempt, build_attempt
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
@@ -118,7 +118,7 @@ def execute_run(
         # the start transaction's answer was lost; read back, the lease and the attempt are ours
         logger.info("start transaction read back: lease adopted", extra={"run_id": spec.run_id})
     if spec.waited is not None and spec.waited.idle_s is not None:
-        metrics.add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
+        add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
     held = _Held(lease)
     try:
         outcome = _run_leased(spec, deps, remaining_ms, held, read, first_attempt=existing is None)
@@ -171,7 +171,7 @@ def _already_succeeded(spec: RunSpec, attempt: int, deps: WakeDeps | None = None
     if deps is not None:
         _decline_if_handed(spec, deps)
     logger.info("run already succeeded; nothing to do", extra={"run_id": spec.run_id})
-    metrics.add_metric(name="DuplicateIgnored", unit="Count", value=1)
+    add_metric(name="DuplicateIgnored", unit="Count", value=1)
     return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=attempt)
 
 
@@ -179,7 +179,7 @@ def _run_leased(
     spec: RunSpec, deps: WakeDeps, remaining_ms: int | None, held: _Held, read: WakeRead, *, first_attempt: bool
 ) -> WakeOutcome:
     lease = held.lease
-    logger.append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=lease.attempt)
+    logger.thread_safe_append_keys(run_id=spec.run_id, session_id=spec.session_id, attempt=lease.attempt)
     attempt: Attempt | None = None
     try:
         session = read.session
@@ -263,7 +263,7 @@ def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result
         _record_failure(spec, deps, held, attempt, type(exc).__name__, detail, best_effort=True, result=result)
         raise
     held.lease = released or lease
-    metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
+    add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": result.steps_done, "replayed_steps": result.replayed_steps})
     return WakeOutcome(
         run_id=spec.run_id,
@@ -304,7 +304,7 @@ def _record_failure(
         provider_errors=dict(result.provider_errors) if result is not None else {},
         steps_done=result.steps_done if result is not None else 0,
     )
-    metrics.add_metric(name="RunFailed", unit="Count", value=1)
+    add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
     # the failure record reserves the session for the oldest waiter
     lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)

@@ -38,7 +38,7 @@ from agentwake.errors import (
     UnknownTask,
     run_failed,
 )
-from agentwake.observability import logger, metrics
+from agentwake.observability import add_metric, logger
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def run_background_subagent(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: i
     InvalidMessage (permanent: dead-lettered at once), RunFailed (retried; dead-lettered after the
     last attempt, the task completed ``failed`` first) or a crash (retried)."""
     run_id = subagent_run_id(msg.task_id)
-    logger.append_keys(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
+    logger.thread_safe_append_keys(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
     store = deps.store
     read = store.runs.read_wake(run_id=run_id, task_id=msg.task_id, session_id=msg.session_id)
     task = read.task
@@ -145,7 +145,7 @@ def run_background_subagent(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: i
         return
     except LeaseHeld as exc:  # another copy of this record is running it right now
         raise RunDeferred(f"another copy of {run_id} is running; this one will retry") from exc
-    logger.append_keys(attempt=attempt)
+    logger.thread_safe_append_keys(attempt=attempt)
     _Attempt(msg, deps, task, wake, run_id=run_id, attempt=attempt, first=read.run is None, last=last).run(
         read.session, remaining_ms
     )
@@ -244,7 +244,7 @@ class _Attempt:
             detail = f"the run's success could not be recorded: {type(exc).__name__}: {exc}"
             self._failed(type(exc).__name__, detail, final=False, best_effort=True, result=result)
             raise
-        metrics.add_metric(name="RunSucceeded", unit="Count", value=1)
+        add_metric(name="RunSucceeded", unit="Count", value=1)
         logger.info("subagent run succeeded", extra={"steps": result.steps_done, "replayed": result.replayed_steps})
 
     def _failed(
@@ -269,7 +269,7 @@ class _Attempt:
             provider_errors=dict(result.provider_errors) if result is not None else {},
             steps_done=result.steps_done if result is not None else 0,
         )
-        metrics.add_metric(name="RunFailed", unit="Count", value=1)
+        add_metric(name="RunFailed", unit="Count", value=1)
         logger.error(
             "subagent run failed", extra={"error_type": error_type, "detail": redact(detail)[:2000], "final": final}
         )

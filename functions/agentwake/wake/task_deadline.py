@@ -44,7 +44,7 @@ def check_deadline(msg: WorkMessage, deps: WakeDeps, *, remaining_ms: int | None
 
     A failed send raises (retryable: the record is retried, and the claim, already made, is sent
     again); the check itself raises nothing permanent."""
-    logger.append_keys(task_id=msg.task_id, session_id=msg.session_id)
+    logger.thread_safe_append_keys(task_id=msg.task_id, session_id=msg.session_id)
     task = deps.store.records.get_task(msg.task_id)
     if task is None:
         logger.info("deadline check of a task that is not registered: nothing to do")

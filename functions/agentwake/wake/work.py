@@ -63,12 +63,18 @@ def runner_for(kind: str) -> WorkRunner:
     return runner  # type: ignore[no-any-return]
 
 
+def session_of(record: SQSRecord) -> str:
+    """The session a work record is for, read by its own parser: its lane in the batch
+    (``wake.lanes``). Raises InvalidMessage for a body that does not parse (a lane of its own)."""
+    return WorkMessage.parse_body(record.body).session_id
+
+
 def on_work_record(record: SQSRecord, deps: WakeDeps, *, remaining_ms: int | None) -> Done | DeadLetter:
     """Run one work record. Raises a retryable AgentwakeError or a crash (the record is retried)."""
     receive_count = int(record.attributes.approximate_receive_count or 1)
     try:
         msg = WorkMessage.parse_body(record.body)
-        logger.append_keys(task_id=msg.task_id, session_id=msg.session_id, work=msg.kind)
+        logger.thread_safe_append_keys(task_id=msg.task_id, session_id=msg.session_id, work=msg.kind)
         runner_for(msg.kind)(msg, deps, remaining_ms=remaining_ms, receive_count=receive_count)
     except AgentwakeError as exc:
         if exc.retryable:
