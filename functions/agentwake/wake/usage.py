@@ -28,27 +28,9 @@ def settle(spec: RunSpec, result: RunResult) -> str | None:
     return history_note(spec, result) if result.state is AgentState.DONE else None
 
 
-#: the note keeps at most this much of a task's result and of the final answer (UTF-8 bytes), each
-#: cut with a visible marker: a note is written by its run's commit (2 WRU a KB, in a transaction)
-#: and read by every later window of the session, so a 20,000-character result made the commit pay
-#: about 40 WRU for the note alone. The run itself saw the whole result in its prompt (the wake's
-#: 20,000 characters); a delivered answer is whole in its own history entry (kind ``delivery``).
-#: A note item stays under 9 KB: at most 18 WRU, whatever the result or the answer (issue 37)
-NOTE_RESULT_BYTES = 4_000
-NOTE_FINAL_BYTES = 4_000
-
-
-def note_cut(text: str, max_bytes: int) -> str:
-    """``text`` as a note keeps it: at most ``max_bytes`` UTF-8 bytes, the cut said in it."""
-    from agentwake.store.itemsize import cut_text
-
-    return cut_text(text, max_bytes, why=f"of it: a note keeps the first {max_bytes:,}")
-
-
 def history_note(spec: RunSpec, result: RunResult) -> str:
-    """The note of a DONE run: what woke it, the final answer (at most ``NOTE_FINAL_BYTES``), whether
-    that reached the user."""
-    final = note_cut(result.completion_text, NOTE_FINAL_BYTES)
+    """The note of a DONE run: what woke it, the final answer, whether that reached the user."""
+    final = result.completion_text
     note = f"{spec.note_head}{spec.note_sep}{final}" if final else spec.note_head
     # the head quotes what woke the run (a producer's result text): it passes the redactor too
     return note_with_final(redact(note), result)
