@@ -30,10 +30,12 @@ printed beside the table (us-east-1 list prices, DynamoDB on-demand after its No
 Lambda gives a 512 MB function 512/1769 of a vCPU, so the CPU measured here on a whole core is
 billed 3.46 times over, added to the waits (not overlapped: an upper bound).
 
-The batch row: invocations of the result handler with one record of each of 10 sessions (the event
-source's batch), its figures per wake. The invocation is billed once for the whole batch: its
-records run ``--lanes`` at a time (the template's ``BackgroundRecordConcurrency``), so the model's
-latency is paid once a wave; the event source's receive and delete are a batch's, not a record's.
+The batch row: invocations of the result handler with one record of each of ``BatchSize`` (10)
+sessions, as the event source hands them when the queue holds that many (a busy stack; a trickle of
+results runs one record an invocation: the first row), its figures per wake. The invocation is
+billed once for the whole batch: the handler runs its records ``--lanes`` at a time (template.yaml's
+``BackgroundRecordConcurrency``, set for the handler here), so the model's latency is paid once a
+wave; the event source's receive and delete are a batch's, not a record's.
 """
 
 from __future__ import annotations
@@ -100,7 +102,15 @@ MEMORY_GB = 512 / 1024  # template.yaml's Globals MemorySize
 #: Lambda gives a function CPU in proportion to its memory, one vCPU at 1,769 MB (AWS Lambda docs,
 #: "Memory and computing power"): a CPU second measured here on a whole core is this many billed seconds
 CPU_SCALE = 1769 / 512
-BATCH = 10  # template.yaml's BatchSize default: records of 10 different sessions in one invocation
+
+
+def _template_default(name: str) -> int:
+    from agentwake_local.template import load_template
+
+    return int(load_template(ROOT / "template.yaml").body["Parameters"][name]["Default"])
+
+
+BATCH = _template_default("BatchSize")  # records of different sessions in one invocation (a busy stack's batch)
 INDEXES = (("gsi1pk", "gsi1sk"), ("gsi2pk", "gsi2sk"))  # template.yaml's two GSIs, both ProjectionType ALL
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 TWO_STEP = [
@@ -476,8 +486,14 @@ def main() -> int:
     parser.add_argument("--wakes", type=int, default=20, help="measured wakes per kind (after one warm-up)")
     parser.add_argument("--model-latency", type=float, default=2.0, help="assumed seconds per model step")
     parser.add_argument("--round-trip-ms", type=float, default=10.0, help="assumed ms per AWS call")
-    parser.add_argument("--lanes", type=int, default=BATCH, help="records of different sessions run at once")
+    parser.add_argument(
+        "--lanes",
+        type=int,
+        default=_template_default("BackgroundRecordConcurrency"),
+        help="records of different sessions one invocation runs at once (default: template.yaml's)",
+    )
     args = parser.parse_args()
+    os.environ["AGENTWAKE_RECORD_CONCURRENCY"] = str(args.lanes)  # the handler runs its batch so
     sys.stdout = LOGGED
     try:
         measured = measure(args.wakes)
