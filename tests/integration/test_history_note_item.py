@@ -125,3 +125,25 @@ def test_a_long_result_and_a_long_answer_leave_the_note_item_bounded(
     assert note.count("a note keeps the first 4,000]") == 2
     # AND the item stays under 9 KB (today's 40 KB made the commit pay about 80 WRU for it)
     assert item_size(item) < 9 * 1024, item_size(item)
+
+
+def test_a_secret_the_notes_cut_would_split_is_redacted_whole(resources: Resources, store: DynamoStore) -> None:
+    from agentwake.trust.redact import register_secret
+    from agentwake.wake.usage import NOTE_RESULT_BYTES
+
+    # GIVEN a secret resolved in this process, and a task result in which it straddles the note's cut
+    secret = "Zq9-Wm3-Rt7-Lp2-Hx5-" + "Yy8" * 100
+    register_secret(secret)
+    result = "r" * (NOTE_RESULT_BYTES - 150) + secret + "RESULT-END"
+    seed_session(
+        store, "s1", providers=[{"type": "scripted", "id": "p", "script": [{"text": "ok"}]}], deliver_final="never"
+    )
+    seed_task(store, "t1", "s1")
+    # WHEN the result wakes the agent
+    body = result_body("t1", "s1", result_text=result)
+    assert invoke_background({"Records": [sqs_record(body)]}) == {"batchItemFailures": []}
+    # THEN the note keeps no part of the secret: it was redacted before the cut
+    [item] = store.table.query(session_pk("s1"), HISTORY_PREFIX)
+    note = item["content"]["S"]
+    assert "Zq9-Wm3" not in note and "Yy8Yy8" not in note, note[-600:]
+    assert "r" * 1000 in note  # the result is there, cut after the redaction

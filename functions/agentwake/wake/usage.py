@@ -39,10 +39,11 @@ NOTE_FINAL_BYTES = 4_000
 
 
 def note_cut(text: str, max_bytes: int) -> str:
-    """``text`` as a note keeps it: at most ``max_bytes`` UTF-8 bytes, the cut said in it."""
+    """``text`` as a note keeps it: redacted, then at most ``max_bytes`` UTF-8 bytes, the cut said in
+    it (redacted first: a secret the cut splits would no longer match, and its head would be kept)."""
     from agentwake.store.itemsize import cut_text
 
-    return cut_text(text, max_bytes, why=f"of it: a note keeps the first {max_bytes:,}")
+    return cut_text(redact(text), max_bytes, why=f"of it: a note keeps the first {max_bytes:,}")
 
 
 def history_note(spec: RunSpec, result: RunResult) -> str:
