@@ -731,9 +731,12 @@ def _sqs_one_request_at_a_time() -> None:
 
     def wait_for_messages(self: Any, timeout: int) -> None:
         # called by receive_message, which holds the guard: wait() lets go of it (every level of
-        # the re-entrant lock) until a send or visibility change notifies, or the timeout
+        # the re-entrant lock) until a send or visibility change notifies, or the timeout. Not
+        # wait_for(messages): messages that are there but cannot be received (a FIFO group in
+        # flight, past retention) would make it return at once, holding the guard, and the receive
+        # loop would spin with every other SQS call (and, on the server, every request) waiting
         with SQS_GUARD:
-            SQS_GUARD.wait_for(lambda: self.messages, timeout=timeout)
+            SQS_GUARD.wait(timeout=timeout)
 
     for name, function in list(vars(SQSBackend).items()):
         if not name.startswith("_") and inspect.isfunction(function):

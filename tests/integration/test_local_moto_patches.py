@@ -376,6 +376,43 @@ def test_a_long_polling_receive_lets_other_requests_through_and_is_woken_by_a_se
     assert [m["Body"] for m in got[0]] == ["hello"]
 
 
+def test_a_long_poll_on_a_fifo_group_in_flight_lets_other_queues_through(in_process_sqs: Any) -> None:
+    """Messages there but not receivable (their FIFO group in flight) do not make the long poll hold
+    the guard: a send to another queue is answered while the poll still waits."""
+    import threading
+
+    from moto.sqs.models import Queue
+
+    sqs = in_process_sqs
+    fifo = sqs.create_queue(
+        QueueName="held.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    other = sqs.create_queue(QueueName="other-queue")["QueueUrl"]
+    for body in ("first", "second"):
+        sqs.send_message(QueueUrl=fifo, MessageBody=body, MessageGroupId="g")
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=fifo)["Messages"]] == ["first"]  # g in flight
+    # GIVEN a receive long-polling the FIFO queue, whose visible message waits behind its group
+    polling = threading.Event()
+    patched = Queue.wait_for_messages
+
+    def watched(self: Any, timeout: int) -> None:
+        polling.set()
+        patched(self, timeout)
+
+    Queue.wait_for_messages = watched  # type: ignore[method-assign]
+    try:
+        waiting = threading.Thread(target=lambda: sqs.receive_message(QueueUrl=fifo, WaitTimeSeconds=10))
+        waiting.start()
+        assert polling.wait(60)
+        # WHEN another queue is sent to
+        sqs.send_message(QueueUrl=other, MessageBody="elsewhere")
+        # THEN it was answered while the poll still waits (it held the guard for its 10 s before)
+        assert waiting.is_alive()
+        waiting.join(60)
+    finally:
+        Queue.wait_for_messages = patched  # type: ignore[method-assign]
+
+
 def test_the_receive_past_messages_in_flight_keeps_what_sqs_promises(in_process_sqs: Any) -> None:
     """The patched receive starts past the messages in flight (a cursor): what becomes visible again
     (released, expired, its delay over) is received again, with its receive count, in order."""
