@@ -232,8 +232,8 @@ def replay(
     recorded = ro.runs.get_wake(run_id)
     if recorded is None:
         raise ReplayError(
-            f"run {run_id} has no recorded wake input (a failed attempt's record keeps it: this run "
-            f"{'succeeded' if run.status == 'succeeded' else 'has none, its attempts ended without one'}); "
+            f"run {run_id} has no recorded wake input (a failed attempt's record or a retry's start keeps it: "
+            f"this run {'succeeded at once' if run.status == 'succeeded' else 'never failed with a record nor retried'}); "
             "there is nothing to replay: redrive it"
         )
     kind, wake = recorded

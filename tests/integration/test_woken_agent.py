@@ -558,3 +558,24 @@ def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: Cou
 
     tokens, deliveries = DailyCounters(store.table, "daily").read()
     assert deliveries == 1 and tokens == store.records.get_run("bg:t-daily").usage["total_tokens"]  # type: ignore[union-attr]
+
+
+def test_what_woke_a_run_is_kept_by_its_retry_so_runs_killed_before_a_failure_record_replay(
+    resources: Resources, receiver: CountingReceiver
+) -> None:
+    # GIVEN a Lambda killed (out of memory, a timeout) before its run wrote any record of a failure
+    store = KilledOnce(resources.table, client=boto3.client("dynamodb", region_name=REGION), at="reply_not_journaled")
+    setup(store, receiver, PLAIN_ANSWER)
+    deps = deps_for(store)
+    with pytest.raises(HardKill):
+        wake_for_background_result(message(), deps)
+    # THEN a first attempt keeps nothing of its wake (a run that succeeds at once never writes it)
+    assert store.runs.get_wake("bg:t1") is None
+    # WHEN the trigger retries it (the killed holder's lease released, as if it expired)
+    if lease_holder(store, "s1") is not None:
+        store.table.db.delete_item(TableName=store.table.name, Key={"pk": {"S": "SESSION#s1"}, "sk": {"S": "LEASE"}})
+    wake_for_background_result(message(), deps)
+    # THEN the retry's start kept what woke the run, for `runs replay` and `dlq redrive --verify`
+    kept = store.runs.get_wake("bg:t1")
+    assert kept is not None and kept[0] == "background"
+    assert kept[1]["task_id"] == "t1", kept[1]

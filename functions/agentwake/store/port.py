@@ -255,6 +255,7 @@ class RunsPort(Protocol):
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None = None,
+        wake: tuple[str, dict[str, Any]] | None = None,
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,

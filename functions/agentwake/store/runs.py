@@ -123,6 +123,7 @@ class Runs:
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None = None,
+        wake: tuple[str, dict[str, Any]] | None = None,
         usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
@@ -134,8 +135,10 @@ class Runs:
         and how long the session sat idle between the release that handed it over and this start.
         Its waiter is marked started in the same transaction, and both figures go on the run.
 
-        What woke the run is not written here: only a failed run is replayed, so a failure's record
-        keeps it (``RunEnds.record_failure``), and a run that succeeds writes it never (issue 37).
+        ``wake`` (kind, wake JSON): what woke the run, for ``runs replay``, written by a retry's start
+        (``previous`` is not None) in the same transaction; a first attempt does not write it (a run
+        that succeeds at once never does, issue 37) and a failure's record keeps it
+        (``RunEnds.record_failure``), so every run that reached a retry or a failure has it.
 
         ``usage``: the session's daily counters as the batch read found them (a session with daily
         limits). They were read before the lease, so the same transaction checks them unchanged: a
@@ -166,6 +169,7 @@ class Runs:
                     seconds=seconds,
                     previous=previous,
                     job_id=job_id,
+                    wake=wake,
                     usage=usage,
                     waited=waited,
                     message_id=message_id,
@@ -309,6 +313,7 @@ class Runs:
         seconds: float,
         previous: RunRecord | None,
         job_id: str | None,
+        wake: tuple[str, dict[str, Any]] | None,
         usage: DailyUsage | None,
         waited: Waited | None = None,
         message_id: str | None = None,
@@ -329,6 +334,11 @@ class Runs:
         if waited is not None:
             tags = ("waiter", "waiter:place")
             items += zip(tags, self.leases.started_items(session_id, run_id, waited.arrived), strict=False)
+        if previous is not None and wake is not None:
+            # a retry keeps what woke the run (a first attempt does not: a run that succeeds at once
+            # never writes it; a failed one's record keeps it): a run whose every attempt was killed
+            # before its failure record (out of memory, a timeout) can still be replayed from its retry
+            items.append(("wake", wake_item(self.table, run_id, kind=wake[0], wake=wake[1])))
         if job_id is not None:
             items.append(
                 (

@@ -98,6 +98,7 @@ def execute_run(
             seconds=lease_s,
             previous=existing,
             job_id=spec.job_id,
+            wake=(spec.kind, spec.wake),  # kept by a retry's start, for `runs replay`
             usage=usage,
             waited=spec.waited,
             message_id=spec.message_id,
