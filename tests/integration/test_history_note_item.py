@@ -147,3 +147,24 @@ def test_a_secret_the_notes_cut_would_split_is_redacted_whole(resources: Resourc
     note = item["content"]["S"]
     assert "Zq9-Wm3" not in note and "Yy8Yy8" not in note, note[-600:]
     assert "r" * 1000 in note  # the result is there, cut after the redaction
+
+
+def test_each_entry_of_a_note_item_is_its_own_cursor(resources: Resources, store: DynamoStore) -> None:
+    # GIVEN a session whose history is an older message, then a run's note item (its marker and note)
+    seed_session(store, "s1")
+    store.table.db.put_item(
+        **store.history.entry_put(HistoryEntry(session_id="s1", role="user", content="older"))["Put"]
+    )
+    seed_task(store, "t1", "s1")
+    assert invoke_background({"Records": [sqs_record(result_body("t1", "s1"))]}) == {"batchItemFailures": []}
+    page, _ = store.history.conversation_page("s1", limit=10)
+    assert [e.content for e in page][-1] == "older"
+    note = next(e for e in page if e.kind == "note")
+    marker = next(e for e in page if e.kind == "marker")
+    # WHEN a reader pages on from the note's sort key (as `history show --json` says an sk is a cursor)
+    after_note, _ = store.history.conversation_page("s1", limit=10, before=note.sk)
+    after_marker, _ = store.history.conversation_page("s1", limit=10, before=marker.sk)
+    # THEN before the note comes its marker, and before the marker the older entries: none skipped
+    assert note.sk != marker.sk
+    assert [e.kind for e in after_note][:1] == ["marker"] and after_note[-1].content == "older"
+    assert "marker" not in [e.kind for e in after_marker] and after_marker[-1].content == "older"

@@ -52,7 +52,9 @@ class History:
             return [self.table.load(HistoryEntry, item)]
         note = self.table.load(HistoryEntry, {k: v for k, v in item.items() if k != WITH_MARKER})
         marker = note.model_copy(update={"role": "user", "content": MARKER_TEXT, "kind": "marker"})
-        return [marker, note]
+        # each its own sort key, each a cursor: "before the note" is its marker and older
+        # (``MARKER_CURSOR``), "before the marker" the items older than this one
+        return [marker, note.model_copy(update={"sk": f"{note.sk}{MARKER_CURSOR}"})]
 
     def history_window(self, session_id: str, limit: int) -> list[HistoryEntry]:
         """The newest ``limit`` entries, oldest first: one Query with Limit, whatever the length

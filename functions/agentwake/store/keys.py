@@ -161,7 +161,7 @@ def append_key(session_id: str, idempotency_key: str) -> tuple[str, str]:
 #: a conversation cursor that ends a page between a note and its marker (one item: ``with_marker``):
 #: the item's sort key and this suffix, which sorts after that key and before every other history key
 #: (all are one length), so the next page's Query starts at that item, and shows only its marker
-MARKER_CURSOR = "+marker"
+MARKER_CURSOR = "~marker"  # URL-safe: a query string's "+" reads as a space where it is not encoded
 
 
 def history_cursor_sk(cursor: str) -> str:
