@@ -31,7 +31,6 @@ import contextlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,6 +58,7 @@ from agentwake.trust.session_checks import ConfigRules  # noqa: E402
 from agentwake_local import timing  # noqa: E402
 from agentwake_local.stack import LocalStackRuntime  # noqa: E402
 from agentwake_ops.sqs_scan import queue_counts  # noqa: E402
+from bench.bench_dlq_list import start_server  # noqa: E402  (the embedded moto server, in a process of its own)
 from tests.support.receiver import CountingReceiver  # noqa: E402
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
@@ -68,24 +68,6 @@ SCRIPT = [
 ]
 FAILING = [{"type": "scripted", "id": "broken", "script": [{"error": "server"}]}]
 WAIT_S = 3600
-
-
-# --- the server, in a process of its own -------------------------------------------------------------
-
-
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from agentwake_local.server import main; raise SystemExit(main())"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    endpoint = process.stdout.readline().strip()
-    if not endpoint.startswith("http://"):
-        process.kill()
-        raise SystemExit(f"the moto server did not start: {endpoint!r}")
-    return process, endpoint
 
 
 def memory_kib(pid: int) -> dict[str, int]:
