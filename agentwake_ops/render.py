@@ -378,6 +378,7 @@ def summary_tables(summary: RunSummary) -> None:
         out.print(table)
     else:
         out.print("No step is journaled: a redrive starts this run from its first step.")
+    final_answer(summary)
     if summary.deliveries:
         table = _table(
             f"deliveries already made ({len(summary.deliveries)}) — a redrive does not send them again",
@@ -391,6 +392,22 @@ def summary_tables(summary: RunSummary) -> None:
     else:
         out.print("No message was delivered to the user by this run.")
     in_doubt_table(summary)
+
+
+def final_answer(summary: RunSummary) -> None:
+    """A succeeded run's final answer from its note, when its last reply is not journaled."""
+    from rich.text import Text
+
+    from agentwake_ops.runs import final_answer_entry
+
+    entry = final_answer_entry(summary)
+    if entry is None:
+        return
+    out = console()
+    out.print(Text(shown(entry.title), style="bold"))
+    for line in entry.lines:
+        for part in shown(line).splitlines() or [""]:
+            out.print(Text(f"    {part}"))
 
 
 def in_doubt_table(summary: RunSummary) -> None:

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentwake.domain.models import FailureRecord, RunRecord
-from agentwake.domain.steps import APPROVAL_KINDS, STEP_ATTEMPT, is_final_delivery, is_model_reply, parse_step_key
+from agentwake.domain.steps import (
+    APPROVAL_KINDS,
+    STEP_ATTEMPT,
+    is_final_delivery,
+    is_last_reply,
+    is_model_reply,
+    parse_step_key,
+)
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
@@ -40,6 +47,9 @@ class RunSummary:
     #: or not: only the user's chat can tell (``dlq redrive --delivered ID`` or ``--resend ID``).
     #: ``{"delivery_id", "session_id", "channel", "target", "where", "at", "text", "sent": "unknown"}``
     in_doubt: list[dict[str, Any]] = field(default_factory=list)
+    #: a succeeded run whose last reply is not journaled (its commit leaves it out: the note keeps
+    #: its text): the note its commit wrote, ``{"text", "at"}``; ``{}`` when it was not found
+    note: dict[str, Any] | None = None
 
     @property
     def last_failure(self) -> FailureRecord | None:
@@ -56,12 +66,26 @@ class RunSummary:
             "steps": self.steps,
             "deliveries": self.deliveries,
             "in_doubt": self.in_doubt,
+            "note": self.note,
         }
 
 
 def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
-    """The run's partition in one Query: run record, failures, journal, deliveries, sends in doubt."""
-    return summary_of(OperatorStore(store).run_items(run_id))
+    """The run's partition in one Query: run record, failures, journal, deliveries, sends in doubt;
+    for a succeeded run whose last reply is not journaled, the note that keeps its final answer (one
+    Query of its session's history around its end: ``OperatorStore.run_note``)."""
+    operator = OperatorStore(store)
+    summary = summary_of(operator.run_items(run_id))
+    run = summary.run
+    if (
+        run is not None
+        and run.status == "succeeded"
+        and run.kind != "subagent"  # a subagent's commit writes no note, so it keeps its last reply
+        and not any(is_last_reply(s["key"], s) for s in summary.steps)
+    ):
+        note = operator.run_note(run)
+        summary.note = {"text": note.content, "at": note.created_at} if note is not None else {}
+    return summary
 
 
 def summary_of(items: list[tuple[str, dict[str, Any]]]) -> RunSummary:
@@ -335,6 +359,9 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
             if step.get("deliveries"):
                 entry.lines.append(f"deliveries made: {', '.join(str(d) for d in step['deliveries'])}")
         entries.append(entry)
+    answer = final_answer_entry(summary)
+    if answer is not None:
+        entries.append(answer)
     for d in summary.deliveries:
         lines = [d["text"], *(f"the user received it: {r}" for r in d.get("received") or ())]
         entries.append(
@@ -371,6 +398,37 @@ def transcript(summary: RunSummary) -> list[TranscriptEntry]:
             title = f"attempt {run.attempts} is running (or stopped without recording an outcome)"
         entries.append(TranscriptEntry("outcome", run.ended_at, title))
     return entries
+
+
+def final_answer_entry(summary: RunSummary) -> TranscriptEntry | None:
+    """A succeeded run's final answer as its note keeps it, when its last reply is not journaled (the
+    commit of a run that writes a note leaves the reply out: issue 37), with the run's tokens from
+    its record. None when the reply is journaled (a failed attempt wrote it, or deliver_final sent it)."""
+    if summary.note is None or summary.run is None:
+        return None
+    run = summary.run
+    if not summary.note:
+        return TranscriptEntry(
+            "reply",
+            run.ended_at,
+            "last reply: not journaled (a succeeded run's note keeps its final answer)",
+            [f"no note of {run.run_id} was found in session {run.session_id}'s history (deleted?)"],
+        )
+    entry = TranscriptEntry(
+        "reply",
+        summary.note.get("at"),
+        "last reply: the final answer as the run's note keeps it (redacted, at most its first 4,000 bytes; "
+        "a succeeded run's last reply is not journaled)",
+        [f"note: {summary.note.get('text', '')}"],
+    )
+    usage = run.usage or {}
+    if usage.get("model_calls"):
+        entry.lines.append(
+            f"tokens of the run: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out over "
+            f"{usage['model_calls']} model call(s), {usage.get('latency_ms', 0)} ms"
+            + "".join(f"; {pid}: {row.get('model') or '?'}" for pid, row in (usage.get("by_provider") or {}).items())
+        )
+    return entry
 
 
 def _approval_entry(kind: str, step: dict[str, Any], number: int, of: str) -> TranscriptEntry:

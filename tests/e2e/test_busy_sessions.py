@@ -130,11 +130,13 @@ def messages_of(local: LocalStackRuntime, logical_id: str, session_id: str) -> l
 
 
 def run_spans(store: DynamoStore, run_ids: list[str]) -> list[tuple[str, str, str]]:
-    """(first, last, run id) of every run's journaled steps and recorded deliveries, in time order."""
+    """(first, last, run id) of every run's journaled steps, recorded deliveries and end, in time
+    order (the end: its commit's time; a succeeded run's last reply is not journaled)."""
     spans = []
     for run_id in run_ids:
         summary = run_summary(store, run_id)
         times = [s["at"] for s in summary.steps] + [d["at"] for d in summary.deliveries]
+        times += [summary.run.ended_at] if summary.run is not None and summary.run.ended_at else []
         assert times, f"{run_id} journaled nothing"
         spans.append((min(times), max(times), run_id))
     return sorted(spans)

@@ -60,10 +60,13 @@ def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore,
     # session's wait list (before the release, for the hand-off), one commit
     assert calls == ONE_STEP_CALLS, calls
     assert len(calls) <= 5
-    # AND the run really succeeded, with its note and its only step journaled by the commit
+    # AND the run really succeeded, with its note; its only step, the last reply, is not journaled
+    # (the note keeps its text: runs show reads it there)
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history.history("s1")] == ["marker", "note"]
-    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply"]
+    summary = run_summary(store, "bg:t1")
+    assert summary.steps == []
+    assert "Nothing to tell the user." in (summary.note or {}).get("text", "")
     assert lease_holder(store, "s1") is None
 
 
@@ -121,10 +124,11 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN 5 + 1 (the second step) + 1 (the delivery) calls at most
     assert len(calls) <= 5 + 1 + 1, calls
-    # AND everything a durable run needs is written: the delivery in history before the note,
-    # both steps and the tool result journaled
+    # AND everything a durable run needs is written: the delivery in history before the note, the
+    # first reply and the tool result journaled (the last reply is the note's: a succeeded run's
+    # commit leaves it out)
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
-    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "000.tool.00", "001.reply"]
+    assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "000.tool.00"]
     assert len(OK_SCRIPT) == 2
 
 

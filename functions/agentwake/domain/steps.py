@@ -128,10 +128,14 @@ def work_journal_id(task_id: str) -> str:
     return f"work:{task_id}"
 
 
+def is_last_reply(key: str, value: dict[str, Any]) -> bool:
+    """A model reply with no tool calls: the reply that ends the run (its final answer)."""
+    return is_model_reply(key) and not value.get("tool_calls")
+
+
 def kept_for_commit(key: str, value: dict[str, Any]) -> bool:
     """Whether this step ends the run, so the journal keeps it back for the commit (or failure)
     transaction to write: a model reply with no tool calls, deliver_final's entry, or the report that
     an approval request was delivered (the park transaction writes it). Any other
     step is written at once (a reply that calls tools: its tools may act on the world)."""
-    kind = _kind(key)
-    return kind in ("final", "asked") or (kind == "reply" and not value.get("tool_calls"))
+    return _kind(key) in ("final", "asked") or is_last_reply(key, value)

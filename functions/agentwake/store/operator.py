@@ -12,12 +12,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentwake.domain.approvals import Approval
-from agentwake.domain.models import Job, RunRecord, SessionConfig, Task
+from agentwake.domain.models import HistoryEntry, Job, RunRecord, SessionConfig, Task
 from agentwake.store.codec import key, load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (
     CONFIG_SK,
     DELETED_SK,
+    HISTORY_PREFIX,
     RUNS_PREFIX,
     SESSION_PREFIX,
     TASK_PREFIX,
@@ -47,6 +48,8 @@ class RunsPage:
     looked_back_to: str | None = None
 
 
+#: seconds either side of a succeeded run's ``ended_at`` where ``run_note`` looks for its note
+NOTE_WINDOW_S = 300
 #: ``runs`` by day without ``since`` stops after this many days in a row without a run
 QUIET_DAYS = 31
 
@@ -66,6 +69,32 @@ class OperatorStore:
             "ConsistentRead": True,
         }
         return [(item["sk"]["S"], item) for item in pages(self.db.query, request)]
+
+    def run_note(self, run: RunRecord) -> HistoryEntry | None:
+        """The note a succeeded run's commit wrote to its session's history (None: not found, e.g. a
+        run whose history was deleted). Its commit stamped the run's ``ended_at`` and the note's
+        sort key in the same process a moment apart, so one Query of the minutes around ``ended_at``
+        finds it, filtered to the run; it never walks the rest of the conversation."""
+        if not run.ended_at:
+            return None
+        ended = datetime.fromisoformat(run.ended_at.replace("Z", "+00:00")).timestamp()
+        low, high = (f"{HISTORY_PREFIX}{int((ended + d) * 1e9):020d}" for d in (-NOTE_WINDOW_S, NOTE_WINDOW_S))
+        request = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "FilterExpression": "run_id = :rid AND #k = :note",
+            "ExpressionAttributeNames": {"#k": "kind"},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": session_pk(run.session_id)},
+                ":low": {"S": low},
+                ":high": {"S": high},
+                ":rid": {"S": run.run_id},
+                ":note": {"S": "note"},
+            },
+        }
+        for item in pages(self.db.query, request):
+            return next(e for e in self.store.history.entries_of(item) if e.kind == "note")
+        return None
 
     def runs(
         self,

@@ -6,9 +6,11 @@ run's last steps and deliveries not yet written and releasing the session's leas
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from agentwake.domain.models import FailureRecord, truncate, utcnow_iso
+from agentwake.domain.steps import is_last_reply
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.session.lease import Lease
 from agentwake.store.codec import key
@@ -125,8 +127,9 @@ class RunEnds:
     ) -> Lease | None:
         """One transaction: marker + note in history (one item: ``History.note_put``; none when ``note`` is None: a subagent's run,
         which writes no history), run succeeded, task woken / job completed,
-        the steps and deliveries ``journal`` has not written yet (the run's last step, and the
-        deliveries no step reported), and the lease released (``waited``: and the run's entry on the
+        the steps and deliveries ``journal`` has not written yet (deliver_final's entry, the
+        deliveries no step reported; the run's last reply only when there is no note to keep its
+        text: ``runs show`` reads a succeeded run's final answer from its note), and the lease released (``waited``: and the run's entry on the
         session's wait list removed). Once it landed, the journal has nothing left to write.
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
@@ -134,10 +137,14 @@ class RunEnds:
         Returns ``lease`` after the commit (released, or handed to its named waiter).
         """
         now = utcnow_iso()
+        unwritten = journal.unwritten(for_commit=True) if journal is not None else None
+        if unwritten is not None and note is not None:
+            # the run's last reply is not written (2 WRU): the note keeps its text, the run item its
+            # tokens, and a run that succeeded is never retried from its journal (its counter, the
+            # deliveries it reports and the other steps are); a failure still writes it (issue 37)
+            unwritten = replace(unwritten, steps={k: v for k, v in unwritten.steps.items() if not is_last_reply(k, v)})
         # built first: a delivery the run made (deliver_final's) sorts before the marker and the note
-        earlier = self.journals.unwritten_items(
-            run_id, journal.unwritten(for_commit=True) if journal is not None else None
-        )
+        earlier = self.journals.unwritten_items(run_id, unwritten)
         items: list[tuple[str, Any]] = []
         if note is not None:  # the marker rides on the note's item (History.note_put): one write
             items.append(("note", self.history.note_put(session_id=session_id, run_id=run_id, note=note)))
