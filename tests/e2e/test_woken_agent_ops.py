@@ -201,6 +201,9 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
 
     # WHEN the run is woken
     outcome = wake_for_background_result(msg, deps)
+    from agentwake.observability import metrics
+
+    metrics.flush_metrics()  # as the handler's metrics.log_metrics does when the invocation ends
     emitted = capsys.readouterr().out
     assert outcome.status == "succeeded"
 
@@ -231,7 +234,8 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
     table = cli("runs", "show", "bg:t-cost").stdout
     assert "model calls by provider" in table and "openai:gpt-test" in table and "$0.001250" in table
     assert "700 in / 110 out over 3 model calls" in table
-    # AND the EMF metrics InputTokens/OutputTokens were emitted per provider, one line each with both
+    # AND the EMF metrics InputTokens/OutputTokens were emitted per provider with the invocation's
+    # metrics, one line each with both
     blobs = [json.loads(line) for line in emitted.splitlines() if line.startswith('{"_aws"')]
     tokens = {
         (b["provider"], m["Name"]): b[m["Name"]]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import io
+import logging
 from collections.abc import Iterator
 
 import boto3
@@ -40,3 +42,18 @@ def side_by_side(resources: Resources, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTWAKE_RECORD_CONCURRENCY", "5")
     moto_one_request_at_a_time(monkeypatch)
     reset_caches()
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """The Powertools logger's lines at INFO, into a buffer in place of stdout."""
+    from agentwake.observability import logger
+
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    buffer, level = io.StringIO(), logger.log_level
+    stream = handler.setStream(buffer)
+    logger.setLevel(logging.INFO)
+    yield buffer
+    handler.setStream(stream)
+    logger.setLevel(level)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 
 from agentwake.handlers import background_result
-from agentwake.observability import logger
 from agentwake.store.dynamo import DynamoStore
 from tests.integration.test_wake_handlers import result_body, sqs_record
 from tests.support.aws import FakeLambdaContext
@@ -51,18 +49,6 @@ def first_calls_at_once(monkeypatch: pytest.MonkeyPatch) -> threading.Barrier:
 
     monkeypatch.setattr(ScriptedProvider, "complete", held)
     return barrier
-
-
-@pytest.fixture
-def log_lines() -> Iterator[io.StringIO]:
-    handler = logger.registered_handler
-    assert isinstance(handler, logging.StreamHandler)
-    buffer, level = io.StringIO(), logger.log_level
-    stream = handler.setStream(buffer)
-    logger.setLevel(logging.INFO)
-    yield buffer
-    handler.setStream(stream)
-    logger.setLevel(level)
 
 
 def test_each_records_lines_carry_its_own_keys_while_five_run_at_once(

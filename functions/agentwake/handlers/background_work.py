@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.observability import logger, metrics
+from agentwake.observability import inject_lambda_context, logger, metrics
 from agentwake.wake.background import DeadLetter
 from agentwake.wake.lanes import SessionLanes
 from agentwake.wake.work import lane_of, on_work_record
@@ -34,7 +34,7 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     return result.status
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = bootstrap.wake_deps()  # build the adapters once per process

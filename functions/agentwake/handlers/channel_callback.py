@@ -10,12 +10,12 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.observability import logger, metrics
+from agentwake.observability import inject_lambda_context, metrics
 from agentwake.product.channel_callback import handle
 from agentwake.settings import get_settings
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, get_settings(), bootstrap.approvals)

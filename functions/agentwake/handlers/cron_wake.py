@@ -20,11 +20,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError
-from agentwake.observability import logger, metrics, permanent_failure_handed_over
+from agentwake.observability import inject_lambda_context, logger, metrics, permanent_failure_handed_over
 from agentwake.wake.invocation import on_cron_event
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:

@@ -7,11 +7,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agentwake.observability import logger, metrics
+from agentwake.observability import inject_lambda_context, metrics
 from agentwake.product.api import app
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_lambda_context
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -9,11 +9,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
-from agentwake.observability import logger
+from agentwake.observability import inject_lambda_context
 from agentwake.product.push import handle
 from agentwake.settings import get_settings
 
 
-@logger.inject_lambda_context(clear_state=True)
+@inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, bootstrap.store(), get_settings())

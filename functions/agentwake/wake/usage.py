@@ -4,8 +4,8 @@
 priced by the agent's ledger):
 
 - ``emit_metrics``: EMF metrics ``Steps``, ``ProviderFailover``, and ``InputTokens`` /
-  ``OutputTokens`` with a ``provider`` dimension, one single-metric blob per provider so the
-  dimension never leaks onto the handler's other metrics. Metrics never decide an outcome;
+  ``OutputTokens`` with a ``provider`` dimension, on the invocation's own line of that provider so
+  the dimension never leaks onto the handler's other metrics. Metrics never decide an outcome;
 - ``history_note``: the note of a DONE run, ending with what reached the user, in plain words.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import ALREADY_SENT, AgentState
-from agentwake.observability import add_metric, logger, metrics, stdout_lock
+from agentwake.observability import add_metric, add_provider_metrics, logger
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
@@ -94,9 +94,9 @@ def emit_run_metrics(result: RunResult) -> None:
 
 def emit_usage_metrics(result: RunResult) -> None:
     """InputTokens / OutputTokens of this attempt's model calls, by provider (replayed calls were
-    counted by the attempt that made them): one EMF line per provider carrying both (the line is
-    what CloudWatch Logs bills; two metrics of one dimension set share it)."""
-    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+    counted by the attempt that made them): a value each on the invocation's line of that provider
+    (``observability.add_provider_metrics``: one EMF line a provider per invocation carrying both,
+    printed with the invocation's other metrics; CloudWatch Logs bills the line)."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
     if is_metrics_disabled():
@@ -110,14 +110,6 @@ def emit_usage_metrics(result: RunResult) -> None:
         row[1] += call.usage.output_tokens
     for provider_id, (input_tokens, output_tokens) in fresh.items():
         try:
-            # its own store of metrics, flushed here: never mixed with another run's (records may run side by side)
-            line = EphemeralMetrics(namespace=metrics.namespace, service=getattr(metrics, "service", None))
-            for name, value in (metrics.default_dimensions or {}).items():
-                line.add_dimension(name=name, value=value)
-            line.add_dimension(name="provider", value=provider_id[:250])
-            line.add_metric(name="InputTokens", unit=MetricUnit.Count, value=input_tokens)
-            line.add_metric(name="OutputTokens", unit=MetricUnit.Count, value=output_tokens)
-            with stdout_lock():  # printed whole: records of a batch run side by side
-                line.flush_metrics()
+            add_provider_metrics(provider_id, {"InputTokens": input_tokens, "OutputTokens": output_tokens})
         except Exception:  # a metric must never fail a run
             logger.exception("could not emit token metrics")
