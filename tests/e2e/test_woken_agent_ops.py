@@ -197,12 +197,13 @@ def test_token_counts_from_openai_and_bedrock_usage_are_summed_per_provider_with
         summary_name="Offers",
         finished_at="2026-11-30T05:00:00Z",
     )
+    from agentwake.observability import metrics
+
+    metrics.flush_metrics()  # what earlier wakes of this process ran outside a handler left
     capsys.readouterr()
 
     # WHEN the run is woken
     outcome = wake_for_background_result(msg, deps)
-    from agentwake.observability import metrics
-
     metrics.flush_metrics()  # as the handler's metrics.log_metrics does when the invocation ends
     emitted = capsys.readouterr().out
     assert outcome.status == "succeeded"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agentwake.handlers import background_result
-from agentwake.observability import SAME_ON_EVERY_LINE
+from agentwake.observability import SAME_ON_EVERY_LINE, metrics
 from agentwake.store.dynamo import DynamoStore
 from tests.integration.test_wake_handlers import result_body, sqs_record
 from tests.support.aws import FakeLambdaContext
@@ -36,6 +36,7 @@ def test_a_batch_logs_one_token_line_a_provider_and_each_records_outcome_with_it
     for s in ("s0", "s1", "s2", "bad"):
         seed_task(store, f"t-{s}", s)
     records = [sqs_record(result_body(f"t-{s}", s), message_id=f"m-{s}") for s in ("s0", "s1", "s2", "bad")]
+    metrics.flush_metrics()  # what earlier wakes of this process ran outside a handler left (the tests')
     capsys.readouterr()
     # WHEN the handler takes them in one invocation
     answer = background_result.handler({"Records": records}, FakeLambdaContext())
@@ -65,8 +66,10 @@ def test_a_batch_logs_one_token_line_a_provider_and_each_records_outcome_with_it
 
 def test_token_lines_are_printed_once_by_the_invocations_flush(capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN two runs' tokens of two providers added outside any handler
-    from agentwake.observability import add_provider_metrics, metrics
+    from agentwake.observability import add_provider_metrics
 
+    metrics.flush_metrics()  # (what earlier tests' wakes left)
+    capsys.readouterr()
     add_provider_metrics("a", {"InputTokens": 10, "OutputTokens": 1})
     add_provider_metrics("b", {"InputTokens": 20, "OutputTokens": 2})
     add_provider_metrics("a", {"InputTokens": 30, "OutputTokens": 3})
