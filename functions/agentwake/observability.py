@@ -81,7 +81,10 @@ def _flushed_under_the_lock(flush: Any) -> Any:
                 lines = list(_by_provider.values())
                 _by_provider.clear()
                 for line in lines:
-                    line.flush_metrics()
+                    try:
+                        line.flush_metrics()
+                    except Exception:  # a metric never fails the invocation (its records are done)
+                        logger.exception("could not print a provider's token metrics")
 
     return flush_whole
 

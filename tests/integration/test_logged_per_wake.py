@@ -82,3 +82,27 @@ def test_token_lines_are_printed_once_by_the_invocations_flush(capsys: pytest.Ca
     # AND a second flush prints none of them again
     metrics.flush_metrics()
     assert [b for b in _emf(capsys.readouterr().out) if "provider" in b] == []
+
+
+def test_a_provider_line_that_cannot_be_printed_fails_no_invocation(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN tokens of a provider whose line's flush raises
+    from aws_lambda_powertools.metrics import EphemeralMetrics
+
+    from agentwake.observability import add_provider_metrics
+
+    metrics.flush_metrics()
+    capsys.readouterr()
+    add_provider_metrics("a", {"InputTokens": 10, "OutputTokens": 1})
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise ValueError("injected")
+
+    monkeypatch.setattr(EphemeralMetrics, "flush_metrics", broken)
+    # WHEN the invocation's metrics are flushed THEN the flush returns (the error is logged, not raised)
+    metrics.flush_metrics()
+    monkeypatch.undo()
+    # AND the line is gone: the next flush does not try it again
+    metrics.flush_metrics()
+    assert [b for b in _emf(capsys.readouterr().out) if "provider" in b] == []
