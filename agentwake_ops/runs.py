@@ -70,15 +70,18 @@ class RunSummary:
         }
 
 
-def run_summary(store: DynamoStore, run_id: str) -> RunSummary:
-    """The run's partition in one Query: run record, failures, journal, deliveries, sends in doubt;
-    for a succeeded run whose last reply is not journaled, the note that keeps its final answer (one
-    Query of its session's history around its end: ``OperatorStore.run_note``)."""
+def run_summary(store: DynamoStore, run_id: str, *, with_note: bool = False) -> RunSummary:
+    """The run's partition in one Query: run record, failures, journal, deliveries, sends in doubt.
+    ``with_note`` (what shows a run's story: ``runs show``, the console's run page): for a succeeded
+    run whose last reply is not journaled, also the note that keeps its final answer (one Query of
+    its session's history around its end: ``OperatorStore.run_note``); the DLQ's joins, the
+    settlements and the replay read no more than the partition."""
     operator = OperatorStore(store)
     summary = summary_of(operator.run_items(run_id))
     run = summary.run
     if (
-        run is not None
+        with_note
+        and run is not None
         and run.status == "succeeded"
         and run.kind != "subagent"  # a subagent's commit writes no note, so it keeps its last reply
         and not any(is_last_reply(s["key"], s) for s in summary.steps)

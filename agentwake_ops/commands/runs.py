@@ -157,7 +157,7 @@ def runs_show(
     from agentwake_ops.tree import run_links
 
     store = ops(ctx).store
-    summary = run_summary(store, run_id)
+    summary = run_summary(store, run_id, with_note=True)
     if summary.empty:
         fail(
             f"no run {run_id!r} in the store (run ids look like bg:TASK_ID, sub:TASK_ID or "

@@ -427,7 +427,7 @@ def run(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     run_id = one(query, "id")
     if not run_id:
         raise OpsError("say which run: /run?id=RUN_ID")
-    summary = run_summary(ctx.store, run_id)
+    summary = run_summary(ctx.store, run_id, with_note=True)
     if summary.empty:
         raise OpsError(f"no run {run_id!r} in the store")
     record = summary.run

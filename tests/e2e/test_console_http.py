@@ -161,6 +161,21 @@ def test_the_message_and_run_pages_show_attempts_deliveries_and_the_timeline_in_
     assert "calls send_message_to_user" in run
 
 
+def test_the_run_page_of_a_succeeded_run_shows_its_final_answer_from_its_note(
+    cli: Cli, stack: Stack, console: ConsoleClient
+) -> None:
+    # GIVEN a dead-lettered run redriven with a fixed provider, which succeeded (its last reply not journaled)
+    run_id = _dead_lettered_run(cli, stack, "s-web-note")
+    cli("sessions", "put", "s-web-note", "--provider", json.dumps(FIXED))
+    cli("dlq", "redrive", "--all")
+    assert stack.poll()[1] == []
+    # WHEN its run page is opened
+    page = text_of(console.page(f"/run?id={run_id}"))
+    # THEN its timeline shows the final answer as the note keeps it, before the outcome
+    assert "last reply: the final answer as the run's note keeps it" in page and "All done." in page
+    assert page.index("All done.") < page.index("succeeded: the run is done")
+
+
 def test_replay_from_the_page_shows_done_and_writes_nothing(cli: Cli, stack: Stack, console: ConsoleClient) -> None:
     # GIVEN a dead-lettered run and the table's item count
     run_id = _dead_lettered_run(cli, stack, "s-web-r")

@@ -83,9 +83,11 @@ def test_the_success_commit_leaves_the_last_reply_out_and_runs_show_reads_the_an
     from agentwake.store.daily import DailyCounters
 
     assert DailyCounters(store.table, "s1").read()[0] == store.records.get_run("bg:t1").usage["total_tokens"] > 0  # type: ignore[union-attr]
-    # AND the summary carries the note that keeps the final answer
-    summary = run_summary(store, "bg:t1")
+    # AND the summary that shows the run's story carries the note that keeps the final answer (the
+    # DLQ's joins read the run's partition only)
+    summary = run_summary(store, "bg:t1", with_note=True)
     assert summary.note is not None and ANSWER in summary.note["text"]
+    assert run_summary(store, "bg:t1").note is None
     # AND the transcript shows that answer as the last reply, with the run's tokens, before the outcome
     entries = transcript(summary)
     assert [e.kind for e in entries] == ["reply", "outcome"]
@@ -112,7 +114,7 @@ def test_a_run_whose_note_is_gone_says_so(store: DynamoStore) -> None:
     [item] = store.table.query(session_pk("s1"), HISTORY_PREFIX)
     store.table.db.delete_item(TableName=store.table.name, Key={"pk": item["pk"], "sk": item["sk"]})
     # WHEN its transcript is built THEN it says the reply is not journaled and the note was not found
-    [reply, _] = transcript(run_summary(store, "bg:t1"))
+    [reply, _] = transcript(run_summary(store, "bg:t1", with_note=True))
     assert "not journaled" in reply.title and "no note of bg:t1 was found" in reply.lines[0]
 
 
@@ -134,6 +136,6 @@ def test_a_failed_commit_journals_the_last_reply_and_the_retry_asks_no_model_aga
     assert wake_for_background_result(message("t1", "s1"), _deps(faulty)).status == "succeeded"
     assert model_calls["p"] == 1
     # AND runs show reads that journaled reply (the note is not needed)
-    summary = run_summary(faulty, "bg:t1")
+    summary = run_summary(faulty, "bg:t1", with_note=True)
     assert summary.note is None
     assert any(line == f"says: {ANSWER}" for e in transcript(summary) for line in e.lines)

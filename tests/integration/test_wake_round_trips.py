@@ -64,7 +64,7 @@ def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore,
     # (the note keeps its text: runs show reads it there)
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history.history("s1")] == ["marker", "note"]
-    summary = run_summary(store, "bg:t1")
+    summary = run_summary(store, "bg:t1", with_note=True)
     assert summary.steps == []
     assert "Nothing to tell the user." in (summary.note or {}).get("text", "")
     assert lease_holder(store, "s1") is None
