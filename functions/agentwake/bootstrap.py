@@ -17,8 +17,9 @@ it with each new environment) builds a new root: clients of an earlier stack are
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from agentwake.on_first_use import OnFirstUse
 from agentwake.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class Root:
             # a release hands the session to its next waiter through it (its client is made then)
             result_queue=self.result_queue,
             # a background tool or subagent is started, and completed, through it (no client until then)
-            tasks=self.tasks,
+            tasks=cast("TasksService", OnFirstUse(lambda: self.tasks)),  # loaded by the first run that starts one
         )
 
     # -- the product API's services ---------------------------------------------------------------

@@ -70,15 +70,24 @@ class Conflicting:
 
     def put_item(self, **kw: Any) -> Any:
         self._meet("put", kw["Item"], "PutItem")
-        return self._client.put_item(**kw)
+        return self._twice("put", self._client.put_item, kw)
 
     def delete_item(self, **kw: Any) -> Any:
         self._meet("delete", kw["Key"], "DeleteItem")
-        return self._client.delete_item(**kw)
+        return self._twice("delete", self._client.delete_item, kw)
+
+    def _twice(self, fault: str, call: Callable[..., Any], kw: dict[str, Any]) -> Any:
+        """``"{fault} retried"``: the write lands, its answer is lost, and botocore makes it again:
+        what the caller gets is the second answer (a failed condition, on what the first wrote)."""
+        if f"{fault} retried" in self.faults and _lease_sk(kw.get("Key") or kw["Item"]):
+            self.faults.remove(f"{fault} retried")
+            self.met.append(f"{fault} retried")
+            call(**kw)
+        return call(**kw)
 
     def _meet(self, fault: str, key: dict[str, Any], operation: str) -> None:
         """A write of the lease item refused as DynamoDB refuses one that meets a transaction."""
-        if fault in self.faults and key["sk"]["S"] == lease_key("s")[1]:
+        if fault in self.faults and _lease_sk(key):
             self.faults.remove(fault)
             self.met.append(fault)
             if self.during is not None:
@@ -94,7 +103,10 @@ class Conflicting:
 
 def _is_lease(item: dict[str, Any]) -> bool:
     body = next(iter(item.values()))
-    key = body.get("Key") or body.get("Item") or {}
+    return _lease_sk(body.get("Key") or body.get("Item") or {})
+
+
+def _lease_sk(key: dict[str, Any]) -> bool:
     return key.get("sk", {}).get("S") == lease_key("s")[1]
 
 
@@ -349,3 +361,93 @@ def test_a_decided_run_whose_mark_keeps_meeting_transactions_on_a_held_lease_mar
         assert client.met == ["update", "update"] and handed is None
         assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
         assert not store.leases.release("s", token, unless_parked=True)
+
+
+def test_a_reservation_whose_answer_was_lost_counts_as_made_and_the_waiter_is_sent(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """botocore makes a write again when its answer is lost; the second put's condition (the
+    session free) fails on the reservation the first one wrote. Before, that read as "taken
+    meanwhile": nothing was sent, and x waited for the reservation to lapse and its fallback copy."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        park_behind_a_holder(deps, store, "x")
+        racing, client = conflicting_store(store)
+        client.faults.append("put retried")
+        # WHEN the free session is offered to x and the reservation's answer is lost
+        handed = handoff.offer(racing.leases, deps.result_queue, "s")
+        # THEN the reservation counts as made: x's copy sent now
+        assert client.met == ["put retried"] and handed == "bg:x"
+        assert reserved_for(store) == "bg:x"
+        [copy] = [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0]  # type: ignore[attr-defined]
+        assert ATTR_HANDED_AT in copy["wait"]
+
+
+def test_a_reservation_found_made_by_another_release_is_not_counted_as_this_ones(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """The same failed condition on a reservation for the same run that another write made (its own
+    token) is not this write's: nothing is sent from here."""
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        park_behind_a_holder(deps, store, "x")
+        assert store.leases.reserve("s", "bg:x", RESERVATION_S)
+        # WHEN the session is offered to x again: its reservation's condition (free) fails
+        handed = handoff.offer(store.leases, deps.result_queue, "s")
+        # THEN nothing is handed from here: the reservation found is another write's
+        assert handed is None
+        assert [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0] == []  # type: ignore[attr-defined]
+
+
+def test_a_release_to_the_next_waiter_whose_answer_was_lost_sends_the_waiter_its_copy(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("x",))
+        token = acquire_lease(store, "s", "bg:holder", 600)
+        assert token is not None
+        park(deps, "x")
+        racing, client = conflicting_store(store)
+        client.faults.append("put retried")
+        # WHEN the holder releases, reserving the session for x, and the answer is lost
+        handed = handoff.hand_off(racing.leases, deps.result_queue, "s", token)
+        # THEN the release counts as made: the session reserved for x and x's copy sent
+        assert client.met == ["put retried"] and handed == "bg:x"
+        assert reserved_for(store) == "bg:x"
+        assert [kw["delay_s"] for kw in deps.result_queue.sent].count(0) == 1  # type: ignore[attr-defined]
+
+
+def test_a_release_to_nobody_whose_answer_was_lost_counts_as_made(resources: Resources, store: DynamoStore) -> None:
+    token = acquire_lease(store, "s", "bg:holder", 600)
+    assert token is not None
+    racing, client = conflicting_store(store)
+    client.faults.append("delete retried")
+    assert racing.leases.release("s", token, unless_parked=True)
+    assert client.met == ["delete retried"] and lease_holder(store, "s") is None
+
+
+def test_a_release_refused_by_a_waiters_mark_is_still_refused(resources: Resources, store: DynamoStore) -> None:
+    """What a failed condition returns is not mistaken for a landed write: a lease the holder
+    still holds, marked by a run that joined the list, is not released to nobody."""
+    token = acquire_lease(store, "s", "bg:holder", 600)
+    assert token is not None
+    assert store.leases.mark_parked("s")
+    assert not store.leases.release("s", token, unless_parked=True)
+    assert lease_holder(store, "s")[0] == "bg:holder"  # type: ignore[index]
+
+
+def test_a_reservation_given_back_whose_answer_was_lost_goes_to_the_next_waiter(
+    resources: Resources, store: DynamoStore
+) -> None:
+    with CountingReceiver() as receiver:
+        deps = seed(resources, store, receiver, ("a", "x"))
+        park_behind_a_holder(deps, store, "x")
+        assert store.leases.reserve("s", "bg:a", RESERVATION_S)
+        racing, client = conflicting_store(store)
+        client.faults.append("delete retried")
+        # WHEN a gives back its reservation and the answer is lost
+        handoff.decline(racing.leases, deps.result_queue, "s", "bg:a")
+        # THEN the give-back counts as made and the session goes to x at once
+        assert client.met == ["delete retried"]
+        assert reserved_for(store) == "bg:x"
+        assert [kw["delay_s"] for kw in deps.result_queue.sent].count(0) == 1  # type: ignore[attr-defined]

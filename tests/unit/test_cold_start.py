@@ -195,6 +195,9 @@ def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handle
     assert "boto3" not in tops and "s3transfer" not in tops
     assert "aws_xray_sdk" not in tops
     assert "aws_lambda_powertools.utilities.parser" not in loaded
+    # AND neither the approvals' store and models nor the tasks service: loaded by the first run
+    # that parks or starts a task, not by every cold start (issue 37: cold init not worse than before)
+    assert not loaded & {"agentwake.store.approvals", "agentwake.domain.approvals", "agentwake.product.tasks"}
 
 
 def test_the_narrow_service_check_answers_as_botocore_does_for_every_name() -> None:

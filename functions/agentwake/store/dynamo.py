@@ -27,7 +27,6 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
-from agentwake.store.approvals import Approvals
 from agentwake.store.daily import Daily
 from agentwake.store.history import History
 from agentwake.store.job_state import JobStates
@@ -39,6 +38,7 @@ from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
 
 if TYPE_CHECKING:
+    from agentwake.store.approvals import Approvals
     from agentwake.store.push import PushStore
 
 
@@ -65,25 +65,25 @@ class DynamoStore:
             self.table, records=self.records, history=self.history, journals=self.journals, leases=self.leases
         )
         self.jobs = JobStates(self.table)
-        self.approvals = Approvals(self.table, self.journals)
+
+    @cached_property
+    def approvals(self) -> Approvals:
+        """Approval requests (``store/approvals.py``, loaded on first use: a wake that parks no run,
+        most of them, does not build its models at a cold start)."""
+        from agentwake.store.approvals import Approvals
+
+        return Approvals(self.table, self.journals)
 
     @cached_property
     def connections(self) -> PushStore:
         """The delivery kit's ``Connections`` port (``agentwake.delivery.kit``) and the push tickets;
         ``store/push.py`` is imported on its first use, not when a wake composes its channel kit."""
-        return cast("PushStore", _OnFirstUse(self.table))
+        from agentwake.on_first_use import OnFirstUse
+
+        return cast("PushStore", OnFirstUse(lambda: _push_store(self.table)))
 
 
-class _OnFirstUse:
-    """``PushStore(table)``, made when one of its methods is first asked for."""
+def _push_store(table: Table) -> PushStore:
+    from agentwake.store.push import PushStore
 
-    def __init__(self, table: Table) -> None:
-        self._table = table
-        self._made: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            from agentwake.store.push import PushStore
-
-            self._made = PushStore(self._table)
-        return getattr(self._made, name)
+    return PushStore(table)

@@ -33,7 +33,7 @@ from agentwake.store.history import History
 from agentwake.store.itemsize import oversize
 from agentwake.store.keys import append_key, history_sk, lease_key, wait_key
 from agentwake.store.outcomes import outcome_unknown
-from agentwake.store.table import Table, conflict_pause
+from agentwake.store.table import ALL_OLD, Table, conditional_write, gone
 from agentwake.store.wait_places import PLACES_PAGE, WaitPlaces, waiter_from_item
 
 #: the lease item's attributes
@@ -164,21 +164,27 @@ class SessionLeases:
     def release(self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False) -> bool:
         """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).
         False when it was not held with it any more (expired and taken over: not ours to touch),
-        or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read."""
+        or (``unless_parked``, releasing to nobody) a run joined the wait list since it was read;
+        True when the lease is gone (released: by this write, whose answer was lost, or since)."""
         kind, request = next(iter(self.release_write(session_id, token, hand_to, unless_parked=unless_parked).items()))
         db = self.table.db
-        return self._on_the_lease(lambda: db.put_item(**request) if kind == "Put" else db.delete_item(**request))
+        if kind == "Put":
+            return self._on_the_lease(lambda: db.put_item(**request, **ALL_OLD), landed=self._written(request["Item"]))
+        return self._on_the_lease(lambda: db.delete_item(**request, **ALL_OLD), landed=gone)
 
     def reserve(self, session_id: str, run_id: str, seconds: float) -> bool:
         """Hold the free session for ``run_id`` alone for ``seconds`` (only its lease may replace
         this one). False when the session is not free: its holder hands off when it releases."""
+        item = self.reservation_item(session_id, run_id, seconds)
         return self._on_the_lease(
             lambda: self.table.db.put_item(
                 TableName=self.table.name,
-                Item=self.reservation_item(session_id, run_id, seconds),
+                Item=item,
                 ConditionExpression=FREE,
                 ExpressionAttributeValues={":now": {"N": f"{self.table.now():.3f}"}},
-            )
+                **ALL_OLD,
+            ),
+            landed=self._written(item),
         )
 
     def release_reservation(self, session_id: str, run_id: str) -> bool:
@@ -190,29 +196,22 @@ class SessionLeases:
                 Key=key(*lease_key(session_id)),
                 ConditionExpression=RESERVED_FOR_ME,
                 ExpressionAttributeValues={":me": {"S": run_id}},
-            )
+                **ALL_OLD,
+            ),
+            landed=gone,
         )
 
-    def _on_the_lease(self, write: Callable[[], Any]) -> bool:
+    def _written(self, item: dict[str, Any]) -> Callable[[dict[str, Any] | None], bool]:
+        """Whether the lease item found is ``item``, the one a put wrote (its token is its own)."""
+        return lambda found: found is not None and found.get(TOKEN) == item[TOKEN]
+
+    def _on_the_lease(
+        self, write: Callable[[], Any], *, landed: Callable[[dict[str, Any] | None], bool] | None = None
+    ) -> bool:
         """One write of the lease item outside a transaction (a release, a reservation, its
-        give-back, a waiter's mark): True when it landed, False when its condition failed. A write
-        that meets a transaction writing the item (a start, a commit) is made again after
-        ``conflict_pause``, at most ``LEASE_WRITE_TRIES`` times in all, so that the answer says what
-        that transaction left; it never counts as made (DynamoDB applied nothing): the last
-        TransactionConflictException is raised."""
-        db = self.table.db
-        conflicts = 0
-        while True:
-            try:
-                write()
-                return True
-            except db.exceptions.ConditionalCheckFailedException:
-                return False
-            except db.exceptions.TransactionConflictException:
-                conflicts += 1
-                if conflicts == LEASE_WRITE_TRIES:
-                    raise
-                conflict_pause(conflicts)
+        give-back, a waiter's mark): ``table.conditional_write``, made at most ``LEASE_WRITE_TRIES``
+        times when it meets a transaction writing the item (a start, a commit)."""
+        return conditional_write(self.table.db, write, tries=LEASE_WRITE_TRIES, landed=landed)
 
     def mark_parked(self, session_id: str) -> bool:
         """After joining the wait list: mark the session's lease (``PARKED``), so that its holder's

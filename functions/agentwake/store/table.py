@@ -41,6 +41,42 @@ def conflict_pause(conflicts: int) -> None:
     time.sleep(random.uniform(0.01, 0.05) * conflicts)
 
 
+#: a conditional write's failure returns the item it found (``conditional_write``: did an earlier try land?)
+ALL_OLD = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+
+def gone(found: dict[str, Any] | None) -> bool:
+    """``landed`` of a conditional delete: the item is not there (deleted, by it or since)."""
+    return found is None
+
+
+def conditional_write(
+    db: Any, write: Callable[[], Any], *, tries: int, landed: Callable[[dict[str, Any] | None], bool] | None = None
+) -> bool:
+    """One conditional write outside a transaction: True when it landed, False when its condition
+    failed. A write that meets a transaction writing the item is made again after
+    ``conflict_pause``, at most ``tries`` times in all, so that the answer says what that transaction
+    left; it never counts as made (DynamoDB applied nothing): the last TransactionConflictException
+    is raised.
+
+    ``landed``: asked of the item a failed condition found (the write asks for it with ``ALL_OLD``)
+    whether it is what this write leaves. botocore makes a write again when its answer is lost (a
+    timeout, a 500); when the first one had landed, the second one's condition fails on what the
+    first wrote, and without ``landed`` a write that landed reads as one that did not."""
+    conflicts = 0
+    while True:
+        try:
+            write()
+            return True
+        except db.exceptions.ConditionalCheckFailedException as refused:
+            return landed is not None and landed(refused.response.get("Item"))
+        except db.exceptions.TransactionConflictException:
+            conflicts += 1
+            if conflicts == tries:
+                raise
+            conflict_pause(conflicts)
+
+
 class Table:
     """The single table every aggregate of ``DynamoStore`` holds (none inherits it): its name, client
     and clock, item access, the one pagination helper and the one transaction helper."""

@@ -131,7 +131,7 @@ class WorkMessage(BaseModel):
     check the task's deadline (``deadline``: complete it ``failed``, timed out, if it has no outcome
     by then; re-sent with a delay until the deadline is reached)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)  # built by the work function, not a wake
 
     kind: Literal["tool", "subagent", "deadline", "approval"]
     #: required for every kind but ``approval``
