@@ -234,7 +234,17 @@ def _keep_alive_handler(base: Any) -> Any:
             self.server.kept_connections.discard(self.connection)
             super().finish()
 
+        def handle_one_request(self) -> None:
+            self.idle = True  # until a request line is read: a timeout now is an idle kept connection
+            super().handle_one_request()
+
+        def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 -- http.server's name
+            if self.idle and format.startswith("Request timed out"):
+                return  # a kept connection nobody used for KEEP_ALIVE_IDLE_S: closed, not an error
+            super().log_error(format, *args)
+
         def run_wsgi(self) -> None:
+            self.idle = False
             headers = self.headers
             if self.command == "HEAD" or "Transfer-Encoding" in headers or "Expect" in headers:
                 self.close_connection = True

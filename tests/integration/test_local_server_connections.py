@@ -122,3 +122,26 @@ def test_a_stopped_server_closes_the_connections_it_kept() -> None:
     sock.settimeout(KEEP_ALIVE_IDLE_S / 3)
     assert sock.recv(1) == b""
     connection.close()
+
+
+def test_a_kept_connection_left_idle_is_closed_without_an_error_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentwake_local import server as server_module
+
+    # GIVEN a server that closes a connection idle for 1 s, and a connection it answered on
+    monkeypatch.setattr(server_module, "KEEP_ALIVE_IDLE_S", 1)
+    with MotoServer() as moto_server:
+        parts = urlsplit(moto_server.endpoint_url)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        connection.request("GET", "/moto-api/config")
+        connection.getresponse().read()
+        # WHEN nobody uses it  THEN the server closes it (the client's next request would reconnect)
+        connection.sock.settimeout(60)
+        assert connection.sock.recv(1) == b""
+        # AND says nothing about it (an idle connection closed is not an error), and answers the next one
+        connection.close()
+        connection.request("GET", "/moto-api/config")
+        assert connection.getresponse().status < 300
+    assert not [r for r in caplog.records if "timed out" in r.getMessage()]
+    connection.close()
