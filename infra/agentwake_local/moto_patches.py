@@ -54,8 +54,10 @@ Things in moto that grow with everything ever written, and the local stack write
    method, and a ReceiveMessage of ten ran moto's generic serializer, which tries each member's
    aliases on each message (most of the server's time in a DLQ scan). The members are listed once
    per class; ReceiveMessage's JSON answer is written directly when its messages hold only text
-   (``receive_message_json``: the serializer's members, order and ``json.dumps``), by moto's
-   serializer otherwise (binary or list attributes, the query protocol, pretty printing).
+   (``receive_message_json``: the serializer's members, order and ``json.dumps``), and so is a
+   visibility or delete batch whose entries all succeeded (``batch_result_json``); moto's
+   serializer writes anything else (binary or list attributes, a failed entry, the query
+   protocol, pretty printing).
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -112,6 +114,8 @@ PINNED: dict[str, str] = {
     "moto.core.responses.BaseResponse.serialized": "c3e692950911d9041f64bc9e6c490ffea7d3b9982e0354fede58f6fd4f2a712f",
     "moto.core.serialize.BaseJSONSerializer._serialize_body": "51d7377e676822fc34d170d761ebed64e62feb45fe6a1b412c736abc25cb5ddf",
     "moto.sqs.responses.SQSResponse.receive_message": "600506ac3ac885c250bdb9bef770a5d1c016373e8af866890f1562148e603a61",
+    "moto.sqs.responses.SQSResponse.change_message_visibility_batch": "104fb18ea070a8017914afa39ceba427d2c8f5c1fcd94f9b30466628df9b261e",
+    "moto.sqs.responses.SQSResponse.delete_message_batch": "e76347c7a51435b5d364159c8d8e3ce486a438713723ea46a24c5b6d2ab4496e",
 }
 
 
@@ -830,6 +834,30 @@ def receive_message_json(result: Any) -> str | None:
     return json.dumps({"Messages": out})
 
 
+def batch_result_json(result: Any) -> str | None:
+    """The JSON body moto's serializer writes for a ChangeMessageVisibilityBatch or DeleteMessageBatch
+    ``result`` where every entry succeeded, or None (a failure goes to moto's serializer)."""
+    import json
+
+    if type(result) is not dict or result.keys() != {"Successful", "Failed"} or result["Failed"] != []:
+        return None
+    successful = result["Successful"]
+    if type(successful) is not list:
+        return None
+    for entry in successful:
+        if type(entry) is not dict or entry.keys() != {"Id"} or type(entry["Id"]) is not str:
+            return None
+    return json.dumps({"Successful": [{"Id": entry["Id"]} for entry in successful], "Failed": []})
+
+
+#: the answers written directly (the JSON protocol), by action
+_WRITERS: dict[str, Callable[[Any], str | None]] = {
+    "ReceiveMessage": receive_message_json,
+    "ChangeMessageVisibilityBatch": batch_result_json,
+    "DeleteMessageBatch": batch_result_json,
+}
+
+
 def _responses_without_per_request_reflection() -> None:
     from moto.core import responses, utils
     from moto.sqs.responses import SQSResponse
@@ -849,12 +877,13 @@ def _responses_without_per_request_reflection() -> None:
 
     def serialized(self: Any, action_result: Any) -> Any:
         # moto's serializer walks the Message shape member by member, trying each member's aliases
-        # on each message: 7 ms of a ReceiveMessage of ten. The JSON protocol's answer is written
-        # directly when the result holds only text (receive_message_json), else by moto
-        if type(action_result) is responses.ActionResult and self._get_action() == "ReceiveMessage":
+        # on each message: 7 ms of a ReceiveMessage of ten. The JSON protocol's answer to a receive
+        # or a batch is written directly when it holds only text (_WRITERS), else by moto
+        writer = _WRITERS.get(self._get_action()) if type(action_result) is responses.ActionResult else None
+        if writer is not None:
             service_model = responses.get_service_model(self.boto3_service_name)
             if self.determine_response_protocol(service_model) == "json" and not responses.settings.PRETTIFY_RESPONSES:
-                body = receive_message_json(action_result.result)
+                body = writer(action_result.result)
                 if body is not None:
                     version = service_model.metadata.get("jsonVersion", "1.0")
                     headers = {"Content-Type": f"application/x-amz-json-{version}", **self.response_headers}

@@ -464,33 +464,13 @@ def test_the_receive_past_messages_in_flight_keeps_what_sqs_promises(in_process_
     )
 
 
-def test_a_receive_is_answered_as_motos_serializer_would_without_running_it(
-    server: MotoServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """moto's serializer tried each member's aliases on each message (7 ms for a receive of ten);
-    the patch writes the JSON itself when the messages hold only text, moto's serializer otherwise."""
+def compare_with_motos_serializer(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, str]], list[int], Any]:
+    """Every SQS answer, as the patch writes it and as moto's serializer writes the same result (both
+    recorded); how many times moto's serializer ran; the patched ``serialized``."""
     from moto.core.responses import BaseResponse
     from moto.core.serialize import ResponseSerializer
     from moto.sqs.responses import SQSResponse
 
-    server.reset()
-    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
-    url = sqs.create_queue(QueueName="serialized-queue")["QueueUrl"]
-    fifo = sqs.create_queue(
-        QueueName="serialized.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-    )["QueueUrl"]
-    text = {"DataType": "String", "StringValue": 'é "quoted" \u2028 </x>'}
-    sqs.send_message(QueueUrl=url, MessageBody='plain é \u2028 "quoted"')
-    sqs.send_message(
-        QueueUrl=url,
-        MessageBody="{}",
-        MessageAttributes={
-            "t": text,
-            "n": {"DataType": "Number", "StringValue": "12"},
-            "c": {**text, "DataType": "String.x"},
-        },
-    )
-    sqs.send_message(QueueUrl=fifo, MessageBody="grouped", MessageGroupId="g")
     answers: list[tuple[str, str]] = []
     patched = SQSResponse.serialized
 
@@ -511,6 +491,35 @@ def test_a_receive_is_answered_as_motos_serializer_would_without_running_it(
 
     monkeypatch.setattr(SQSResponse, "serialized", both)
     monkeypatch.setattr(ResponseSerializer, "serialize", counting)
+    return answers, runs, patched
+
+
+def test_a_receive_is_answered_as_motos_serializer_would_without_running_it(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's serializer tried each member's aliases on each message (7 ms for a receive of ten);
+    the patch writes the JSON itself when the messages hold only text, moto's serializer otherwise."""
+    from moto.sqs.responses import SQSResponse
+
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="serialized-queue")["QueueUrl"]
+    fifo = sqs.create_queue(
+        QueueName="serialized.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    text = {"DataType": "String", "StringValue": 'é "quoted" \u2028 </x>'}
+    sqs.send_message(QueueUrl=url, MessageBody='plain é \u2028 "quoted"')
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody="{}",
+        MessageAttributes={
+            "t": text,
+            "n": {"DataType": "Number", "StringValue": "12"},
+            "c": {**text, "DataType": "String.x"},
+        },
+    )
+    sqs.send_message(QueueUrl=fifo, MessageBody="grouped", MessageGroupId="g")
+    answers, runs, patched = compare_with_motos_serializer(monkeypatch)
     # GIVEN text messages (with and without attributes, on a FIFO queue), some attributes asked for
     receives = [
         {"QueueUrl": url, "MaxNumberOfMessages": 10, "AttributeNames": ["All"], "MessageAttributeNames": ["All"]},
@@ -596,3 +605,35 @@ def test_a_request_does_not_list_its_response_class(server: MotoServer, monkeypa
     for _ in range(20):
         sqs.list_queues()
     assert listed[0] == 0
+
+
+def test_a_batch_whose_entries_all_succeed_is_answered_as_motos_serializer_would(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="batch-queue")["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(4)])
+    held = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300)["Messages"]
+    assert len(held) == 4
+    answers, runs, _ = compare_with_motos_serializer(monkeypatch)
+    entries = [{"Id": f"e{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(held)]
+    # GIVEN a visibility batch and a delete batch whose entries all succeed
+    changed = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{**e, "VisibilityTimeout": 300} for e in entries[:3]]
+    )
+    deleted = sqs.delete_message_batch(QueueUrl=url, Entries=entries[3:])
+    # THEN each answer is exactly moto's, moto's serializer running only to compare
+    assert [e["Id"] for e in changed["Successful"]] == ["e0", "e1", "e2"]
+    assert [e["Id"] for e in deleted["Successful"]] == ["e3"]
+    assert len(answers) == 2 == runs[0]
+    assert all(body == moto_body for body, moto_body in answers)
+    # AND a batch with a failed entry is moto's serializer's alone
+    runs[0] = 0
+    failed = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{**entries[0], "VisibilityTimeout": 0}, {**entries[3], "VisibilityTimeout": 0}]
+    )
+    assert [e["Id"] for e in failed["Successful"]] == ["e0"]
+    assert [e["Id"] for e in failed["Failed"]] == ["e3"]
+    assert runs[0] == 2  # the patch's fallback and the comparison
+    assert answers[-1][0] == answers[-1][1]
