@@ -51,7 +51,7 @@ Things in moto that grow with everything ever written, and the local stack write
    own wait does.
 8. **moto's responses** (``moto.core.responses.method_names_from_class``, ``SQSResponse.serialized``):
    every request listed its response class's members (``inspect.getmembers``) to find the action's
-   method, and a ReceiveMessage of ten ran moto's generic serializer, which tries each member's
+   method and drew its request id one character at a time (52 draws; now one), and a ReceiveMessage of ten ran moto's generic serializer, which tries each member's
    aliases on each message (most of the server's time in a DLQ scan). The members are listed once
    per class; ReceiveMessage's JSON answer is written directly when its messages hold only text
    (``receive_message_json``: the serializer's members, order and ``json.dumps``), and so is a
@@ -115,6 +115,7 @@ PINNED: dict[str, str] = {
     "moto.core.serialize.BaseJSONSerializer._serialize_body": "51d7377e676822fc34d170d761ebed64e62feb45fe6a1b412c736abc25cb5ddf",
     "moto.sqs.responses.SQSResponse.receive_message": "600506ac3ac885c250bdb9bef770a5d1c016373e8af866890f1562148e603a61",
     "moto.sqs.responses.SQSResponse.change_message_visibility_batch": "104fb18ea070a8017914afa39ceba427d2c8f5c1fcd94f9b30466628df9b261e",
+    "moto.utilities.aws_headers.gen_amzn_requestid_long": "e651941c2107cdc2b174be191284ea6604b1a738cd5e4ddbf7e6244060b8f01c",
     "moto.sqs.responses.SQSResponse.delete_message_batch": "e76347c7a51435b5d364159c8d8e3ce486a438713723ea46a24c5b6d2ab4496e",
 }
 
@@ -859,7 +860,10 @@ _WRITERS: dict[str, Callable[[Any], str | None]] = {
 
 
 def _responses_without_per_request_reflection() -> None:
+    import string
+
     from moto.core import responses, utils
+    from moto.moto_api._internal import mock_random
     from moto.sqs.responses import SQSResponse
 
     original_names = utils.method_names_from_class
@@ -872,6 +876,17 @@ def _responses_without_per_request_reflection() -> None:
         if found is None:
             found = names[clazz] = original_names(clazz)
         return list(found)
+
+    original_request_id = responses.gen_amzn_requestid_long
+    alphanumeric = string.ascii_letters + string.digits
+    symbols = bytes.maketrans(bytes(range(256)), bytes(ord(alphanumeric[b % 62]) for b in range(256)))
+
+    def gen_amzn_requestid_long(headerdict: dict[str, Any] | None = None) -> str:
+        # moto's: 52 draws of one letter or digit each (a tenth of a ReceiveMessage's time); here one draw
+        request_id = mock_random.randbytes(52).translate(symbols).decode("ascii")
+        if headerdict is not None and isinstance(headerdict, dict):
+            headerdict.update({"x-amzn-requestid": request_id})
+        return request_id
 
     original_serialized = responses.BaseResponse.serialized
 
@@ -890,6 +905,8 @@ def _responses_without_per_request_reflection() -> None:
                     return 200, headers, body
         return original_serialized(self, action_result)
 
+    gen_amzn_requestid_long.__agentwake_original__ = original_request_id  # type: ignore[attr-defined]
+    responses.gen_amzn_requestid_long = gen_amzn_requestid_long
     method_names_from_class.__agentwake_original__ = original_names  # type: ignore[attr-defined]
     serialized.__agentwake_original__ = original_serialized  # type: ignore[attr-defined]
     responses.method_names_from_class = method_names_from_class  # type: ignore[assignment]

@@ -637,3 +637,25 @@ def test_a_batch_whose_entries_all_succeed_is_answered_as_motos_serializer_would
     assert [e["Id"] for e in failed["Failed"]] == ["e3"]
     assert runs[0] == 2  # the patch's fallback and the comparison
     assert answers[-1][0] == answers[-1][1]
+
+
+def test_a_request_id_is_52_letters_or_digits_from_one_draw(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.moto_api._internal import mock_random
+
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    draws = [0]
+    choice = mock_random.choice
+
+    def counting(sequence: Any) -> Any:
+        draws[0] += 1
+        return choice(sequence)
+
+    monkeypatch.setattr(mock_random, "choice", counting, raising=False)
+    # WHEN requests are answered
+    ids = [sqs.list_queues()["ResponseMetadata"]["RequestId"] for _ in range(20)]
+    # THEN each has moto's request id shape, all differ, and none cost a draw per character (unpatched: 52)
+    assert all(len(i) == 52 and i.isascii() and i.isalnum() for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert draws[0] == 0
