@@ -60,7 +60,8 @@ def _masked_text(text: str) -> str:
             parsed = None
         if isinstance(parsed, dict):
             return json.dumps(masked(parsed), ensure_ascii=False)
-    return _TOKEN_SHAPE.sub(MASKED, text)
+    # every token starts with the literal: most texts are passed without running the pattern
+    return _TOKEN_SHAPE.sub(MASKED, text) if "awt_" in text else text
 
 
 def first_line(text: str | None, limit: int = 200) -> str:

@@ -39,8 +39,8 @@ Things in moto that grow with everything ever written, and the local stack write
    one random letter at a time (185 calls); and the server found the service of every request by
    listing moto's package directory, twice. The receive below walks the queue lazily from a cursor
    past the messages in flight (``_Cursor``) and stops at ``count``, reads the groups for FIFO queues only, copies each returned message shallowly, draws a
-   handle of the same 185 letters in one call; the directory is listed once. Otherwise it is moto's
-   own code, line for line.
+   handle of the same 185 letters from one draw of moto's random (one byte a letter); the directory
+   is listed once. Otherwise it is moto's own code, line for line.
 7. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
    moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
    while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
@@ -49,6 +49,15 @@ Things in moto that grow with everything ever written, and the local stack write
    alike, so every call into the backend holds one re-entrant lock; a long-polling receive lets go
    of it while it waits for messages (and is woken by a send or a visibility change), as moto's
    own wait does.
+8. **moto's responses** (``moto.core.responses.method_names_from_class``, ``SQSResponse.serialized``):
+   every request listed its response class's members (``inspect.getmembers``) to find the action's
+   method and drew its request id one character at a time (52 draws; now one), and a ReceiveMessage of ten ran moto's generic serializer, which tries each member's
+   aliases on each message (most of the server's time in a DLQ scan). The members are listed once
+   per class; ReceiveMessage's JSON answer is written directly when its messages hold only text
+   (``receive_message_json``: the serializer's members, order and ``json.dumps``), and so is a
+   visibility or delete batch whose entries all succeeded (``batch_result_json``); moto's
+   serializer writes anything else (binary or list attributes, a failed entry, the query
+   protocol, pretty printing).
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -101,6 +110,13 @@ PINNED: dict[str, str] = {
     "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
     "moto.sqs.models.generate_receipt_handle": "10853f98152c8dab0bee2f888f4153d41f62e377a4af7d8559904af4a8ac90ad",
     "moto.backends.list_of_moto_modules": "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
+    "moto.core.utils.method_names_from_class": "9dbac89d082b655fee902c450e69de9dbadf9699ad06411298494984b55138c3",
+    "moto.core.responses.BaseResponse.serialized": "c3e692950911d9041f64bc9e6c490ffea7d3b9982e0354fede58f6fd4f2a712f",
+    "moto.core.serialize.BaseJSONSerializer._serialize_body": "51d7377e676822fc34d170d761ebed64e62feb45fe6a1b412c736abc25cb5ddf",
+    "moto.sqs.responses.SQSResponse.receive_message": "600506ac3ac885c250bdb9bef770a5d1c016373e8af866890f1562148e603a61",
+    "moto.sqs.responses.SQSResponse.change_message_visibility_batch": "104fb18ea070a8017914afa39ceba427d2c8f5c1fcd94f9b30466628df9b261e",
+    "moto.utilities.aws_headers.gen_amzn_requestid_long": "e651941c2107cdc2b174be191284ea6604b1a738cd5e4ddbf7e6244060b8f01c",
+    "moto.sqs.responses.SQSResponse.delete_message_batch": "e76347c7a51435b5d364159c8d8e3ce486a438713723ea46a24c5b6d2ab4496e",
 }
 
 
@@ -190,6 +206,7 @@ def apply() -> None:
         _sqs_cost_independent_of_queue_length()
         _sqs_cheap_clock_handles_and_sends()
         _sqs_receive_stops_at_count()
+        _responses_without_per_request_reflection()
         _sqs_one_request_at_a_time()  # last: it wraps the patched methods too
         _applied = True
         logger.debug(
@@ -602,8 +619,12 @@ def _sqs_receive_stops_at_count() -> None:
 
     original_handle = models.generate_receipt_handle
 
+    # each of 256 byte values -> a letter (a-v one draw in 9.8, w-z one in 10.7: a handle is opaque)
+    letters = bytes.maketrans(bytes(range(256)), bytes(ord(string.ascii_lowercase[b % 26]) for b in range(256)))
+
     def generate_receipt_handle() -> str:
-        return "".join(mock_random.choices(string.ascii_lowercase, k=185))
+        # 185 letters from one draw of moto's (seedable) random: 185 draws cost 40 µs a handle
+        return mock_random.randbytes(185).translate(letters).decode("ascii")
 
     original_receive = models.SQSBackend.receive_message
     filter_attributes = models._filter_message_attributes
@@ -743,3 +764,150 @@ def _sqs_one_request_at_a_time() -> None:
             setattr(SQSBackend, name, _guarded(function, wakes=name in _SQS_WAKING))
     wait_for_messages.__agentwake_original__ = original_wait  # type: ignore[attr-defined]
     Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 8. responses: the action's method found without listing the class; ReceiveMessage's JSON written directly
+
+#: the members of a received message, in the order of botocore's Message shape (moto's serializer's order)
+_MESSAGE_MEMBERS = (
+    "MessageId",
+    "ReceiptHandle",
+    "MD5OfBody",
+    "Body",
+    "Attributes",
+    "MD5OfMessageAttributes",
+    "MessageAttributes",
+)
+_MESSAGE_MEMBERS_SET = frozenset(_MESSAGE_MEMBERS)
+_MAPS = frozenset({"Attributes", "MessageAttributes"})
+
+
+def receive_message_json(result: Any) -> str | None:
+    """The JSON body moto's serializer writes for ReceiveMessage's ``result`` (what
+    ``SQSResponse.receive_message`` builds), or None when ``result`` holds anything but text:
+    binary or list message attributes, a member moto did not set before — those go to moto's
+    serializer. Same members, same order, same ``json.dumps``; tested against the serializer."""
+    import json
+
+    if type(result) is not dict:
+        return None
+    if not result:
+        return "{}"
+    messages = result.get("Messages")
+    if len(result) != 1 or type(messages) is not list:
+        return None
+    out = []
+    for message in messages:
+        if type(message) is not dict or not message.keys() <= _MESSAGE_MEMBERS_SET:
+            return None
+        shaped: dict[str, Any] = {}
+        for name in _MESSAGE_MEMBERS:
+            value = message.get(name)
+            if value is None:
+                continue
+            if name in _MAPS:
+                if type(value) is not dict:
+                    return None
+                if name == "Attributes":
+                    if not all(type(v) is str for v in value.values()):
+                        return None
+                    value = dict(value)
+                else:
+                    shaped_attributes = {}
+                    for key, attribute in value.items():
+                        if (
+                            type(attribute) is not dict
+                            or attribute.keys() != {"DataType", "StringValue"}
+                            or type(attribute["StringValue"]) is not str
+                            or type(attribute["DataType"]) is not str
+                        ):
+                            return None
+                        shaped_attributes[key] = {
+                            "StringValue": attribute["StringValue"],
+                            "DataType": attribute["DataType"],
+                        }
+                    value = shaped_attributes
+            elif type(value) is not str:
+                return None
+            shaped[name] = value
+        out.append(shaped)
+    return json.dumps({"Messages": out})
+
+
+def batch_result_json(result: Any) -> str | None:
+    """The JSON body moto's serializer writes for a ChangeMessageVisibilityBatch or DeleteMessageBatch
+    ``result`` where every entry succeeded, or None (a failure goes to moto's serializer)."""
+    import json
+
+    if type(result) is not dict or result.keys() != {"Successful", "Failed"} or result["Failed"] != []:
+        return None
+    successful = result["Successful"]
+    if type(successful) is not list:
+        return None
+    for entry in successful:
+        if type(entry) is not dict or entry.keys() != {"Id"} or type(entry["Id"]) is not str:
+            return None
+    return json.dumps({"Successful": [{"Id": entry["Id"]} for entry in successful], "Failed": []})
+
+
+#: the answers written directly (the JSON protocol), by action
+_WRITERS: dict[str, Callable[[Any], str | None]] = {
+    "ReceiveMessage": receive_message_json,
+    "ChangeMessageVisibilityBatch": batch_result_json,
+    "DeleteMessageBatch": batch_result_json,
+}
+
+
+def _responses_without_per_request_reflection() -> None:
+    import string
+
+    from moto.core import responses, utils
+    from moto.moto_api._internal import mock_random
+    from moto.sqs.responses import SQSResponse
+
+    original_names = utils.method_names_from_class
+    names: dict[type, list[str]] = {}
+
+    def method_names_from_class(clazz: Any) -> list[str]:
+        # every request listed its response class's members (inspect.getmembers, ~0.4 ms); a
+        # class's methods do not change while the server runs
+        found = names.get(clazz)
+        if found is None:
+            found = names[clazz] = original_names(clazz)
+        return list(found)
+
+    original_request_id = responses.gen_amzn_requestid_long
+    alphanumeric = string.ascii_letters + string.digits
+    symbols = bytes.maketrans(bytes(range(256)), bytes(ord(alphanumeric[b % 62]) for b in range(256)))
+
+    def gen_amzn_requestid_long(headerdict: dict[str, Any] | None = None) -> str:
+        # moto's: 52 draws of one letter or digit each (a tenth of a ReceiveMessage's time); here one draw
+        request_id = mock_random.randbytes(52).translate(symbols).decode("ascii")
+        if headerdict is not None and isinstance(headerdict, dict):
+            headerdict.update({"x-amzn-requestid": request_id})
+        return request_id
+
+    original_serialized = responses.BaseResponse.serialized
+
+    def serialized(self: Any, action_result: Any) -> Any:
+        # moto's serializer walks the Message shape member by member, trying each member's aliases
+        # on each message: 7 ms of a ReceiveMessage of ten. The JSON protocol's answer to a receive
+        # or a batch is written directly when it holds only text (_WRITERS), else by moto
+        writer = _WRITERS.get(self._get_action()) if type(action_result) is responses.ActionResult else None
+        if writer is not None:
+            service_model = responses.get_service_model(self.boto3_service_name)
+            if self.determine_response_protocol(service_model) == "json" and not responses.settings.PRETTIFY_RESPONSES:
+                body = writer(action_result.result)
+                if body is not None:
+                    version = service_model.metadata.get("jsonVersion", "1.0")
+                    headers = {"Content-Type": f"application/x-amz-json-{version}", **self.response_headers}
+                    return 200, headers, body
+        return original_serialized(self, action_result)
+
+    gen_amzn_requestid_long.__agentwake_original__ = original_request_id  # type: ignore[attr-defined]
+    responses.gen_amzn_requestid_long = gen_amzn_requestid_long
+    method_names_from_class.__agentwake_original__ = original_names  # type: ignore[attr-defined]
+    serialized.__agentwake_original__ = original_serialized  # type: ignore[attr-defined]
+    responses.method_names_from_class = method_names_from_class  # type: ignore[assignment]
+    SQSResponse.serialized = serialized  # type: ignore[method-assign]

@@ -202,18 +202,138 @@ def _may_long_poll(environ: dict[str, Any], body: bytes) -> bool:
     return False
 
 
+#: seconds a kept connection may sit idle before the server closes it (a client that reuses it
+#: after that reconnects: urllib3 sees the close before it sends)
+KEEP_ALIVE_IDLE_S = 30
+#: answers whose status forbids a body (RFC 9110): sent without one and without a Content-Length
+_NO_BODY = frozenset({204, 304})
+
+
+def _keep_alive_handler(base: Any) -> Any:
+    """moto's request handler, answering a request whose body it can read whole (a Content-Length,
+    or none) on a kept connection: the request's body is read here before the app runs, the app's
+    answer is joined and sent with its exact Content-Length in one write, and the connection waits
+    for the client's next request (``KEEP_ALIVE_IDLE_S`` at most).
+
+    werkzeug's own ``run_wsgi`` closes every connection (after draining what is left to read, which
+    on a kept connection would be the next request): a scan's 2,000 requests each paid a connect, an
+    accept, a thread and a close. Anything else (HEAD, a chunked body, ``Expect: 100-continue``)
+    goes to werkzeug's code, which answers and closes as before."""
+    import io
+
+    class KeepAliveHandler(base):  # type: ignore[misc, valid-type]
+        protocol_version = "HTTP/1.1"  # werkzeug sets it for a threaded server only
+        disable_nagle_algorithm = True  # the answer is one write; the client's next request goes at once
+        timeout = KEEP_ALIVE_IDLE_S
+
+        def setup(self) -> None:
+            super().setup()
+            self.server.kept_connections.add(self.connection)
+
+        def finish(self) -> None:
+            self.server.kept_connections.discard(self.connection)
+            super().finish()
+
+        def handle_one_request(self) -> None:
+            self.idle = True  # until a request line is read: a timeout now is an idle kept connection
+            super().handle_one_request()
+
+        def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 -- http.server's name
+            if self.idle and format.startswith("Request timed out"):
+                return  # a kept connection nobody used for KEEP_ALIVE_IDLE_S: closed, not an error
+            super().log_error(format, *args)
+
+        def run_wsgi(self) -> None:
+            self.idle = False
+            headers = self.headers
+            if self.command == "HEAD" or "Transfer-Encoding" in headers or "Expect" in headers:
+                self.close_connection = True
+                super().run_wsgi()
+                return
+            try:
+                length = int(headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True
+                super().run_wsgi()
+                return
+            environ = self.make_environ()
+            environ["wsgi.input"] = io.BytesIO(self.rfile.read(length) if length else b"")
+            answered: list[Any] = []
+
+            def start_response(status: str, response_headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                answered[:] = [status, response_headers]
+                return _no_write
+
+            try:
+                chunks = self.server.app(environ, start_response)
+                try:
+                    body = b"".join(chunks)
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+                status, response_headers = answered
+            except Exception:
+                logger.exception("the moto server failed on %s %s", self.command, self.path.split("?", 1)[0])
+                status, response_headers, body = "500 INTERNAL SERVER ERROR", [], b"Internal Server Error"
+                self.close_connection = True
+            code = int(status.split(None, 1)[0])
+            lines = [f"{self.protocol_version} {status}"]
+            lines += [
+                f"{k}: {v}"
+                for k, v in response_headers
+                if k.lower() not in ("content-length", "connection", "transfer-encoding")
+            ]
+            if code in _NO_BODY or 100 <= code < 200:
+                body = b""
+            else:
+                lines.append(f"Content-Length: {len(body)}")
+            if self.close_connection:
+                lines.append("Connection: close")
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            try:
+                self.wfile.write(head + body)
+            except (ConnectionError, TimeoutError):
+                self.close_connection = True
+
+    return KeepAliveHandler
+
+
+def _no_write(data: bytes) -> None:
+    raise RuntimeError("the embedded server's apps answer with an iterable, never write()")
+
+
 def _serialized_server(base: Any) -> Any:
-    """moto's ThreadedMotoServer with its WSGI app wrapped in ``serialized``."""
+    """moto's ThreadedMotoServer with its WSGI app wrapped in ``serialized``, answering on kept
+    connections (``_keep_alive_handler``); ``stop`` closes the connections still kept."""
+    import socket as sockets
+
     from moto.moto_server.threaded_moto_server import MotoRequestHandler
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    handler = _keep_alive_handler(MotoRequestHandler)
+
     class SerializedMotoServer(base):  # type: ignore[misc, valid-type]
         def _server_entry(self) -> None:
             app = serialized(DomainDispatcherApplication(create_backend_app))
-            self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+            self._server = make_server(self._ip_address, self._port, app, True, request_handler=handler)
+            self._server.kept_connections = set()  # type: ignore[attr-defined]
             self._server_ready_event.set()
             self._server.serve_forever()
+
+        def stop(self) -> None:
+            server = self._server
+            super().stop()
+            # a stopped server answers nothing more, on a kept connection either: each handler
+            # waiting for its next request reads the end of the stream and closes
+            for connection in list(getattr(server, "kept_connections", ())):
+                try:
+                    connection.shutdown(sockets.SHUT_RD)
+                except OSError:
+                    pass
 
     return SerializedMotoServer
 

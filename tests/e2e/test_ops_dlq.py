@@ -432,3 +432,16 @@ def test_redrive_verify_scans_the_dlq_once_and_redrives_what_it_verified(cli: Cl
     assert "Redrive: moved 1, failed 0." in moved.stdout
     assert received.count(row["message_id"]) == 1
     assert stack.counts(stack.res.dlq_url) == (0, 0) and stack.counts(stack.res.queue_url) == (1, 0)
+
+
+def test_the_cli_does_not_recheck_the_sqs_parameters_its_own_code_builds(stack: Stack) -> None:
+    """A DLQ scan of 10,000 messages is 2,000 SQS calls; botocore's type check of each call's
+    parameters was 15 % of its CPU. The CLI's SQS client skips it (SQS checks them)."""
+    from botocore.validate import ParamValidationDecorator
+
+    context = resolve_context(invoke_async=stack.invoke_async)
+    # botocore checks parameters in a decorator around the client's serializer
+    assert not isinstance(context.sqs._serializer, ParamValidationDecorator)
+    assert isinstance(context.store.table.db._serializer, ParamValidationDecorator)  # DynamoDB keeps it
+    # and keeps the rest of the CLI's client configuration
+    assert (context.sqs.meta.config.retries["mode"], context.sqs.meta.config.read_timeout) == ("standard", 20)
