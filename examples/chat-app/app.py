@@ -59,7 +59,6 @@ import argparse
 import errno
 import json
 import re
-import signal
 import sys
 import threading
 import time
@@ -575,10 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from agentwake_local.stack import LocalStackRunning, state_path
+    from agentwake_local.stop_signals import StopSignals
 
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()  # Ctrl-C from now on stops the app once it has started
     try:
         with running(args.port, task_seconds=args.task_seconds, slow_wake_s=args.slow_wake, tickets=args.tickets) as (
             url,

@@ -24,9 +24,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,6 +46,7 @@ from agentwake_local.stack import (
     running_stacks,
     state_path,
 )
+from agentwake_local.stop_signals import StopSignals
 from agentwake_local.template import TemplateError
 from agentwake_ops.terminal import inert
 
@@ -238,9 +237,7 @@ def up(
     runtime.on_invocation = lines = activity.WakeLines(runtime, terminal)
     if runtime.async_invoker is not None:
         runtime.async_invoker.on_outcome = lines.outcome
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     say(f"local stack {local_name!r} ({runtime.stack_name}) on {runtime.endpoint_url}  (template {template})")
     say("its data lives only as long as this process: when it stops, sessions, runs and jobs are gone")
     if runtime.api_url:

@@ -430,16 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     Prints its endpoint on the first line (benchmarks run it in a process of its own to measure it).
     """
     import argparse
-    import signal
-    import threading
+
+    from agentwake_local.stop_signals import StopSignals
 
     parser = argparse.ArgumentParser(description="the embedded moto server, alone")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()
     with MotoServer(args.host, args.port) as server:
         print(server.endpoint_url, flush=True)
         stop.wait()

@@ -36,6 +36,7 @@ import pytest
 
 from agentwake.store.history import MARKER_TEXT
 from agentwake_local.server import boto3_session
+from tests.support import processes
 from tests.support.browser import Browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -457,9 +458,10 @@ def test_each_wake_is_one_system_line_saying_what_woke_the_agent(monkeypatch: py
 def test_make_chat_prints_the_push_url_beside_the_page_url(tmp_path: Path) -> None:
     import queue
 
-    # WHEN the app starts as `make chat` starts it (its own process, its own local stack)
+    # WHEN the app starts as `make chat` starts it (its own process, its own local stack; its own
+    # process group, ended with everything in it however the test ends)
     env = {**os.environ, "AGENTWAKE_HOME": str(tmp_path)}
-    app = subprocess.Popen(
+    app = processes.start(
         [sys.executable, str(APP_DIR / "app.py"), "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -468,15 +470,15 @@ def test_make_chat_prints_the_push_url_beside_the_page_url(tmp_path: Path) -> No
         cwd=ROOT,
     )
     lines: queue.Queue[str] = queue.Queue()
-    assert app.stdout is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in app.stdout or ()], daemon=True).start()
     try:
+        assert app.stdout is not None
+        threading.Thread(target=lambda: [lines.put(line) for line in app.stdout or ()], daemon=True).start()
         first = lines.get(timeout=180)
     finally:
-        app.send_signal(signal.SIGINT)
-        app.wait(timeout=60)
+        # AND Ctrl-C stops it: a clean exit (a generous bound on a busy machine, then SIGTERM, SIGKILL)
+        code = processes.stop(app, signal.SIGINT)
     # THEN its first line names the page and, beside it, the WebSocket its messages are pushed over
     page, _, rest = first.partition("/  (")
     assert page.startswith("chat app on http://127.0.0.1:"), first
     assert rest.startswith("the agent's messages pushed over ws://127.0.0.1:") and "/v1;" in rest, first
-    assert app.returncode == 0
+    assert code == 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +40,7 @@ from agentwake_local.stack import LocalStackRuntime
 from agentwake_ops.cli import app
 from agentwake_ops.cli_common import CliState
 from tests.e2e.test_ops_dlq import DELIVERS_THEN_FAILS, FIXED
+from tests.support import processes
 from tests.support.browser import Browser, require_browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +95,7 @@ def console_url(local: LocalStackRuntime, home: Path) -> Iterator[str]:
     """The real command, found the local stack as every command does; the URL it printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTWAKE_")}
     env.update(AGENTWAKE_HOME=str(home), PYTHONUNBUFFERED="1", COLUMNS="200")
-    process = subprocess.Popen(
+    process = processes.start(
         [str(AGENTWAKE_BIN), "console", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -113,11 +115,7 @@ def console_url(local: LocalStackRuntime, home: Path) -> Iterator[str]:
         assert url, "agentwake console printed no URL"
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        processes.stop(process, signal.SIGTERM)  # then SIGKILL, to its process group
 
 
 def test_the_3am_loop_in_a_browser(local: LocalStackRuntime, console_url: str, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from agentwake_local.async_invoke import AsyncInvoker
 from agentwake_local.functions import EventInvokeConfig, FunctionSpec
 from agentwake_local.lambda_runtime import Invocation
 from agentwake_local.stack import LocalStackRuntime
+from tests.support import processes
 from tests.support.builders import OK_SCRIPT, local_stack_rules
 from tests.support.receiver import CountingReceiver
 
@@ -93,7 +95,7 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
         event_file.write_text(json.dumps(event))
 
         # WHEN the first copy runs (another process: `agentwake invoke --async` on this local stack)
-        first = subprocess.Popen(
+        first = processes.start(
             [str(AGENTWAKE_BIN), "invoke", "CronWakeFunction", "--async", "-e", str(event_file)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -133,7 +135,7 @@ def test_two_concurrent_async_invokes_of_one_cron_wake_give_one_note_and_no_fail
         finally:
             gate.set()
             if first.poll() is None:
-                first.kill()
+                processes.stop(first, signal.SIGKILL)
 
     # THEN the first copy succeeded, and the duplicate's retry (Lambda's spacing, scaled down) found
     # the run done: both invocations end in Success

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import processes
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTWAKE = str(Path(sys.executable).parent / "agentwake")
 EVENT = str(ROOT / "events" / "background-result-success.json")
@@ -44,12 +46,8 @@ class Up:
         pytest.fail(f"`agentwake local up` never printed {text!r}:\n" + "".join(self.output))
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=WAIT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        """Ctrl-C, then SIGTERM, SIGKILL to its process group (tests/support/processes.py)."""
+        processes.stop(self.process, signal.SIGINT, WAIT_S)
 
 
 @pytest.fixture
@@ -63,7 +61,7 @@ def start(env: dict[str, str]) -> Iterator[object]:
     started: list[Up] = []
 
     def up(*args: str, wait: bool = True) -> Up:
-        process = subprocess.Popen(
+        process = processes.start(
             [AGENTWAKE, "local", "up", *args],
             cwd=ROOT,
             env=env,
@@ -78,9 +76,11 @@ def start(env: dict[str, str]) -> Iterator[object]:
             running.wait_for("Ctrl-C to stop")
         return running
 
-    yield up
-    for running in started:
-        running.stop()
+    try:
+        yield up
+    finally:
+        for running in started:
+            running.stop()
 
 
 def agentwake(env: dict[str, str], *args: str, local: str | None = None) -> subprocess.CompletedProcess[str]:

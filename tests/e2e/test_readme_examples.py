@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import processes
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTWAKE_BIN = Path(sys.executable).parent / "agentwake"
 WAIT_S = 120  # generous bound for every wait on a condition (the DLQ example needs about 35 s)
@@ -101,7 +103,7 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     home = tmp_path_factory.mktemp("agentwake-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTWAKE_", "AWS_"))}
     env.update({"AGENTWAKE_HOME": str(home), "COLUMNS": "250", "PYTHONUNBUFFERED": "1"})
-    process = subprocess.Popen(
+    process = processes.start(
         [str(AGENTWAKE_BIN), "local", "up"],
         cwd=ROOT,
         env=env,
@@ -128,11 +130,7 @@ def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         running.minutely_job = re.search(r"Created job ([\w-]+)", created.stdout).group(1)  # type: ignore[union-attr]
         yield running
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        processes.stop(process, signal.SIGINT, WAIT_S)  # Ctrl-C, then SIGTERM, SIGKILL to its group
 
 
 @dataclass

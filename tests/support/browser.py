@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
+from tests.support import processes
 
 CHROMIUM = Path(os.environ.get("AGENTWAKE_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("AGENTWAKE_CHROMEDRIVER", "/usr/bin/chromedriver"))
@@ -95,7 +98,7 @@ class Browser:
         """chromedriver on a free port of 127.0.0.1 and one headless Chromium session."""
         require_browser()
         port = _free_port()
-        process = subprocess.Popen(
+        process = processes.start(
             [str(CHROMEDRIVER), f"--port={port}", "--allowed-ips=127.0.0.1"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -150,11 +153,8 @@ class Browser:
                 pass
             self.session_id = ""
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+            # chromedriver and the Chromium it started (its process group): SIGTERM, then SIGKILL
+            processes.stop(self.process, signal.SIGTERM, 30)
             self.process = None
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
