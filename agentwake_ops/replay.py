@@ -324,19 +324,28 @@ class Verdict:
     run_id: str | None
     outcome: ReplayOutcome | None
     reason: str = ""
+    #: the run had already succeeded (a redriven copy, a waiter's other copy): nothing to replay
+    settled: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.outcome is not None and self.outcome.ok
+        return self.settled or (self.outcome is not None and self.outcome.ok)
 
 
 def verify(store: DynamoStore, messages: Iterable[Any], **changes: Any) -> list[Verdict]:
     """Replay the run of each DLQ message (``triage.DlqMessage``); a message without a run, or whose
-    run cannot be replayed, gets a verdict that is not ok with the reason."""
+    run cannot be replayed, gets a verdict that is not ok with the reason; one whose run has
+    succeeded since (a redriven copy left in the DLQ, a waiter's other copy) is ok, not replayed."""
     verdicts = []
     for msg in messages:
         if not msg.run_id:
             verdicts.append(Verdict(msg.message_id, None, None, "no run to replay (a permanent input error)"))
+            continue
+        run = store.records.get_run(msg.run_id)
+        if run is not None and run.status == "succeeded":
+            # its commit no longer journals the last reply: a replay would ask a model again, for nothing
+            reason = "already succeeded: a redrive finds it succeeded and changes nothing (not replayed)"
+            verdicts.append(Verdict(msg.message_id, msg.run_id, None, reason, settled=True))
             continue
         try:
             outcome = replay(store, msg.run_id, **changes)

@@ -16,6 +16,9 @@ class OnFirstUse:
         self._made: Any = None
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_make", "_made"):
+            # a copy or pickle asks before __init__ ran: not the made object's to answer
+            raise AttributeError(name)
         if self._made is None:
             self._made = self._make()
         return getattr(self._made, name)

@@ -145,6 +145,37 @@ def test_redrive_verify_refuses_a_run_whose_replay_fails_then_redrives_once_fixe
     assert receiver.texts() == ["Working on your research.", "Here are the 3 offers."]
 
 
+def test_verify_passes_a_run_that_succeeded_since_without_asking_a_model(
+    cli: Cli, stack: Stack, receiver: CountingReceiver
+) -> None:
+    """A succeeded run's commit no longer journals its last reply (issue 37): replaying one would ask
+    the session's model for that step again, billed, perhaps failing and refusing the whole batch.
+    A dead-lettered message whose run has succeeded since (its redriven copy succeeded and the
+    delete failed, or a waiter's other copy ran it) is ok to redrive: the redrive changes nothing."""
+    # GIVEN a dead-lettered run whose session is still broken, and its run succeeded since
+    failed_run_with_webhook(cli, stack, receiver, "s-settled")
+    [row] = cli_json(cli, "dlq", "list")
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=stack.res.table,
+        Key={"pk": {"S": f"RUN#{row['run_id']}"}, "sk": {"S": "RUN"}},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "succeeded"}},
+    )
+    asked: list[dict[str, Any]] = []
+
+    def provider(spec: dict[str, Any]) -> Any:
+        asked.append(spec)
+        raise AssertionError("a succeeded run is not replayed")
+
+    msg = type("Msg", (), {"message_id": row["message_id"], "run_id": row["run_id"]})()
+    # WHEN its redrive is verified
+    [verdict] = replay.verify(stack.store, [msg], provider_factory=provider)
+    # THEN it passes, not replayed, saying why; no model was asked
+    assert verdict.ok and verdict.outcome is None and asked == []
+    assert "already succeeded" in verdict.reason
+
+
 def test_redrive_force_overrides_a_failing_replay(cli: Cli, stack: Stack, receiver: CountingReceiver) -> None:
     failed_run_with_webhook(cli, stack, receiver, "s-force")
     [row] = cli_json(cli, "dlq", "list")
