@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from agentwake.domain.models import Task, background_run_id, truncate
+from agentwake.domain.task_outcome import Claim, Late, judge  # every background wake judges its message
 from agentwake.errors import (
     AgentwakeError,
     AttemptsSpent,
@@ -420,8 +421,6 @@ def _claimed(msg: BackgroundResultMessage, task: Task, deps: WakeDeps) -> str | 
     ``finish_task`` claimed the outcome before it sent the message, so this reads nothing and writes
     nothing more (the wake's round trips are unchanged). A first completion a producer sent straight
     to the queue has no claim: it runs as before (its run id, ``bg:{task}``, is the outcome's)."""
-    from agentwake.domain.task_outcome import Claim, Late, judge
-
     for _ in range(2):
         verdict = judge(task, msg.status, by="wake", outcome=msg.outcome)
         if isinstance(verdict, Late):
