@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from botocore.exceptions import ReadTimeoutError
 
 from agentwake.product.sessions import SessionsService
@@ -266,25 +267,29 @@ def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_agai
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
 
 
+@pytest.mark.parametrize("fault", ["delete", "delete retried"])
 def test_a_reservation_given_back_while_a_transaction_writes_the_lease_goes_to_the_next_waiter(
-    resources: Resources, store: DynamoStore
+    resources: Resources, store: DynamoStore, fault: str
 ) -> None:
     """Issue 37 item 5: the delete that gives back a reservation met a transaction on the lease (a
     start refused by the reservation) and counted as done: the next waiter's reservation then found
     the session not free, and the session stayed reserved for a run that would not take it until
-    ``RESERVATION_S`` passed, every waiter left to its fallback pause."""
+    ``RESERVATION_S`` passed, every waiter left to its fallback pause. ``delete retried``: its answer
+    was lost and botocore made it again; the second delete's condition failed on the item the first
+    one deleted, and the give-back read as not made (x waited for its fallback pause)."""
     with CountingReceiver() as receiver:
         deps = seed(resources, store, receiver, ("a", "x"))
         park_behind_a_holder(deps, store, "x")
         # GIVEN the session reserved for a (a release handed it to a), x waiting on the list
         assert store.leases.reserve("s", "bg:a", RESERVATION_S)
         racing, client = conflicting_store(store)
-        client.faults.append("delete")
+        client.faults.append(fault)
         # WHEN a does not take it (its run had succeeded) and its give-back meets a transaction once
+        # (or its answer is lost)
         handoff.decline(racing.leases, deps.result_queue, "s", "bg:a")
         # THEN the reservation is given back and the session handed to x at once: x's copy sent now,
         # the lease reserved for x, not for a
-        assert client.met == ["delete"]
+        assert client.met == [fault]
         assert reserved_for(store) == "bg:x"
         [copy] = [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0]  # type: ignore[attr-defined]
         assert ATTR_HANDED_AT in copy["wait"]
@@ -312,19 +317,26 @@ def test_a_reservation_that_meets_a_start_taking_the_session_is_not_counted_as_m
         assert [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0] == []  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("fault", ["put", "put retried"])
 def test_a_reservation_that_meets_a_transaction_leaving_the_session_free_is_made_again(
-    resources: Resources, store: DynamoStore
+    resources: Resources, store: DynamoStore, fault: str
 ) -> None:
+    """``put retried``: botocore makes a write again when its answer is lost; the second put's
+    condition (the session free) fails on the reservation the first one wrote. Before, that read as
+    "taken meanwhile": nothing was sent, and x waited for the reservation to lapse and its fallback."""
     with CountingReceiver() as receiver:
         deps = seed(resources, store, receiver, ("x",))
         park_behind_a_holder(deps, store, "x")
         racing, client = conflicting_store(store)
-        client.faults.append("put")
-        # WHEN the reservation meets a transaction that leaves the session free (a start cancelled)
+        client.faults.append(fault)
+        # WHEN the reservation meets a transaction that leaves the session free (a start cancelled),
+        # or its answer is lost
         handed = handoff.offer(racing.leases, deps.result_queue, "s")
-        # THEN it is made again: the session reserved for x and x's copy sent
-        assert client.met == ["put"] and handed == "bg:x"
+        # THEN it is made (again): the session reserved for x and x's copy sent now
+        assert client.met == [fault] and handed == "bg:x"
         assert reserved_for(store) == "bg:x"
+        [copy] = [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0]  # type: ignore[attr-defined]
+        assert ATTR_HANDED_AT in copy["wait"]
 
 
 def park_behind_a_holder(deps: WakeDeps, store: DynamoStore, task_id: str) -> None:
@@ -361,26 +373,6 @@ def test_a_decided_run_whose_mark_keeps_meeting_transactions_on_a_held_lease_mar
         assert client.met == ["update", "update"] and handed is None
         assert [w.run_id for w in store.leases.waiters("s")] == ["bg:x"]
         assert not store.leases.release("s", token, unless_parked=True)
-
-
-def test_a_reservation_whose_answer_was_lost_counts_as_made_and_the_waiter_is_sent(
-    resources: Resources, store: DynamoStore
-) -> None:
-    """botocore makes a write again when its answer is lost; the second put's condition (the
-    session free) fails on the reservation the first one wrote. Before, that read as "taken
-    meanwhile": nothing was sent, and x waited for the reservation to lapse and its fallback copy."""
-    with CountingReceiver() as receiver:
-        deps = seed(resources, store, receiver, ("x",))
-        park_behind_a_holder(deps, store, "x")
-        racing, client = conflicting_store(store)
-        client.faults.append("put retried")
-        # WHEN the free session is offered to x and the reservation's answer is lost
-        handed = handoff.offer(racing.leases, deps.result_queue, "s")
-        # THEN the reservation counts as made: x's copy sent now
-        assert client.met == ["put retried"] and handed == "bg:x"
-        assert reserved_for(store) == "bg:x"
-        [copy] = [kw for kw in deps.result_queue.sent if kw["delay_s"] == 0]  # type: ignore[attr-defined]
-        assert ATTR_HANDED_AT in copy["wait"]
 
 
 def test_a_reservation_found_made_by_another_release_is_not_counted_as_this_ones(
@@ -434,20 +426,3 @@ def test_a_release_refused_by_a_waiters_mark_is_still_refused(resources: Resourc
     assert store.leases.mark_parked("s")
     assert not store.leases.release("s", token, unless_parked=True)
     assert lease_holder(store, "s")[0] == "bg:holder"  # type: ignore[index]
-
-
-def test_a_reservation_given_back_whose_answer_was_lost_goes_to_the_next_waiter(
-    resources: Resources, store: DynamoStore
-) -> None:
-    with CountingReceiver() as receiver:
-        deps = seed(resources, store, receiver, ("a", "x"))
-        park_behind_a_holder(deps, store, "x")
-        assert store.leases.reserve("s", "bg:a", RESERVATION_S)
-        racing, client = conflicting_store(store)
-        client.faults.append("delete retried")
-        # WHEN a gives back its reservation and the answer is lost
-        handoff.decline(racing.leases, deps.result_queue, "s", "bg:a")
-        # THEN the give-back counts as made and the session goes to x at once
-        assert client.met == ["delete retried"]
-        assert reserved_for(store) == "bg:x"
-        assert [kw["delay_s"] for kw in deps.result_queue.sent].count(0) == 1  # type: ignore[attr-defined]
