@@ -144,6 +144,23 @@ def test_requirements_carry_no_cli_or_local_packages() -> None:
         assert names and not names & {"typer", "rich", "moto", "pyyaml", "click"}, names
 
 
+#: the first pydantic whose ``model_rebuild`` holds a lock (pydantic#13438): a ``defer_build`` model
+#: (``WorkMessage``, the approvals' models) is built by the first record that validates one, and a
+#: batch's records run on threads (``agentwake.wake.lanes``); an older pydantic lets a second thread
+#: validate with the parent class's validator while the first rebuilds
+PYDANTIC_WITH_REBUILD_LOCK = (2, 14)
+
+
+def test_every_pydantic_the_requirements_allow_builds_deferred_models_under_a_lock() -> None:
+    specs = [(uri / "requirements.txt").read_text() for uri in code_uris()]
+    specs.append((ROOT / "pyproject.toml").read_text())
+    for text in specs:
+        found = re.findall(r"pydantic>=(\d+)\.(\d+)", text)
+        assert found, "pydantic has no floor"
+        for major, minor in found:
+            assert (int(major), int(minor)) >= PYDANTIC_WITH_REBUILD_LOCK, f"pydantic>={major}.{minor}"
+
+
 def test_built_bundle_holds_the_runtime_and_its_dependencies_only(built: tuple[Path, str, str]) -> None:
     # GIVEN the bundle as the build step makes it
     dest, _, _ = built
