@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import socket
 import threading
 import time
 import uuid
@@ -33,6 +34,9 @@ from agentwake_local.sigv4 import Refused, SigV4Verifier
 logger = logging.getLogger(__name__)
 
 Invoke = Callable[[str, dict[str, Any]], Any]
+
+#: how long a close this side starts waits for the peer's close frame before it shuts the socket
+CLOSE_REPLY_WAIT_S = 5.0
 
 
 @dataclass
@@ -55,16 +59,29 @@ class _Connection:
             self.wfile.flush()
             self.last_active_at = time.time()
 
-    def close(self, code: int = ws_frames.NORMAL, reason: str = "") -> None:
+    def close(self, code: int = ws_frames.NORMAL, reason: str = "", *, now: bool = False) -> None:
+        """Send a close frame (once: a later call sends nothing). ``now``: the socket is shut at once
+        (the peer's close frame came, or the peer broke the protocol, or the stack stops). Otherwise
+        this side starts the closing handshake (a DELETE through the management API): the socket stays
+        open for the peer's close frame, which the read loop answers with ``close(now=True)``, or for
+        ``CLOSE_REPLY_WAIT_S`` if it never comes. Shut at once, a browser's reply met a closed socket
+        and the page could see 1006 (abnormal) instead of the code sent (RFC 6455 §7.1.1: the server
+        closes the TCP connection after the handshake)."""
         try:
             self.send(ws_frames.CLOSE, ws_frames.close_payload(code, reason))
         except (OSError, ConnectionError):
             pass
         with self.lock:
             self.closed = True
-        try:
-            import socket
+        if now:
+            self._shut()
+        else:
+            timer = threading.Timer(CLOSE_REPLY_WAIT_S, self._shut)
+            timer.daemon = True
+            timer.start()
 
+    def _shut(self) -> None:
+        try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -161,7 +178,7 @@ class LocalWebSocketApi:
         with self._lock:
             open_now = list(self.connections.values())
         for conn in open_now:
-            conn.close(ws_frames.GOING_AWAY, "the local stack is stopping")
+            conn.close(ws_frames.GOING_AWAY, "the local stack is stopping", now=True)
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -311,7 +328,7 @@ class LocalWebSocketApi:
                     try:
                         opcode, payload = ws_frames.read_message(self.rfile, masked=True)
                     except ws_frames.ProtocolError as bad:
-                        conn.close(bad.code, str(bad)[:100])
+                        conn.close(bad.code, str(bad)[:100], now=True)
                         return bad.code
                     except (ws_frames.Closed, OSError, ValueError):
                         return ws_frames.GOING_AWAY
@@ -323,7 +340,7 @@ class LocalWebSocketApi:
                             return ws_frames.GOING_AWAY
                     elif opcode == ws_frames.CLOSE:
                         code = ws_frames.close_code(payload) or ws_frames.NORMAL
-                        conn.close(code)
+                        conn.close(code, now=True)  # the handshake's reply (nothing sent if this side began it)
                         return code
                     # a page's text or binary message: no route takes it (a page only receives)
 

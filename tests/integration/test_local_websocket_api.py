@@ -159,3 +159,22 @@ def test_a_page_that_closes_runs_disconnect(api: Api) -> None:
         time.sleep(0.05)
     assert routes(api) == ["$connect", "$disconnect"] and api.server.open_connections() == []
     assert api.events[-1]["requestContext"]["disconnectStatusCode"] == ws_frames.NORMAL
+
+
+def test_a_close_through_the_management_api_waits_for_the_page_s_reply(api: Api) -> None:
+    page = WsClient.connect(api.server.url + "?ticket=good")
+    [cid] = api.server.open_connections()
+    # WHEN the connection is deleted THEN the page gets the close frame first
+    management(api).delete_connection(ConnectionId=cid)
+    opcode, _ = page.recv(timeout=30)
+    assert opcode == ws_frames.CLOSE and page.closed_with == ws_frames.NORMAL
+    # AND the server still reads the page's reply (a browser's onclose sees the code, not 1006):
+    # the handshake ends with the page's own code, which only a server still reading can know
+    page._send(ws_frames.CLOSE, ws_frames.close_payload(4001))
+    deadline = time.monotonic() + 30
+    while "$disconnect" not in routes(api) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert api.events[-1]["requestContext"]["disconnectStatusCode"] == 4001
+    # AND then the server closes the TCP connection
+    page.sock.settimeout(30)
+    assert page.sock.recv(1) == b""
