@@ -170,7 +170,12 @@ def serialized(app: Any, lock: Any = None) -> Any:
 
     def call(environ: dict[str, Any], start_response: Any) -> Any:
         length = int(environ.get("CONTENT_LENGTH") or 0)
-        body = environ["wsgi.input"].read(length) if length else b""
+        if length:
+            body = environ["wsgi.input"].read(length)
+        elif environ.get("wsgi.input_terminated"):  # a chunked body: werkzeug's input ends where it does
+            body = environ["wsgi.input"].read()
+        else:
+            body = b""
         environ["wsgi.input"] = io.BytesIO(body)
         if _may_long_poll(environ, body):
             return app(environ, start_response)

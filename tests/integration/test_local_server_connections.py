@@ -145,3 +145,20 @@ def test_a_kept_connection_left_idle_is_closed_without_an_error_line(
         assert connection.getresponse().status < 300
     assert not [r for r in caplog.records if "timed out" in r.getMessage()]
     connection.close()
+
+
+def test_a_request_with_a_chunked_body_reaches_moto_whole(server: MotoServer) -> None:
+    # GIVEN a queue, and a SendMessage whose body is sent in chunks (no Content-Length)
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="chunked-body")["QueueUrl"]
+    headers, body = sqs_request("SendMessage", {"QueueUrl": url, "MessageBody": "sent in chunks"})
+    parts = urlsplit(server.endpoint_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection.request("POST", "/", body=iter([body[:20], body[20:]]), headers=headers, encode_chunked=True)
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    # THEN moto read the whole body: the message is sent and on the queue
+    assert response.status == 200, answer[:300]
+    [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert message["Body"] == "sent in chunks"
