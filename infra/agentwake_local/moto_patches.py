@@ -44,7 +44,9 @@ Things in moto that grow with everything ever written, and the local stack write
    listing moto's package directory, twice. The receive below walks the queue lazily from a cursor
    past the messages in flight (``_Cursor``) and stops at ``count``, reads the groups for FIFO queues only, copies each returned message shallowly, draws a
    handle of the same 185 letters from one draw of moto's random (one byte a letter); the directory
-   is listed once. Otherwise it is moto's own code, line for line.
+   is listed once. Otherwise it is moto's own code, line for line. A message's attribute digest
+   (``Message.attribute_md5``: each attribute validated, packed and hashed) is computed once and
+   reused by the copies a receive returns while their attributes are the values it was computed from.
 7. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
    moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
    while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
@@ -116,6 +118,7 @@ PINNED: dict[str, str] = {
     "moto.sqs.models.Queue.wait_for_messages": "c055a098ee139d2ff71353b6c4c0947df7dc6990fe00e7d9b41cb9e43e87f287",
     "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
     "moto.sqs.models.generate_receipt_handle": "10853f98152c8dab0bee2f888f4153d41f62e377a4af7d8559904af4a8ac90ad",
+    "moto.sqs.models.Message.attribute_md5": "1308123bfeb5dd1edb113afc0781a04a23363a9ab6aa238bad7918bea5228c6b",
     "moto.backends.list_of_moto_modules": "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
     "moto.core.utils.method_names_from_class": "9dbac89d082b655fee902c450e69de9dbadf9699ad06411298494984b55138c3",
     "moto.core.responses.BaseResponse.serialized": "c3e692950911d9041f64bc9e6c490ffea7d3b9982e0354fede58f6fd4f2a712f",
@@ -718,6 +721,8 @@ def _sqs_receive_stops_at_count() -> None:
                 # where its handles are valid: ChangeMessageVisibility checks this, not the whole queue
                 message._agentwake_home = (queue, queue.last_purged_at)
                 # a shallow copy: the filter replaces the copy's message_attributes, never mutates them
+                # (the copy shares the message's attribute digest: attribute_md5 below)
+                message.__dict__.setdefault("_agentwake_md5", [None])
                 message_copy = copy.copy(message)
                 filter_attributes(message_copy, message_attribute_names)
                 if not self.is_message_valid_based_on_retention_period(queue_name, message):
@@ -744,6 +749,27 @@ def _sqs_receive_stops_at_count() -> None:
         return result
 
     list_of_moto_modules.__agentwake_original__ = original_modules  # type: ignore[attr-defined]
+    original_attribute_md5: Any = models.Message.__dict__["attribute_md5"]  # the property object
+
+    def attribute_md5(self: Any) -> str:
+        # moto validates, packs and hashes every attribute of every message it returns, on every
+        # receive. A message's attributes never change once sent, and a received copy holds the same
+        # attribute values (the filter picks, never copies them) and shares its message's holder: the
+        # digest is reused while the attributes are the very values it was computed from
+        attributes = self.message_attributes
+        holder = self.__dict__.get("_agentwake_md5")
+        if holder is not None and holder[0] is not None:
+            computed_from, digest = holder[0]
+            if len(computed_from) == len(attributes) and all(attributes.get(k) is v for k, v in computed_from):
+                return digest  # type: ignore[no-any-return]
+        digest = original_attribute_md5.fget(self)
+        if holder is None:
+            holder = self.__dict__["_agentwake_md5"] = [None]
+        holder[0] = (tuple(attributes.items()), digest)
+        return digest  # type: ignore[no-any-return]
+
+    attribute_md5.__agentwake_original__ = original_attribute_md5.fget  # type: ignore[attr-defined]
+    models.Message.attribute_md5 = property(attribute_md5)  # type: ignore[assignment,method-assign]
     generate_receipt_handle.__agentwake_original__ = original_handle  # type: ignore[attr-defined]
     receive_message.__agentwake_original__ = original_receive  # type: ignore[attr-defined]
     backends.list_of_moto_modules = list_of_moto_modules  # type: ignore[assignment]
