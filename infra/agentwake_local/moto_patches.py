@@ -31,6 +31,10 @@ Things in moto that grow with everything ever written, and the local stack write
    last purge), and a handle the index does not place in the queue (unknown, deleted, moved to a
    DLQ, purged) goes to moto's own code, which raises what AWS raises. SendMessage read ``ContentBasedDeduplication``
    through the queue's attributes, which count every message; it now reads that one attribute.
+   ``GetQueueAttributes`` (``SQSBackend.get_queue_attributes``) computed all of a queue's
+   attributes (three walks of its messages) twice for each name asked for and once more: a scan's
+   count of three names walked a queue of 10,000 messages 27 times; the attributes are now computed
+   once per call.
 6. **SQS receive and the server's dispatch at 10,000 messages** (``SQSBackend.receive_message``,
    ``moto.sqs.models.generate_receipt_handle``, ``moto.backends.list_of_moto_modules``): a receive
    listed every visible message of the queue before taking ten, copied the message groups of every
@@ -40,7 +44,9 @@ Things in moto that grow with everything ever written, and the local stack write
    listing moto's package directory, twice. The receive below walks the queue lazily from a cursor
    past the messages in flight (``_Cursor``) and stops at ``count``, reads the groups for FIFO queues only, copies each returned message shallowly, draws a
    handle of the same 185 letters from one draw of moto's random (one byte a letter); the directory
-   is listed once. Otherwise it is moto's own code, line for line.
+   is listed once. Otherwise it is moto's own code, line for line. A message's attribute digest
+   (``Message.attribute_md5``: each attribute validated, packed and hashed) is computed once and
+   reused by the copies a receive returns while their attributes are the values it was computed from.
 7. **SQS, one request at a time** (every public method of ``SQSBackend``, ``Queue.wait_for_messages``):
    moto's SQS backend is not thread-safe — a receive copies the queue's set of pending messages
    while another adds to it ("Set changed size during iteration"), a delete rebuilds the message
@@ -105,10 +111,14 @@ PINNED: dict[str, str] = {
     ),
     "moto.sqs.models.SQSBackend.send_message": "fd7abfe52e85d6434a4c8ab0398c27889a0627e7c423a10c31fac9bca68e3f5b",
     "moto.sqs.models.Queue.attributes": "ddf03540564891aa86180cfebb4a8b4eca6fbb0ba4a8f09c5ffdada0038ff8a0",
+    "moto.sqs.models.SQSBackend.get_queue_attributes": (
+        "727161e889b12278a21745a1ede407a15d6f302bbd2bbb1a916503353c438e24"
+    ),
     # the guard lets go of the lock only where receive_message waits: in wait_for_messages
     "moto.sqs.models.Queue.wait_for_messages": "c055a098ee139d2ff71353b6c4c0947df7dc6990fe00e7d9b41cb9e43e87f287",
     "moto.sqs.models.SQSBackend.receive_message": "79cac41881a077fd1837ee15783296df9545361d05925dc9b5f71c2134d26730",
     "moto.sqs.models.generate_receipt_handle": "10853f98152c8dab0bee2f888f4153d41f62e377a4af7d8559904af4a8ac90ad",
+    "moto.sqs.models.Message.attribute_md5": "1308123bfeb5dd1edb113afc0781a04a23363a9ab6aa238bad7918bea5228c6b",
     "moto.backends.list_of_moto_modules": "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
     "moto.core.utils.method_names_from_class": "9dbac89d082b655fee902c450e69de9dbadf9699ad06411298494984b55138c3",
     "moto.core.responses.BaseResponse.serialized": "c3e692950911d9041f64bc9e6c490ffea7d3b9982e0354fede58f6fd4f2a712f",
@@ -134,6 +144,10 @@ _QUERY_PARTITION: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.C
 _HANDLES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 #: inside SendMessage (which reads one attribute of the queue)
 _SENDING: contextvars.ContextVar[bool] = contextvars.ContextVar("agentwake_sqs_sending", default=False)
+#: inside GetQueueAttributes: each queue's attributes (by id), computed once for the call
+_QUEUE_ATTRIBUTES: contextvars.ContextVar[dict[int, dict[str, Any]] | None] = contextvars.ContextVar(
+    "agentwake_sqs_queue_attributes", default=None
+)
 #: held by every call into moto's SQS backend (re-entrant: backend methods call one another); a
 #: long-polling receive waits on it, released, and sends and visibility changes wake it
 SQS_GUARD = threading.Condition(threading.RLock())
@@ -539,7 +553,23 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
             if not self.fifo_queue:  # moto lists the attribute for FIFO queues only
                 return {}
             return {"ContentBasedDeduplication": str(bool(self.content_based_deduplication)).lower()}
-        return original_attributes.fget(self)  # type: ignore[no-any-return]
+        once = _QUEUE_ATTRIBUTES.get()
+        if once is None:
+            return original_attributes.fget(self)  # type: ignore[no-any-return]
+        found = once.get(id(self))
+        if found is None:
+            found = once[id(self)] = original_attributes.fget(self)
+        return found
+
+    original_get_attributes = models.SQSBackend.get_queue_attributes
+
+    def get_queue_attributes(self: Any, queue_name: str, attribute_names: list[str]) -> dict[str, Any]:
+        # moto reads queue.attributes (every count: three walks of the messages) twice per name, plus once
+        token = _QUEUE_ATTRIBUTES.set({})
+        try:
+            return original_get_attributes(self, queue_name, attribute_names)  # type: ignore[no-any-return]
+        finally:
+            _QUEUE_ATTRIBUTES.reset(token)
 
     def send_message(self: Any, *args: Any, **kwargs: Any) -> Any:
         token = _SENDING.set(True)
@@ -553,10 +583,12 @@ def _sqs_cheap_clock_handles_and_sends() -> None:
     mark_received.__agentwake_original__ = original_mark_received  # type: ignore[attr-defined]
     change_message_visibility.__agentwake_original__ = original_change  # type: ignore[attr-defined]
     send_message.__agentwake_original__ = original_send  # type: ignore[attr-defined]
+    get_queue_attributes.__agentwake_original__ = original_get_attributes  # type: ignore[attr-defined]
     attributes.__agentwake_original__ = original_attributes.fget  # type: ignore[attr-defined]
     models.unix_time = unix_time  # type: ignore[assignment]
     models.unix_time_millis = unix_time_millis  # type: ignore[assignment]
     models.SQSBackend.send_message = send_message  # type: ignore[method-assign]
+    models.SQSBackend.get_queue_attributes = get_queue_attributes  # type: ignore[method-assign]
     models.Queue.attributes = property(attributes)  # type: ignore[assignment,method-assign]
     models.Message.mark_received = mark_received  # type: ignore[method-assign]
     models.SQSBackend.change_message_visibility = change_message_visibility  # type: ignore[method-assign]
@@ -689,6 +721,8 @@ def _sqs_receive_stops_at_count() -> None:
                 # where its handles are valid: ChangeMessageVisibility checks this, not the whole queue
                 message._agentwake_home = (queue, queue.last_purged_at)
                 # a shallow copy: the filter replaces the copy's message_attributes, never mutates them
+                # (the copy shares the message's attribute digest: attribute_md5 below)
+                message.__dict__.setdefault("_agentwake_md5", [None])
                 message_copy = copy.copy(message)
                 filter_attributes(message_copy, message_attribute_names)
                 if not self.is_message_valid_based_on_retention_period(queue_name, message):
@@ -715,6 +749,27 @@ def _sqs_receive_stops_at_count() -> None:
         return result
 
     list_of_moto_modules.__agentwake_original__ = original_modules  # type: ignore[attr-defined]
+    original_attribute_md5: Any = models.Message.__dict__["attribute_md5"]  # the property object
+
+    def attribute_md5(self: Any) -> str:
+        # moto validates, packs and hashes every attribute of every message it returns, on every
+        # receive. A message's attributes never change once sent, and a received copy holds the same
+        # attribute values (the filter picks, never copies them) and shares its message's holder: the
+        # digest is reused while the attributes are the very values it was computed from
+        attributes = self.message_attributes
+        holder = self.__dict__.get("_agentwake_md5")
+        if holder is not None and holder[0] is not None:
+            computed_from, digest = holder[0]
+            if len(computed_from) == len(attributes) and all(attributes.get(k) is v for k, v in computed_from):
+                return digest  # type: ignore[no-any-return]
+        digest = original_attribute_md5.fget(self)
+        if holder is None:
+            holder = self.__dict__["_agentwake_md5"] = [None]
+        holder[0] = (tuple(attributes.items()), digest)
+        return digest  # type: ignore[no-any-return]
+
+    attribute_md5.__agentwake_original__ = original_attribute_md5.fget  # type: ignore[attr-defined]
+    models.Message.attribute_md5 = property(attribute_md5)  # type: ignore[assignment,method-assign]
     generate_receipt_handle.__agentwake_original__ = original_handle  # type: ignore[attr-defined]
     receive_message.__agentwake_original__ = original_receive  # type: ignore[attr-defined]
     backends.list_of_moto_modules = list_of_moto_modules  # type: ignore[assignment]

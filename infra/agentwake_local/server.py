@@ -312,18 +312,21 @@ def _no_write(data: bytes) -> None:
 
 def _serialized_server(base: Any) -> Any:
     """moto's ThreadedMotoServer with its WSGI app wrapped in ``serialized``, answering on kept
-    connections (``_keep_alive_handler``); ``stop`` closes the connections still kept."""
+    connections (``_keep_alive_handler``), SQS's JSON requests routed straight to moto's SQS
+    dispatch (``sqs_route``); ``stop`` closes the connections still kept."""
     import socket as sockets
 
     from moto.moto_server.threaded_moto_server import MotoRequestHandler
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    from agentwake_local.sqs_route import sqs_json_route
+
     handler = _keep_alive_handler(MotoRequestHandler)
 
     class SerializedMotoServer(base):  # type: ignore[misc, valid-type]
         def _server_entry(self) -> None:
-            app = serialized(DomainDispatcherApplication(create_backend_app))
+            app = serialized(sqs_json_route(DomainDispatcherApplication(create_backend_app)))
             self._server = make_server(self._ip_address, self._port, app, True, request_handler=handler)
             self._server.kept_connections = set()  # type: ignore[attr-defined]
             self._server_ready_event.set()

@@ -300,6 +300,86 @@ def test_an_sqs_receive_does_not_rescan_the_queue_per_message(
     assert attribute_computations_per_receive(100) == attribute_computations_per_receive(1_000) == 0
 
 
+def test_a_messages_attribute_digest_is_computed_once_not_on_every_receive(
+    server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unpatched, every receive validated, packed and hashed each attribute of each message it returned."""
+    from moto.sqs.models import Message
+
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="digest-queue")["QueueUrl"]
+    attributes = {
+        "b": {"DataType": "String", "StringValue": "reason é"},
+        "a": {"DataType": "Number", "StringValue": "7"},
+    }
+    sent = sqs.send_message(QueueUrl=url, MessageBody="x", MessageAttributes=attributes)["MD5OfMessageAttributes"]
+    only_a = sqs.send_message(QueueUrl=url, MessageBody="y", MessageAttributes={"a": attributes["a"]})
+    sqs.delete_message(
+        QueueUrl=url,
+        ReceiptHandle=next(
+            m["ReceiptHandle"]
+            for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+            if m["Body"] == "y"
+        ),
+    )
+    packed = [0]
+    pack = Message.update_binary_length_and_value
+
+    def counting(md5: Any, value: bytes) -> None:
+        packed[0] += 1
+        pack(md5, value)
+
+    monkeypatch.setattr(Message, "update_binary_length_and_value", staticmethod(counting))
+    # WHEN the message is received three times with all its attributes
+    digests = []
+    for _ in range(3):
+        [got] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+        digests.append(got["MD5OfMessageAttributes"])
+    # THEN each answer carries the digest SendMessage gave, computed no more
+    assert digests == [sent] * 3
+    assert packed[0] == 0
+    # AND a receive of some of its attributes has their own digest (computed for them)
+    [got] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["a"], VisibilityTimeout=0)["Messages"]
+    assert got["MD5OfMessageAttributes"] == only_a["MD5OfMessageAttributes"] != sent
+    assert packed[0] > 0
+    [got] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+    assert got["MD5OfMessageAttributes"] == sent
+
+
+def test_a_queue_count_walks_the_queue_once_per_count_not_per_name_asked_for(server: MotoServer) -> None:
+    """Unpatched, GetQueueAttributes computed every attribute of the queue (each count a walk of its
+    messages) twice per name asked for, and once more: a scan's three counts walked the queue 27 times."""
+    from unittest import mock
+
+    from moto.sqs.models import Queue
+
+    server.reset()
+    sqs = boto3_session().client("sqs", endpoint_url=server.endpoint_url, region_name=DEFAULT_REGION)
+    url = sqs.create_queue(QueueName="counted-queue")["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(4)])
+    sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=300)
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    delayed = Queue.approximate_number_of_messages_delayed
+    with mock.patch.object(Queue, "approximate_number_of_messages_delayed", new_callable=mock.PropertyMock) as walk:
+        walk.side_effect = lambda: 0
+        # WHEN the scan's three counts are asked for
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        # THEN the queue's messages were counted once (each count one walk)
+        assert walk.call_count == 1
+    assert isinstance(delayed, property)
+    assert counts == dict(zip(names, ["3", "1", "0"], strict=True))
+    # AND All, and names asked one by one, answer the same as before
+    every = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert {name: every[name] for name in names} == counts
+    for name in names:
+        assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[name])["Attributes"] == {name: counts[name]}
+
+
 @pytest.fixture
 def in_process_sqs(aws_credentials: None) -> Iterator[Any]:
     """In-process ``mock_aws`` (as the security and e2e tests run the CLI): no server lock in front."""
