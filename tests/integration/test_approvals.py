@@ -711,7 +711,8 @@ PARK_CALLS = [
     "SendMessage",  # the expiry's first check (before the request: no request without its chain)
     "TransactWriteItems",  # the request: approval item + its journal step
     "Query",  # the wait list, read before the release (the hand-off)
-    "TransactWriteItems",  # the park: run parked, asked step + delivery, asked_at, lease release
+    "TransactWriteItems",  # the park: run parked, asked step + delivery, asked_at
+    "DeleteItem",  # the lease's release after the park (one plain conditional write)
 ]
 
 
@@ -726,8 +727,9 @@ def default_kinds(kinds: tuple[str, ...], full: bool) -> tuple[str, ...]:
 
 
 #: run by default (``make test``): every kind at the calls the park adds (the check's send, the request,
-#: the park transaction); ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``) runs every call of the wake
-PARK_DEFAULT_CALLS = {5, 6, 8}
+#: the park transaction) and at the release after it; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``)
+#: runs every call of the wake
+PARK_DEFAULT_CALLS = {5, 6, 8, 9}
 
 
 def _park_points() -> Iterator[Any]:
@@ -805,7 +807,7 @@ CHECK_CALLS = [
     "TransactWriteItems",
 ]
 #: the resumed wake's calls: batch read, start (+ the request marked resumed), its journal, the
-#: history window, the gated tool's step, the final reply, the wait list, the commit
+#: history window, the gated tool's step, the final reply, the wait list, the commit, the release
 RESUME_CALLS = [
     "BatchGetItem",
     "TransactWriteItems",
@@ -815,6 +817,7 @@ RESUME_CALLS = [
     "PutItem",
     "Query",
     "TransactWriteItems",
+    "DeleteItem",
 ]
 #: run by default: the hand-off's send and mark, the resume's start and commit; every call with
 #: ``AGENTWAKE_FAULT_MATRIX=full``
@@ -1185,7 +1188,8 @@ def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
     # WHEN the producer's completion wakes it and it parks
     calls = counter.during(stack.wake)
     # THEN the wake's batch read, its start, the history window, the reply (it calls a tool), the
-    # request, the wait list's read for the hand-off and the park: one transaction each
+    # request, the wait list's read for the hand-off and the park: one transaction each; then the
+    # lease's release
     assert calls == [
         "BatchGetItem",
         "TransactWriteItems",
@@ -1194,6 +1198,7 @@ def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
         "TransactWriteItems",
         "Query",
         "TransactWriteItems",
+        "DeleteItem",
     ], calls
     # AND one SQS send (the expiry's first check) and one delivery (the request)
     assert len(stack.sqs.sent) - sends_before == 1 and len(receiver.received) == 1

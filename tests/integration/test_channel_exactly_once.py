@@ -477,11 +477,12 @@ def test_a_log_wake_writes_no_intent(store: DynamoStore, platform: Platform, clo
                 "PutItem",
                 "TransactWriteItems",
                 "TransactWriteItems",
+                "DeleteItem",
             ],
         ),
         (
             PLAIN,  # deliver_final: the reply kept back rides on the intent's write (no call more)
-            ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems", "TransactWriteItems"],
+            ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems", "TransactWriteItems", "DeleteItem"],
         ),
     ],
     ids=["tool_delivery", "deliver_final"],

@@ -295,8 +295,9 @@ class ModelStore(FaultyStore):
 
 class DyingStore:
     """The store as one Lambda sees it that dies right after the call ``after`` returns
-    (``begin_run``: mid-run, its lease held; ``commit_success``: committed, the session reserved for
-    the next waiter but not handed over): none of its later calls happens."""
+    (``begin_run``: mid-run, its lease held; ``commit_success``: committed, its lease still held, the
+    release after the commit not made; ``release``: the session released, reserved for the next
+    waiter but not handed over): none of its later calls happens."""
 
     def __init__(self, inner: Any, after: str) -> None:
         self._inner, self._after, self.dead = inner, after, False
@@ -731,11 +732,16 @@ class DurableRuns(RuleBasedStateMachine):
 
         self._settle(first, None, first_outcome)
 
-    @rule(task=st.sampled_from(TASKS), after=st.sampled_from(["begin_run", "commit_success"]), pick=st.integers(0, 2))
+    @rule(
+        task=st.sampled_from(TASKS),
+        after=st.sampled_from(["begin_run", "commit_success", "release"]),
+        pick=st.integers(0, 2),
+    )
     def holder_dies(self, task: str, after: str, pick: int) -> None:
-        """The task's Lambda dies before its hand-off: mid-run (its lease left to expire) or right
-        after its commit (the session reserved for the next waiter, who is never re-sent: the
-        reservation lapses). Its record stays in the queue; then the model's clock passes the lapse."""
+        """The task's Lambda dies before its hand-off: mid-run or right after its commit (its lease
+        left to expire: the release is a write after the commit), or right after its release (the
+        session reserved for the next waiter, who is never re-sent: the reservation lapses). Its
+        record stays in the queue; then the model's clock passes the lapse."""
         copy = self._pick(task, pick)
         session = SESSION_OF[task]
         if (copy is None and self.where[task] == "dlq") or not self._free(session):
@@ -761,9 +767,10 @@ class DurableRuns(RuleBasedStateMachine):
             # what it left (its lease, or the reservation its commit made for the next waiter)
             # lapses within the Lambda's remaining time + 30 s, or the reservation's 30 s
             event(f"a holder died after {after}, holding the session")
-            lapse = DYING_LEASE_S if after == "begin_run" else RESERVATION_S
+            own = held[0] == f"bg:{task}"  # its own lease, or a reservation its release made
+            lapse = DYING_LEASE_S if own else RESERVATION_S
             assert abs(held[1] - (self.now + lapse)) < 1, (held, self.now, lapse)
-            reserved = held[0] if after == "commit_success" else None
+            reserved = None if own else held[0]
             self.dead_until[session] = (f"bg:{task}", held[1], reserved)
 
     # -- task outcomes ---------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ runs clean with the calls ``CLEAN_CALLS`` lists, then the trigger retries as SQS
 case called again, up to maxReceiveCount). The webhook is a real HTTP receiver on 127.0.0.1 that
 counts arrivals by delivery id.
 
-The whole matrix (two wakes × every call × five kinds: 65 points) runs with
-``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 35 of them: every kind at the start
+The whole matrix (two wakes × every call × five kinds: 75 points) runs with
+``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 45 of them: every kind at the start
 transaction, at the writes after the send, and at the read of the wait list.
 
 The wake's other calls, to the model, are faulted too (``ModelFaults``: every model call of both
@@ -64,7 +64,8 @@ CLEAN_CALLS: dict[str, list[str]] = {
         "PutItem",  # 000.reply, which calls send_message_to_user: journaled before its tool runs
         "TransactWriteItems",  # 000.tool.00 with the delivery's marker and history entry
         "Query",  # the session's wait list, read before the release (the hand-off)
-        "TransactWriteItems",  # the commit: 001.reply, marker, note, run, task, lease release
+        "TransactWriteItems",  # the commit: 001.reply, note with its marker, run, task
+        "DeleteItem",  # the lease's release, after the commit (one plain conditional write)
     ],
     "deliver_final": [
         "BatchGetItem",
@@ -73,12 +74,13 @@ CLEAN_CALLS: dict[str, list[str]] = {
         "PutItem",  # 000.reply, journaled before the final answer is sent
         "Query",  # the wait list
         "TransactWriteItems",  # the commit, with final.delivery and the delivery's record
+        "DeleteItem",  # the lease's release
     ],
 }
 #: the points run by default (``make test``): every kind at the start transaction, at the writes
 #: after the send and at the read of the wait list; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``)
 #: runs every call
-DEFAULT_CALLS = {"tool_delivery": {2, 5, 6, 7}, "deliver_final": {2, 5, 6}}
+DEFAULT_CALLS = {"tool_delivery": {2, 5, 6, 7, 8}, "deliver_final": {2, 5, 6, 7}}
 FULL = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
 #: the model calls each makes when nothing fails, by step (all of them run by default)
 MODEL_CALLS: dict[str, list[int]] = {"tool_delivery": [0, 1], "deliver_final": [0]}

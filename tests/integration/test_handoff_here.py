@@ -136,9 +136,9 @@ class Recording:
 
 
 def lease_put_in(kw: dict[str, Any]) -> dict[str, Any] | None:
-    """The lease item a transaction puts (a take or a reservation), or None."""
-    for item in kw.get("TransactItems", []):
-        put = item.get("Put", {}).get("Item", {})
+    """The lease item a write puts (a start's take in its transaction, a release's reservation on
+    its own), or None."""
+    for put in [kw.get("Item", {}), *(item.get("Put", {}).get("Item", {}) for item in kw.get("TransactItems", []))]:
         if put.get("sk", {}).get("S") == LEASE_SK:
             return put
     return None
@@ -157,7 +157,7 @@ def test_nothing_is_written_between_a_release_and_the_start_of_the_waiter_run_he
         # WHEN a's record runs with the whole invocation left (its commit hands the session to x)
         result = on_background_record(plain_record("a"), setup.deps, time_left=lambda: PLENTY_MS)
         assert result == Done("succeeded", ran_after=2)
-        # THEN between the commit that reserved the session for x and x's start, one batch read
+        # THEN between the release that reserved the session for x and x's start, one batch read
         lease_puts = [(n, lease_put_in(kw)) for n, (_, kw) in enumerate(recording.calls)]
         handed = next(n for n, put in lease_puts if put and put.get("reserved_for", {}).get("S") == "bg:x")
         started = next(

@@ -18,7 +18,7 @@ from agentwake.session.copies import ATTR_HANDED_AT
 from agentwake.session.lease import RESERVATION_S, Waiter
 from agentwake.store.codec import key
 from agentwake.store.dynamo import DynamoStore
-from agentwake.store.keys import lease_key
+from agentwake.store.keys import RUN_SK, lease_key
 from agentwake.store.session_lease import RESERVED_FOR
 from agentwake.wake.background import Done
 from agentwake.wake.invocation import on_background_record
@@ -43,13 +43,16 @@ class Conflicting:
         self.met: list[str] = []
         #: the transaction a conflicting update meets, done as it is refused (None: nothing lands)
         self.during: Callable[[], Any] | None = None
+        #: the items of a transaction a ``transaction`` fault says another write was writing
+        self.conflict_on: Callable[[dict[str, Any]], bool] = _is_lease
 
     def transact_write_items(self, **kw: Any) -> Any:
         if "transaction" in self.faults:
             self.faults.remove("transaction")
             self.met.append("transaction")
             reasons = [
-                {"Code": "TransactionConflict"} if _is_lease(i) else {"Code": "None"} for i in kw["TransactItems"]
+                {"Code": "TransactionConflict"} if self.conflict_on(i) else {"Code": "None"}
+                for i in kw["TransactItems"]
             ]
             raise self._client.exceptions.TransactionCanceledException(
                 {
@@ -71,7 +74,12 @@ class Conflicting:
 
     def put_item(self, **kw: Any) -> Any:
         self._meet("put", kw["Item"], "PutItem")
-        return self._twice("put", self._client.put_item, kw)
+        answer = self._twice("put", self._client.put_item, kw)
+        if "put answer lost" in self.faults and _lease_sk(kw["Item"]):
+            self.faults.remove("put answer lost")
+            self.met.append("put answer lost")
+            raise ReadTimeoutError(endpoint_url="http://127.0.0.1")  # applied; botocore's tries spent
+        return answer
 
     def delete_item(self, **kw: Any) -> Any:
         self._meet("delete", kw["Key"], "DeleteItem")
@@ -107,6 +115,11 @@ def _is_lease(item: dict[str, Any]) -> bool:
     return _lease_sk(body.get("Key") or body.get("Item") or {})
 
 
+def _is_run(item: dict[str, Any]) -> bool:
+    body = next(iter(item.values()))
+    return (body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S") == RUN_SK
+
+
 def _lease_sk(key: dict[str, Any]) -> bool:
     return key.get("sk", {}).get("S") == lease_key("s")[1]
 
@@ -116,14 +129,17 @@ def conflicting_store(store: DynamoStore) -> tuple[DynamoStore, Conflicting]:
     return DynamoStore(store.table.name, client=client), client  # type: ignore[arg-type]
 
 
-def test_a_commit_cancelled_by_a_conflict_on_the_lease_is_made_again_and_succeeds(
+def test_a_commit_cancelled_by_a_conflict_on_the_run_item_is_made_again_and_succeeds(
     resources: Resources, store: DynamoStore
 ) -> None:
+    """The commit writes no lease (it is released after it, by a plain write whose conflicts are
+    the release tests' below); a transaction on the run item (another copy's start) cancels it."""
     with CountingReceiver() as receiver:
         deps = seed(resources, store, receiver, ("a",))
         racing, client = conflicting_store(store)
+        client.conflict_on = _is_run
         deps.store = racing
-        # the start transaction goes through; the commit meets a write of the lease once
+        # the start transaction goes through; the commit meets a write of the run item once
         before_commit(racing, "bg:a", lambda: client.faults.append("transaction"))
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN the run succeeded on its first attempt: no failure recorded, no retry spent
@@ -217,7 +233,7 @@ def test_an_append_that_meets_a_write_of_the_lease_is_appended_and_the_turn_not_
         sessions.end_live_turn(turn)
 
 
-def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_session_over(
+def test_a_lost_answer_to_the_commit_after_a_waiter_joined_still_hands_the_session_over(
     resources: Resources, store: DynamoStore
 ) -> None:
     with CountingReceiver() as receiver:
@@ -226,14 +242,15 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
         deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
 
         def join_and_lose_the_answer() -> None:
-            # x joins the list after a read it (nobody), so the commit's lease write fails on
-            # x's mark and is dropped; the answer to the commit made again is lost
+            # x joins the list after a read it (nobody) and marks the lease; the answer to the
+            # commit is lost
             park(plain, "x")
             client.faults.append("answer lost")
 
         before_commit(racing, "bg:a", join_and_lose_the_answer)
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
-        # THEN the commit is read back as landed, and the lease its write left is released to x
+        # THEN the commit is read back as landed, and the release to nobody fails on x's mark: the
+        # list is read again and the session released to x
         assert client.met == ["answer lost"]
         assert result.status == "succeeded"  # type: ignore[union-attr]
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
@@ -243,18 +260,17 @@ def test_a_lost_answer_after_the_commit_dropped_its_lease_write_still_hands_the_
 def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_again_and_hands_over(
     resources: Resources, store: DynamoStore
 ) -> None:
-    """Issue 37 item 5: a release outside a transaction (after a commit whose lease write a waiter's
-    mark dropped, a live turn's end) that met another copy's start on the lease raised: the holder
-    logged it, the session stayed held by a finished run until its lease expired, and its waiters
-    waited their fallback pauses."""
+    """Issue 37 item 5: a release outside a transaction (after a commit, a live turn's end) that met
+    another copy's start on the lease raised: the holder logged it, the session stayed held by a
+    finished run until its lease expired, and its waiters waited their fallback pauses."""
     with CountingReceiver() as receiver:
         plain = seed(resources, store, receiver, ("a", "x"))
         racing, client = conflicting_store(store)
         deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
 
         def join_then_meet_a_start() -> None:
-            # x joins after a read the list (nobody): the commit's lease write is dropped on x's
-            # mark, and the release that follows meets a start transaction on the lease once
+            # x joins after a read the list (nobody): the release to nobody after the commit fails
+            # on x's mark, and the release to x that follows meets a start transaction on the lease
             park(plain, "x")
             client.faults.append("put")
 
@@ -262,6 +278,33 @@ def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_agai
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN the release is made again, to x, and x runs next in this invocation
         assert client.met == ["put"]
+        assert result == Done("succeeded", ran_after=1)
+        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
+        assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
+
+
+def test_a_release_after_the_commit_whose_answer_is_lost_is_made_again_and_hands_over(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """The release after a commit is a write of its own: when its answer is lost (the reservation
+    for x written, the caller told nothing), the run makes it again once, and the second write
+    recognises the reservation the first one wrote (its token derives from the released lease's):
+    x is handed the session and runs next here, not after its fallback pause."""
+    with CountingReceiver() as receiver:
+        plain = seed(resources, store, receiver, ("a", "x"))
+        racing, client = conflicting_store(store)
+        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
+
+        def join_then_lose_the_release() -> None:
+            # x joins after a read the list (nobody): the release to nobody fails on x's mark, and
+            # the release to x that follows lands, its answer lost
+            park(plain, "x")
+            client.faults.append("put answer lost")
+
+        before_commit(racing, "bg:a", join_then_lose_the_release)
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        # THEN the release is made again, found made, and x runs next in this invocation
+        assert client.met == ["put answer lost"]
         assert result == Done("succeeded", ran_after=1)
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []

@@ -1,7 +1,8 @@
 """DynamoDB round trips per wake, counted at the client (botocore ``before-call`` events).
 
-Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 5 DynamoDB calls (one of
-them the read of the session's wait list before the release, for the hand-off),
+Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 6 DynamoDB calls (one of
+them the read of the session's wait list before the commit, for the hand-off; one the lease's
+release after the commit, a plain conditional write),
 background or cron, with or without daily limits; each further model step adds at most 1 and each
 delivery at most 1 (the final answer deliver_final sends included); a retry adds the one read of
 its journal; and the count does not depend on the conversation's length.
@@ -30,9 +31,17 @@ from tests.support.store_writes import lease_holder
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: a one-step wake's calls (with or without daily limits); ``make bench`` prints the same (tests/e2e/test_bench_scripts.py)
-ONE_STEP_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"]
+ONE_STEP_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems", "DeleteItem"]
 #: a one-step wake whose final answer deliver_final sends: its reply journaled (PutItem) before it is sent
-FINAL_ANSWER_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "PutItem", "Query", "TransactWriteItems"]
+FINAL_ANSWER_CALLS = [
+    "BatchGetItem",
+    "TransactWriteItems",
+    "Query",
+    "PutItem",
+    "Query",
+    "TransactWriteItems",
+    "DeleteItem",
+]
 #: the history length the "long" case seeds (AGENTWAKE_LONG_HISTORY=100000 in `make bench`-sized runs)
 LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
 
@@ -48,7 +57,7 @@ def deps(store: DynamoStore) -> WakeDeps:
     return WakeDeps(store=store, settings=settings, result_queue=ResultQueue(settings.result_queue_url))
 
 
-def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_one_step_background_wake_makes_six_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a session whose agent answers in one step, and its finished task
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -57,9 +66,9 @@ def test_a_one_step_background_wake_makes_five_calls(counted: tuple[DynamoStore,
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
     # one history query (under the lease, so it sees the previous wake's note), one query of the
-    # session's wait list (before the release, for the hand-off), one commit
+    # session's wait list (before the commit, for the hand-off), one commit, one release of the lease
     assert calls == ONE_STEP_CALLS, calls
-    assert len(calls) <= 5
+    assert len(calls) <= 6
     # AND the run really succeeded, with its note; its only step, the last reply, is not journaled
     # (the note keeps its text: runs show reads it there)
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
@@ -80,7 +89,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     # THEN it costs a one-step wake plus one delivery: the final reply is journaled before it is
     # sent (so a retry resends the same answer), and the delivery's record rides on the commit
     assert calls == FINAL_ANSWER_CALLS, calls
-    assert len(calls) <= 5 + 1
+    assert len(calls) <= 6 + 1
     # AND the delivery is in history before the marker and the note, and journaled
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
@@ -97,7 +106,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN the same five calls as a session without limits: today's counters come in the batch read,
+    # THEN the same six calls as a session without limits: today's counters come in the batch read,
     # are checked unchanged by the start transaction, and the tokens are counted by the commit
     assert calls == ONE_STEP_CALLS, calls
     from agentwake.store.daily import DailyCounters
@@ -109,7 +118,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     store.records.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    assert len(cron) <= 5 + 1, cron
+    assert len(cron) <= 6 + 1, cron
     assert DailyCounters(store.table, "s1").read()[1] == 1
 
 
@@ -122,8 +131,8 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN 5 + 1 (the second step) + 1 (the delivery) calls at most
-    assert len(calls) <= 5 + 1 + 1, calls
+    # THEN 6 + 1 (the second step) + 1 (the delivery) calls at most
+    assert len(calls) <= 6 + 1 + 1, calls
     # AND everything a durable run needs is written: the delivery in history before the note, the
     # first reply and the tool result journaled (the last reply is the note's: a succeeded run's
     # commit leaves it out)
@@ -132,7 +141,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     assert len(OK_SCRIPT) == 2
 
 
-def test_a_cron_wake_makes_five_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_cron_wake_makes_six_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -140,13 +149,13 @@ def test_a_cron_wake_makes_five_calls(counted: tuple[DynamoStore, DynamoCalls]) 
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    # THEN the same five calls as a background wake
-    assert calls == ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems"], calls
+    # THEN the same six calls as a background wake
+    assert calls == ONE_STEP_CALLS, calls
     job = store.records.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
     # AND a schedule that does not name the session (made before it did) costs one read more
     legacy = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T07:00:00Z")
-    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 6
+    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 7
 
 
 def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
@@ -162,16 +171,16 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
         with pytest.raises(RunFailed):
             wake_for_background_result(message("t1", "s1"), deps(store))
 
-    # WHEN the first attempt fails: 5 calls, with the failure transaction in place of the commit,
-    # plus one for the first step and one for its delivery
+    # WHEN the first attempt fails: 6 calls, with the failure transaction in place of the commit
+    # (the release after it, as after a commit), plus one for the first step and one for its delivery
     first = counter.during(failing)
-    assert len(first) <= 5 + 1 + 1, first
+    assert len(first) <= 6 + 1 + 1, first
     # AND after the provider is fixed, the retry replays step 0 and runs step 1
     fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: replayed"}, {"text": "done"}]}]
     seed_session(store, "s1", providers=fixed)
     retry = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the retry costs a one-step wake plus the one read of its journal
-    assert retry.count("Query") == 3 and len(retry) <= 5 + 1, retry
+    assert retry.count("Query") == 3 and len(retry) <= 6 + 1, retry
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
 

@@ -131,6 +131,8 @@ class CallFaults:
         #: (call number, operation, kind) of the fault that fired
         self.fired: tuple[int, str, str] | None = None
         self._raise_after = False
+        #: a read the injector makes itself (the item a failed condition returns): not counted
+        self._own_read = False
         client.meta.events.register("before-call.dynamodb", self._before)
         client.meta.events.register("after-call.dynamodb", self._after)
 
@@ -144,6 +146,8 @@ class CallFaults:
         client.meta.events.register(f"after-call.{service}", self._after)
 
     def _before(self, model: Any, params: dict[str, Any], **_: Any) -> Any:
+        if self._own_read:
+            return None
         self.calls.append(model.name)
         if self.at is None or len(self.calls) != self.at or self.kind is None:
             return None
@@ -154,7 +158,16 @@ class CallFaults:
             return None  # let it land; the answer is lost in after-call
         if kind == "timeout_before":
             raise _read_timeout()
-        return _error_answer(model.name, kind, params)
+        return _error_answer(model.name, kind, params, self._item_as_stored)
+
+    def _item_as_stored(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The item a failed condition of a single write returns (``ALL_OLD``), as DynamoDB does:
+        the item as it stands (one consistent GetItem, not counted among the wake's calls)."""
+        self._own_read = True
+        try:
+            return self.client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        finally:
+            self._own_read = False
 
     def _after(self, **_: Any) -> None:
         if self._raise_after:
@@ -168,8 +181,19 @@ def _read_timeout() -> Exception:
     return ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com/ (injected)")
 
 
-def _error_answer(operation: str, kind: str, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The (http response, parsed body) of a service error, as botocore's parser would give them."""
+#: the single writes whose failed condition returns the item found when asked (``ALL_OLD``)
+SINGLE_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+
+
+def _error_answer(
+    operation: str,
+    kind: str,
+    params: dict[str, Any],
+    stored: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The (http response, parsed body) of a service error, as botocore's parser would give them.
+    A failed condition of a single write that asked for ``ALL_OLD`` carries the item as it stands
+    (``stored``: how to read it), as DynamoDB's answer does."""
     import json
 
     from botocore.awsrequest import AWSResponse
@@ -189,6 +213,14 @@ def _error_answer(operation: str, kind: str, params: dict[str, Any]) -> tuple[An
                 "Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed]"
             )
             extra["CancellationReasons"] = reasons
+        elif operation in SINGLE_WRITES and stored is not None:
+            body = params.get("body") or b"{}"
+            request = json.loads(body.decode() if isinstance(body, bytes) else body)
+            if request.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
+                pk = request.get("Key") or {k: request["Item"][k] for k in ("pk", "sk")}
+                item = stored(request["TableName"], pk)
+                if item is not None:
+                    extra["Item"] = item
     parsed = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}, **extra}
     return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", status, {}, None), parsed
 

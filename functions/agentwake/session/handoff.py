@@ -2,16 +2,18 @@
 waited for it longest (docs/durability.md, "Who holds a session").
 
 Before its release the holder reads the session's wait list (``prepare``: the oldest waiter still
-waiting). The release itself — the commit, the failure record, or a plain release — then turns the
-lease into a reservation for that run in the same conditional write: only that run's lease may
-replace it, anyone's after ``RESERVATION_S``. After the release (``complete``) a newer copy of the
-waiter (``agentwake-wait-gen``) is sent on and the waiter marked handed; its older copy retires when
-it comes back. A result's copy is re-sent to the result queue with no delay; a cron wake's is a
-one-time schedule ``at(now)`` invoking the function it came through (EventBridge Scheduler fires
-within its 60 s precision: the slow path, for a release with no time to run it). Or, when the
-releasing invocation has the time, it runs the waiter itself (``take``), whatever its kind, through
-that waiter's own use case: no round trip stands between two runs of the session, and the waiter's
-fallback copy, left as it is (same copy number), stays the fallback.
+waiting; a run reads it before its commit or failure record, which take the run itself off the
+list). The release (``release``: one plain conditional write after the commit, the failure record
+or the park, and at a live turn's end) then turns the lease into a reservation for that run in the
+same write: only that run's lease may replace it, anyone's after ``RESERVATION_S``. After the
+release (``complete``) a newer copy of the waiter (``agentwake-wait-gen``) is sent on and the waiter
+marked handed; its older copy retires when it comes back. A result's copy is re-sent to the
+result queue with no delay; a cron wake's is a one-time schedule ``at(now)`` invoking the function it
+came through (EventBridge Scheduler fires within its 60 s precision: the slow path, for a release
+with no time to run it). Or, when the releasing invocation has the time, it runs the waiter itself
+(``take``), whatever its kind, through that waiter's own use case: no round trip stands between two
+runs of the session, and the waiter's fallback copy, left as it is (same copy number), stays the
+fallback.
 
 Nothing here fails the holder's own outcome: a hand-off that does not happen (the wait list could
 not be read, the re-send failed) leaves the waiter to its delayed copy, as before the hand-off
@@ -90,8 +92,10 @@ def prepare(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Leas
     it: one Query of the list's first places (nobody waits: that is all), then that waiter's item —
     not the other waiters' bodies, however many wait. Nobody when there is no queue to re-send
     through. ``run_id``: the run releasing the lease, never its own next holder; when it is on the
-    list itself (``Lease.listed``) its commit takes it off."""
-    if lease.hand_to is not None or not _can_send(queue):
+    list itself (``Lease.listed``) its commit takes it off. A lease named already (read before its
+    run's commit or failure record) is not read again: a run that joined the list since marked the
+    lease, and the release to nobody fails on that mark (``release``)."""
+    if lease.named or not _can_send(queue):
         return lease
     try:
         waiting, listed = leases.head(lease.session_id, first=1, skip=run_id)
@@ -156,11 +160,11 @@ def send(
 
 
 def release(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Lease, run_id: str | None = None) -> Lease:
-    """Release ``lease`` (when the commit or the failure record did not), reserving the session for
-    its oldest waiter; returns the lease released. A release to nobody fails if a run joined the
-    wait list after it was read (it marks the lease: ``SessionLeases.mark_parked``); the list is
-    then read again, once, and the second release is unconditional. Raises if the table does not
-    answer."""
+    """Release ``lease`` (after the run's commit, failure record or park; a live turn's end),
+    reserving the session for its oldest waiter; returns the lease released. A release to nobody
+    fails if a run joined the wait list after it was read (it marks the lease:
+    ``SessionLeases.mark_parked``); the list is then read again, once, and the second release is
+    unconditional. Raises if the table does not answer."""
     if lease.released:
         return lease
     for last in (False, True):
@@ -171,7 +175,7 @@ def release(leases: SessionLeasePort, queue: ResultQueuePort | None, lease: Leas
             return lease.after_release(True)
         if not checked:
             break  # not ours any more (expired and taken over): nothing to hand on
-        lease = lease.naming(None)  # somebody joined the list: read it again
+        lease = lease.read_again()  # somebody joined the list: read it again
     return lease.given_up()
 
 

@@ -79,17 +79,24 @@ class Lease:
     #: the run waiting longest for the session, named before the release: the release then reserves
     #: the session for it instead of freeing it
     hand_to: Waiter | None = None
+    #: the wait list was read for this lease's release (``hand_to`` is who it named, None: nobody);
+    #: the release after the commit or the failure record does not read it again
+    named: bool = False
     #: the run holding the lease is on the wait list itself (it ran from a record that did not carry
     #: its wait, e.g. an SQS duplicate of the producer's): its commit takes it off
     listed: bool = False
-    #: a commit, a failure record or a release deleted it (or handed it over): not ours any more
+    #: its release deleted it (or handed it over), or found it not ours any more
     released: bool = False
     #: the release landed as a reservation for ``hand_to``: the waiter is to be run or re-sent now
     handed: bool = False
 
     def naming(self, waiter: Waiter | None, *, listed: bool | None = None) -> Lease:
         """The lease whose release reserves the session for ``waiter`` (None: frees it)."""
-        return replace(self, hand_to=waiter, listed=self.listed if listed is None else listed)
+        return replace(self, hand_to=waiter, named=True, listed=self.listed if listed is None else listed)
+
+    def read_again(self) -> Lease:
+        """The lease whose release reads the wait list again (a run joined it since it was read)."""
+        return replace(self, hand_to=None, named=False)
 
     def after_release(self, landed: bool) -> Lease:
         """The lease after a write that released it: ``landed`` False when the release was dropped

@@ -274,7 +274,8 @@ class RunsPort(Protocol):
 
 
 class RunEndsPort(Protocol):
-    """How a run ends (``store.ends``): each returns the lease after its release."""
+    """How a run ends (``store.ends``): one transaction each; the lease is released after it
+    (``session.handoff.release``)."""
 
     def commit_success(
         self,
@@ -292,10 +293,10 @@ class RunEndsPort(Protocol):
         usage: dict[str, Any] | None = None,
         waited: bool = False,
         task_outcome: str | None = None,
-    ) -> Lease | None:
-        """DONE: the note carrying its marker (None: no history, a subagent's run), run, task/job, what ``journal``
-        has not written yet (its last step) and lease release in one transaction (raises
-        RunAlreadySucceeded, CommitConflict)."""
+    ) -> None:
+        """DONE: the note carrying its marker (None: no history, a subagent's run), run, task/job and
+        what ``journal`` has not written yet (its last step) in one transaction (raises
+        RunAlreadySucceeded, CommitConflict); ``lease``: whose token a lost answer is read back by."""
         ...
 
     def record_failure(
@@ -305,13 +306,12 @@ class RunEndsPort(Protocol):
         task_id: str | None = None,
         job_id: str | None = None,
         journal: Journal | None = None,
-        lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
         wake: tuple[str, dict[str, Any]] | None = None,
-    ) -> Lease | None:
-        """ERROR: the failure record, run, task/job, the steps ``journal`` kept back, what woke the run
-        (``wake``: kind and wake JSON, for ``runs replay``) and lease release in one transaction."""
+    ) -> None:
+        """ERROR: the failure record, run, task/job, the steps ``journal`` kept back and what woke the
+        run (``wake``: kind and wake JSON, for ``runs replay``) in one transaction."""
         ...
 
     def record_park(
@@ -327,10 +327,9 @@ class RunEndsPort(Protocol):
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
-    ) -> Lease | None:
+    ) -> None:
         """PARKED (issue 35): run parked, job parked, what ``journal`` has not written (the request's
-        ``asked`` step and delivery), the request's ``asked`` mark and the lease release in one
-        transaction; no note, no failure (raises ApprovalAlreadyDecided, RunAlreadySucceeded)."""
+        ``asked`` step and delivery) and the request's ``asked`` mark in one transaction; no note, no failure (raises ApprovalAlreadyDecided, RunAlreadySucceeded)."""
         ...
 
 

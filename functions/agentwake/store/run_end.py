@@ -1,6 +1,8 @@
 """How a wake ends: one transaction, a success (marker and note in history, run succeeded, task or
 job updated) or a failure (the failure record, run failed, task or job failed), each carrying the
-run's last steps and deliveries not yet written and releasing the session's lease.
+run's last steps and deliveries not yet written. The session's lease is released after it, by one
+plain conditional write (``session.handoff.release``), whatever the end: it is not part of what
+must land together with the note.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ TASK_NOT_CANCELLED = "attribute_exists(pk) AND attribute_not_exists(cancelled_at
 
 class RunEnds:
     """How a run ends: its commit (DONE) or its failure record (ERROR), each one transaction that
-    carries the run's last steps and releases the session's lease."""
+    carries the run's last steps; the lease is released after it (``session.handoff.release``)."""
 
     def __init__(
         self, table: Table, *, records: Records, history: History, journals: Journals, leases: SessionLeases
@@ -124,17 +126,19 @@ class RunEnds:
         usage: dict[str, Any] | None = None,
         waited: bool = False,
         task_outcome: str | None = None,
-    ) -> Lease | None:
+    ) -> None:
         """One transaction: marker + note in history (one item: ``History.note_put``; none when ``note`` is None: a subagent's run,
         which writes no history), run succeeded, task woken / job completed,
         the steps and deliveries ``journal`` has not written yet (deliver_final's entry, the
         deliveries no step reported; the run's last reply only when there is no note to keep its
-        text: ``runs show`` reads a succeeded run's final answer from its note), and the lease released (``waited``: and the run's entry on the
-        session's wait list removed). Once it landed, the journal has nothing left to write.
+        text: ``runs show`` reads a succeeded run's final answer from its note), and (``waited``)
+        the run's entry on the session's wait list removed: with the success, so that no release
+        hands the session to a run that has succeeded. Once it landed, the journal has nothing left
+        to write. The lease is not part of it: the caller releases it after (one plain conditional
+        write, ``session.handoff.release``; docs/table-design.md, "Capacity per wake").
 
         Conditional on the run not having succeeded already: raises RunAlreadySucceeded then.
-        A lease that is no longer ours (expired and taken) is left alone and the rest committed.
-        Returns ``lease`` after the commit (released, or handed to its named waiter).
+        ``lease``: the lease the run holds, whose token a lost answer is read back by.
         """
         now = utcnow_iso()
         unwritten = journal.unwritten(for_commit=True) if journal is not None else None
@@ -204,11 +208,8 @@ class RunEnds:
         items += earlier
         if waited:
             items.append(("waiter", self.leases.drop_waiter_item(session_id, run_id)))
-        if lease is not None and not lease.released:
-            items.append(self.leases.release_item(lease))
-        dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            self.table.transact(items, droppable=frozenset({"lease", "delivery"}), dropped=dropped)
+            self.table.transact(items, droppable=frozenset({"delivery"}))
         except self.table.db.exceptions.TransactionCanceledException as exc:
             task_reason = getattr(exc, "failed_tags", {}).get("task")
             if task_id is not None and task_reason is not None and task_reason.get("Code") == "ConditionalCheckFailed":
@@ -240,9 +241,6 @@ class RunEnds:
                 raise
         if journal is not None:
             journal.mark_written()
-        # deleted (or handed); else found not ours any more, or a run joined the wait list after it
-        # was read: the release is tried again (session.handoff.release), reading the list
-        return lease.after_release("lease" not in dropped) if lease is not None else None
 
     def record_park(
         self,
@@ -257,12 +255,12 @@ class RunEnds:
         lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         waited: bool = False,
-    ) -> Lease | None:
+    ) -> None:
         """The park (issue 35), one transaction: run ``parked`` (since when, on what), its job
         ``parked``, the steps and the delivery the journal has not written (the request's ``asked``
         step, its marker and history entry), the request's ``asked`` mark (``asked``: its item, on
-        ``state = pending``), the run off the wait list (``waited``) and the lease released or handed
-        on, as a commit does. No note, no failure record.
+        ``state = pending``) and the run off the wait list (``waited``); the lease is released or
+        handed on after it, as after a commit. No note, no failure record.
 
         Raises ApprovalAlreadyDecided when the request was decided meanwhile (nothing written: the
         run goes on in place); RunAlreadySucceeded when another copy committed the run."""
@@ -299,11 +297,8 @@ class RunEnds:
         items += earlier
         if waited:
             items.append(("waiter", self.leases.drop_waiter_item(session_id, run_id)))
-        if lease is not None and not lease.released:
-            items.append(self.leases.release_item(lease))
-        dropped: set[str] = set()
         try:
-            self.table.transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
+            self.table.transact(items, droppable=frozenset({"target", "delivery"}))
         except self.table.db.exceptions.TransactionCanceledException as exc:
             failed = getattr(exc, "failed_tags", {})
             if "approval" in failed:
@@ -321,7 +316,6 @@ class RunEnds:
                 raise
         if journal is not None:
             journal.mark_written()
-        return lease.after_release("lease" not in dropped) if lease is not None else None
 
     def _parked(self, run_id: str, approval_id: str, lease: Lease | None) -> bool:
         """Whether the park landed (its answer lost): the run is parked on ``approval_id`` by this attempt."""
@@ -350,22 +344,20 @@ class RunEnds:
         task_id: str | None = None,
         job_id: str | None = None,
         journal: Journal | None = None,
-        lease: Lease | None = None,
         usage: dict[str, Any] | None = None,
         kind: str | None = None,
         wake: tuple[str, dict[str, Any]] | None = None,
-    ) -> Lease | None:
+    ) -> None:
         """One transaction: the failure record, run failed + last error, task/job failed + last_error,
         the steps and deliveries ``journal`` kept back (not the deliveries no step reported: that
-        step is redone, docs/durability.md), and the lease released. A task/job deleted mid-run
-        or a lease no longer ours is left out, and the failure itself is still recorded.
+        step is redone, docs/durability.md). A task/job deleted mid-run is left out, and the failure
+        itself is still recorded. The lease is released after it, as after a commit (one path).
 
         ``kind``: also create the run record if the run never began (a wake that gave up waiting).
         ``wake``: (kind, what woke the run), kept for ``runs replay`` (``runs.wake_item``): only a
         failed run is replayed, so its failure keeps it and a success never writes it.
         The detail and provider errors are stored with control characters made visible (``\\x1b``):
         a provider's ESC sequence never reaches a terminal that shows them, whoever reads them.
-        Returns ``lease`` after the write (released, or handed to its named waiter).
         """
         failure = _inert_failure(failure)
         identity, identity_values = "", {}
@@ -436,20 +428,14 @@ class RunEnds:
         items += self.journals.unwritten_items(failure.run_id, journal.unwritten() if journal is not None else None)
         if wake is not None:
             items.append(("wake", wake_item(self.table, failure.run_id, kind=wake[0], wake=wake[1])))
-        if lease is not None and not lease.released:
-            items.append(self.leases.release_item(lease))
-        dropped: set[str] = set()  # filled as they are dropped: known even if a later answer is lost
         try:
-            self.table.transact(items, droppable=frozenset({"target", "lease", "delivery"}), dropped=dropped)
+            self.table.transact(items, droppable=frozenset({"target", "delivery"}))
         except Exception as exc:
             # the answer was lost: the failure record is there if the transaction landed
             if not (outcome_unknown(exc) and self._failure_landed(failure)):
                 raise
         if journal is not None:
             journal.mark_written()
-        # deleted (or handed); else found not ours any more, or a run joined the wait list after it
-        # was read: the release is tried again (session.handoff.release), reading the list
-        return lease.after_release("lease" not in dropped) if lease is not None else None
 
     def _failure_landed(self, failure: FailureRecord) -> bool:
         try:

@@ -12,12 +12,15 @@ it is ``waiting`` it also has a small place on the list (``agentwake.store.wait_
 release finds the oldest waiter by reading the first few places and then that one waiter's item,
 whatever the list's length and its waiters' sizes.
 
-Other store parts never spell these: they ask this module for the write items that take, release
-or check the lease (the start, the commit and the failure record carry them in their transactions).
+Other store parts never spell these: they ask this module for the write items that take or check
+the lease (the start carries the take in its transaction). A run's lease is released after its end
+(commit, failure record, park) by ``release``: one plain conditional write, the one path of every
+release (``agentwake.session.handoff.release``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,7 +30,7 @@ from typing import Any
 
 from agentwake.domain.models import HistoryEntry, task_token_hash, utcnow_iso
 from agentwake.errors import AppendTooLarge, LeaseHeld, LiveTurnCapped, LiveTurnLost
-from agentwake.session.lease import RESERVATION_S, Lease, Waiter, live_holder
+from agentwake.session.lease import RESERVATION_S, Waiter, live_holder
 from agentwake.store.codec import key
 from agentwake.store.history import History
 from agentwake.store.itemsize import oversize
@@ -125,16 +128,21 @@ class SessionLeases:
         item = item or {}
         return item.get(TOKEN, {}).get("S") == token and holder_of(item) == holder
 
-    def reservation_item(self, session_id: str, run_id: str, seconds: float = RESERVATION_S) -> dict[str, Any]:
+    def reservation_item(
+        self, session_id: str, run_id: str, seconds: float = RESERVATION_S, *, by: str | None = None
+    ) -> dict[str, Any]:
         """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
-        lease may replace it (``take_item``), anyone's once ``seconds`` have passed."""
+        lease may replace it (``take_item``), anyone's once ``seconds`` have passed. ``by``: the
+        token of the lease a release hands over: the reservation's token is then derived from it, so
+        that the release made again (its answer lost) recognises the reservation it wrote."""
         pk, sk = lease_key(session_id)
+        token = uuid.uuid4().hex if by is None else hashlib.sha256(f"{by}\n{run_id}".encode()).hexdigest()[:32]
         return {
             "pk": {"S": pk},
             "sk": {"S": sk},
             HOLDER: {"S": run_id},
             RESERVED_FOR: {"S": run_id},
-            TOKEN: {"S": "reserved-" + uuid.uuid4().hex},
+            TOKEN: {"S": "reserved-" + token},
             UNTIL: {"N": f"{self.table.now() + seconds:.3f}"},
         }
 
@@ -152,14 +160,9 @@ class SessionLeases:
             "ExpressionAttributeValues": {":me": {"S": token}},
         }
         if hand_to is not None:
-            return {"Put": {"TableName": self.table.name, "Item": self.reservation_item(session_id, hand_to), **mine}}
+            reservation = self.reservation_item(session_id, hand_to, by=token)
+            return {"Put": {"TableName": self.table.name, "Item": reservation, **mine}}
         return {"Delete": {"TableName": self.table.name, "Key": key(*lease_key(session_id)), **mine}}
-
-    def release_item(self, lease: Lease) -> tuple[str, Any]:
-        """The tagged transaction item that releases ``lease`` (to its named waiter, if any) with
-        the commit or the failure record; droppable under the tag ``lease``."""
-        hand_to = lease.hand_to.run_id if lease.hand_to is not None else None
-        return ("lease", self.release_write(lease.session_id, lease.token, hand_to, unless_parked=True))
 
     def release(self, session_id: str, token: str, *, hand_to: str | None = None, unless_parked: bool = False) -> bool:
         """Release the lease held with ``token`` (``hand_to``: reserved for that waiting run).

@@ -14,7 +14,7 @@ Under the run's lease, in this order:
    ``asked`` step is kept back for the park transaction;
 4. the **park** transaction (``RunEnds.record_park``): run ``parked``, the ``asked`` step with the
    delivery's marker and history entry, the request's ``asked_at`` (on ``state = pending``), the run
-   off the wait list, the lease released or handed on as a commit would.
+   off the wait list; then the lease released or handed on, as after a commit (``wake/run.py``).
 
 A request decided before the park landed cancels it: the decision is taken into the journal and the
 run goes on in place, in this attempt. The resume after a decision is the ordinary wake of the same
@@ -88,10 +88,10 @@ def park_run(spec: RunSpec, deps: WakeDeps, held: Any, attempt: Attempt, result:
     # 3. ask, once: the delivery's marker and the ``asked`` step land with the park
     if journal.get(asked_key(park.step, park.index)) is None and requested.token_current:
         _ask(spec, attempt, stored, token)
-    # 4. the park transaction, handing the session on as a commit does
+    # 4. the park transaction; the release after it hands the session on, as after a commit
     lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     try:
-        released = deps.store.ends.record_park(
+        deps.store.ends.record_park(
             run_id=spec.run_id,
             session_id=spec.session_id,
             approval_id=stored.approval_id,
@@ -110,7 +110,6 @@ def park_run(spec: RunSpec, deps: WakeDeps, held: Any, attempt: Attempt, result:
     except RunAlreadySucceeded:
         logger.info("another copy committed this run first")
         return WakeOutcome(run_id=spec.run_id, status="already_succeeded", attempt=lease.attempt)
-    held.lease = released or lease
     add_metric(name="RunParked", unit="Count", value=1)
     logger.info(
         "run parked",

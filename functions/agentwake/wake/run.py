@@ -143,12 +143,22 @@ class _Held:
     lease: Lease
 
 
+#: tries of the release after a run's end when the table does not answer (throttled, a 500, a
+#: timeout): a lost answer's second try finds its first one landed (``SessionLeases.release``)
+RELEASE_TRIES = 2
+
+
 def _release(spec: RunSpec, deps: WakeDeps, held: _Held) -> None:
-    """Release the lease if the commit or the failure record did not (handing the session on)."""
-    try:
-        held.lease = handoff.release(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
-    except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
-        logger.exception("could not release the session's lease")
+    """Release the lease after the run's end (commit, failure record, park; or a crash), handing the
+    session on: one plain conditional write, tried again once when the table does not answer. A
+    process that dies before it leaves the session held until the lease expires (docs/durability.md)."""
+    for tries in range(1, RELEASE_TRIES + 1):
+        try:
+            held.lease = handoff.release(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
+            return
+        except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
+            if tries == RELEASE_TRIES:
+                logger.exception("could not release the session's lease")
 
 
 def _cron(deps: WakeDeps) -> handoff.CronRoute | None:
@@ -234,11 +244,13 @@ def _park(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result: 
 
 
 def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result: RunResult, note: str) -> WakeOutcome:
-    """DONE: the note, the run, the task/job, the last steps and the lease release in one transaction."""
-    # the commit reserves the session for the oldest waiter
+    """DONE: the note, the run, the task/job and the last steps in one transaction (the lease is
+    released after it, by ``_release``)."""
+    # the wait list is read before the commit (the run's own entry leaves it with the commit), and
+    # the release after it reserves the session for the oldest waiter
     lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     try:
-        released = deps.store.ends.commit_success(
+        deps.store.ends.commit_success(
             run_id=spec.run_id,
             session_id=spec.session_id,
             note=note,
@@ -262,7 +274,6 @@ def _commit(spec: RunSpec, deps: WakeDeps, held: _Held, attempt: Attempt, result
         detail = f"the commit failed: {type(exc).__name__}: {exc}"
         _record_failure(spec, deps, held, attempt, type(exc).__name__, detail, best_effort=True, result=result)
         raise
-    held.lease = released or lease
     add_metric(name="RunSucceeded", unit="Count", value=1)
     logger.info("run succeeded", extra={"steps": result.steps_done, "replayed_steps": result.replayed_steps})
     return WakeOutcome(
@@ -289,8 +300,9 @@ def _record_failure(
     best_effort: bool = False,
     result: RunResult | None = None,
 ) -> None:
-    """Record a failed attempt: the failure, the run/task/job status, the steps kept back (so a
-    retry does not call the model again for them) and the lease release, in one transaction.
+    """Record a failed attempt: the failure, the run/task/job status and the steps kept back (so a
+    retry does not call the model again for them), in one transaction; the lease is released after
+    it, as after a commit (``_release``).
     ``attempt`` is None when the attempt could not be built (no session config); ``result`` is how
     the run ended, None after a crash (then read from the agent: None if it never started)."""
     if result is None and attempt is not None:
@@ -306,10 +318,10 @@ def _record_failure(
     )
     add_metric(name="RunFailed", unit="Count", value=1)
     logger.error("run failed", extra={"error_type": error_type, "detail": detail[:2000]})
-    # the failure record reserves the session for the oldest waiter
-    lease = held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
+    # the release after the failure record reserves the session for the oldest waiter
+    held.lease = handoff.prepare(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
     try:
-        released = deps.store.ends.record_failure(
+        deps.store.ends.record_failure(
             failure,
             task_id=spec.task_id,
             job_id=spec.job_id,
@@ -319,7 +331,6 @@ def _record_failure(
             # crash between the send and its step): that step is redone and resends it under the
             # same delivery id (docs/durability.md, the at-least-once edge)
             journal=attempt.journal if attempt is not None else None,
-            lease=lease,
             usage=result.usage if result is not None else None,
             wake=(spec.kind, spec.wake),  # for `runs replay`: only a failed run is replayed
         )
@@ -327,5 +338,3 @@ def _record_failure(
         if not best_effort:
             raise
         logger.exception("could not record the failure")
-        return
-    held.lease = released or lease
