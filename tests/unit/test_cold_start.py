@@ -51,6 +51,36 @@ def test_handler_import_stays_light(handler: str) -> None:
     assert loaded & FORBIDDEN_MODULES == set()
 
 
+HANDLERS = [
+    "agentwake.handlers.background_result",
+    "agentwake.handlers.background_work",
+    "agentwake.handlers.cron_wake",
+    "agentwake.handlers.product_api",
+    "agentwake.handlers.channel_callback",
+    "agentwake.handlers.push_connection",
+]
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_no_collection_runs_during_a_handler_s_import_and_the_collector_runs_after_it(handler: str) -> None:
+    # GIVEN a fresh interpreter that counts the collector's runs WHEN it imports the handler
+    code = (
+        "import gc, json\n"
+        "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(info['generation']))\n"
+        f"import {handler}\n"
+        "print(json.dumps([len(runs), gc.isenabled(), gc.get_freeze_count()]))"
+    )
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AGENTWAKE_TABLE": "t", "AGENTWAKE_SCHEDULE_GROUP": "g"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    collections, enabled, frozen = json.loads(out.stdout)
+    # THEN no collection walked the objects the import made (agentwake.handlers pauses the collector;
+    # the package's own import may start one young collection before its first line: 82 without it)
+    assert collections <= 1
+    # AND the collector runs again, past what the import made (frozen: the process keeps it for good)
+    assert enabled and frozen > 10_000
+
+
 def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
     # GIVEN a fresh interpreter that builds a webhook and a log channel as a run does: with the
     # run's journal at hand as the intent log
