@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.domain.models import FailureRecord, RunRecord
+from agentwake.domain.run_models import FailureRecord, RunRecord
 from agentwake.domain.steps import (
     APPROVAL_KINDS,
     STEP_ATTEMPT,

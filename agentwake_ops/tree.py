@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentwake.domain.models import Job, RunRecord, Task, background_run_id, subagent_run_id
+from agentwake.domain.models import Task, background_run_id, subagent_run_id
+from agentwake.domain.run_models import Job, RunRecord
 from agentwake.store.codec import load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key

@@ -75,7 +75,8 @@ from agentwake.agent.runner import Runner  # noqa: E402
 from agentwake.agent.tools import ToolContext, ToolRegistry  # noqa: E402
 from agentwake.agent.tools.send_message import SendMessageToUser  # noqa: E402
 from agentwake.delivery.log import LogChannel  # noqa: E402
-from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash  # noqa: E402
+from agentwake.domain.models import SessionConfig, Task, task_token_hash
+from agentwake.domain.run_models import Job  # noqa: E402
 from agentwake.errors import RunFailed  # noqa: E402
 from agentwake.store import aws  # noqa: E402
 from agentwake.store.dynamo import DynamoStore  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake_ops.terminal import inert
 
 

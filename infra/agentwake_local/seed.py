@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentwake.domain.models import Job, SessionConfig, Task, task_token_hash
+from agentwake.domain.models import SessionConfig, Task, task_token_hash
+from agentwake.domain.run_models import Job
 from agentwake.errors import TaskExists
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local.server import LOCAL_CALLER_ARN

@@ -27,7 +27,13 @@ def _imports(path: Path) -> set[str]:
 #: the port's modules: ``port.py`` (the table's aggregates and ``Store``) and the concerns split from it
 PORTS = ("port.py", "port_approvals.py", "port_queues.py")
 #: what a port may import of agentwake: the plain models and values it speaks, and the other ports
-PLAIN = {"agentwake.domain.models", "agentwake.domain.usage", "agentwake.domain.approvals", "agentwake.session.lease"}
+PLAIN = {
+    "agentwake.domain.models",
+    "agentwake.domain.run_models",
+    "agentwake.domain.usage",
+    "agentwake.domain.approvals",
+    "agentwake.session.lease",
+}
 
 
 def test_the_store_port_imports_no_dynamodb_code() -> None:

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agentwake.domain.models import Job, SessionConfig
+from agentwake.domain.models import SessionConfig
+from agentwake.domain.run_models import Job
 from agentwake.product.tasks import TasksService
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.queues import ATTR_ERROR_TYPE, ATTR_REASON

@@ -395,7 +395,7 @@ def test_the_jobs_page_shows_why_a_job_paused_by_which_run_since_when_and_its_mi
     from types import SimpleNamespace
 
     from agentwake.clock import SystemClock
-    from agentwake.domain.models import FailureRecord, JobFire
+    from agentwake.domain.run_models import FailureRecord, JobFire
     from agentwake.wake.job_policies import count_failed_run
     from agentwake.wake.messages import CronWakeInput
 

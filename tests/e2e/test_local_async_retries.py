@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from agentwake.domain.models import Job, SessionConfig
+from agentwake.domain.models import SessionConfig
+from agentwake.domain.run_models import Job
 from agentwake.store.dynamo import DynamoStore
 from agentwake_local import timing
 from agentwake_local.async_invoke import AsyncInvoker

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.errors import RunFailed
 from agentwake.handlers import cron_wake
 from agentwake_ops import sqs_scan

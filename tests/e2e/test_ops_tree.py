@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from agentwake.domain.models import Job, RunRecord, Task
+from agentwake.domain.models import Task
+from agentwake.domain.run_models import Job, RunRecord
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key, runs_by_day_set, runs_gsi_pk, runs_gsi_sk
 from agentwake_ops.context import OpsContext, resolve_context

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import agentwake.store.runs as wake_begin
-from agentwake.domain.models import RunRecord
+from agentwake.domain.run_models import RunRecord
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key, runs_by_day_set, runs_gsi_pk, runs_gsi_sk
 from agentwake_ops.cli_common import CliState
@@ -197,7 +197,7 @@ def test_a_run_begun_again_moves_to_the_day_of_its_latest_attempt(
 
 def test_a_run_that_gave_up_waiting_before_it_began_is_listed_by_time(cli: Cli, stack: Stack) -> None:
     # GIVEN a wake that gave up waiting for its busy session: its failure creates the run record
-    from agentwake.domain.models import FailureRecord
+    from agentwake.domain.run_models import FailureRecord
 
     failure = FailureRecord(run_id="bg:busy", session_id="s-busy", attempt=0, error_type="SessionBusy", detail="busy")
     stack.store.ends.record_failure(failure, kind="background")

@@ -310,7 +310,7 @@ def lambda_destination_record(event: dict[str, Any], error: dict[str, Any]) -> s
 def test_the_cli_shows_a_cron_budget_failure_like_a_lambda_destination_record(
     cli: Cli, stack: Stack, model_calls: Counter[str]
 ) -> None:
-    from agentwake.domain.models import Job
+    from agentwake.domain.run_models import Job
     from agentwake.handlers import cron_wake
     from tests.support.aws import FakeLambdaContext
 

@@ -21,7 +21,8 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 
 from agentwake import bootstrap
 from agentwake.domain.approvals import Approval, approval_id, new_token, token_sha256
-from agentwake.domain.models import RunRecord, utcnow_iso
+from agentwake.domain.models import utcnow_iso
+from agentwake.domain.run_models import RunRecord
 from agentwake.domain.steps import approval_delivery_id, decision_key, tool_key
 from agentwake.errors import ApprovalAlreadyDecided, ForgedDecision, UnknownApproval
 from agentwake.handlers import background_result, background_work
@@ -986,7 +987,7 @@ class Landed:
 
 def _cron_parked(stack: Stack, tool: ToolServer, receiver: CountingReceiver) -> str:
     """A job's run parked on its gated call (the schedule invoked the cron function): its run id."""
-    from agentwake.domain.models import Job
+    from agentwake.domain.run_models import Job
     from agentwake.handlers import cron_wake
 
     gated_session(stack.store, tool, receiver)
@@ -1207,7 +1208,7 @@ def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
 def test_a_cron_run_that_parks_returns_success_spending_no_retry(
     stack: Stack, tool: ToolServer, receiver: CountingReceiver
 ) -> None:
-    from agentwake.domain.models import Job
+    from agentwake.domain.run_models import Job
     from agentwake.handlers import cron_wake
 
     # GIVEN a job whose run calls a gated tool

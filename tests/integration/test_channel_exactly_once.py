@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from agentwake.delivery import Declined, Delivery, Intent, Receipt
+from agentwake.delivery import Declined, Delivery, Receipt
+from agentwake.delivery.intents import Intent
 from agentwake.errors import ChannelRefused, ChannelThrottled, ChannelUnavailable, DeliveryUnconfirmed, StepInterrupted
 from agentwake.handlers import background_result, cron_wake
 from agentwake.settings import Settings

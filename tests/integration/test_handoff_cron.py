@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.errors import SessionBusy
 from agentwake.session.copies import ATTR_WAIT_GEN, CRON_WAIT_FIELD
 from agentwake.settings import Settings

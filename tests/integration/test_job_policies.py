@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from agentwake.bootstrap import reset_caches
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.handlers import cron_wake
 from agentwake.jobs.service import JobError, JobsService, JobTargets
 from agentwake.store.dynamo import DynamoStore

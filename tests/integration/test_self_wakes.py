@@ -15,7 +15,8 @@ import pytest
 
 from agentwake import bootstrap
 from agentwake.agent.tools.self_wakes import ScheduleWake
-from agentwake.domain.models import Job, SelfWakePolicy
+from agentwake.domain.models import SelfWakePolicy
+from agentwake.domain.run_models import Job
 from agentwake.handlers import cron_wake
 from agentwake.jobs.self_wakes import wake_job_id
 from agentwake.store.dynamo import DynamoStore

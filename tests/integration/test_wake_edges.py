@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from agentwake.domain.models import FailureRecord, Task
+from agentwake.domain.models import Task
+from agentwake.domain.run_models import FailureRecord
 from agentwake.errors import DeliveryUncertain, RunDeferred, TaskExists
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.errors import RunFailed
 from agentwake.settings import Settings
 from agentwake.store.dynamo import DynamoStore

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentwake.domain.approvals import Approval, approval_id, token_sha256
-from agentwake.domain.models import RunRecord
+from agentwake.domain.run_models import RunRecord
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import run_key
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentwake.domain.models import Job, SessionConfig, Task
+from agentwake.domain.models import SessionConfig, Task
 from agentwake.store.dynamo import DynamoStore
 from agentwake.trust.session_checks import ConfigRules
 from agentwake.wake.messages import BackgroundResultMessage
@@ -82,6 +82,8 @@ def seed_task(store: DynamoStore, task_id: str, session_id: str) -> None:
 
 
 def seed_job(store: DynamoStore, job_id: str, session_id: str, **kw: Any) -> None:
+    from agentwake.domain.run_models import Job  # as the runtime: not what a background wake loads
+
     store.records.put_job(
         Job(
             job_id=job_id,

@@ -51,6 +51,36 @@ def test_handler_import_stays_light(handler: str) -> None:
     assert loaded & FORBIDDEN_MODULES == set()
 
 
+HANDLERS = [
+    "agentwake.handlers.background_result",
+    "agentwake.handlers.background_work",
+    "agentwake.handlers.cron_wake",
+    "agentwake.handlers.product_api",
+    "agentwake.handlers.channel_callback",
+    "agentwake.handlers.push_connection",
+]
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_no_collection_runs_during_a_handler_s_import_and_the_collector_runs_after_it(handler: str) -> None:
+    # GIVEN a fresh interpreter that counts the collector's runs WHEN it imports the handler
+    code = (
+        "import gc, json\n"
+        "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and runs.append(info['generation']))\n"
+        f"import {handler}\n"
+        "print(json.dumps([len(runs), gc.isenabled(), gc.get_freeze_count()]))"
+    )
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "AGENTWAKE_TABLE": "t", "AGENTWAKE_SCHEDULE_GROUP": "g"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    collections, enabled, frozen = json.loads(out.stdout)
+    # THEN no collection walked the objects the import made (agentwake.handlers pauses the collector;
+    # the package's own import may start one young collection before its first line: 82 without it)
+    assert collections <= 1
+    # AND the collector runs again, past what the import made (frozen: the process keeps it for good)
+    assert enabled and frozen > 10_000
+
+
 def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
     # GIVEN a fresh interpreter that builds a webhook and a log channel as a run does: with the
     # run's journal at hand as the intent log
@@ -61,7 +91,8 @@ def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
         "kit = ChannelKit(settings=None, intents=object())\n"
         "built = [build_channel({'type': 'webhook', 'url': 'https://example.com/hook'}, kit),\n"
         "         build_channel({'type': 'log'}, kit)]\n"
-        "print(json.dumps({'modules': sorted(sys.modules), 'built': [type(c).__name__ for c in built]}))\n"
+        "delivery = sorted(vars(sys.modules['agentwake.delivery']))\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'built': [type(c).__name__ for c in built], 'delivery': delivery}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
@@ -70,6 +101,9 @@ def test_a_webhook_or_log_channel_loads_neither_routes_nor_intents() -> None:
     assert result["built"] == ["WebhookChannel", "LogChannel"]
     assert {"agentwake.delivery.intents", "agentwake.delivery.route"} & set(result["modules"]) == set()
     assert CHANNEL_MODULES & set(result["modules"]) == set()
+    # AND the in-doubt send's intent (Slack's and Telegram's) is not built with the delivery package:
+    # it comes with the intents' module (issue 37: cold init not worse than before)
+    assert "Intent" not in result["delivery"]
 
 
 #: the channels' modules a session loads only when it names them (docs/channels.md, design 34 §12)
@@ -115,10 +149,16 @@ with mock_aws(), CountingReceiver() as receiver:
     seed_session(store, "s2", delivery={"type": "log"})
     seed_task(store, "t1", "s1")
     seed_task(store, "t2", "s2")
+    # the seeding (and the local stack) may have loaded the jobs' and runs' models: the wakes may not
+    for package, name in (("agentwake.domain", "run_models"), ("agentwake.agent", "gate")):
+        sys.modules.pop(f"{package}.{name}", None)
+        vars(sys.modules[package]).pop(name, None)
     wake_for_background_result(message("t1", "s1"), deps)
     wake_for_background_result(message("t2", "s2"), deps)
     got = [r["delivery_id"] for r in receiver.received]
-print(json.dumps({"before": channels, "modules": sorted(sys.modules), "clients": made, "received": got}))
+models = sorted(vars(sys.modules["agentwake.domain.models"]))
+models += ["agentwake.agent.gate"] if "agentwake.agent.gate" in sys.modules else []
+print(json.dumps({"before": channels, "modules": sorted(sys.modules), "clients": made, "received": got, "models": models}))
 """
 
 
@@ -146,6 +186,11 @@ def test_a_webhook_or_log_wake_loads_none_of_the_other_channels() -> None:
     # platforms' retry policy or the push API's store, nor made an SNS or management-API client
     assert CHANNEL_MODULES & set(result["modules"]) == set()
     assert {"sns", "apigatewaymanagementapi"} & set(result["clients"]) == set()
+    # AND neither one-step wake built the models of jobs, job fires, runs or failures: it found no
+    # earlier attempt's run record and failed no attempt (issue 37: cold init not worse than before)
+    assert "agentwake.domain.run_models" not in result["modules"]
+    assert RUN_MODELS & set(result["models"]) == set()
+    assert "agentwake.agent.gate" not in result["models"]  # nor a gate: no tool of theirs has an approval rule
 
 
 def test_a_background_wake_that_does_not_wait_loads_no_wait_or_secret_machinery() -> None:
@@ -172,7 +217,9 @@ def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handle
         "real = aws._session().create_client\n"
         "aws._session().create_client = lambda service, **kw: made.append(service) or real(service, **kw)\n"
         "bootstrap.wake_deps()\n"
-        "print(json.dumps({'modules': sorted(sys.modules), 'clients': made}))\n"
+        "models = sorted(vars(sys.modules['agentwake.domain.models']))\n"
+        "tools = sorted(vars(sys.modules.get('agentwake.agent.tools', sys)))\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'clients': made, 'models': models, 'tools': tools}))\n"
     )
     env = {
         **os.environ,
@@ -198,6 +245,16 @@ def test_cold_start_builds_one_dynamodb_client_and_nothing_it_may_not_use(handle
     # AND neither the approvals' store and models nor the tasks service: loaded by the first run
     # that parks or starts a task, not by every cold start (issue 37: cold init not worse than before)
     assert not loaded & {"agentwake.store.approvals", "agentwake.domain.approvals", "agentwake.product.tasks"}
+    # AND not the models of jobs, job fires, runs and failures: a first attempt validates none of them
+    assert "agentwake.domain.run_models" not in loaded
+    assert RUN_MODELS & set(result["models"]) == set()
+    # AND not a gated tool call's gate or park request: built by a session whose tools have approval rules
+    assert "agentwake.agent.gate" not in loaded
+    assert "Gate" not in result["tools"]
+
+
+#: the models a one-step background wake never validates (``agentwake.domain.run_models``)
+RUN_MODELS = {"Job", "JobFire", "RunRecord", "FailureRecord"}
 
 
 def test_the_narrow_service_check_answers_as_botocore_does_for_every_name() -> None:

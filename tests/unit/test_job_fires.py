@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.jobs.fires import catch_up_choice, fire_times_between, parse_time, scheduled_time_text
 
 NOW = datetime(2026, 12, 2, 12, 0, 30, tzinfo=UTC)

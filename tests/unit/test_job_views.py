@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.jobs.views import job_state
 
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agentwake.domain.models import Job, SelfWakePolicy
+from agentwake.domain.models import SelfWakePolicy
+from agentwake.domain.run_models import Job
 from agentwake.jobs.self_wakes import SelfWakes, WakeRefused, WakeRequest, describe, parse_duration, wake_job_id
 
 NOW = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)

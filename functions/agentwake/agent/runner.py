@@ -15,18 +15,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.agent.bounds import MAX_TOOL_CALLS, check_deadline, too_many_calls
 from agentwake.agent.guards import REPEAT_FINAL_MESSAGE, RepeatGuard
 from agentwake.agent.journal import InMemoryJournal, StepJournal
 from agentwake.agent.ledger import Limits, RunLedger
-from agentwake.agent.tools import Gate, ToolContext, ToolRegistry
+from agentwake.agent.tools import ToolContext, ToolRegistry
 from agentwake.agent.types import ChatRequest, ModelReply, ToolSpec
 from agentwake.domain.conversation import Message, ToolCall
 from agentwake.domain.steps import FINAL_DELIVERY_KEY, approval_key, decision_key, reply_key, tool_key
 from agentwake.errors import AllProvidersFailed, DeliveryError
 from agentwake.trust.redact import redact, redact_data
+
+if TYPE_CHECKING:
+    from agentwake.agent.gate import ParkRequest
 
 MAX_STEPS_MESSAGE = (
     "You have reached the maximum number of steps. Stop calling tools and answer directly with your final response now."
@@ -49,18 +52,6 @@ class AgentState(StrEnum):
     #: a tool call waits for a person's decision (issue 35): the run ends here, neither a success nor
     #: a failure, and resumes from its journal once decided (``Runner.park`` says which call)
     PARKED = "PARKED"
-
-
-@dataclass(frozen=True)
-class ParkRequest:
-    """The call a parked run waits on: tool call ``index`` of the reply at ``step``, and its gate."""
-
-    step: int
-    index: int
-    call: ToolCall
-    gate: Gate
-    #: the request as journaled by an earlier attempt (``approval`` step), None if never asked
-    asked: dict[str, Any] | None = None
 
 
 class ChatModel(Protocol):
@@ -286,6 +277,8 @@ class Runner:
             return None, {}
         decision = self.journal.get(decision_key(step, index))
         if decision is None:
+            from agentwake.agent.gate import Gate, ParkRequest  # a parking run's (cold start)
+
             if gate is None:  # asked before, the rule changed since: it still waits for that decision
                 from agentwake.domain.approvals import ApprovalRule
 

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentwake.agent.chain import ProviderChain, RetryPolicy
 from agentwake.agent.ledger import Limits, ModelCall, RunLedger
-from agentwake.agent.runner import AgentState, DeliverFinal, ParkRequest, RunEvent, Runner
+from agentwake.agent.runner import AgentState, DeliverFinal, RunEvent, Runner
 from agentwake.agent.tools import TaskStarter, Tool, ToolContext, ToolRegistry
 from agentwake.agent.tools.send_message import SendMessageToUser
 from agentwake.errors import ConfigError
 
 if TYPE_CHECKING:
+    from agentwake.agent.gate import ParkRequest
     from agentwake.agent.journal import StepJournal
     from agentwake.agent.providers.base import Provider
     from agentwake.agent.tools.cancel_task import TaskCanceller

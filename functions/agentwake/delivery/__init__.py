@@ -141,33 +141,6 @@ class Declined:
         return Receipt(channel=self.channel, target=self.target, extra={"unread": True})
 
 
-@dataclass(frozen=True)
-class Intent:
-    """A send that may be in doubt: written (``RUN#{run}`` / ``SENDING#{delivery_id}#{target}``) just
-    before the request to a channel whose receiver cannot drop a repeat (Slack, Telegram), so that
-    a retry finding it without the delivery's marker knows a crash hit between the request and the
-    journal write. The adapter's ``find(delivery, intent)`` reads ``probe`` (what a lookup needs,
-    e.g. Slack's channel, thread and ``oldest``). ``state``: ``sending`` (in doubt), ``not_sent``
-    (certainly not sent: the next attempt sends without a lookup), ``sent`` (a route's target whose
-    ``receipt`` came; a retry skips it)."""
-
-    delivery_id: str
-    #: the spec's name (its type unless named): one intent per target of a route
-    target: str
-    #: the channel type: slack, telegram, ...
-    channel: str
-    session_id: str = ""
-    where: str = ""
-    text: str = ""
-    #: when the request was about to leave (ISO, UTC)
-    at: str = ""
-    state: Literal["sending", "not_sent", "sent"] = "sending"
-    receipt: Receipt | None = None
-    #: the platform asked to wait until then (ISO, UTC): an attempt before it sends nothing
-    not_before: str | None = None
-    probe: dict[str, Any] = field(default_factory=dict)
-
-
 #: what a send answers: a receipt, a route's receipts, a decline; ``None`` from the recording
 #: wrapper when the delivery was made before (nothing sent)
 Answer = Receipt | Declined | list[Receipt] | None
@@ -180,7 +153,7 @@ class DeliveryChannel(Protocol):
     ``none`` (nobody: a retry in doubt goes to the DLQ, or resends).
 
     A ``lookup``/``none`` adapter is wrapped by ``delivery/intents.py`` (``IntentGuard``), which
-    writes its :class:`Intent` before each request; it may also offer ``where`` (str: where it
+    writes its :class:`~agentwake.delivery.intents.Intent` before each request; it may also offer ``where`` (str: where it
     sends, as the receipt names it) and ``probe(delivery) -> dict`` (what ``find`` will need)."""
 
     def send(self, delivery: Delivery) -> Answer:

@@ -1,5 +1,5 @@
 """Exactly once for channels whose receiver cannot drop a repeat (Slack, Telegram: ``confirms`` is
-``lookup`` or ``none``): an :class:`~agentwake.delivery.Intent` is written just before each request,
+``lookup`` or ``none``): an :class:`Intent` is written just before each request,
 so a retry that finds one without the delivery's marker knows a crash hit between the request and
 the journal write, and settles it before it sends (docs/channels.md, "Exactly once").
 
@@ -10,11 +10,11 @@ imports no store module. Loaded only by a session whose channel needs it (cold s
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentwake.delivery import Answer, Declined, Delivery, Intent, Receipt
+from agentwake.delivery import Answer, Declined, Delivery, Receipt
 from agentwake.delivery.retry import NOTHING_SENT
 from agentwake.errors import (
     ChannelThrottled,
@@ -26,6 +26,34 @@ from agentwake.errors import (
 
 if TYPE_CHECKING:
     from agentwake.clock import Clock
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A send that may be in doubt: written (``RUN#{run}`` / ``SENDING#{delivery_id}#{target}``) just
+    before the request to a channel whose receiver cannot drop a repeat (Slack, Telegram), so that
+    a retry finding it without the delivery's marker knows a crash hit between the request and the
+    journal write. The adapter's ``find(delivery, intent)`` reads ``probe`` (what a lookup needs,
+    e.g. Slack's channel, thread and ``oldest``). ``state``: ``sending`` (in doubt), ``not_sent``
+    (certainly not sent: the next attempt sends without a lookup), ``sent`` (a route's target whose
+    ``receipt`` came; a retry skips it)."""
+
+    delivery_id: str
+    #: the spec's name (its type unless named): one intent per target of a route
+    target: str
+    #: the channel type: slack, telegram, ...
+    channel: str
+    session_id: str = ""
+    where: str = ""
+    text: str = ""
+    #: when the request was about to leave (ISO, UTC)
+    at: str = ""
+    state: Literal["sending", "not_sent", "sent"] = "sending"
+    receipt: Receipt | None = None
+    #: the platform asked to wait until then (ISO, UTC): an attempt before it sends nothing
+    not_before: str | None = None
+    probe: dict[str, Any] = field(default_factory=dict)
+
 
 #: what a send raises when nothing left: the intent is ``not_sent`` (retry.NOTHING_SENT: a refused
 #: connection is ChannelUnavailable, a refused base ConfigError/OutboundRefused)

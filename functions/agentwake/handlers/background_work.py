@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
+from agentwake.handlers import init_done
 from agentwake.observability import inject_lambda_context, logger, metrics
 from agentwake.wake.background import DeadLetter
 from agentwake.wake.lanes import SessionLanes
@@ -42,3 +43,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
     )
+
+
+init_done()  # the collector runs again (agentwake.handlers)

@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
+from agentwake.handlers import init_done
 from agentwake.observability import inject_lambda_context, metrics
 from agentwake.product.channel_callback import handle
 from agentwake.settings import get_settings
@@ -19,3 +20,6 @@ from agentwake.settings import get_settings
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, get_settings(), bootstrap.approvals)
+
+
+init_done()  # the collector runs again (agentwake.handlers)

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
 from agentwake.errors import AgentwakeError
+from agentwake.handlers import init_done
 from agentwake.observability import inject_lambda_context, logger, metrics, permanent_failure_handed_over
 from agentwake.wake.invocation import on_cron_event
 
@@ -57,3 +58,6 @@ def _failed_permanently(event: Any, exc: AgentwakeError, context: LambdaContext)
         raise exc from send_error
     permanent_failure_handed_over(exc, "CronFailureQueue")
     return {"run_id": getattr(exc, "run_id", None), "status": "failed_permanently", "error_type": exc.error_type}
+
+
+init_done()  # the collector runs again (agentwake.handlers)

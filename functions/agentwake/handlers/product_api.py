@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from agentwake.handlers import init_done
 from agentwake.observability import inject_lambda_context, metrics
 from agentwake.product.api import app
 
@@ -15,3 +16,6 @@ from agentwake.product.api import app
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
+
+
+init_done()  # the collector runs again (agentwake.handlers)

@@ -9,6 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agentwake import bootstrap
+from agentwake.handlers import init_done
 from agentwake.observability import inject_lambda_context
 from agentwake.product.push import handle
 from agentwake.settings import get_settings
@@ -17,3 +18,6 @@ from agentwake.settings import get_settings
 @inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, bootstrap.store(), get_settings())
+
+
+init_done()  # the collector runs again (agentwake.handlers)

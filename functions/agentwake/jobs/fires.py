@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from agentwake.domain.models import CatchUpPolicy, Job
+from agentwake.domain.run_models import CatchUpPolicy, Job
 
 if TYPE_CHECKING:
     from agentwake.store.port import Store

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from agentwake.domain.models import Job, SelfWakePolicy
+from agentwake.domain.models import SelfWakePolicy
+from agentwake.domain.run_models import Job
 from agentwake.jobs.service import JobError, JobsService, next_fire_times
 from agentwake.observability import logger
 

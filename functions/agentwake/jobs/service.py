@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from agentwake.domain.models import (
+from agentwake.domain.models import cron_run_id, utcnow_iso
+from agentwake.domain.run_models import (
     DEFAULT_CATCH_UP,
     DEFAULT_CATCH_UP_WINDOW_S,
     DEFAULT_OVERLAP,
@@ -28,8 +29,6 @@ from agentwake.domain.models import (
     JobFire,
     JobOrigin,
     OverlapPolicy,
-    cron_run_id,
-    utcnow_iso,
 )
 from agentwake.jobs.fires import (  # next_fire_times: re-exported, callers import it from here
     MISSED_LOOKBACK,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agentwake.domain.models import Job, JobFire, RunRecord, cron_run_id
+from agentwake.domain.models import cron_run_id
+from agentwake.domain.run_models import Job, JobFire, RunRecord
 
 #: what the job's last run did, from the stored ``Job.status`` (the status of its last run)
 _LAST_RUN = {

@@ -23,7 +23,7 @@ from agentwake.product.authority import caller, owned_session
 from agentwake.wake.messages import ID_PATTERN
 
 if TYPE_CHECKING:
-    from agentwake.domain.models import Job
+    from agentwake.domain.run_models import Job
     from agentwake.jobs.service import JobsService
 
 router = Router()

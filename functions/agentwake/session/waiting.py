@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentwake.domain.models import FailureRecord
+from agentwake.domain.run_models import FailureRecord
 from agentwake.errors import SessionBusy, WaitListFull
 from agentwake.observability import add_metric, logger
 from agentwake.session.copies import (

@@ -7,12 +7,14 @@ the same job never count one failure twice or record one fire twice.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentwake.domain.models import Job, JobFire
 from agentwake.store.codec import key, to_attr
 from agentwake.store.keys import FIRE_PREFIX, job_fire_key, job_key
 from agentwake.store.table import Table
+
+if TYPE_CHECKING:
+    from agentwake.domain.run_models import Job, JobFire
 
 _COUNTERS = {"skipped": "skipped_fires", "missed": "missed_fires"}
 
@@ -61,6 +63,8 @@ class JobStates:
     def job_fires(self, job_id: str, kind: str | None = None, *, limit: int | None = None) -> list[JobFire]:
         """The job's recorded fires of ``kind`` (all kinds when None), newest scheduled time first."""
         prefix = f"{FIRE_PREFIX}{kind}#" if kind else FIRE_PREFIX
+        from agentwake.domain.run_models import JobFire
+
         items = [self.table.load(JobFire, i) for i in self.table.query(job_key(job_id)[0], prefix, forward=False)]
         items.sort(key=lambda f: f.scheduled_time, reverse=True)
         return items[:limit] if limit is not None else items
@@ -119,6 +123,8 @@ class JobStates:
             resp = self.table.db.update_item(**request)
         except self.table.db.exceptions.ConditionalCheckFailedException:
             return None
+        from agentwake.domain.run_models import Job
+
         return self.table.load(Job, resp["Attributes"])
 
     def count_job_failure(self, job_id: str, run_id: str) -> Job | None:
@@ -137,6 +143,8 @@ class JobStates:
             )
         except self.table.db.exceptions.ConditionalCheckFailedException:
             return None
+        from agentwake.domain.run_models import Job
+
         return self.table.load(Job, resp["Attributes"])
 
     def buffer_job_fire(self, job_id: str, run_id: str) -> bool:

@@ -31,7 +31,7 @@ from agentwake.store.port import Counters, Unwritten
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
-    from agentwake.delivery import Intent
+    from agentwake.delivery.intents import Intent
 
 #: a run's intents: delivery id -> target -> intent
 Intents = dict[str, dict[str, "Intent"]]
@@ -412,7 +412,8 @@ class DynamoJournal:
 
 def intent_of(item: dict[str, Any]) -> Intent:
     """An intent item as the guard reads it."""
-    from agentwake.delivery import Intent, Receipt
+    from agentwake.delivery import Receipt
+    from agentwake.delivery.intents import Intent
 
     def text(name: str) -> str:
         return str(item.get(name, {}).get("S", ""))

@@ -12,7 +12,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentwake.domain.approvals import Approval
-from agentwake.domain.models import HistoryEntry, Job, RunRecord, SessionConfig, Task
+from agentwake.domain.models import HistoryEntry, SessionConfig, Task
+from agentwake.domain.run_models import Job, RunRecord
 from agentwake.store.codec import key, load_item
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import (

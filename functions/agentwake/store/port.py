@@ -23,7 +23,8 @@ from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
-    from agentwake.domain.models import FailureRecord, HistoryEntry, Job, JobFire, RunRecord, SessionConfig, Task
+    from agentwake.domain.models import HistoryEntry, SessionConfig, Task
+    from agentwake.domain.run_models import FailureRecord, Job, JobFire, RunRecord
     from agentwake.store.port_approvals import ApprovalsPort
 
 
@@ -122,7 +123,7 @@ class Journal(Protocol):
     def before_send(self) -> None: ...
 
     # the run's intents (the IntentLog port of delivery/intents.py; an intent is its
-    # ``agentwake.delivery.Intent``): loaded with the journal, no read of their own
+    # ``agentwake.delivery.intents.Intent``): loaded with the journal, no read of their own
     def intents(self, delivery_id: str) -> dict[str, Any]: ...
 
     def intend(self, intent: Any) -> None: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, truncate
+from agentwake.domain.models import SessionConfig, Task, truncate
 from agentwake.errors import SessionChanged, TaskExists
 from agentwake.store.codec import key
 from agentwake.store.keys import (
@@ -24,6 +24,7 @@ from agentwake.store.keys import (
 from agentwake.store.table import Table, pages
 
 if TYPE_CHECKING:
+    from agentwake.domain.run_models import Job, RunRecord
     from agentwake.trust.session_checks import ConfigRules
 
 
@@ -294,6 +295,8 @@ class Records:
 
     def get_job(self, job_id: str) -> Job | None:
         item = self.table.read_item(*job_key(job_id))
+        from agentwake.domain.run_models import Job
+
         return self.table.load(Job, item) if item else None
 
     def list_jobs(self) -> list[Job]:
@@ -303,6 +306,8 @@ class Records:
             "KeyConditionExpression": "gsi1pk = :j",
             "ExpressionAttributeValues": {":j": {"S": JOBS_GSI_PK}},
         }
+        from agentwake.domain.run_models import Job
+
         return [self.table.load(Job, i) for i in pages(self.table.db.query, request)]
 
     def delete_job(self, job_id: str) -> None:
@@ -312,4 +317,6 @@ class Records:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         item = self.table.read_item(*run_key(run_id))
+        from agentwake.domain.run_models import RunRecord
+
         return self.table.load(RunRecord, item) if item else None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentwake.domain.models import FailureRecord, truncate, utcnow_iso
+from agentwake.domain.models import truncate, utcnow_iso
 from agentwake.domain.steps import is_last_reply
 from agentwake.errors import CommitConflict, RunAlreadySucceeded
 from agentwake.session.lease import Lease
@@ -36,6 +36,9 @@ from agentwake.store.records import Records
 from agentwake.store.runs import wake_item
 from agentwake.store.session_lease import SessionLeases
 from agentwake.store.table import Table
+
+if TYPE_CHECKING:
+    from agentwake.domain.run_models import FailureRecord
 
 #: the condition on a task a wake's failure updates: not ended by a cancel or its deadline
 TASK_NOT_ENDED = "attribute_exists(pk) AND attribute_not_exists(cancelled_at) AND attribute_not_exists(timed_out_at)"
@@ -444,6 +447,8 @@ class RunEnds:
             return False
 
     def failures(self, run_id: str) -> list[FailureRecord]:
+        from agentwake.domain.run_models import FailureRecord
+
         return [self.table.load(FailureRecord, i) for i in self.table.query(run_pk(run_id), FAILURE_PREFIX)]
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentwake.domain.models import Job, RunRecord, SessionConfig, Task, _Stored, utcnow_iso
+from agentwake.domain.models import SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.domain.usage import DailyUsage
 from agentwake.errors import LeaseHeld, RunAlreadySucceeded
 from agentwake.session.lease import Lease, Waited
@@ -36,6 +36,9 @@ from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import WakeRead
 from agentwake.store.session_lease import SessionLeases, holder_of
 from agentwake.store.table import Table
+
+if TYPE_CHECKING:
+    from agentwake.domain.run_models import RunRecord
 
 
 def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
@@ -102,7 +105,6 @@ class Runs:
         read = WakeRead()
         if session_id is not None:
             read.usage = DailyUsage(session_id=session_id, day=day)
-        models: dict[str, type[_Stored]] = {"run": RunRecord, "task": Task, "job": Job, "session": SessionConfig}
         for item in found:
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
             if name == "usage" and session_id is not None:
@@ -111,7 +113,7 @@ class Runs:
                 read.waiter_gen = self.leases.waiter_gen(item)
                 read.waiter_arrived = self.leases.waiter_arrived(item)
             elif name is not None:
-                setattr(read, name, self.table.load(models[name], item))
+                setattr(read, name, self.table.load(_read_model(name), item))
         return read
 
     def begin_run(
@@ -440,3 +442,15 @@ def wake_item(table: Table, run_id: str, *, kind: str, wake: dict[str, Any]) -> 
             },
         }
     }
+
+
+def _read_model(name: str) -> type[_Stored]:
+    """The model of an item the wake's read found. A run's or a job's record is there only on a
+    retry or for a cron wake: its model is loaded then, not by every cold start."""
+    if name == "task":
+        return Task
+    if name == "session":
+        return SessionConfig
+    from agentwake.domain.run_models import Job, RunRecord
+
+    return RunRecord if name == "run" else Job

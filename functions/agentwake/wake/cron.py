@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentwake.domain.models import Job
+from agentwake.domain.run_models import Job
 from agentwake.errors import InvalidMessage, RunDeferred, SessionBusy
 from agentwake.observability import add_metric, logger
 from agentwake.session.copies import CRON_WAIT_FIELD

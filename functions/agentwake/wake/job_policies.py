@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agentwake.domain.models import Job, JobFire, cron_run_id
+from agentwake.domain.models import cron_run_id
+from agentwake.domain.run_models import Job, JobFire
 from agentwake.errors import SessionBusy
 from agentwake.observability import add_metric, logger
 from agentwake.wake.messages import CronWakeInput

@@ -34,7 +34,7 @@ from agentwake.session import handoff
 from agentwake.wake.spec import RunSpec, WakeDeps, WakeOutcome
 
 if TYPE_CHECKING:
-    from agentwake.agent.runner import ParkRequest
+    from agentwake.agent.gate import ParkRequest
     from agentwake.agent.woken import RunResult
     from agentwake.product.approvals import ApprovalsService
     from agentwake.wake.attempt import Attempt

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentwake.agent.runner import AgentState
 from agentwake.deadline import deadline_after, run_deadline
-from agentwake.domain.models import FailureRecord, truncate
+from agentwake.domain.models import truncate
 from agentwake.errors import (
     ConfigError,
     DeliveryError,
@@ -307,6 +307,8 @@ def _record_failure(
     the run ended, None after a crash (then read from the agent: None if it never started)."""
     if result is None and attempt is not None:
         result = attempt.agent.result()
+    from agentwake.domain.run_models import FailureRecord  # a failed attempt's (cold start)
+
     failure = FailureRecord(
         run_id=spec.run_id,
         session_id=spec.session_id,

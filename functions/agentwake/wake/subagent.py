@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.agent.runner import AgentState
 from agentwake.deadline import deadline_after, run_deadline
-from agentwake.domain.models import FailureRecord, subagent_run_id, task_token_hash
+from agentwake.domain.models import subagent_run_id, task_token_hash
+from agentwake.domain.run_models import FailureRecord
 from agentwake.errors import (
     AgentwakeError,
     ConfigError,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agentwake.delivery import Declined, Delivery, Intent, Receipt
+from agentwake.delivery import Declined, Delivery, Receipt
 from agentwake.delivery.factory import build_channel
-from agentwake.delivery.intents import IntentGuard
+from agentwake.delivery.intents import Intent, IntentGuard
 from agentwake.delivery.kit import ChannelKit
 from agentwake.delivery.route import RouteChannel
 from agentwake.errors import (

@@ -20,6 +20,7 @@ from agentwake.errors import OutboundRefused, SecretRefRefused, StepInterrupted,
 from agentwake.trust.redact import redact
 
 if TYPE_CHECKING:
+    from agentwake.agent.gate import Gate
     from agentwake.agent.ledger import RunLedger
     from agentwake.domain.approvals import ApprovalRule
     from agentwake.domain.models import Task
@@ -161,7 +162,11 @@ class ToolRegistry:
         _, raw, args = parsed
         judged = args.model_dump(mode="json") if isinstance(args, BaseModel) else args
         words = tool.approval.matches(judged if isinstance(judged, dict) else raw)
-        return None if words is None else Gate(tool=tool.name, rule=tool.approval, words=words, arguments=raw)
+        if words is None:
+            return None
+        from agentwake.agent.gate import Gate  # a gated call's (cold start)
+
+        return Gate(tool=tool.name, rule=tool.approval, words=words, arguments=raw)
 
     def _parse(self, call: ToolCall) -> tuple[Tool, dict[str, Any], Any] | ToolOutcome:
         """The call's tool, raw arguments and validated arguments; or the ``error:`` outcome saying why not."""
@@ -208,17 +213,6 @@ class ToolOutcome:
     ok: bool
     text: str
     error: BaseException | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A call that must wait for a person's decision: its tool, the rule, the condition that matched
-    (in words) and the arguments as the model gave them (validated)."""
-
-    tool: str
-    rule: ApprovalRule
-    words: str
-    arguments: dict[str, Any]
 
 
 def _failed(text: str, error: BaseException | None = None) -> ToolOutcome:
