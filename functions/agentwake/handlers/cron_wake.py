@@ -1,15 +1,13 @@
 """CronWakeFunction: invoked asynchronously by EventBridge Scheduler with ``{job_id, scheduled_time}``.
 
-A run that ends in ERROR raises, so Lambda retries it and then sends the event with the error to
-the on-failure destination queue. A failure no retry can fix (``retryable`` false in
-agentwake.errors: an invalid event, a run over its token budget) is sent to that queue by the
-handler itself, at once (a run over budget is first recorded as any failure; an invalid event has
-no run), and returns ``failed_permanently``: no retry is spent. If that send fails it raises the error instead, so Lambda's retries and its own
-destination still deliver it. A wake whose session is busy joins the session's wait list (the
-holder's release hands the session to it, a one-time schedule is its fallback) and returns: waiting
-spends none of Lambda's retries. Past SessionWaitLimit it raises SessionBusy and ends on the
-on-failure destination like any failure. A run that hands its session to a waiter may run that
-waiter next, in this invocation.
+A run that ends in ERROR raises: Lambda retries it, then sends the event with the error to the
+on-failure destination queue. A failure no retry can fix (``retryable`` false in agentwake.errors:
+an invalid event, a run over its token budget, recorded first as any failure) is sent to that queue
+by the handler at once and returns ``failed_permanently``; if the send fails it raises instead, so
+Lambda's retries and destination still deliver it. A wake whose session is busy joins its wait list
+(the holder's release hands the session over; a one-time schedule is the fallback) and returns,
+spending no retry; past SessionWaitLimit it raises SessionBusy. A run that hands its session to a
+waiter may run that waiter next, in this invocation.
 """
 
 from __future__ import annotations
