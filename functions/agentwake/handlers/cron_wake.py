@@ -1,13 +1,12 @@
 """CronWakeFunction: invoked asynchronously by EventBridge Scheduler with ``{job_id, scheduled_time}``.
 
 A run that ends in ERROR raises: Lambda retries it, then sends the event with the error to the
-on-failure destination queue. A failure no retry can fix (``retryable`` false in agentwake.errors:
-an invalid event, a run over its token budget, recorded first as any failure) is sent to that queue
-by the handler at once and returns ``failed_permanently``; if the send fails it raises instead, so
-Lambda's retries and destination still deliver it. A wake whose session is busy joins its wait list
-(the holder's release hands the session over; a one-time schedule is the fallback) and returns,
-spending no retry; past SessionWaitLimit it raises SessionBusy. A run that hands its session to a
-waiter may run that waiter next, in this invocation.
+on-failure destination queue. A failure no retry can fix (``retryable`` false: an invalid event, a
+run over its token budget, recorded first as any failure) goes to that queue from the handler at
+once, returning ``failed_permanently``; if that send fails it raises instead, for Lambda's retries
+and destination. A wake whose session is busy joins its wait list (the holder's release hands the
+session over; a one-time schedule is the fallback) and returns, spending no retry; past
+SessionWaitLimit it raises SessionBusy. A run handing its session to a waiter may run it next, here.
 """
 
 from __future__ import annotations
