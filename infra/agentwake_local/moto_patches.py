@@ -64,6 +64,12 @@ Things in moto that grow with everything ever written, and the local stack write
    visibility or delete batch whose entries all succeeded (``batch_result_json``); moto's
    serializer writes anything else (binary or list attributes, a failed entry, the query
    protocol, pretty printing).
+9. **KMS keys' private keys** (``moto.kms.models.generate_private_key``): moto makes an RSA-2048
+   private key for every KMS key it creates, a symmetric one included, and creates one (the
+   account's ``alias/aws/dynamodb`` key) with every table that has SSE on, as template.yaml's
+   has: ~45 ms of CPU per table, a quarter of provisioning the stack on in-process moto. The key is
+   now made when first used (Sign, Verify, GetPublicKey: never, for a symmetric key), the same
+   key moto would make; nothing else of the KMS key changes.
 
 Pinned: every patched function is checked against the sha256 of its source in the moto version
 the patch was written for. A moto upgrade that changes one of them stops the local stack at start
@@ -127,6 +133,7 @@ PINNED: dict[str, str] = {
     "moto.sqs.responses.SQSResponse.change_message_visibility_batch": "104fb18ea070a8017914afa39ceba427d2c8f5c1fcd94f9b30466628df9b261e",
     "moto.utilities.aws_headers.gen_amzn_requestid_long": "e651941c2107cdc2b174be191284ea6604b1a738cd5e4ddbf7e6244060b8f01c",
     "moto.sqs.responses.SQSResponse.delete_message_batch": "e76347c7a51435b5d364159c8d8e3ce486a438713723ea46a24c5b6d2ab4496e",
+    "moto.kms.utils.generate_private_key": "cdf2b67aac1401be485253470c133ba6b0be6479a3930db103ba9b991dd64bae",
 }
 
 
@@ -221,6 +228,7 @@ def apply() -> None:
         _sqs_cheap_clock_handles_and_sends()
         _sqs_receive_stops_at_count()
         _responses_without_per_request_reflection()
+        _kms_private_keys_on_first_use()
         _sqs_one_request_at_a_time()  # last: it wraps the patched methods too
         _applied = True
         logger.debug(
@@ -966,3 +974,40 @@ def _responses_without_per_request_reflection() -> None:
     serialized.__agentwake_original__ = original_serialized  # type: ignore[attr-defined]
     responses.method_names_from_class = method_names_from_class  # type: ignore[assignment]
     SQSResponse.serialized = serialized  # type: ignore[method-assign]
+
+
+# --------------------------------------------------------------------------------------------
+# 9. a KMS key's private key is made when first used
+
+
+_MAKING_KEY = threading.Lock()
+
+
+class _PrivateKeyOnFirstUse:
+    """What ``generate_private_key(key_spec)`` returns, made by it on the first use of the key."""
+
+    def __init__(self, make: Callable[[str], Any], key_spec: str) -> None:
+        self._make, self._key_spec, self._key = make, key_spec, None
+
+    def made(self) -> bool:
+        return self._key is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # our own fields (not yet set while copy or pickle rebuild us)
+            raise AttributeError(name)
+        with _MAKING_KEY:  # one key, even if two threads use it first at once
+            if self._key is None:
+                self._key = self._make(self._key_spec)
+        return getattr(self._key, name)
+
+
+def _kms_private_keys_on_first_use() -> None:
+    from moto.kms import models, utils
+
+    original = utils.generate_private_key
+
+    def generate_private_key(key_spec: str) -> Any:
+        return _PrivateKeyOnFirstUse(original, key_spec)
+
+    generate_private_key.__agentwake_original__ = original  # type: ignore[attr-defined]
+    models.generate_private_key = generate_private_key

@@ -739,3 +739,36 @@ def test_a_request_id_is_52_letters_or_digits_from_one_draw(
     assert all(len(i) == 52 and i.isascii() and i.isalnum() for i in ids)
     assert len(set(ids)) == len(ids)
     assert draws[0] == 0
+
+
+def test_a_table_with_sse_makes_no_private_key_and_an_asymmetric_key_still_signs(
+    aws_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    from moto import mock_aws
+    from moto.kms import utils
+
+    made: list[int] = []
+    generate = utils.rsa.generate_private_key
+    monkeypatch.setattr(utils.rsa, "generate_private_key", lambda **kw: made.append(kw["key_size"]) or generate(**kw))
+    with mock_aws():
+        # GIVEN in-process moto, patched WHEN template.yaml's resources are provisioned (its table has
+        # SSE on: moto creates the account's alias/aws/dynamodb key with it)
+        from tests.support.aws import create_resources
+
+        create_resources()
+        kms = boto3.client("kms", region_name=DEFAULT_REGION)
+        dynamodb_key = kms.describe_key(KeyId="alias/aws/dynamodb")["KeyMetadata"]
+        # THEN the symmetric key is there, and no RSA private key was made for it
+        assert dynamodb_key["KeySpec"] == "SYMMETRIC_DEFAULT" and dynamodb_key["Enabled"], dynamodb_key
+        assert made == []
+        # AND an RSA key made on its first use signs and verifies, with one public key throughout
+        key_id = kms.create_key(KeyUsage="SIGN_VERIFY", KeySpec="RSA_2048")["KeyMetadata"]["KeyId"]
+        assert made == []
+        public = kms.get_public_key(KeyId=key_id)["PublicKey"]
+        signed = kms.sign(KeyId=key_id, Message=b"wake", SigningAlgorithm="RSASSA_PSS_SHA_256")["Signature"]
+        assert kms.verify(KeyId=key_id, Message=b"wake", Signature=signed, SigningAlgorithm="RSASSA_PSS_SHA_256")[
+            "SignatureValid"
+        ]
+        assert kms.get_public_key(KeyId=key_id)["PublicKey"] == public
+        assert made == [2048]
