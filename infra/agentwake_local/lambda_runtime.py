@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+import gc
 import importlib
 import json
 import logging
@@ -246,7 +247,7 @@ def load_handler(function: FunctionSpec) -> Callable[[Any, Any], Any]:
     if code_dir not in sys.path:
         sys.path.insert(0, code_dir)
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except SyntaxError as exc:
         raise HandlerLoadError("Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}") from exc
     except ImportError as exc:
@@ -255,6 +256,20 @@ def load_handler(function: FunctionSpec) -> Callable[[Any, Any], Any]:
     if not callable(func):
         raise HandlerLoadError("Runtime.HandlerNotFound", f"Handler '{attribute}' missing on module '{module_name}'")
     return func  # type: ignore[no-any-return]
+
+
+def _import(module_name: str) -> Any:
+    """Import a handler's module; one that fails leaves the collector as it found it. A handler's
+    import runs with the collector paused (``agentwake.handlers``) and its last line starts it again:
+    a failed import never reaches that line, and this process, unlike Lambda's after an init error,
+    lives on serving the other functions."""
+    enabled = gc.isenabled()
+    try:
+        return importlib.import_module(module_name)
+    except BaseException:
+        if enabled:
+            gc.enable()
+        raise
 
 
 class HandlerLoadError(Exception):

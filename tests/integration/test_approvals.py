@@ -609,6 +609,38 @@ def test_a_decision_before_the_park_lands_goes_on_in_place(
     assert receiver.by_delivery_id()[approval_delivery_id(RUN, 0, 0)] == 1
 
 
+def test_a_decision_between_the_park_and_the_release_resumes_at_once(
+    stack: Stack, tool: ToolServer, receiver: CountingReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is released after the park transaction (a write of its own): a decision whose nudge
+    runs in between re-queues the run while it still holds the session and marks its own lease. Its
+    release must hand the session to it, as the holder's release hands it to any waiter, not skip it
+    (the run would wait for the approval chain's fallback check, 60 s or more)."""
+    from agentwake.store.run_end import RunEnds
+
+    park = RunEnds.record_park
+
+    def decided_after(self: RunEnds, **kw: Any) -> Any:
+        landed = park(self, **kw)
+        # GIVEN the park landed; a person approves and the nudge runs before the lease's release
+        token = receiver.received[-1]["approval"]["token"]
+        stack.approvals.decide(APPROVAL, "approve", by="bob", via="api", token=token)
+        assert all(a == {"batchItemFailures": []} for a in stack.work())
+        return landed
+
+    monkeypatch.setattr(RunEnds, "record_park", decided_after)
+    gated_session(stack.store, tool, receiver)
+    # WHEN the run parks and releases the session
+    assert stack.wake() == {"batchItemFailures": []}
+    # THEN the release handed the session to the decided run: it resumed (here or through its
+    # handed copy), called the tool once and succeeded, with no fallback check needed
+    stack.results()
+    run = stack.store.records.get_run(RUN)
+    assert run is not None and run.status == "succeeded", run
+    assert tool.calls == Counter({f"{RUN}#0#0": 1}) and len(stack.notes()) == 1
+    assert stack.store.leases.waiters("s1") == []
+
+
 # --- a resume that fails ------------------------------------------------------------------------
 
 

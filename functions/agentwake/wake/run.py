@@ -126,7 +126,9 @@ def execute_run(
         _release(spec, deps, held)
         handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall, cron=_cron(deps))
         raise
-    _release(spec, deps, held)
+    # a parked run's own place on the list is its re-queue after a decision (the park took the
+    # waiting one off): its release may hand the session to it, as to any waiter
+    _release(spec, deps, held, parked=outcome.status == "parked")
     # released: the run that waited longest for the session gets it now, not at its next try —
     # here, when the caller has the time for it (whatever its kind); else its copy is sent on
     if held.lease.handed and run_next is not None and run_next():
@@ -148,13 +150,16 @@ class _Held:
 RELEASE_TRIES = 2
 
 
-def _release(spec: RunSpec, deps: WakeDeps, held: _Held) -> None:
+def _release(spec: RunSpec, deps: WakeDeps, held: _Held, *, parked: bool = False) -> None:
     """Release the lease after the run's end (commit, failure record, park; or a crash), handing the
     session on: one plain conditional write, tried again once when the table does not answer. A
-    process that dies before it leaves the session held until the lease expires (docs/durability.md)."""
+    process that dies before it leaves the session held until the lease expires (docs/durability.md).
+    ``parked``: the run parked; a decision that re-queued it before this release (its place on the
+    wait list, the lease marked) makes it a waiter like any other, not the releasing run to skip."""
+    skip = None if parked else spec.run_id
     for tries in range(1, RELEASE_TRIES + 1):
         try:
-            held.lease = handoff.release(deps.store.leases, deps.result_queue, held.lease, spec.run_id)
+            held.lease = handoff.release(deps.store.leases, deps.result_queue, held.lease, skip)
             return
         except Exception:  # the run's own outcome (or error) stands; an unreleased lease expires
             if tries == RELEASE_TRIES:
