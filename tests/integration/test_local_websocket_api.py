@@ -178,3 +178,17 @@ def test_a_close_through_the_management_api_waits_for_the_page_s_reply(api: Api)
     # AND then the server closes the TCP connection
     page.sock.settimeout(30)
     assert page.sock.recv(1) == b""
+
+
+def test_a_connection_closed_through_the_management_api_is_gone_at_once(api: Api) -> None:
+    page = WsClient.connect(api.server.url + "?ticket=good")
+    [cid] = api.server.open_connections()
+    client = management(api)
+    # WHEN the connection is deleted, its page not answering the close yet
+    client.delete_connection(ConnectionId=cid)
+    # THEN it is gone for the management API at once, as on AWS (410), while the socket waits
+    with pytest.raises(client.exceptions.GoneException):
+        client.get_connection(ConnectionId=cid)
+    with pytest.raises(client.exceptions.GoneException):
+        client.post_to_connection(ConnectionId=cid, Data=b"{}")
+    page.close()
