@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agentwake.domain.run_models import Job
 from agentwake.store.queues import ATTR_DEAD_LETTERED_AT
 from agentwake_ops.cli_common import CliState
 from agentwake_ops.context import resolve_context
@@ -277,9 +278,7 @@ def test_sessions_delete_refuses_while_jobs_or_tasks_use_the_session(cli: Cli, s
     # GIVEN a session with history, one job and one unfinished task
     cli("sessions", "put", "s-del", *SCRIPTED_ARGS)
     stack.store.records.put_job(
-        __import__("agentwake.domain.models", fromlist=["Job"]).Job(
-            job_id="job-del", session_id="s-del", name="n", schedule_expression="cron(0 6 * * ? *)"
-        )
+        Job(job_id="job-del", session_id="s-del", name="n", schedule_expression="cron(0 6 * * ? *)")
     )
     task_id = cli_json(cli, "tasks", "register", "--session", "s-del", "--tool", "t")["task_id"]
 
