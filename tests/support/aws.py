@@ -59,12 +59,38 @@ def _session() -> boto3.session.Session:
     return boto3.session.Session(region_name=REGION)
 
 
+class _ClientsOnce:
+    """The provisioner's session whose clients are made once per test process and environment (five
+    clients a provisioning were about half of what is left of its CPU). A client holds no AWS state:
+    moto's mock, started and reset per test, answers a kept client as a new one. What a client reads
+    from the environment when it is made (``AWS_ENDPOINT_URL``: a test's own moto server; the
+    credentials) is part of its key, so a test with another environment gets its own."""
+
+    def __init__(self, session: boto3.session.Session) -> None:
+        self.session = session
+        self.clients: dict[tuple[Any, ...], Any] = {}
+
+    def client(self, service: str, *, endpoint_url: str | None = None, region_name: str | None = None) -> Any:
+        import os
+
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+        key = (service, endpoint_url, region_name, env)
+        if key not in self.clients:
+            self.clients[key] = self.session.client(service, endpoint_url=endpoint_url, region_name=region_name)
+        return self.clients[key]
+
+
+@lru_cache(maxsize=1)
+def _provisioning_session() -> _ClientsOnce:
+    return _ClientsOnce(_session())
+
+
 def create_resources(max_receive_count: int = 5) -> Resources:
     """Provision template.yaml's resources on moto (inside ``mock_aws()``) with the local stack's
     own provisioner, as ``agentwake local up`` does on the embedded server."""
     from agentwake_local.provision import provision
 
-    stack = provision(_template(max_receive_count), None, session=_session())
+    stack = provision(_template(max_receive_count), None, session=_provisioning_session())
     out = stack.outputs
     return Resources(
         table=out["AgentTableName"],
