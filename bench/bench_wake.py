@@ -187,11 +187,11 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, list[st
             )
         )
     for kind, session, budget in (
-        ("one-step background", "k1", 6),
-        ("one-step background, final answer sent (deliver_final)", "k5", 6 + 1),
-        ("session with daily limits (one step)", "k6", 6),
-        ("session with daily limits, final answer sent", "k7", 6 + 1),
-        ("two-step background with a delivery", "k2", 6 + 1 + 1),
+        ("one-step background", "k1", 7),
+        ("one-step background, final answer sent (deliver_final)", "k5", 7 + 1),
+        ("session with daily limits (one step)", "k6", 7),
+        ("session with daily limits, final answer sent", "k7", 7 + 1),
+        ("two-step background with a delivery", "k2", 7 + 1 + 1),
     ):
         message = _message(f"{session}-t", session)
         out.append((kind, calls.during(lambda: wake_for_background_result(message, deps)), budget))  # noqa: B023
@@ -203,35 +203,35 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, list[st
             return
         raise AssertionError("the broken provider did not fail the run")
 
-    out.append(("failing attempt (error at step 2, after a delivery)", calls.during(fail), 6 + 1 + 1))
+    out.append(("failing attempt (error at step 2, after a delivery)", calls.during(fail), 7 + 1 + 1))
     store.records.put_session(SessionConfig(session_id="k3", providers=fixed, retry_base_delay_ms=0))
     out.append(
         (
             "retry after the failure at step 2",
             calls.during(lambda: wake_for_background_result(_message("k3-t", "k3"), deps)),
-            6 + 1,
+            7 + 1,
         )
     )
     store.records.put_job(Job(job_id="j1", session_id="k4", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="k4")
-    out.append(("cron (one step)", calls.during(lambda: wake_for_cron_job(wake, deps)), 6))
+    out.append(("cron (one step)", calls.during(lambda: wake_for_cron_job(wake, deps)), 7))
     return out + calls_by_channel(store, deps)
 
 
 #: the delivery rows of ``calls_by_channel``: (label, channel, open pages, budget). A wake whose agent
-#: messages the user once (send_message_to_user, then an answer: two model steps) costs 6 + 1 + 1
+#: messages the user once (send_message_to_user, then an answer: two model steps) costs 7 + 1 + 1
 #: through a webhook; a websocket reads the session's open pages (+1 Query; none open: +1 PutItem,
 #: the unread mark); Slack and Telegram write the intent just before the request (+1 PutItem); SNS,
 #: like the webhook, is deduplicated by its receivers (+0). deliver_final's answer through Slack: the
-#: intent rides on the write that journals the reply before it is sent (+0 on that row's 6 + 1).
+#: intent rides on the write that journals the reply before it is sent (+0 on that row's 7 + 1).
 CHANNEL_ROWS = (
-    ("background with a delivery by webhook (baseline)", "webhook", 0, 6 + 1 + 1),
-    ("background with a delivery by websocket (a page open)", "websocket", 1, 6 + 1 + 1 + 1),
-    ("  websocket, no page open (the session marked unread)", "websocket", 0, 6 + 1 + 1 + 2),
-    ("background with a delivery by slack", "slack", 0, 6 + 1 + 1 + 1),
-    ("background with a delivery by telegram", "telegram", 0, 6 + 1 + 1 + 1),
-    ("background with a delivery by sns", "sns", 0, 6 + 1 + 1),
-    ("one-step, final answer sent by deliver_final via slack", "slack", -1, 6 + 1),
+    ("background with a delivery by webhook (baseline)", "webhook", 0, 7 + 1 + 1),
+    ("background with a delivery by websocket (a page open)", "websocket", 1, 7 + 1 + 1 + 1),
+    ("  websocket, no page open (the session marked unread)", "websocket", 0, 7 + 1 + 1 + 2),
+    ("background with a delivery by slack", "slack", 0, 7 + 1 + 1 + 1),
+    ("background with a delivery by telegram", "telegram", 0, 7 + 1 + 1 + 1),
+    ("background with a delivery by sns", "sns", 0, 7 + 1 + 1),
+    ("one-step, final answer sent by deliver_final via slack", "slack", -1, 7 + 1),
 )
 
 

@@ -306,6 +306,20 @@ class LeaseHeld(AgentwakeError):
         self.holder = holder
 
 
+class StartRefused(AgentwakeError):
+    """A run's start took the session's lease, then its attempt's write was refused or failed
+    (``error``: RunAlreadySucceeded, LeaseHeld for another copy started, a job gone, the table):
+    ``lease`` (a ``session.lease.Lease``) is given back through the one release path, which hands
+    the session to the next waiter (``wake/run``), and ``error`` stands."""
+
+    retryable = True
+
+    def __init__(self, lease: Any, error: BaseException) -> None:
+        super().__init__(f"the attempt was not counted: {type(error).__name__}: {error}")
+        self.lease = lease
+        self.error = error
+
+
 class NotAnOwner(PermanentInputError):
     """The caller of the product API is not among the session's owners (or the request carries no
     identity): nothing was read or written. The message names the session and why, nothing else."""

@@ -738,7 +738,8 @@ def test_a_hard_kill_after_the_request_was_sent_resends_one_id_with_a_newer_toke
 #: the calls a park makes when nothing fails (test_a_park_costs_...): DynamoDB, and the check's SQS send
 PARK_CALLS = [
     "BatchGetItem",  # run, task, session config
-    "TransactWriteItems",  # lease + attempt
+    "PutItem",  # the session's lease
+    "UpdateItem",  # the attempt, under the lease
     "Query",  # history window
     "PutItem",  # 000.reply, which calls the gated tool
     "SendMessage",  # the expiry's first check (before the request: no request without its chain)
@@ -762,7 +763,7 @@ def default_kinds(kinds: tuple[str, ...], full: bool) -> tuple[str, ...]:
 #: run by default (``make test``): every kind at the calls the park adds (the check's send, the request,
 #: the park transaction) and at the release after it; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``)
 #: runs every call of the wake
-PARK_DEFAULT_CALLS = {5, 6, 8, 9}
+PARK_DEFAULT_CALLS = {6, 7, 9, 10}
 
 
 def _park_points() -> Iterator[Any]:
@@ -839,10 +840,12 @@ CHECK_CALLS = [
     "SendMessage",
     "TransactWriteItems",
 ]
-#: the resumed wake's calls: batch read, start (+ the request marked resumed), its journal, the
-#: history window, the gated tool's step, the final reply, the wait list, the commit, the release
+#: the resumed wake's calls: batch read, start (the lease; then the attempt with the request marked
+#: resumed and the waiter started), its journal, the history window, the gated tool's step, the final
+#: reply, the wait list, the commit, the release
 RESUME_CALLS = [
     "BatchGetItem",
+    "PutItem",
     "TransactWriteItems",
     "Query",
     "Query",
@@ -852,9 +855,11 @@ RESUME_CALLS = [
     "TransactWriteItems",
     "DeleteItem",
 ]
-#: run by default: the hand-off's send and mark, the resume's start and commit; every call with
-#: ``AGENTWAKE_FAULT_MATRIX=full``
-RESUME_DEFAULT = {"check": {11, 12}, "resume": {2, 8}}
+#: run by default: the hand-off's send and mark, the resume's two start writes and its commit; every
+#: call with ``AGENTWAKE_FAULT_MATRIX=full``
+RESUME_DEFAULT = {"check": {11, 12}, "resume": {2, 3, 9}}
+#: the resume's call that writes the gated tool's own step (after the tool ran)
+RESUME_TOOL_STEP = 6
 
 
 def _resume_points() -> Iterator[Any]:
@@ -921,7 +926,7 @@ def test_a_fault_at_any_call_of_the_requeue_and_the_resume(
     # once, nothing is in a DLQ. The one edge (docs/durability.md, side effects): the tool's own step
     # not written after its call is redone with the same Idempotency-Key, which its server drops
     assert list(tool.calls) == [f"{RUN}#0#0"]
-    if (phase, at) != ("resume", RESUME_CALLS.index("PutItem") + 1):
+    if (phase, at) != ("resume", RESUME_TOOL_STEP):
         assert tool.calls[f"{RUN}#0#0"] == 1
     assert stack.store.records.get_run(RUN).status == "succeeded"  # type: ignore[union-attr]
     assert len(stack.notes()) == 1 and stack.dlqs_empty()
@@ -967,7 +972,7 @@ DECISION_DEFAULT = {
     ("chain", "reject"): set(),
     ("cron", "approve"): {11},
     ("cron", "reject"): set(),
-    ("cronresume", "approve"): {8},
+    ("cronresume", "approve"): {9},
     ("cronresume", "reject"): set(),
 }
 _PHASE_CALLS = {"decide": DECIDE_CALLS, "chain": CHAIN_CALLS, "cron": CRON_CALLS, "cronresume": RESUME_CALLS}
@@ -1164,7 +1169,7 @@ def test_a_fault_at_any_call_of_the_decision_the_chain_and_a_cron_requeue(
     # one note; the request was delivered once; the decision stands as written; nothing is in a DLQ.
     # The one edge (docs/durability.md, side effects): the tool's own step not written after its call
     # is redone with the same Idempotency-Key, which its server drops
-    if (phase, at) == ("cronresume", RESUME_CALLS.index("PutItem") + 1) and decision == "approve":
+    if (phase, at) == ("cronresume", RESUME_TOOL_STEP) and decision == "approve":
         assert list(tool.calls) == [f"{run_id}#0#0"]
     else:
         assert tool.calls == (Counter({f"{run_id}#0#0": 1}) if decision == "approve" else Counter())
@@ -1220,12 +1225,13 @@ def test_a_park_costs_its_reads_its_request_and_one_park_transaction(
     sends_before = len(stack.sqs.sent)
     # WHEN the producer's completion wakes it and it parks
     calls = counter.during(stack.wake)
-    # THEN the wake's batch read, its start, the history window, the reply (it calls a tool), the
-    # request, the wait list's read for the hand-off and the park: one transaction each; then the
-    # lease's release
+    # THEN the wake's batch read, its start (the lease, then the attempt), the history window, the
+    # reply (it calls a tool), the request, the wait list's read for the hand-off and the park: one
+    # transaction each; then the lease's release
     assert calls == [
         "BatchGetItem",
-        "TransactWriteItems",
+        "PutItem",
+        "UpdateItem",
         "Query",
         "PutItem",
         "TransactWriteItems",

@@ -472,7 +472,8 @@ def test_a_log_wake_writes_no_intent(store: DynamoStore, platform: Platform, clo
             OK_SCRIPT,  # send_message_to_user: the intent's PutItem just before the request
             [
                 "BatchGetItem",
-                "TransactWriteItems",
+                "PutItem",
+                "UpdateItem",
                 "Query",
                 "PutItem",
                 "PutItem",
@@ -483,7 +484,15 @@ def test_a_log_wake_writes_no_intent(store: DynamoStore, platform: Platform, clo
         ),
         (
             PLAIN,  # deliver_final: the reply kept back rides on the intent's write (no call more)
-            ["BatchGetItem", "TransactWriteItems", "Query", "TransactWriteItems", "TransactWriteItems", "DeleteItem"],
+            [
+                "BatchGetItem",
+                "PutItem",
+                "UpdateItem",
+                "Query",
+                "TransactWriteItems",
+                "TransactWriteItems",
+                "DeleteItem",
+            ],
         ),
     ],
     ids=["tool_delivery", "deliver_final"],
@@ -508,7 +517,7 @@ def test_an_intent_whose_write_failed_is_not_left_for_the_failure_transaction(
     # GIVEN deliver_final's answer to Slack, and the write of its reply and intent failing (throttled)
     seed(store, SLACK, PLAIN)
     faults = CallFaults(store.table.db)
-    faults.arm(4, "throttling")
+    faults.arm(5, "throttling")
     deps = deps_for(store, clock)
     # WHEN the run fails before anything was sent, and the trigger retries it
     with pytest.raises(Exception):  # noqa: B017 -- the throttled write, as the wake saw it
@@ -525,7 +534,7 @@ def test_an_intent_whose_write_failed_is_not_left_for_the_failure_transaction(
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
-@pytest.mark.parametrize("at", [5, 6], ids=["intent-PutItem", "tool-step-TransactWriteItems"])
+@pytest.mark.parametrize("at", [6, 7], ids=["intent-PutItem", "tool-step-TransactWriteItems"])
 def test_a_fault_at_the_intent_or_the_write_after_the_post_posts_nothing_twice(
     at: int, kind: str, store: DynamoStore, platform: Platform, clock: FakeClock
 ) -> None:
@@ -544,13 +553,13 @@ def test_a_fault_at_the_intent_or_the_write_after_the_post_posts_nothing_twice(
         except Exception:  # noqa: BLE001,S112 -- whatever the fault became, the trigger retries it
             continue
     # THEN the fault fired where it was aimed, and the run succeeded
-    assert faults.fired is not None and faults.fired[1] == ("PutItem" if at == 5 else "TransactWriteItems")
+    assert faults.fired is not None and faults.fired[1] == ("PutItem" if at == 6 else "TransactWriteItems")
     assert outcome is not None and outcome.status == "succeeded"
     # AND Slack shows each delivery at most once, and history holds what Slack shows, once each
     # (a failed intent write sends nothing: the model is told, as for any write before a send, and
     # its final answer goes instead)
     assert len(platform.ids()) == len(set(platform.ids())) == 1, platform.posts
-    assert platform.ids() == ([FINAL] if at == 5 else [SENT]) and platform.lookups == 0
+    assert platform.ids() == ([FINAL] if at == 6 else [SENT]) and platform.lookups == 0
     assert deliveries_in_history(store) == platform.ids()
 
 
@@ -561,8 +570,8 @@ def test_a_lost_intent_write_before_a_telegram_send_is_not_sent_and_the_retry_se
     # write fails, and the read-back of an unknown outcome fails too: the intent may have landed
     seed(store, TELEGRAM, PLAIN)
     write, read_back = CallFaults(store.table.db), CallFaults(store.table.db)
-    write.arm(4, "timeout_after")  # it landed ("sending"), its answer lost
-    read_back.arm(5, "server_error")
+    write.arm(5, "timeout_after")  # it landed ("sending"), its answer lost
+    read_back.arm(6, "server_error")
     deps = deps_for(store, clock)
     # WHEN the run fails before anything was sent, and the trigger retries it
     with pytest.raises(Exception):  # noqa: B017 -- the failed write, as the wake saw it

@@ -233,7 +233,7 @@ class ModelClock:
 
 class HeldStore:
     """The store as one run sees it: that run, once it holds the session's lease, stops right after
-    the write that took it (and counted the attempt) until ``release`` is set. Everything else is
+    the writes that took it and counted the attempt until ``release`` is set. Everything else is
     the store."""
 
     def __init__(self, inner: FaultyStore, entered: threading.Event, release: threading.Event) -> None:
@@ -244,7 +244,7 @@ class HeldStore:
         return getattr(self._inner, name)
 
     def _begin_run(self, **kw: Any) -> Any:
-        # the lease and the attempt are one write: hold the run right after it
+        # hold the run right after its start (the lease, then the attempt counted under it)
         lease = self._inner.runs.begin_run(**kw)
         self._entered.set()
         if not self._release.wait(30):

@@ -10,9 +10,9 @@ runs clean with the calls ``CLEAN_CALLS`` lists, then the trigger retries as SQS
 case called again, up to maxReceiveCount). The webhook is a real HTTP receiver on 127.0.0.1 that
 counts arrivals by delivery id.
 
-The whole matrix (two wakes × every call × five kinds: 75 points) runs with
-``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 45 of them: every kind at the start
-transaction, at the writes after the send, and at the read of the wait list.
+The whole matrix (two wakes × every call × five kinds: 85 points) runs with
+``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``); by default, 55 of them: every kind at the start's
+two writes (the lease, the attempt), at the writes after the send, and at the read of the wait list.
 
 The wake's other calls, to the model, are faulted too (``ModelFaults``: every model call of both
 wakes, a transient and a permanent error, 6 points, always run): the chain absorbs a transient
@@ -59,7 +59,8 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
 CLEAN_CALLS: dict[str, list[str]] = {
     "tool_delivery": [
         "BatchGetItem",  # run, task, session config, today's counters
-        "TransactWriteItems",  # lease + attempt (+ what woke the run)
+        "PutItem",  # the session's lease (one plain conditional write)
+        "UpdateItem",  # the attempt, counted on the run under the lease
         "Query",  # history window
         "PutItem",  # 000.reply, which calls send_message_to_user: journaled before its tool runs
         "TransactWriteItems",  # 000.tool.00 with the delivery's marker and history entry
@@ -69,7 +70,8 @@ CLEAN_CALLS: dict[str, list[str]] = {
     ],
     "deliver_final": [
         "BatchGetItem",
-        "TransactWriteItems",
+        "PutItem",  # the lease
+        "UpdateItem",  # the attempt
         "Query",
         "PutItem",  # 000.reply, journaled before the final answer is sent
         "Query",  # the wait list
@@ -77,10 +79,10 @@ CLEAN_CALLS: dict[str, list[str]] = {
         "DeleteItem",  # the lease's release
     ],
 }
-#: the points run by default (``make test``): every kind at the start transaction, at the writes
+#: the points run by default (``make test``): every kind at the start's two writes, at the writes
 #: after the send and at the read of the wait list; ``AGENTWAKE_FAULT_MATRIX=full`` (``make soak``)
 #: runs every call
-DEFAULT_CALLS = {"tool_delivery": {2, 5, 6, 7, 8}, "deliver_final": {2, 5, 6, 7}}
+DEFAULT_CALLS = {"tool_delivery": {2, 3, 6, 7, 8, 9}, "deliver_final": {2, 3, 6, 7, 8}}
 FULL = os.environ.get("AGENTWAKE_FAULT_MATRIX") == "full"
 #: the model calls each makes when nothing fails, by step (all of them run by default)
 MODEL_CALLS: dict[str, list[int]] = {"tool_delivery": [0, 1], "deliver_final": [0]}
@@ -214,14 +216,15 @@ def _assert_delivered_once_with_one_note(store: DynamoStore, receiver: CountingR
     assert lease_holder(store, "s1") is None
 
 
+@pytest.mark.parametrize(("at", "operation"), [(2, "PutItem"), (3, "UpdateItem")])
 @pytest.mark.parametrize("wake", list(SCRIPTS))
-def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
-    wake: str, store: DynamoStore, receiver: CountingReceiver
+def test_a_lost_answer_to_a_start_write_is_resolved_not_waited_out(
+    wake: str, at: int, operation: str, store: DynamoStore, receiver: CountingReceiver
 ) -> None:
-    # GIVEN the start transaction (lease + attempt) lands, and its answer is lost (a read timeout)
+    # GIVEN one of the start's writes (the lease, the attempt) lands, and its answer is lost (a read timeout)
     deps = _setup(store, receiver, wake)
     faults = CallFaults(_db(deps))
-    faults.arm(2, "timeout_after")
+    faults.arm(at, "timeout_after")
     # WHEN the record is received once
     try:
         outcome = wake_for_background_result(message("t1", "s1"), deps)
@@ -229,7 +232,7 @@ def test_a_lost_answer_to_the_start_transaction_is_resolved_not_waited_out(
         pytest.fail(f"the run waited for its own lease: {busy}")
     # THEN the run re-read and adopted the lease and the attempt it holds, and ran at once
     assert outcome.status == "succeeded" and outcome.attempt == 1
-    assert faults.fired == (2, "TransactWriteItems", "timeout_after")
+    assert faults.fired == (at, operation, "timeout_after")
     run = store.records.get_run("bg:t1")
     assert run is not None and run.status == "succeeded" and run.attempts == 1
     assert lease_holder(store, "s1") is None
@@ -241,7 +244,7 @@ def test_a_lost_answer_to_the_tool_step_is_read_again_and_the_run_goes_on(
     # GIVEN the tool step's transaction after send_message_to_user sent lands, and its answer is lost
     deps = _setup(store, receiver, "tool_delivery")
     faults = CallFaults(_db(deps))
-    faults.arm(5, "timeout_after")
+    faults.arm(6, "timeout_after")
     # WHEN the record is received once
     outcome = wake_for_background_result(message("t1", "s1"), deps)
     # THEN the run read back what it wrote, found its step and its delivery there, and finished
@@ -257,7 +260,7 @@ def test_a_tool_step_that_is_not_written_is_recorded_by_the_failure(
     # GIVEN the tool step's transaction after send_message_to_user sent fails and does not land
     deps = _setup(store, receiver, "tool_delivery")
     faults = CallFaults(_db(deps))
-    faults.arm(5, kind)
+    faults.arm(6, kind)
     # WHEN the record is received once, and fails
     with pytest.raises(Exception):  # noqa: B017 -- the fault, as the wake saw it
         wake_for_background_result(message("t1", "s1"), deps)

@@ -1,7 +1,7 @@
 """The wake's fault matrix with records side by side (issue 37, "the fault matrix passes with
 concurrency on"; docs/durability.md, "Records side by side").
 
-tests/integration/test_fault_matrix.py's points (the same ``_points``: 35 by default, 65 with
+tests/integration/test_fault_matrix.py's points (the same ``_points``: 55 by default, 85 with
 ``AGENTWAKE_FAULT_MATRIX=full``), each now through the deployed handler with
 ``AGENTWAKE_RECORD_CONCURRENCY`` 5: the faulted wake's record (session s1) shares its batch with four
 records of four other sessions, all five in their own lanes. The fault is aimed at the n-th DynamoDB

@@ -30,12 +30,24 @@ from tests.support.probes import DynamoCalls, count_history_reads, seed_history
 from tests.support.store_writes import lease_holder
 
 ONE_STEP = [{"text": "Nothing to tell the user."}]
-#: a one-step wake's calls (with or without daily limits); ``make bench`` prints the same (tests/e2e/test_bench_scripts.py)
-ONE_STEP_CALLS = ["BatchGetItem", "TransactWriteItems", "Query", "Query", "TransactWriteItems", "DeleteItem"]
+#: a one-step wake's calls; ``make bench`` prints the same (tests/e2e/test_bench_scripts.py)
+ONE_STEP_CALLS = ["BatchGetItem", "PutItem", "UpdateItem", "Query", "Query", "TransactWriteItems", "DeleteItem"]
+#: ... of a session with daily limits, or a cron wake: the attempt is one transaction with the
+#: counters' check (or the job marked running)
+ONE_STEP_CHECKED_CALLS = [
+    "BatchGetItem",
+    "PutItem",
+    "TransactWriteItems",
+    "Query",
+    "Query",
+    "TransactWriteItems",
+    "DeleteItem",
+]
 #: a one-step wake whose final answer deliver_final sends: its reply journaled (PutItem) before it is sent
 FINAL_ANSWER_CALLS = [
     "BatchGetItem",
-    "TransactWriteItems",
+    "PutItem",
+    "UpdateItem",
     "Query",
     "PutItem",
     "Query",
@@ -57,18 +69,18 @@ def deps(store: DynamoStore) -> WakeDeps:
     return WakeDeps(store=store, settings=settings, result_queue=ResultQueue(settings.result_queue_url))
 
 
-def test_a_one_step_background_wake_makes_six_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_one_step_background_wake_makes_seven_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a session whose agent answers in one step, and its finished task
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
     seed_task(store, "t1", "s1")
     # WHEN the task's result wakes the agent
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN one batch read (run, task, session config), one conditional write (lease + attempt),
-    # one history query (under the lease, so it sees the previous wake's note), one query of the
+    # THEN one batch read (run, task, session config), two plain conditional writes (the lease,
+    # then the attempt), one history query (under the lease, so it sees the previous wake's note), one query of the
     # session's wait list (before the commit, for the hand-off), one commit, one release of the lease
     assert calls == ONE_STEP_CALLS, calls
-    assert len(calls) <= 6
+    assert len(calls) <= 7
     # AND the run really succeeded, with its note; its only step, the last reply, is not journaled
     # (the note keeps its text: runs show reads it there)
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
@@ -89,7 +101,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     # THEN it costs a one-step wake plus one delivery: the final reply is journaled before it is
     # sent (so a retry resends the same answer), and the delivery's record rides on the commit
     assert calls == FINAL_ANSWER_CALLS, calls
-    assert len(calls) <= 6 + 1
+    assert len(calls) <= 7 + 1
     # AND the delivery is in history before the marker and the note, and journaled
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
     assert [s["key"] for s in run_summary(store, "bg:t1").steps] == ["000.reply", "final.delivery"]
@@ -106,9 +118,10 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN the same six calls as a session without limits: today's counters come in the batch read,
-    # are checked unchanged by the start transaction, and the tokens are counted by the commit
-    assert calls == ONE_STEP_CALLS, calls
+    # THEN as many calls as a session without limits: today's counters come in the batch read, are
+    # checked unchanged by the attempt's write (then a transaction), and the tokens are counted by
+    # the commit
+    assert calls == ONE_STEP_CHECKED_CALLS, calls
     from agentwake.store.daily import DailyCounters
 
     tokens, _ = DailyCounters(store.table, "s1").read()
@@ -118,7 +131,7 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     store.records.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    assert len(cron) <= 6 + 1, cron
+    assert len(cron) <= 7 + 1, cron
     assert DailyCounters(store.table, "s1").read()[1] == 1
 
 
@@ -131,8 +144,8 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN 6 + 1 (the second step) + 1 (the delivery) calls at most
-    assert len(calls) <= 6 + 1 + 1, calls
+    # THEN 7 + 1 (the second step) + 1 (the delivery) calls at most
+    assert len(calls) <= 7 + 1 + 1, calls
     # AND everything a durable run needs is written: the delivery in history before the note, the
     # first reply and the tool result journaled (the last reply is the note's: a succeeded run's
     # commit leaves it out)
@@ -141,7 +154,7 @@ def test_a_two_step_wake_with_a_delivery_adds_one_call_per_step_and_per_delivery
     assert len(OK_SCRIPT) == 2
 
 
-def test_a_cron_wake_makes_six_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_a_cron_wake_makes_seven_calls(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a job of a session whose agent answers in one step
     store, counter = counted
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], deliver_final="never")
@@ -149,13 +162,13 @@ def test_a_cron_wake_makes_six_calls(counted: tuple[DynamoStore, DynamoCalls]) -
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    # THEN the same six calls as a background wake
-    assert calls == ONE_STEP_CALLS, calls
+    # THEN as many calls as a background wake (the job marked running with the attempt: one transaction)
+    assert calls == ONE_STEP_CHECKED_CALLS, calls
     job = store.records.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
     # AND a schedule that does not name the session (made before it did) costs one read more
     legacy = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T07:00:00Z")
-    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 7
+    assert len(counter.during(lambda: wake_for_cron_job(legacy, deps(store)))) <= 8
 
 
 def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
@@ -171,16 +184,16 @@ def test_a_retry_after_a_failure_at_step_two_reads_its_journal_once(
         with pytest.raises(RunFailed):
             wake_for_background_result(message("t1", "s1"), deps(store))
 
-    # WHEN the first attempt fails: 6 calls, with the failure transaction in place of the commit
+    # WHEN the first attempt fails: 7 calls, with the failure transaction in place of the commit
     # (the release after it, as after a commit), plus one for the first step and one for its delivery
     first = counter.during(failing)
-    assert len(first) <= 6 + 1 + 1, first
+    assert len(first) <= 7 + 1 + 1, first
     # AND after the provider is fixed, the retry replays step 0 and runs step 1
     fixed = [{"type": "scripted", "id": "p", "script": [{"text": "unused: replayed"}, {"text": "done"}]}]
     seed_session(store, "s1", providers=fixed)
     retry = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
     # THEN the retry costs a one-step wake plus the one read of its journal
-    assert retry.count("Query") == 3 and len(retry) <= 6 + 1, retry
+    assert retry.count("Query") == 3 and len(retry) <= 7 + 1, retry
     assert store.records.get_run("bg:t1").status == "succeeded"  # type: ignore[union-attr]
     assert [e.kind for e in store.history.history("s1")] == ["delivery", "marker", "note"]
 

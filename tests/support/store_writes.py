@@ -6,19 +6,19 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from agentwake.errors import LeaseHeld
 from agentwake.store.dynamo import DynamoStore
 from agentwake.store.keys import lease_key
 from agentwake.store.session_lease import HOLDER, UNTIL
 
 
 def acquire_lease(store: DynamoStore, session_id: str, run_id: str, seconds: float) -> str | None:
-    """Take the session's lease as ``begin_run`` does (its lease write alone): the token, or None
+    """Take the session's lease as ``begin_run`` does (its first write): the token, or None
     when the lease is held and not expired."""
     token = uuid.uuid4().hex
-    put = store.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)["Put"]
     try:
-        store.table.db.put_item(**put)
-    except store.table.db.exceptions.ConditionalCheckFailedException:
+        store.leases.take(session_id=session_id, holder=run_id, token=token, seconds=seconds)
+    except LeaseHeld:
         return None
     return token
 

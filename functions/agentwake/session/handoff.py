@@ -123,9 +123,9 @@ def complete(
 def take(leases: SessionLeasePort, lease: Lease) -> Waiter | None:
     """After the release: the waiter the session was reserved for, for this invocation to run
     itself; None if the release reserved it for nobody. Nothing is written between the release and
-    that run's start: its start marks it started and takes its place off the list in the same
-    transaction that takes the lease, and no other release can name it meanwhile (the reservation
-    is its own). Its copy number is unchanged, so the delayed copy it keeps in the queue still runs
+    that run's start: its start marks it started and takes its place off the list in the
+    transaction that counts its attempt (under the lease it took just before), and no other
+    release can name it meanwhile (the reservation is its own). Its copy number is unchanged, so the delayed copy it keeps in the queue still runs
     it if this process dies (the waiter is still ``waiting`` then, as it was)."""
     waiter = lease.hand_to
     if waiter is None or not lease.handed:

@@ -67,7 +67,7 @@ class Waited:
 
 @dataclass(frozen=True)
 class Lease:
-    """A held session lease and the attempt it was taken for (one conditional write took both)."""
+    """A held session lease and the attempt it was taken for (the lease's put, then the attempt's write)."""
 
     session_id: str
     token: str

@@ -338,7 +338,7 @@ class Approvals:
 
 
 def resumed_item(table: Table, approval_id: str, attempt: int, at: str | None = None) -> tuple[str, dict[str, Any]]:
-    """The resume's mark, in the run's start transaction (``Runs.begin_run``): ``resumed_at``,
+    """The resume's mark, in the run's attempt transaction at its start (``Runs.begin_run``): ``resumed_at``,
     ``resumed_attempt`` on a decided request."""
     return (
         "approval",

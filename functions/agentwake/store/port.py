@@ -262,8 +262,9 @@ class RunsPort(Protocol):
         message_id: str | None = None,
         resuming: str | None = None,
     ) -> Lease:
-        """The session's lease and the attempt count in one conditional write, checking the daily
-        counters read are unchanged (raises LeaseHeld, RunAlreadySucceeded)."""
+        """The session's lease (one plain conditional write), then the attempt counted under it,
+        checking the daily counters read are unchanged (raises LeaseHeld before anything is written;
+        StartRefused, carrying the lease to give back, when the attempt is refused)."""
         ...
 
     def begin_unleased(

@@ -1,6 +1,7 @@
 """A run on the table, from its start: the wake's one batch read (the run record, the task or job,
 the session config, today's counters and the run's entry on the wait list, before anything is
-written), then the one conditional write that takes the session's lease and counts the attempt.
+written), then the start: the session's lease taken by one plain conditional write, the attempt
+counted by another (or, with more to mark, one transaction).
 What woke the run (``wake_item``) is kept by a failed attempt's record, for ``runs replay``. How a
 run ends: ``run_end``.
 """
@@ -9,19 +10,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import SessionConfig, Task, _Stored, utcnow_iso
 from agentwake.domain.usage import DailyUsage
-from agentwake.errors import LeaseHeld, RunAlreadySucceeded
+from agentwake.errors import LeaseHeld, RunAlreadySucceeded, StartRefused
 from agentwake.session.lease import Lease, Waited
 from agentwake.store.codec import key
+from agentwake.store.daily import unchanged_check, usage_from_item
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
 from agentwake.store.keys import (
     config_key,
     job_key,
-    lease_key,
     run_key,
     runs_by_day_set,
     runs_gsi_pk,
@@ -34,26 +36,15 @@ from agentwake.store.keys import (
 )
 from agentwake.store.outcomes import outcome_unknown
 from agentwake.store.port import WakeRead
-from agentwake.store.session_lease import SessionLeases, holder_of
-from agentwake.store.table import Table
+from agentwake.store.session_lease import SessionLeases
+from agentwake.store.table import CONFLICT_RETRIES, Table, conditional_write
 
 if TYPE_CHECKING:
     from agentwake.domain.run_models import RunRecord
 
 
-def usage_from_item(session_id: str, day: str, item: dict[str, Any] | None) -> DailyUsage:
-    """The day's counters as stored (``USAGE#{day}``); 0 for an item not there yet."""
-    item = item or {}
-    return DailyUsage(
-        session_id=session_id,
-        day=day,
-        tokens=int(item.get("tokens", {}).get("N", "0")),
-        deliveries=int(item.get("deliveries", {}).get("N", "0")),
-    )
-
-
 class _NotLanded(Exception):
-    """The start transaction's outcome was unknown, and reading back showed it did not land."""
+    """The attempt write's outcome was unknown, and reading back showed it did not land."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(error)
@@ -61,7 +52,7 @@ class _NotLanded(Exception):
 
 
 class _UsageMoved(Exception):
-    """The day's counters changed between the wake's read and its lease: here is what they are now."""
+    """The day's counters changed between the wake's read and its start: here is what they are now."""
 
     def __init__(self, usage: DailyUsage) -> None:
         super().__init__(usage)
@@ -69,11 +60,11 @@ class _UsageMoved(Exception):
 
 
 class Runs:
-    """A run's batch read and its start (lease and attempt in one transaction); what woke it."""
+    """A run's batch read and its start (the lease, then the attempt); what woke it."""
 
     def __init__(self, table: Table, leases: SessionLeases) -> None:
         self.table = table
-        #: the session's lease, taken in the start transaction
+        #: the session's lease, taken by the start's first write
         self.leases = leases
 
     def read_wake(
@@ -131,22 +122,24 @@ class Runs:
         message_id: str | None = None,
         resuming: str | None = None,
     ) -> Lease:
-        """Take the session's lease and count the attempt in one TransactWriteItems.
+        """Take the session's lease (one plain conditional write: ``SessionLeases.take``), then count
+        the attempt (``_count``): two plain writes for a run with nothing else to mark, where one
+        transaction of both cost twice as much (docs/table-design.md, "Capacity per wake").
 
         ``waited``: the run waited for its session (it is on the session's wait list): how long,
         and how long the session sat idle between the release that handed it over and this start.
-        Its waiter is marked started in the same transaction, and both figures go on the run.
+        Its waiter is marked started with the attempt, and both figures go on the run.
 
         ``wake`` (kind, wake JSON): what woke the run, for ``runs replay``, written by a retry's start
-        (``previous`` is not None) in the same transaction; a first attempt does not write it (a run
-        that succeeds at once never does, issue 37) and a failure's record keeps it
+        (``previous`` is not None) with the attempt; a first attempt does not write it (a run that
+        succeeds at once never does, issue 37) and a failure's record keeps it
         (``RunEnds.record_failure``), so every run that reached a retry or a failure has it.
 
         ``usage``: the session's daily counters as the batch read found them (a session with daily
-        limits). They were read before the lease, so the same transaction checks them unchanged: a
-        run of the session that counted a delivery or tokens between that read and this lease makes
-        the check fail, and the transaction is made again with the counters it returned. The lease
-        carries the counters it was taken with.
+        limits). They were read before the lease, so the attempt's transaction checks them
+        unchanged: a run of the session that counted a delivery or tokens between that read and
+        this start makes the check fail, and the attempt is written again, the lease kept, with the
+        counters it returned. The lease carries the counters its attempt was counted with.
 
         ``message_id``: the SQS message (its first id) the attempt runs for: the run counts the
         attempts made for it (``message_attempts``), wherever they ran.
@@ -155,20 +148,73 @@ class Runs:
         attempt in the same transaction (``resumed_at``, ``resumed_attempt``).
 
         An unknown outcome (the answer timed out, a 5xx) is read back, not waited out: the lease
-        carries this acquisition's token and the run its attempt, so a transaction that landed is
-        recognised and adopted (``Lease.adopted``); one that did not is made again.
+        carries this acquisition's token and the run its attempt and that token
+        (``attempt_token``), so a write that landed is recognised and adopted (``Lease.adopted``);
+        one that did not is made again. A process that dies between the two writes leaves the lease
+        with no attempt counted until it expires, as a crash anywhere in a run does.
 
-        Raises LeaseHeld (another run holds the session, or another copy of this run started since
-        ``previous`` was read) or RunAlreadySucceeded. With ``job_id`` the job is marked running too.
+        Raises LeaseHeld (another run holds the session) before anything is written; StartRefused,
+        carrying the lease taken, when the attempt's write is refused (RunAlreadySucceeded; LeaseHeld:
+        another copy of this run started since ``previous`` was read) or fails: its caller gives the
+        lease back through the one release path (``wake/run``). With ``job_id`` the job is marked
+        running too.
         """
         lost: BaseException | None = None
         for _ in range(3):
+            token = uuid.uuid4().hex
             try:
-                return self._begin_run(
+                adopted = self.leases.take(session_id=session_id, holder=run_id, token=token, seconds=seconds)
+                break
+            except LeaseHeld:
+                raise
+            except Exception as exc:
+                if not outcome_unknown(exc):
+                    raise
+                lost = exc  # read back: it did not land, the take is made again
+        else:
+            assert lost is not None
+            raise lost
+        lease = Lease(session_id=session_id, token=token, attempt=0, adopted=adopted)
+        try:
+            return self._count(
+                lease,
+                run_id=run_id,
+                kind=kind,
+                previous=previous,
+                job_id=job_id,
+                wake=wake,
+                usage=usage,
+                waited=waited,
+                message_id=message_id,
+                resuming=resuming,
+            )
+        except Exception as exc:
+            raise StartRefused(lease, exc) from exc
+
+    def _count(
+        self,
+        lease: Lease,
+        *,
+        run_id: str,
+        kind: str,
+        previous: RunRecord | None,
+        job_id: str | None,
+        wake: tuple[str, dict[str, Any]] | None,
+        usage: DailyUsage | None,
+        waited: Waited | None,
+        message_id: str | None,
+        resuming: str | None,
+    ) -> Lease:
+        """Count the attempt under ``lease`` (its token is the attempt's): written again, the lease
+        kept, when only the day's counters moved or a lost answer did not land."""
+        lost: BaseException | None = None
+        for _ in range(3):
+            try:
+                attempt, adopted = self._attempt(
+                    lease.token,
                     run_id=run_id,
                     kind=kind,
-                    session_id=session_id,
-                    seconds=seconds,
+                    session_id=lease.session_id,
                     previous=previous,
                     job_id=job_id,
                     wake=wake,
@@ -177,36 +223,20 @@ class Runs:
                     message_id=message_id,
                     resuming=resuming,
                 )
+                return replace(lease, attempt=attempt, usage=usage, adopted=lease.adopted or adopted)
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
             except _NotLanded as not_landed:
-                lost = not_landed.error  # nothing was written: the same transaction is made again
+                lost = not_landed.error  # nothing was written: the same write is made again
         if lost is not None:
             raise lost
         # the counters keep moving: some run of the session is writing them, so it is busy
         raise LeaseHeld(
-            session_id,
+            lease.session_id,
             None,
-            detail=f"session {session_id} is busy: its daily counters changed between the wake's read and "
-            "the lease three times in a row (another run of the session is counting deliveries or tokens)",
+            detail=f"session {lease.session_id} is busy: its daily counters changed between the wake's read and "
+            "its start three times in a row (another run of the session is counting deliveries or tokens)",
         )
-
-    def _usage_check(self, usage: DailyUsage) -> dict[str, Any]:
-        """A ConditionCheck that the day's counters are still what was read."""
-        conditions, values = [], {}
-        for name, value in (("tokens", usage.tokens), ("deliveries", usage.deliveries)):
-            values[f":{name}"] = {"N": str(value)}
-            same = f"{name} = :{name}"
-            conditions.append(f"(attribute_not_exists({name}) OR {same})" if value == 0 else same)
-        return {
-            "ConditionCheck": {
-                "TableName": self.table.name,
-                "Key": key(*usage_key(usage.session_id, usage.day)),
-                "ConditionExpression": " AND ".join(conditions),
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
 
     def attempt_update(
         self,
@@ -306,23 +336,25 @@ class Runs:
             raise LeaseHeld(session_id, run_id, detail=f"another copy of {run_id} started meanwhile") from exc
         return attempt
 
-    def _begin_run(
+    def _attempt(
         self,
+        token: str,
         *,
         run_id: str,
         kind: str,
         session_id: str,
-        seconds: float,
         previous: RunRecord | None,
         job_id: str | None,
         wake: tuple[str, dict[str, Any]] | None,
         usage: DailyUsage | None,
-        waited: Waited | None = None,
-        message_id: str | None = None,
-        resuming: str | None = None,
-    ) -> Lease:
-        token = uuid.uuid4().hex
-        lease_put = self.leases.take_item(session_id=session_id, holder=run_id, token=token, seconds=seconds)
+        waited: Waited | None,
+        message_id: str | None,
+        resuming: str | None,
+    ) -> tuple[int, bool]:
+        """The attempt's write: ``attempt_update`` alone as a plain conditional update when it is the
+        only item, else one transaction with the waiter's mark, a retry's wake, the job, the
+        counters' check, the resume's mark. Returns the attempt number and whether its answer was
+        lost and read back as landed (the run carries ``token`` and the attempt)."""
         attempt, run_update = self.attempt_update(
             run_id=run_id,
             kind=kind,
@@ -332,7 +364,12 @@ class Runs:
             waited=waited,
             message_id=message_id,
         )
-        items: list[tuple[str, Any]] = [("lease", lease_put), ("run", run_update)]
+
+        def ours(item: dict[str, Any] | None) -> bool:
+            item = item or {}
+            return item.get("attempt_token", {}).get("S") == token and item.get("attempts", {}).get("N") == str(attempt)
+
+        items: list[tuple[str, Any]] = [("run", run_update)]
         if waited is not None:
             tags = ("waiter", "waiter:place")
             items += zip(tags, self.leases.started_items(session_id, run_id, waited.arrived), strict=False)
@@ -358,53 +395,47 @@ class Runs:
                 )
             )
         if usage is not None:
-            items.append(("usage", self._usage_check(usage)))
+            items.append(("usage", unchanged_check(self.table, usage)))
         if resuming is not None:
             from agentwake.store.approvals import resumed_item
 
             items.append(resumed_item(self.table, resuming, attempt))
+        db = self.table.db
+        found: list[dict[str, Any] | None] = []
+        error: BaseException | None = None
         try:
-            # a request gone (its TTL) does not stop its run's resume: only its mark is dropped
-            self.table.transact(items, droppable=frozenset({"approval"}))
-        except self.table.db.exceptions.TransactionCanceledException as exc:
-            failed: dict[str, Any] = getattr(exc, "failed_tags", {})
-            if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
-                raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
-            if (
-                usage is not None
-                and set(failed) == {"usage"}
-                and failed["usage"].get("Code") == "ConditionalCheckFailed"
-            ):
-                now_item = failed["usage"].get("Item")
-                raise _UsageMoved(usage_from_item(usage.session_id, usage.day, now_item)) from exc
-            if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
-                old = failed["run"].get("Item") or {}
-                if old.get("status", {}).get("S") == "succeeded":
-                    raise RunAlreadySucceeded(run_id) from exc
-                raise LeaseHeld(session_id, run_id) from exc  # another copy of this run started meanwhile
-            if "lease" in failed:
-                raise LeaseHeld(session_id, holder_of(failed["lease"].get("Item"))) from exc
-            raise
+            if len(items) > 1:
+                # a request gone (its TTL) does not stop its run's resume: only its mark is dropped
+                self.table.transact(items, droppable=frozenset({"approval"}))
+                return attempt, False
+            write = run_update["Update"]
+            if conditional_write(db, lambda: db.update_item(**write), tries=CONFLICT_RETRIES, landed=ours, found=found):
+                return attempt, bool(found)
+            failed: dict[str, Any] = {"run": {"Code": "ConditionalCheckFailed", "Item": found[-1] if found else None}}
+        except db.exceptions.TransactionConflictException as exc:
+            raise LeaseHeld(session_id, None) from exc  # another copy is starting right now
+        except db.exceptions.TransactionCanceledException as exc:
+            failed, error = getattr(exc, "failed_tags", {}), exc
         except Exception as exc:
             if not outcome_unknown(exc):
                 raise  # throttled, refused before it was applied: nothing landed
-            if not self._landed(run_id, session_id, token, attempt):
+            if not ours(self.table.read_item(*run_key(run_id))):
                 raise _NotLanded(exc) from exc
-            # it landed and its answer was lost: this is our lease and our attempt
-            return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage, adopted=True)
-        return Lease(session_id=session_id, token=token, attempt=attempt, usage=usage)
-
-    def _landed(self, run_id: str, session_id: str, token: str, attempt: int) -> bool:
-        """Read back (one consistent BatchGetItem) whether the start transaction with ``token``
-        landed: the lease carries the token (and the run id), the run the attempt and its token.
-        The transaction is all or nothing, so both say the same; both are checked."""
-        found = self.table.batch_get([key(*lease_key(session_id)), key(*run_key(run_id))])
-        by_sk = {item["sk"]["S"]: item for item in found}
-        lease = by_sk.get(lease_key(session_id)[1], {})
-        run = by_sk.get(run_key(run_id)[1], {})
-        ours_lease = self.leases.taken_with(lease, holder=run_id, token=token)
-        ours_run = run.get("attempt_token", {}).get("S") == token and run.get("attempts", {}).get("N") == str(attempt)
-        return ours_lease and ours_run
+            return attempt, True  # it landed and its answer was lost: this is our attempt
+        if ours((failed.get("run") or {}).get("Item")):
+            return attempt, True  # its answer was lost and botocore made it again: it had landed
+        if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
+            raise LeaseHeld(session_id, None) from error  # another copy is starting right now
+        if usage is not None and set(failed) == {"usage"} and failed["usage"].get("Code") == "ConditionalCheckFailed":
+            raise _UsageMoved(usage_from_item(usage.session_id, usage.day, failed["usage"].get("Item"))) from error
+        if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
+            old = failed["run"].get("Item") or {}
+            if old.get("status", {}).get("S") == "succeeded":
+                raise RunAlreadySucceeded(run_id) from error
+            # another copy of this run started meanwhile (the run found says so; none found: who, unknown)
+            raise LeaseHeld(session_id, run_id if old else None) from error
+        assert error is not None
+        raise error
 
     # --- what woke the run, for ``runs replay`` ---------------------------------------------------
 

@@ -12,10 +12,10 @@ it is ``waiting`` it also has a small place on the list (``agentwake.store.wait_
 release finds the oldest waiter by reading the first few places and then that one waiter's item,
 whatever the list's length and its waiters' sizes.
 
-Other store parts never spell these: they ask this module for the write items that take or check
-the lease (the start carries the take in its transaction). A run's lease is released after its end
-(commit, failure record, park) by ``release``: one plain conditional write, the one path of every
-release (``agentwake.session.handoff.release``).
+Other store parts never spell these: a run's start takes the lease by ``take`` (one plain
+conditional write, then counts its attempt), and its end (commit, failure record, park) is
+followed by ``release``: one plain conditional write, the one path of every release
+(``agentwake.session.handoff.release``).
 """
 
 from __future__ import annotations
@@ -100,28 +100,48 @@ class SessionLeases:
 
     # --- the lease: taken, released, reserved ------------------------------------------------------
 
-    def take_item(self, *, session_id: str, holder: str, token: str, seconds: float) -> dict[str, Any]:
-        """The write that takes the session's lease for ``seconds`` if it is free, expired, or
-        reserved for ``holder``. The token is new on every acquisition: not even another copy of
-        the same run may enter a lease that is held (a crashed holder's lease simply expires)."""
+    def take(
+        self, *, session_id: str, holder: str, token: str, seconds: float, hold_until: float | None = None
+    ) -> bool:
+        """Take the session's lease for ``seconds`` if it is free, expired, or reserved for ``holder``
+        (``hold_until``: a live turn's cap), by one plain conditional write. The token is new on
+        every acquisition: not even another copy of the same run may enter a lease that is held (a
+        crashed holder's lease simply expires). True when its answer was lost and it is read back as
+        landed (botocore's second try refused on the lease the first wrote: ``ALL_OLD``; or one
+        GetItem); raises LeaseHeld naming the holder found. A failed read-back undoes the take."""
         now = self.table.now()
         pk, sk = lease_key(session_id)
-        return {
-            "Put": {
-                "TableName": self.table.name,
-                "Item": {
-                    "pk": {"S": pk},
-                    "sk": {"S": sk},
-                    HOLDER: {"S": holder},
-                    TOKEN: {"S": token},
-                    UNTIL: {"N": f"{now + seconds:.3f}"},
-                    "acquired_at": {"S": utcnow_iso()},
-                },
-                "ConditionExpression": FREE_OR_RESERVED_FOR_ME,
-                "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": holder}},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
+        item = {"pk": {"S": pk}, "sk": {"S": sk}, HOLDER: {"S": holder}, TOKEN: {"S": token}}
+        item |= {UNTIL: {"N": f"{now + seconds:.3f}"}, "acquired_at": {"S": utcnow_iso()}}
+        if hold_until is not None:
+            item[HOLD_UNTIL] = {"N": f"{hold_until:.3f}"}
+        put = {
+            "TableName": self.table.name,
+            "Item": item,
+            "ConditionExpression": FREE_OR_RESERVED_FOR_ME,
+            "ExpressionAttributeValues": {":now": {"N": f"{now:.3f}"}, ":me": {"S": holder}},
+            **ALL_OLD,
         }
+        found: list[dict[str, Any] | None] = []
+        db = self.table.db
+        try:
+            ours = lambda item: self.taken_with(item, holder=holder, token=token)  # noqa: E731
+            if conditional_write(db, lambda: db.put_item(**put), tries=LEASE_WRITE_TRIES, landed=ours, found=found):
+                return bool(found)
+        except db.exceptions.TransactionConflictException as exc:
+            raise LeaseHeld(session_id, None) from exc  # another run is starting right now
+        except Exception as exc:
+            if not outcome_unknown(exc):
+                raise  # throttled, refused before it was applied: nothing landed
+            try:  # one consistent read
+                if self.taken_with(self.table.read_item(*lease_key(session_id)), holder=holder, token=token):
+                    return True
+            except Exception:
+                with suppress(Exception):  # else it lapses at its end
+                    self.release(session_id, token)
+                raise exc from None
+            raise
+        raise LeaseHeld(session_id, holder_of(found[-1] if found else None))
 
     def taken_with(self, item: dict[str, Any] | None, *, holder: str, token: str) -> bool:
         """Whether a lease item read back is the one a take with ``token`` wrote."""
@@ -132,7 +152,7 @@ class SessionLeases:
         self, session_id: str, run_id: str, seconds: float = RESERVATION_S, *, by: str | None = None
     ) -> dict[str, Any]:
         """The lease item that holds the session for ``run_id`` alone (a hand-off): only that run's
-        lease may replace it (``take_item``), anyone's once ``seconds`` have passed. ``by``: the
+        lease may replace it (``take``), anyone's once ``seconds`` have passed. ``by``: the
         token of the lease a release hands over: the reservation's token is then derived from it, so
         that the release made again (its answer lost) recognises the reservation it wrote."""
         pk, sk = lease_key(session_id)
@@ -302,7 +322,7 @@ class SessionLeases:
         return {"Delete": {"TableName": self.table.name, "Key": key(*wait_key(session_id, run_id))}}
 
     def started_items(self, session_id: str, run_id: str, arrived: float | None) -> list[dict[str, Any]]:
-        """The transaction items marking the run's waiter started (in the start transaction): no
+        """The transaction items marking the run's waiter started (in its attempt's transaction): no
         candidate for a hand-off any more (its copies stay current); its place (``arrived``, as the
         wake's batch read found it) leaves the list."""
         started = {
@@ -360,32 +380,12 @@ class SessionLeases:
         ``hold_s``: the most the turn may hold the session, renewals included; the lease is at most
         that long.
 
-        An unknown outcome (the answer lost) is read back as the wake's start is: the lease carries
-        this take's token, so a take that landed is recognised (``taken_with``) and returned; one
-        that did not raises (nothing holds the session for it). If even the read-back fails, the
-        take is undone (a release with its token): no lease is left that nobody holds the token of."""
+        One plain conditional write, as a run's (``take``: a lost answer is read back)."""
         token = uuid.uuid4().hex
         holder = live_holder(turn_id)
         now = self.table.now()
         until = now + min(seconds, hold_s)
-        put = self.take_item(session_id=session_id, holder=holder, token=token, seconds=until - now)["Put"]
-        put["Item"][HOLD_UNTIL] = {"N": f"{now + hold_s:.3f}"}
-        db = self.table.db
-        try:
-            db.put_item(**put)
-        except db.exceptions.ConditionalCheckFailedException as exc:
-            raise LeaseHeld(session_id, holder_of(getattr(exc, "response", {}).get("Item"))) from exc
-        except Exception as exc:
-            if not outcome_unknown(exc):
-                raise  # throttled, refused before it was applied: nothing landed
-            try:  # one consistent read
-                landed = self.taken_with(self.table.read_item(*lease_key(session_id)), holder=holder, token=token)
-            except Exception:
-                with suppress(Exception):  # else it lapses at its end: the most a turn could hold it
-                    self.release(session_id, token)
-                raise exc from None
-            if not landed:
-                raise
+        self.take(session_id=session_id, holder=holder, token=token, seconds=until - now, hold_until=now + hold_s)
         return token, until
 
     def renew_live_turn(self, session_id: str, token: str, seconds: float) -> float:

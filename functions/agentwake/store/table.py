@@ -51,7 +51,12 @@ def gone(found: dict[str, Any] | None) -> bool:
 
 
 def conditional_write(
-    db: Any, write: Callable[[], Any], *, tries: int, landed: Callable[[dict[str, Any] | None], bool] | None = None
+    db: Any,
+    write: Callable[[], Any],
+    *,
+    tries: int,
+    landed: Callable[[dict[str, Any] | None], bool] | None = None,
+    found: list[dict[str, Any] | None] | None = None,
 ) -> bool:
     """One conditional write outside a transaction: True when it landed, False when its condition
     failed. A write that meets a transaction writing the item is made again after
@@ -62,14 +67,18 @@ def conditional_write(
     ``landed``: asked of the item a failed condition found (the write asks for it with ``ALL_OLD``)
     whether it is what this write leaves. botocore makes a write again when its answer is lost (a
     timeout, a 500); when the first one had landed, the second one's condition fails on what the
-    first wrote, and without ``landed`` a write that landed reads as one that did not."""
+    first wrote, and without ``landed`` a write that landed reads as one that did not. ``found``:
+    the item a failed condition found is appended to it (who holds the lease, which attempt)."""
     conflicts = 0
     while True:
         try:
             write()
             return True
         except db.exceptions.ConditionalCheckFailedException as refused:
-            return landed is not None and landed(refused.response.get("Item"))
+            item = refused.response.get("Item")
+            if found is not None:
+                found.append(item)
+            return landed is not None and landed(item)
         except db.exceptions.TransactionConflictException:
             conflicts += 1
             if conflicts == tries:

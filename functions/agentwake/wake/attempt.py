@@ -61,7 +61,7 @@ def build_attempt(
     """Build the attempt's agent (it is built and run by ``attempt.agent.run()``).
 
     ``fresh``: a first attempt, whose journal is empty and is not read. ``usage``: the session's
-    counters of today as the lease's transaction checked them (None: read here, one GetItem).
+    counters of today as the start's attempt transaction checked them (None: read here, one GetItem).
     ``journal`` / ``channel``: injected instead of the store's journal and the recording channel
     (a replay); ``dry_run``: side-effecting tools are not called. ``number``: the run's attempt
     number, recorded with each step this attempt journals (``runs show`` labels steps with it).
@@ -75,7 +75,7 @@ def build_attempt(
         ],
         session.history_window_bytes,
     )
-    # today's counters of a session with daily limits: as the lease's transaction checked them
+    # today's counters of a session with daily limits: as the start's attempt transaction checked them
     # (counted on the day they were read), else read below
     checked = usage if usage is not None and usage.session_id == session.session_id else None
     counters = None

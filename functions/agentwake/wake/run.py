@@ -24,6 +24,7 @@ from agentwake.errors import (
     RunDeferred,
     RunFailed,
     SessionBusy,
+    StartRefused,
     StepInterrupted,
     run_failed,
 )
@@ -35,6 +36,7 @@ from agentwake.wake.usage import settle
 
 if TYPE_CHECKING:
     from agentwake.agent.woken import RunResult
+    from agentwake.domain.run_models import RunRecord
     from agentwake.domain.usage import DailyUsage
     from agentwake.session.lease import Lease
     from agentwake.store.port import WakeRead
@@ -85,26 +87,13 @@ def execute_run(
             f"{spec.run_id} will run on a later receive"
         )
     lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
-    # the counters of today the batch read found, when the session has daily limits: the lease's
+    # the counters of today the batch read found, when the session has daily limits: the attempt's
     # transaction checks them unchanged, and the run starts from them (no read of its own)
     usage: DailyUsage | None = None
     if read.session is not None and read.session.has_daily_limits and read.usage is not None:
         usage = read.usage if read.usage.session_id == spec.session_id else None
     try:
-        lease = store.runs.begin_run(
-            run_id=spec.run_id,
-            kind=spec.kind,
-            session_id=spec.session_id,
-            seconds=lease_s,
-            previous=existing,
-            job_id=spec.job_id,
-            wake=(spec.kind, spec.wake),  # kept by a retry's start, for `runs replay`
-            usage=usage,
-            waited=spec.waited,
-            message_id=spec.message_id,
-            # a parked run whose request was decided: its resume is marked in the same write
-            resuming=existing.waiting_for if existing is not None and existing.status == "parked" else None,
-        )
+        lease = _begin(spec, deps, existing, lease_s, usage)
     except LeaseHeld as exc:
         raise SessionBusy(
             f"session {spec.session_id} is busy with run {exc.holder or '?'}; {spec.run_id} will retry",
@@ -115,8 +104,8 @@ def execute_run(
     except RunAlreadySucceeded:
         return _already_succeeded(spec, existing.attempts if existing else 0, deps)
     if lease.adopted:
-        # the start transaction's answer was lost; read back, the lease and the attempt are ours
-        logger.info("start transaction read back: lease adopted", extra={"run_id": spec.run_id})
+        # a start write's answer was lost; read back, the lease and the attempt are ours
+        logger.info("start write read back: lease adopted", extra={"run_id": spec.run_id})
     if spec.waited is not None and spec.waited.idle_s is not None:
         add_metric(name="SessionIdle", unit="Seconds", value=spec.waited.idle_s)
     held = _Held(lease)
@@ -135,6 +124,34 @@ def execute_run(
         return replace(outcome, next_waiter=handoff.take(store.leases, held.lease))
     handoff.complete(store.leases, deps.result_queue, held.lease, now=deps.clock.wall, cron=_cron(deps))
     return outcome
+
+
+def _begin(
+    spec: RunSpec, deps: WakeDeps, existing: RunRecord | None, lease_s: float, usage: DailyUsage | None
+) -> Lease:
+    """The run's start (``Runs.begin_run``): the lease, then the attempt counted. An attempt refused
+    after the lease was taken (the run succeeded, another copy started, the table) gives the lease
+    back through the one release path, handing the session to the next waiter, then raises why."""
+    try:
+        return deps.store.runs.begin_run(
+            run_id=spec.run_id,
+            kind=spec.kind,
+            session_id=spec.session_id,
+            seconds=lease_s,
+            previous=existing,
+            job_id=spec.job_id,
+            wake=(spec.kind, spec.wake),  # kept by a retry's start, for `runs replay`
+            usage=usage,
+            waited=spec.waited,
+            message_id=spec.message_id,
+            # a parked run whose request was decided: its resume is marked with its attempt
+            resuming=existing.waiting_for if existing is not None and existing.status == "parked" else None,
+        )
+    except StartRefused as refused:
+        held, error = _Held(refused.lease), refused.error
+    _release(spec, deps, held)
+    handoff.complete(deps.store.leases, deps.result_queue, held.lease, now=deps.clock.wall, cron=_cron(deps))
+    raise error
 
 
 @dataclass
