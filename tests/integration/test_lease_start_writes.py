@@ -48,6 +48,25 @@ def test_a_lost_answer_to_the_lease_write_is_read_back_and_the_run_goes_on(
         assert lease_holder(store, "s") is None
 
 
+def test_a_lease_write_that_landed_then_met_transactions_is_read_back_and_the_run_goes_on(
+    resources: Resources, store: DynamoStore
+) -> None:
+    """The lease's write lands, its answer is lost, and both later tries meet a transaction on the
+    lease (another writer). Counted as not taken, the run's own lease stayed until it expired,
+    with the run told the session was busy: one consistent read says it is the run's own."""
+    with CountingReceiver() as receiver:
+        plain = seed(resources, store, receiver, ("a",))
+        racing, client = conflicting_store(store)
+        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
+        client.faults.append("put landed, then conflicts")
+        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
+        assert client.met == ["put landed, then conflicts", "put", "put"]
+        assert result == Done("succeeded")
+        run = store.records.get_run("bg:a")
+        assert run is not None and run.status == "succeeded" and run.attempts == 1
+        assert lease_holder(store, "s") is None
+
+
 def _another_copy_started(store: DynamoStore) -> None:
     begin_attempt(store, "bg:a", kind="background", session_id="s")
 

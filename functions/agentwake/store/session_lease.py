@@ -128,18 +128,21 @@ class SessionLeases:
             ours = lambda item: self.taken_with(item, holder=holder, token=token)  # noqa: E731
             if conditional_write(db, lambda: db.put_item(**put), tries=LEASE_WRITE_TRIES, landed=ours, found=found):
                 return bool(found)
-        except db.exceptions.TransactionConflictException as exc:
-            raise LeaseHeld(session_id, None) from exc  # another run is starting right now
         except Exception as exc:
-            if not outcome_unknown(exc):
+            # another write of the lease right now (a conflict), or no answer: an earlier try may
+            # have landed with its answer lost (botocore's, or ours): one consistent read says
+            conflict = isinstance(exc, db.exceptions.TransactionConflictException)
+            if not conflict and not outcome_unknown(exc):
                 raise  # throttled, refused before it was applied: nothing landed
-            try:  # one consistent read
+            try:
                 if self.taken_with(self.table.read_item(*lease_key(session_id)), holder=holder, token=token):
                     return True
             except Exception:
                 with suppress(Exception):  # else it lapses at its end
                     self.release(session_id, token)
-                raise exc from None
+                raise (LeaseHeld(session_id, None) if conflict else exc) from None
+            if conflict:
+                raise LeaseHeld(session_id, None) from exc  # another run is starting right now
             raise
         raise LeaseHeld(session_id, holder_of(found[-1] if found else None))
 
