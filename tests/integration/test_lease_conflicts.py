@@ -263,54 +263,31 @@ def test_a_lost_answer_to_the_commit_after_a_waiter_joined_still_hands_the_sessi
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
 
 
-def test_a_release_after_the_commit_that_meets_a_start_on_the_lease_is_made_again_and_hands_over(
-    resources: Resources, store: DynamoStore
+@pytest.mark.parametrize("fault", ["put", "put answer lost"])
+def test_a_release_after_the_commit_that_meets_a_start_or_loses_its_answer_is_made_again_and_hands_over(
+    resources: Resources, store: DynamoStore, fault: str
 ) -> None:
-    """Issue 37 item 5: a release outside a transaction (after a commit, a live turn's end) that met
-    another copy's start on the lease raised: the holder logged it, the session stayed held by a
-    finished run until its lease expired, and its waiters waited their fallback pauses."""
+    """The release after a commit is a write of its own. ``put``: it met another copy's start on
+    the lease (issue 37 item 5: it raised, the session stayed held by a finished run until its lease
+    expired, its waiters waited their fallback pauses). ``put answer lost``: the reservation for x
+    landed, the caller was told nothing; the second write recognises the reservation the first one
+    wrote (its token derives from the released lease's). Either way the run makes it again once,
+    and x is handed the session and runs next here, not after its fallback pause."""
     with CountingReceiver() as receiver:
         plain = seed(resources, store, receiver, ("a", "x"))
         racing, client = conflicting_store(store)
         deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
 
-        def join_then_meet_a_start() -> None:
+        def join_then_fault_the_release() -> None:
             # x joins after a read the list (nobody): the release to nobody after the commit fails
-            # on x's mark, and the release to x that follows meets a start transaction on the lease
+            # on x's mark, and the release to x that follows meets the fault
             park(plain, "x")
-            client.faults.append("put")
+            client.faults.append(fault)
 
-        before_commit(racing, "bg:a", join_then_meet_a_start)
+        before_commit(racing, "bg:a", join_then_fault_the_release)
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN the release is made again, to x, and x runs next in this invocation
-        assert client.met == ["put"]
-        assert result == Done("succeeded", ran_after=1)
-        assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
-        assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
-
-
-def test_a_release_after_the_commit_whose_answer_is_lost_is_made_again_and_hands_over(
-    resources: Resources, store: DynamoStore
-) -> None:
-    """The release after a commit is a write of its own: when its answer is lost (the reservation
-    for x written, the caller told nothing), the run makes it again once, and the second write
-    recognises the reservation the first one wrote (its token derives from the released lease's):
-    x is handed the session and runs next here, not after its fallback pause."""
-    with CountingReceiver() as receiver:
-        plain = seed(resources, store, receiver, ("a", "x"))
-        racing, client = conflicting_store(store)
-        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
-
-        def join_then_lose_the_release() -> None:
-            # x joins after a read the list (nobody): the release to nobody fails on x's mark, and
-            # the release to x that follows lands, its answer lost
-            park(plain, "x")
-            client.faults.append("put answer lost")
-
-        before_commit(racing, "bg:a", join_then_lose_the_release)
-        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
-        # THEN the release is made again, found made, and x runs next in this invocation
-        assert client.met == ["put answer lost"]
+        assert client.met == [fault]
         assert result == Done("succeeded", ran_after=1)
         assert [run_status(store, r) for r in ("bg:a", "bg:x")] == ["succeeded", "succeeded"]
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []

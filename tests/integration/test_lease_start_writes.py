@@ -25,14 +25,23 @@ from tests.support.receiver import CountingReceiver
 from tests.support.store_writes import acquire_lease, begin_attempt, lease_holder
 
 
-@pytest.mark.parametrize("fault", ["put retried", "put answer lost"])
+@pytest.mark.parametrize(
+    ("fault", "met"),
+    [
+        ("put retried", ["put retried"]),
+        ("put answer lost", ["put answer lost"]),
+        ("put landed, then conflicts", ["put landed, then conflicts", "put", "put"]),
+    ],
+)
 def test_a_lost_answer_to_the_lease_write_is_read_back_and_the_run_goes_on(
-    resources: Resources, store: DynamoStore, fault: str
+    resources: Resources, store: DynamoStore, fault: str, met: list[str]
 ) -> None:
     """``put retried``: the lease's write lands, its answer is lost and botocore makes it again: the
     second one's condition fails on the lease the first wrote (its own token). ``put answer lost``:
-    botocore's tries are spent, the answer never came. Either way the lease is the run's own: it
-    is adopted, not taken for another run's (SessionBusy, a receive spent, a wait)."""
+    botocore's tries are spent, the answer never came. ``put landed, then conflicts``: it lands, its
+    answer is lost, and every later try meets a transaction on the lease (another writer): one
+    consistent read says. Each way the lease is the run's own: it is adopted, not taken for another
+    run's (SessionBusy, a receive spent, the run's own lease left to expire)."""
     with CountingReceiver() as receiver:
         plain = seed(resources, store, receiver, ("a",))
         racing, client = conflicting_store(store)
@@ -41,26 +50,7 @@ def test_a_lost_answer_to_the_lease_write_is_read_back_and_the_run_goes_on(
         # WHEN a's record runs, its lease write's answer lost
         result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
         # THEN it ran at once, on its first attempt, and released the session
-        assert client.met == [fault]
-        assert result == Done("succeeded")
-        run = store.records.get_run("bg:a")
-        assert run is not None and run.status == "succeeded" and run.attempts == 1
-        assert lease_holder(store, "s") is None
-
-
-def test_a_lease_write_that_landed_then_met_transactions_is_read_back_and_the_run_goes_on(
-    resources: Resources, store: DynamoStore
-) -> None:
-    """The lease's write lands, its answer is lost, and both later tries meet a transaction on the
-    lease (another writer). Counted as not taken, the run's own lease stayed until it expired,
-    with the run told the session was busy: one consistent read says it is the run's own."""
-    with CountingReceiver() as receiver:
-        plain = seed(resources, store, receiver, ("a",))
-        racing, client = conflicting_store(store)
-        deps = plain.__class__(store=racing, settings=plain.settings, result_queue=plain.result_queue)
-        client.faults.append("put landed, then conflicts")
-        result = on_background_record(plain_record("a"), deps, time_left=lambda: PLENTY_MS)
-        assert client.met == ["put landed, then conflicts", "put", "put"]
+        assert client.met == met
         assert result == Done("succeeded")
         run = store.records.get_run("bg:a")
         assert run is not None and run.status == "succeeded" and run.attempts == 1
