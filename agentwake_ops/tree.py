@@ -266,9 +266,10 @@ def session_tree(store: DynamoStore, session_id: str, *, limit: int = 20) -> tup
     """The session's latest ``limit`` runs as a tree, oldest first at every level: each run, under it
     the tasks and jobs it started (in the order they were created), under each of those the runs it
     caused. A run whose starter is not among them is a root (``started_by`` says which run it was).
-    Returns (roots, runs listed). Reads: the session's runs (one Query of ``gsi1``), everything its
-    runs started (one Query of ``gsi2``), the status of the runs the listed runs' tasks caused that
-    are not listed (BatchGetItem): no Scan, and nothing read per run shown."""
+    Returns (roots, runs listed). Reads: the session's runs (one Query of the keys-only ``gsi3`` and
+    one BatchGetItem of their items, one Query of ``gsi1`` for runs written before it), everything
+    its runs started (one Query of ``gsi2``), the status of the runs the listed runs' tasks caused
+    that are not listed (BatchGetItem): no Scan, and nothing read per run shown."""
     operator = OperatorStore(store)
     runs = {r.run_id: r for r in operator.runs(session_id=session_id, limit=limit).runs}
     started, asked = operator.tree_entries(session_id)

@@ -14,8 +14,9 @@ One warm-up wake per kind is left out (Lambda's init is billed apart); then, per
   attribute names plus values) and billed by DynamoDB's on-demand rules: a write 1 WRU a KB of the
   larger of before and after, doubled inside ``TransactWriteItems`` (a ``ConditionCheck`` billed as
   a transactional write of its item: an assumption, not checked against AWS's billing, and none of
-  the kinds below makes one: daily limits do); each index (both ALL-projected) 1 WRU a KB for an item entering, leaving or
-  changing in it, 2 when its index key changes (not doubled by a transaction); a strongly consistent
+  the kinds below makes one: daily limits do); each index 1 WRU a KB of what it projects for an item
+  entering, leaving or changing in it, 2 when its index key changes (not doubled by a transaction; a
+  keys-only index, template.yaml's ``gsi3`` and ``gsi4``, only when the item's keys on it change); a strongly consistent
   read 1 RRU per 4 KB (``BatchGetItem`` per item, a missing item 1 unit; ``Query`` per 4 KB of the
   items it returned, at least 1), an eventually consistent one half;
 - **CPU outside the model**: this thread's CPU during the handler, less what moto's stub (the
@@ -111,7 +112,25 @@ def _template_default(name: str) -> int:
 
 
 BATCH = _template_default("BatchSize")  # records of different sessions in one invocation (a busy stack's batch)
-INDEXES = (("gsi1pk", "gsi1sk"), ("gsi2pk", "gsi2sk"))  # template.yaml's two GSIs, both ProjectionType ALL
+
+
+def _template_indexes() -> tuple[tuple[tuple[str, str], bool], ...]:
+    """template.yaml's GSIs on AgentTable as ((hash key, range key), keys only?), as a fresh stack has them."""
+    from agentwake_local.template import Resolver, load_template
+
+    template = load_template(ROOT / "template.yaml")
+    out = []
+    for gsi in Resolver(template, None).resolve(
+        template.resources["AgentTable"]["Properties"]["GlobalSecondaryIndexes"]
+    ):
+        hash_key, range_key = (k["AttributeName"] for k in gsi["KeySchema"])
+        out.append(((hash_key, range_key), gsi["Projection"]["ProjectionType"] == "KEYS_ONLY"))
+    return tuple(out)
+
+
+#: the GSIs' keys, and whether each projects keys only (a change of other attributes writes nothing on it)
+INDEX_SPECS = _template_indexes()
+INDEXES = tuple(keys for keys, _ in INDEX_SPECS)
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 TWO_STEP = [
     {"tool_calls": [{"name": "send_message_to_user", "arguments": {"text": "done"}}]},
@@ -223,17 +242,20 @@ class Capacity:
 
 
 def _index_writes(before: Snapshot | None, after: Snapshot | None, n: int) -> int:
-    """Write units of one item's change on index ``n`` (1 a KB; 2 writes when its index key changes)."""
+    """Write units of one item's change on index ``n`` (1 a KB of what it projects; 2 writes when its
+    index key changes). A keys-only index projects the table's and its own keys: well under a KB,
+    and only a change of those writes on it."""
     old = before.index_keys[n] if before else None
     new = after.index_keys[n] if after else None
     if old is None and new is None:
         return 0
-    units = max(1, math.ceil(max(before.size if before else 0, after.size if after else 0) / 1024))
+    keys_only = INDEX_SPECS[n][1]
+    units = 1 if keys_only else max(1, math.ceil(max(before.size if before else 0, after.size if after else 0) / 1024))
     if old is not None and new is not None:
         if old != new:
             return 2 * units
-        if before is not None and after is not None and before.body == after.body:
-            return 0  # nothing of it changed
+        if keys_only or (before is not None and after is not None and before.body == after.body):
+            return 0  # nothing it projects changed
     return units
 
 

@@ -74,8 +74,8 @@ def runs_list(
         bool,
         typer.Option(
             "--scan",
-            help="Without --session: Scan the whole gsi1 index instead of the by-day index "
-            "(finds runs written before the by-day index; reads every run).",
+            help="Without --session: Scan the runs of every session (the gsi3 and gsi1 indexes) instead of "
+            "the by-day index (finds runs written before any by-day index; reads every run).",
         ),
     ] = False,
     tree: Annotated[

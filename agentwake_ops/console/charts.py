@@ -1,5 +1,5 @@
 """The console's charts page: failures by error type over time and DLQ depth, derived from run
-records read by time (the ``gsi2`` index, ``agentwake_ops.runs.list_runs``), and the DLQs' depth now
+records read by time (the ``gsi4`` index, ``agentwake_ops.runs.list_runs``), and the DLQs' depth now
 (SQS's approximate counts). On AWS (a ``metrics`` CloudWatch client: the console on a stack found
 through CloudFormation), the DLQs' depth per day comes from CloudWatch too: the daily maximum of
 ``AWS/SQS ApproximateNumberOfMessagesVisible`` of each DLQ, one GetMetricData call.
@@ -18,7 +18,7 @@ from agentwake_ops.context import OpsContext
 
 def charts(ctx: OpsContext, query: Query, csrf: str, *, metrics: Any = None) -> Markup:
     """Failures by error type per day, and failed runs not yet succeeded per day (a DLQ depth
-    derived from run records, read by time from gsi2), over the last ``days`` (default 7)."""
+    derived from run records, read by time from gsi4), over the last ``days`` (default 7)."""
     from agentwake_ops.runs import list_runs
     from agentwake_ops.sqs_scan import queue_counts
 

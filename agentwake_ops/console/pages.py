@@ -546,7 +546,7 @@ def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
 
 
 def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
-    """``runs list``: by session (gsi1) or by time (gsi2), newest first, a page at a time."""
+    """``runs list``: by session (gsi3) or by time (gsi4), newest first, a page at a time."""
     from agentwake_ops.commands.runs import RUN_STATUSES, _since
     from agentwake_ops.runs import list_runs, runs_page_note
 

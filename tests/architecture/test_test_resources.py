@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import boto3
 
-from agentwake_local.template import load_template
+from agentwake_local.template import Resolver, load_template
 from tests.support.aws import REGION, TEMPLATE_PATH, Resources
 
 
 def test_the_test_table_has_the_templates_ttl_and_gsis(resources: Resources) -> None:
     # GIVEN what template.yaml declares for the agent table
-    declared = load_template(TEMPLATE_PATH).resources["AgentTable"]["Properties"]
+    template = load_template(TEMPLATE_PATH)
+    declared = template.resources["AgentTable"]["Properties"]
     ddb = boto3.client("dynamodb", region_name=REGION)
 
     # WHEN the test fixture's table is described
@@ -21,9 +22,10 @@ def test_the_test_table_has_the_templates_ttl_and_gsis(resources: Resources) -> 
     assert ttl["TimeToLiveStatus"] == "ENABLED"
     assert ttl["AttributeName"] == declared["TimeToLiveSpecification"]["AttributeName"]
     assert table["KeySchema"] == declared["KeySchema"]
-    declared_gsis = {g["IndexName"]: g["KeySchema"] for g in declared["GlobalSecondaryIndexes"]}
-    actual_gsis = {g["IndexName"]: g["KeySchema"] for g in table.get("GlobalSecondaryIndexes", [])}
-    assert actual_gsis == declared_gsis and declared_gsis
+    gsis = Resolver(template, None).resolve(declared["GlobalSecondaryIndexes"])  # as a fresh stack has them
+    declared_gsis = {g["IndexName"]: (g["KeySchema"], g["Projection"]) for g in gsis}
+    actual_gsis = {g["IndexName"]: (g["KeySchema"], g["Projection"]) for g in table.get("GlobalSecondaryIndexes", [])}
+    assert actual_gsis == declared_gsis and len(declared_gsis) == 4
 
 
 def test_the_test_queues_carry_the_templates_redrive_policy(resources: Resources) -> None:

@@ -109,6 +109,10 @@ def test_each_benchmark_runs_end_to_end_at_a_tiny_size(script: str, args: list[s
             )
         )
         assert len(wru) == 2 and len(set(wru.values())) == 1, out.stdout[-3000:]
+        # AND its index writes are the run entering gsi3 and gsi4 at its start: the commit's change of
+        # the run's and the task's status writes nothing on the keys-only indexes (5 when they were ALL)
+        alone = re.search(r"^  one-step background +\d+ +\d+ \((\d+)\+(\d+)\)", out.stdout, re.MULTILINE)
+        assert alone is not None and alone[2] == "2", out.stdout[-3000:]
 
 
 def test_the_walk_of_one_background_record_counts_every_file_and_re_enters_no_more_than_today() -> None:

@@ -46,10 +46,10 @@ def _put_run(store: DynamoStore, run_id: str, kind: str, status: str, minutes: f
         Item=store.table.item(
             run,
             *run_key(run_id),
-            gsi1pk=runs_gsi_pk(SESSION),
-            gsi1sk=runs_gsi_sk(started, run_id),
-            gsi2pk=by_day[":g2pk"]["S"],
-            gsi2sk=by_day[":g2sk"]["S"],
+            gsi3pk=runs_gsi_pk(SESSION),
+            gsi3sk=runs_gsi_sk(started, run_id),
+            gsi4pk=by_day[":g4pk"]["S"],
+            gsi4sk=by_day[":g4sk"]["S"],
         ),
     )
 
@@ -304,8 +304,9 @@ def test_the_links_of_a_run_cost_the_same_few_calls_whatever_the_table_holds(tre
     assert links == ["GetItem", "Query", "BatchGetItem"], links
     # AND the session's tree is read without a Scan either
     tree_calls = calls.during(lambda: session_tree(store, SESSION))
-    # (its runs, everything its runs started, the runs named that are not listed)
-    assert tree_calls == ["Query", "Query", "BatchGetItem"], tree_calls
+    # (its runs: the keys-only gsi3's Query, their items' batch read, gsi1's Query for runs written
+    # before gsi3; everything its runs started; the runs named that are not listed)
+    assert tree_calls == ["Query", "BatchGetItem", "Query", "Query", "BatchGetItem"], tree_calls
 
 
 # --------------------------------------------------------------------------------------------

@@ -145,10 +145,10 @@ def _seed(store: DynamoStore, count: int, days: int) -> None:
             run,
             pk,
             sk,
-            gsi1pk=runs_gsi_pk(run.session_id),
-            gsi1sk=runs_gsi_sk(started, run_id),
-            gsi2pk=values[":g2pk"]["S"],
-            gsi2sk=values[":g2sk"]["S"],
+            gsi3pk=runs_gsi_pk(run.session_id),
+            gsi3sk=runs_gsi_sk(started, run_id),
+            gsi4pk=values[":g4pk"]["S"],
+            gsi4sk=values[":g4sk"]["S"],
         )
         requests.append({"PutRequest": {"Item": item}})
     for start in range(0, len(requests), 25):
@@ -169,11 +169,13 @@ def test_runs_list_reads_only_about_the_page_it_shows(cli: Cli, stack: Stack) ->
     second = _runs_list(cli, "--limit", "20", "--before", first["next_before"], context=context)
 
     # THEN each page touched at most a page and one item per day partition it looked at (it asks
-    # for limit + 1 to know whether there is more), with Queries only
+    # for limit + 1 to know whether there is more), with Queries only: two a day partition (the
+    # keys-only gsi4, and gsi2 for runs written before it) and one BatchGetItem of the page's items
     assert [r["run_id"] for r in first["runs"]] == [f"bg:scale-{i:06d}" for i in range(20)]
     assert [r["run_id"] for r in second["runs"]] == [f"bg:scale-{i:06d}" for i in range(20, 40)]
     assert touched_first <= 21 and calls.scanned - touched_first <= 21
-    assert calls.calls["Scan"] == 0 and calls.calls["Query"] <= 2 + 2
+    assert calls.calls["Scan"] == 0 and calls.calls["Query"] <= 2 * (2 + 1)
+    assert calls.calls["BatchGetItem"] == 2
 
 
 def test_a_run_begun_again_moves_to_the_day_of_its_latest_attempt(
@@ -208,4 +210,69 @@ def test_a_run_that_gave_up_waiting_before_it_began_is_listed_by_time(cli: Cli, 
     assert [(r["run_id"], r["status"]) for r in by_day["runs"]] == [("bg:busy", "failed")]
     assert [r["run_id"] for r in by_session["runs"]] == ["bg:busy"]
     item = stack.store.table.read_item(*run_key("bg:busy"))
-    assert item is not None and item["gsi1sk"] == item["gsi2sk"]
+    assert item is not None and item["gsi3sk"] == item["gsi4sk"]
+
+
+def _legacy_run(store: DynamoStore, run_id: str, session_id: str, started: str, status: str) -> None:
+    """A run record as written before gsi3/gsi4 existed: on gsi1 by session and gsi2 by day (ALL)."""
+    run = RunRecord(
+        run_id=run_id, kind="background", session_id=session_id, status=status, attempts=1, started_at=started
+    )  # type: ignore[arg-type]
+    sort_key = runs_gsi_sk(started, run_id)
+    store.table.db.put_item(
+        TableName=store.table.name,
+        Item=store.table.item(
+            run,
+            *run_key(run_id),
+            gsi1pk=runs_gsi_pk(session_id),
+            gsi1sk=sort_key,
+            gsi2pk=f"RUNDAY#{started[:10]}",
+            gsi2sk=sort_key,
+        ),
+    )
+
+
+def test_runs_written_before_the_keys_only_indexes_are_listed_once_among_the_new(
+    cli: Cli, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = stack.store
+    now = datetime.now(UTC).replace(microsecond=0)
+    # GIVEN two runs written before gsi3/gsi4 existed (one failed), and two the wake's start wrote since
+    _legacy_run(store, "bg:old-1", "s", _iso(now - timedelta(minutes=30)), "failed")
+    _legacy_run(store, "bg:old-2", "s", _iso(now - timedelta(minutes=10)), "succeeded")
+    for run_id, minutes in (("bg:new-1", 20), ("bg:new-2", 5)):
+        with monkeypatch.context() as clock:
+            clock.setattr(wake_begin, "utcnow_iso", lambda m=minutes: _iso(now - timedelta(minutes=m)))
+            lease = store.runs.begin_run(run_id=run_id, kind="background", session_id="s", seconds=60, previous=None)
+        store.leases.release(lease.session_id, lease.token)
+    newest_first = ["bg:new-2", "bg:old-2", "bg:new-1", "bg:old-1"]
+
+    # WHEN they are listed by day, by session, a page of two at a time, and the failed ones
+    by_day = _runs_list(cli)
+    by_session = _runs_list(cli, "--session", "s")
+    first = _runs_list(cli, "--session", "s", "--limit", "2")
+    second = _runs_list(cli, "--session", "s", "--limit", "2", "--before", first["next_before"])
+    failed = _runs_list(cli, "--status", "failed")
+    running = _runs_list(cli, "--session", "s", "--status", "running")
+
+    # THEN every listing has each run once, newest first, old and new merged; the filters apply to both
+    assert [r["run_id"] for r in by_day["runs"]] == newest_first
+    assert [r["run_id"] for r in by_session["runs"]] == newest_first
+    assert [r["run_id"] for r in first["runs"] + second["runs"]] == newest_first
+    assert second["next_before"] is None
+    assert [r["run_id"] for r in failed["runs"]] == ["bg:old-1"]
+    assert [r["run_id"] for r in running["runs"]] == ["bg:new-2", "bg:new-1"]
+
+    # WHEN the oldest is attempted again (a redrive)
+    previous = store.records.get_run("bg:old-1")
+    assert previous is not None
+    lease = store.runs.begin_run(run_id="bg:old-1", kind="background", session_id="s", seconds=60, previous=previous)
+    store.leases.release(lease.session_id, lease.token)
+    # THEN it has left gsi1 and gsi2 for gsi3 and gsi4 (its next change writes on no ALL index) and
+    # is listed once, first, by its latest attempt
+    item = store.table.read_item(*run_key("bg:old-1"))
+    assert item is not None and not {"gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"} & set(item)
+    assert item["gsi3pk"] == {"S": runs_gsi_pk("s")} and item["gsi3sk"] == item["gsi4sk"]
+    assert [r["run_id"] for r in _runs_list(cli)["runs"]] == ["bg:old-1", *newest_first[:3]]
+    assert [r["run_id"] for r in _runs_list(cli, "--session", "s")["runs"]] == ["bg:old-1", *newest_first[:3]]
+    assert [r["run_id"] for r in _runs_list(cli, "--scan")["runs"]] == ["bg:old-1", *newest_first[:3]]

@@ -65,6 +65,44 @@ def test_a_session_lists_its_tasks_newest_first_in_pages_only_for_its_owners(sto
     assert status == 403 and "alice" in refused["error"]
 
 
+def test_tasks_registered_before_the_keys_only_index_are_listed_among_the_new_each_once(store: DynamoStore) -> None:
+    from agentwake.store.keys import task_key, tasks_gsi_pk, tasks_gsi_sk
+
+    # GIVEN two tasks registered now, and one registered before gsi3 existed (on gsi1, ALL) at about
+    # the time of the second
+    seed_session(store, "alice")
+    first = register()["task_id"]
+    second = register()["task_id"]
+    created = store.records.get_task(second).created_at  # type: ignore[union-attr]
+    old = Task(task_id="t-before", session_id="alice", tool_name="research", args={}, created_at=created)
+    store.table.db.put_item(
+        TableName=store.table.name,
+        Item=store.table.item(
+            old, *task_key("t-before"), gsi1pk=tasks_gsi_pk("alice"), gsi1sk=tasks_gsi_sk(old.created_at, "t-before")
+        ),
+    )
+    registered = sorted(
+        (f"{store.records.get_task(t).created_at}#{t}", t)  # type: ignore[union-attr]
+        for t in (first, second, "t-before")
+    )
+    # WHEN alice's owner lists them one at a time
+    listed, cursor = [], None
+    for _ in range(4):
+        status, page = call(
+            "GET", "/sessions/alice/tasks", query={"limit": "1", **({"cursor": cursor} if cursor else {})}
+        )
+        assert status == 200, page
+        listed += [t["task_id"] for t in page["tasks"]]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    # THEN each is listed once, newest first, and the last page says there is no more
+    assert listed == [t for _, t in reversed(registered)] and cursor is None
+    # AND a task registered now is on gsi3 only (keys only: its wake's commit writes nothing there)
+    item = store.table.read_item(*task_key(first))
+    assert item is not None and "gsi3pk" in item and "gsi1pk" not in item
+
+
 def test_an_owner_cancels_a_task_and_its_later_completion_is_refused_as_late(
     store: DynamoStore, resources: Resources
 ) -> None:

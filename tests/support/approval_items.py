@@ -73,9 +73,9 @@ def park_run(store: DynamoStore, approval: Approval, *, started_at: str = "2026-
         Item=store.table.item(
             run,
             *run_key(approval.run_id),
-            gsi1pk=runs_gsi_pk(approval.session_id),
-            gsi1sk=sort_key,
-            gsi2pk=runs_by_day_pk(started_at[:10]),
-            gsi2sk=sort_key,
+            gsi3pk=runs_gsi_pk(approval.session_id),
+            gsi3sk=sort_key,
+            gsi4pk=runs_by_day_pk(started_at[:10]),
+            gsi4sk=sort_key,
         ),
     )

@@ -297,22 +297,40 @@ def test_agent_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> 
         {"AttributeName": "pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
     ]
-    gsi, by_day = p["GlobalSecondaryIndexes"]
+    gsi, tree, listing, upgrade = p["GlobalSecondaryIndexes"]
     assert gsi["IndexName"] == "gsi1"
     assert [k["AttributeName"] for k in gsi["KeySchema"]] == ["gsi1pk", "gsi1sk"]
     assert gsi["Projection"] == {"ProjectionType": "ALL"}
-    # runs by time, all sessions (agentwake runs list without --session)
-    assert by_day["IndexName"] == "gsi2"
-    assert [k["AttributeName"] for k in by_day["KeySchema"]] == ["gsi2pk", "gsi2sk"]
-    assert by_day["Projection"] == {"ProjectionType": "ALL"}
-    assert {a["AttributeName"]: a["AttributeType"] for a in p["AttributeDefinitions"]} == {
+    # the tree of a session (and runs by day written before gsi4)
+    assert tree["IndexName"] == "gsi2"
+    assert [k["AttributeName"] for k in tree["KeySchema"]] == ["gsi2pk", "gsi2sk"]
+    assert tree["Projection"] == {"ProjectionType": "ALL"}
+    # a session's runs and tasks, and runs by time (agentwake runs list without --session): keys only,
+    # so that a commit's change of status writes nothing on them (issue 37)
+    assert listing["IndexName"] == "gsi3"
+    assert [k["AttributeName"] for k in listing["KeySchema"]] == ["gsi3pk", "gsi3sk"]
+    assert listing["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    condition, by_day, nothing = upgrade["Fn::If"]
+    assert (condition, nothing) == ("AddRunsByDayIndex", {"Ref": "AWS::NoValue"})
+    assert by_day["IndexName"] == "gsi4"
+    assert [k["AttributeName"] for k in by_day["KeySchema"]] == ["gsi4pk", "gsi4sk"]
+    assert by_day["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    # one index added per deploy over an older stack: gsi4 waits for the second when asked to
+    assert template["Conditions"]["AddRunsByDayIndex"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "UpgradeStep"}, "gsi3-only"]}]
+    }
+    assert default(template, "UpgradeStep") == ""
+    attributes = p["AttributeDefinitions"]
+    assert {a["AttributeName"]: a["AttributeType"] for a in attributes if "AttributeName" in a} == {
         "pk": "S",
         "sk": "S",
-        "gsi1pk": "S",
-        "gsi1sk": "S",
-        "gsi2pk": "S",
-        "gsi2sk": "S",
+        **{f"gsi{n}{part}": "S" for n in range(1, 4) for part in ("pk", "sk")},
     }
+    # gsi4's keys are defined with it (DynamoDB refuses an attribute definition no key uses)
+    assert [a["Fn::If"] for a in attributes if "Fn::If" in a] == [
+        ["AddRunsByDayIndex", {"AttributeName": f"gsi4{part}", "AttributeType": "S"}, {"Ref": "AWS::NoValue"}]
+        for part in ("pk", "sk")
+    ]
     assert p["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert p["DeletionProtectionEnabled"] == {"Fn::If": ["ProtectTables", True, False]}
     assert template["Conditions"]["ProtectTables"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
@@ -383,6 +401,19 @@ def table_grants(template: dict[str, Any], logical_id: str) -> dict[str, set[str
             if actions and isinstance(resource, dict) and "Fn::GetAtt" in resource:
                 out.setdefault(resource["Fn::GetAtt"][0], set()).update(actions)
     return out
+
+
+@pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
+def test_the_functions_that_run_the_agent_may_query_the_jobs_index(template: dict[str, Any], logical_id: str) -> None:
+    # the agent's schedule_wake counts its session's pending wakes from the jobs (gsi1's JOBS
+    # partition: Records.list_jobs): a Query of an index needs the index's own ARN
+    indexes = [
+        (s["Action"], r)
+        for s in statements(policies(template, logical_id))
+        for r in as_list(s["Resource"])
+        if "/index/" in repr(r)
+    ]
+    assert indexes == [("dynamodb:Query", {"Fn::Sub": "${AgentTable.Arn}/index/gsi1"})]
 
 
 @pytest.mark.parametrize("logical_id", sorted(FUNCTIONS))
@@ -877,6 +908,7 @@ def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dic
             "dynamodb:UpdateItem",
             "dynamodb:DeleteItem",
             "dynamodb:BatchWriteItem",  # DELETE /sessions/{id}: the session's partition
+            "dynamodb:BatchGetItem",  # a page of a session's tasks, named by the keys-only gsi3
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
         }
@@ -887,9 +919,12 @@ def test_the_product_api_function_gets_exactly_what_its_routes_use(template: dic
         {"Fn::GetAtt": ["BackgroundResultQueue", "Arn"]},
         {"Fn::GetAtt": ["BackgroundWorkQueue", "Arn"]},
     ]
-    # a session's tasks are listed from gsi1 (Query on that index only)
+    # a session's tasks are listed from gsi3 and (registered before it) gsi1: Query on those indexes only
     (index,) = [s for s in statements(policies(template, "ProductApiFunction")) if "/index/" in repr(s["Resource"])]
-    assert (index["Action"], index["Resource"]) == ("dynamodb:Query", {"Fn::Sub": "${AgentTable.Arn}/index/gsi1"})
+    assert (index["Action"], index["Resource"]) == (
+        "dynamodb:Query",
+        [{"Fn::Sub": "${AgentTable.Arn}/index/gsi1"}, {"Fn::Sub": "${AgentTable.Arn}/index/gsi3"}],
+    )
     others = {
         a
         for s in statements(policies(template, "ProductApiFunction"))

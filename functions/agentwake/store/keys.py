@@ -21,14 +21,21 @@
 | a job's skipped / missed fire | ``JOB#{job}`` | ``FIRE#{kind}#{scheduled time}`` |
 | approval request (a gated tool call) | ``APPROVAL#{approval}`` | ``APPROVAL`` |
 
-Index ``gsi1``: a run's ``gsi1pk`` is ``RUNS#{session}`` and its ``gsi1sk`` is
-``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a job's
-``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id; a task's ``gsi1pk`` is ``TASKS#{session}`` and
-its ``gsi1sk`` ``{created_at}#{task}`` (a session's tasks, newest first, on the product API).
+Index ``gsi3`` (keys only): a run's ``gsi3pk`` is ``RUNS#{session}`` and its ``gsi3sk`` is
+``{start of its latest attempt}#{run}`` (newest attempt first in ``agentwake runs list``); a task's
+``gsi3pk`` is ``TASKS#{session}`` and its ``gsi3sk`` ``{created_at}#{task}`` (a session's tasks,
+newest first, on the product API). Index ``gsi4`` (keys only, runs by time, all sessions): a run's
+``gsi4pk`` is ``RUNDAY#{yyyy-mm-dd}`` (the UTC day its latest attempt started) and its ``gsi4sk``
+the same ``{start}#{run}`` as its ``gsi3sk``. Keys only, so that a run's or task's change of
+status, which every wake's commit makes, writes nothing on them (``store/listings.py`` reads the
+items a page names with one ``BatchGetItem``; docs/table-design.md, "Capacity per wake").
 
-Index ``gsi2`` (runs by time, all sessions): a run's ``gsi2pk`` is ``RUNDAY#{yyyy-mm-dd}`` (the UTC
-day its latest attempt started) and its ``gsi2sk`` the same ``{start}#{run}`` as its ``gsi1sk``.
-Also on ``gsi2`` (the tree of a session): a task or job a run started has ``gsi2pk``
+Index ``gsi1``: a job's ``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id; a session's approval
+requests ``APPROVALS#{session}``. Runs and tasks written before ``gsi3`` existed are on ``gsi1``
+under the same keys as on ``gsi3`` (``RUNS#``/``TASKS#``), and such runs on ``gsi2`` by day: the
+listings read those too (``store/listings.py: LEGACY``); a run's next attempt moves it.
+
+Index ``gsi2`` (the tree of a session): a task or job a run started has ``gsi2pk``
 ``TREE#{session}`` and ``gsi2sk`` ``{starting run}#{created}#{TASK|JOB}#{id}`` (``tree_keys``), so the
 tasks and jobs one run started are one Query (``begins_with`` the run's id and ``#``), and a whole
 session's are one Query too.
@@ -68,11 +75,12 @@ LEASE_SK = "LEASE"
 CONN_SK = "CONN"
 TICKET_SK = "TICKET"
 UNREAD_SK = "UNREAD"
-#: gsi1 partition keys
+#: gsi3 partition keys (gsi1's, for runs and tasks written before gsi3 existed)
 RUNS_PREFIX = "RUNS#"
-JOBS_GSI_PK = "JOBS"
 TASKS_PREFIX = "TASKS#"
-#: gsi2 partition keys (one per UTC day)
+#: gsi1 partition key of the jobs
+JOBS_GSI_PK = "JOBS"
+#: gsi4 partition keys (one per UTC day; gsi2's, for runs written before gsi4 existed)
 RUNDAY_PREFIX = "RUNDAY#"
 #: gsi2 partition keys of the tasks and jobs runs started (one per session)
 TREE_PREFIX = "TREE#"
@@ -103,7 +111,7 @@ def task_key(task_id: str) -> tuple[str, str]:
 
 
 def tasks_gsi_pk(session_id: str) -> str:
-    """The ``gsi1`` partition of a session's tasks."""
+    """The ``gsi3`` partition of a session's tasks."""
     return TASKS_PREFIX + session_id
 
 
@@ -226,17 +234,17 @@ def runs_gsi_sk(started_at: str, run_id: str) -> str:
 
 
 def runs_by_day_pk(day: str) -> str:
-    """The ``gsi2`` partition of the runs whose latest attempt started on ``day`` (yyyy-mm-dd, UTC)."""
+    """The ``gsi4`` partition of the runs whose latest attempt started on ``day`` (yyyy-mm-dd, UTC)."""
     return RUNDAY_PREFIX + day
 
 
 def runs_by_day_set(started_at: str, run_id: str, *, keep: bool = False) -> tuple[str, dict[str, Any]]:
-    """The ``SET`` clauses (with a leading ``, ``) and values that put a run on the ``gsi2`` index
+    """The ``SET`` clauses (with a leading ``, ``) and values that put a run on the ``gsi4`` index
     (runs by time): its partition is the UTC day of ``started_at``. ``keep``: only where the run has
-    no ``gsi2`` keys yet (``if_not_exists``)."""
-    pk, sk = ("if_not_exists(gsi2pk, :g2pk)", "if_not_exists(gsi2sk, :g2sk)") if keep else (":g2pk", ":g2sk")
-    values = {":g2pk": {"S": runs_by_day_pk(started_at[:10])}, ":g2sk": {"S": runs_gsi_sk(started_at, run_id)}}
-    return f", gsi2pk = {pk}, gsi2sk = {sk}", values
+    no ``gsi4`` keys yet (``if_not_exists``)."""
+    pk, sk = ("if_not_exists(gsi4pk, :g4pk)", "if_not_exists(gsi4sk, :g4sk)") if keep else (":g4pk", ":g4sk")
+    values = {":g4pk": {"S": runs_by_day_pk(started_at[:10])}, ":g4sk": {"S": runs_gsi_sk(started_at, run_id)}}
+    return f", gsi4pk = {pk}, gsi4sk = {sk}", values
 
 
 def tree_gsi_pk(session_id: str) -> str:

@@ -1,5 +1,5 @@
 """Table access only the operator CLI needs (no wake path uses it): a run's whole partition, runs by
-session from the ``gsi1`` index and by time from ``gsi2``, a session's tasks, deleting a session,
+session (``gsi3``) and by time (``gsi4``; both through ``store/listings.py``), a session's tasks, deleting a session,
 settling a send in doubt (``settle_delivered``, ``settle_resend``). Table design:
 docs/table-design.md. The read models built on these (run summaries, transcripts) live with the
 CLI, in ``agentwake_ops.runs``.
@@ -7,6 +7,7 @@ CLI, in ``agentwake_ops.runs``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -34,6 +35,7 @@ from agentwake.store.keys import (
     tree_gsi_pk,
     tree_run_prefix,
 )
+from agentwake.store.listings import BATCH_KEYS, BY_DAY, BY_SESSION, newest_first, scan_all
 from agentwake.store.table import pages
 
 
@@ -42,7 +44,7 @@ class RunsPage:
     runs: list[RunRecord]
     #: pass as ``before`` for the next (older) page; None when there is none
     next_before: str | None
-    #: how the runs were found: ``session`` (gsi1 Query), ``by-day`` (gsi2 Queries) or ``scan``
+    #: how the runs were found: ``session`` (gsi3 Query), ``by-day`` (gsi4 Queries) or ``scan``
     method: str = "session"
     #: by-day without ``since``: the oldest day looked at, when the walk stopped at ``QUIET_DAYS``
     #: days in a row without a run (older runs: give ``since``)
@@ -110,90 +112,51 @@ class OperatorStore:
     ) -> RunsPage:
         """Runs newest first (by the start of their latest attempt), ``limit`` at a time.
 
-        With a session: a Query of its ``RUNS#{session}`` partition of ``gsi1``, newest first.
-        Without: Queries of ``gsi2``'s day partitions (``RUNDAY#{day}``), newest day first, each
-        read ``limit + 1`` items at a time, until the page is full; back to the day of ``since``, or
-        (without it) until ``QUIET_DAYS`` days in a row had no run. ``scan``: a Scan of ``gsi1``
-        sorted here instead (runs written before ``gsi2`` existed have no by-day keys).
+        With a session: its ``RUNS#{session}`` partition of ``gsi3``, newest first. Without: the
+        day partitions of ``gsi4`` (``RUNDAY#{day}``), newest day first, until the page is full;
+        back to the day of ``since``, or (without it) until ``QUIET_DAYS`` days in a row had no run.
+        ``scan``: Scans of the runs' partitions sorted here instead (for runs no by-day index names).
+        Both indexes are keys only (``store/listings.py`` reads the items, and what ``gsi1``/``gsi2``
+        hold of runs written before them); ``status`` and ``run_prefix`` filter the items read.
         ``since``/``before`` bound the attempt start (ISO-8601 prefixes compare as strings).
         """
-        if session_id is None and not scan:
-            return self._runs_by_day(status=status, since=since, before=before, limit=limit)
-        names = {"#s": "status"}
-        values: dict[str, Any] = {}
-        filters: list[str] = []
-        if status:
-            filters.append("#s = :status")
-            values[":status"] = {"S": status}
-        if run_prefix:  # one job's runs: ``cron:{job_id}:``
-            filters.append("begins_with(run_id, :rp)")
-            values[":rp"] = {"S": run_prefix}
-        if session_id is not None:
-            cond = ["gsi1pk = :p"]
-            values[":p"] = {"S": runs_gsi_pk(session_id)}
-            if before:
-                cond.append("gsi1sk < :before")
-                values[":before"] = {"S": before}
-            kwargs: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": "gsi1",
-                "KeyConditionExpression": " AND ".join(cond),
-                "ScanIndexForward": False,
-                "ExpressionAttributeValues": values,
-            }
-            if filters:
-                kwargs["FilterExpression"] = " AND ".join(filters)
-            if status:
-                kwargs["ExpressionAttributeNames"] = names
-            found: list[tuple[str, dict[str, Any]]] = []
-            for item in pages(self.db.query, kwargs):
-                key = item["gsi1sk"]["S"]
-                if since and key < since:
-                    break  # newest first: everything after this is older still
-                found.append((key, item))
+
+        def wanted(item: dict[str, Any]) -> bool:
+            if status and item.get("status", {}).get("S") != status:
+                return False
+            return not run_prefix or item.get("run_id", {}).get("S", "").startswith(run_prefix)
+
+        page_size = limit + 1 if not (status or run_prefix) else BATCH_KEYS
+        if scan:
+            found = [
+                (k, i)
+                for k, i in scan_all(self.store.table, BY_SESSION, RUNS_PREFIX)
+                if wanted(i) and (not since or k >= since) and (not before or k < before)
+            ]
+            return _page(found, limit, method="scan")
+        if session_id is None:
+            return self._runs_by_day(wanted, since=since, before=before, limit=limit, page_size=page_size)
+        found = []
+        partition = runs_gsi_pk(session_id)
+        for sort_key, item in newest_first(self.store.table, BY_SESSION, partition, before=before, page_size=page_size):
+            if since and sort_key < since:
+                break  # newest first: everything after this is older still
+            if wanted(item):
+                found.append((sort_key, item))
                 if len(found) > limit:
                     break
-        else:
-            filters.insert(0, "begins_with(gsi1pk, :runs)")
-            values[":runs"] = {"S": RUNS_PREFIX}
-            if since:
-                filters.append("gsi1sk >= :since")
-                values[":since"] = {"S": since}
-            if before:
-                filters.append("gsi1sk < :before")
-                values[":before"] = {"S": before}
-            kwargs = {
-                "TableName": self.table,
-                "IndexName": "gsi1",
-                "FilterExpression": " AND ".join(filters),
-                "ExpressionAttributeValues": values,
-            }
-            if status:
-                kwargs["ExpressionAttributeNames"] = names
-            found = sorted(((i["gsi1sk"]["S"], i) for i in pages(self.db.scan, kwargs)), key=lambda p: p[0])
-            found.reverse()
-        return _page(found, limit, method="session" if session_id is not None else "scan")
+        return _page(found, limit, method="session")
 
-    def _runs_by_day(self, *, status: str | None, since: str | None, before: str | None, limit: int) -> RunsPage:
-        """``runs`` without a session: newest day partition of ``gsi2`` first (see ``runs``)."""
-        cond = ["gsi2pk = :d"]
-        values: dict[str, Any] = {}
-        if before:
-            cond.append("gsi2sk < :before")
-            values[":before"] = {"S": before}
-        elif since:
-            cond.append("gsi2sk >= :since")
-            values[":since"] = {"S": since}
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "gsi2",
-            "KeyConditionExpression": " AND ".join(cond),
-            "ScanIndexForward": False,
-        }
-        if status:
-            request["FilterExpression"] = "#s = :status"
-            request["ExpressionAttributeNames"] = {"#s": "status"}
-            values[":status"] = {"S": status}
+    def _runs_by_day(
+        self,
+        wanted: Callable[[dict[str, Any]], bool],
+        *,
+        since: str | None,
+        before: str | None,
+        limit: int,
+        page_size: int,
+    ) -> RunsPage:
+        """``runs`` without a session: newest day partition of ``gsi4`` first (see ``runs``)."""
         # a day ahead of this clock too: a Lambda's clock a little ahead across midnight
         day = date.fromisoformat(before[:10]) if before else datetime.fromtimestamp(self.store.table.now(), UTC).date()
         if not before:
@@ -202,18 +165,22 @@ class OperatorStore:
         found: list[tuple[str, dict[str, Any]]] = []
         quiet = 0
         while True:
-            day_values = {**values, ":d": {"S": runs_by_day_pk(day.isoformat())}}
             got = 0
-            for item in pages(
-                self.db.query, {**request, "ExpressionAttributeValues": day_values}, page_size=limit + 1 - len(found)
+            for sort_key, item in newest_first(
+                self.store.table,
+                BY_DAY,
+                runs_by_day_pk(day.isoformat()),
+                before=before,
+                since=since,
+                page_size=page_size,
             ):
-                key = item["gsi2sk"]["S"]
-                if since and key < since:
+                if since and sort_key < since:
                     break
-                found.append((key, item))
-                got += 1
-                if len(found) > limit:
-                    break
+                if wanted(item):  # a day with no run the filter keeps counts as quiet, as before
+                    got += 1
+                    found.append((sort_key, item))
+                    if len(found) > limit:
+                        break
             if len(found) > limit:
                 return _page(found, limit, method="by-day")
             if last is not None:

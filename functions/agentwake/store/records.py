@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentwake.domain.models import SessionConfig, Task, truncate
@@ -105,8 +106,8 @@ class Records:
                 Item=self.table.item(
                     task,
                     *task_key(task.task_id),
-                    gsi1pk=tasks_gsi_pk(task.session_id),
-                    gsi1sk=tasks_gsi_sk(task.created_at, task.task_id),
+                    gsi3pk=tasks_gsi_pk(task.session_id),
+                    gsi3sk=tasks_gsi_sk(task.created_at, task.task_id),
                     **started_keys(task),
                 ),
                 ConditionExpression="attribute_not_exists(pk)",
@@ -176,25 +177,19 @@ class Records:
 
     def session_tasks(self, session_id: str, *, limit: int, before: str | None = None) -> tuple[list[Task], str | None]:
         """A session's tasks, newest first: at most ``limit``, registered before the cursor ``before``
-        (a Query of its ``TASKS#{session}`` partition of ``gsi1``). Returns the page and the cursor of
-        the next one (None: no more). Tasks registered before the index named them are not listed."""
-        cond = "gsi1pk = :p"
-        values: dict[str, Any] = {":p": {"S": tasks_gsi_pk(session_id)}}
-        if before is not None:
-            cond += " AND gsi1sk < :before"
-            values[":before"] = {"S": before}
-        resp = self.table.db.query(
-            TableName=self.table.name,
-            IndexName="gsi1",
-            KeyConditionExpression=cond,
-            ExpressionAttributeValues=values,
-            ScanIndexForward=False,
-            Limit=limit,
+        (its ``TASKS#{session}`` partition of the keys-only ``gsi3``, the items read by one
+        ``BatchGetItem``; ``store/listings.py``). Returns the page and the cursor of the next one
+        (None: no more). Tasks registered before any index named them are not listed."""
+        from agentwake.store.listings import BY_SESSION, newest_first  # the product API's only
+
+        found = list(
+            islice(
+                newest_first(self.table, BY_SESSION, tasks_gsi_pk(session_id), before=before, page_size=limit + 1),
+                limit + 1,
+            )
         )
-        items = resp.get("Items", [])
-        tasks = [self.table.load(Task, i) for i in items]
-        more = "LastEvaluatedKey" in resp and items
-        return tasks, (items[-1]["gsi1sk"]["S"] if more else None)
+        tasks = [self.table.load(Task, item) for _, item in found[:limit]]
+        return tasks, (found[limit - 1][0] if len(found) > limit else None)
 
     def mark_task_finished(self, task_id: str, finished_at: str) -> None:
         """running → finished; a task the wake already moved on is left as it is."""

@@ -367,7 +367,7 @@ class RunEnds:
         if kind is not None:
             identity = (
                 ", kind = if_not_exists(kind, :k), session_id = if_not_exists(session_id, :sid), run_id = :rid, "
-                "gsi1pk = :g, gsi1sk = if_not_exists(gsi1sk, :g1sk), attempts = if_not_exists(attempts, :zero)"
+                "gsi3pk = :g, gsi3sk = if_not_exists(gsi3sk, :g1sk), attempts = if_not_exists(attempts, :zero)"
             )
             identity_values = {
                 ":k": {"S": kind},
@@ -377,7 +377,7 @@ class RunEnds:
                 ":g1sk": {"S": runs_gsi_sk(created := utcnow_iso(), failure.run_id)},
                 ":zero": {"N": "0"},
             }
-            by_day, by_day_values = runs_by_day_set(created, failure.run_id, keep=True)  # gsi2: runs by time
+            by_day, by_day_values = runs_by_day_set(created, failure.run_id, keep=True)  # gsi4: runs by time
             identity += by_day
             identity_values.update(by_day_values)
         items: list[tuple[str, Any]] = [

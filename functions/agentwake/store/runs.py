@@ -267,7 +267,7 @@ class Runs:
             ":g1sk": {"S": runs_gsi_sk(started, run_id)},
             ":tok": {"S": token or ""},
         }
-        by_day, by_day_values = runs_by_day_set(started, run_id)  # gsi2: runs by time, all sessions
+        by_day, by_day_values = runs_by_day_set(started, run_id)  # gsi4: runs by time, all sessions
         values.update(by_day_values)
         if previous is None:
             condition = "attribute_not_exists(pk)"
@@ -302,11 +302,12 @@ class Runs:
                 "Key": key(*run_key(run_id)),
                 "UpdateExpression": (
                     "SET #s = :running, kind = :k, session_id = :sid, started_at = if_not_exists(started_at, :now), "
-                    "run_id = :rid, gsi1pk = :g, gsi1sk = :g1sk, attempts = :n, attempt_token = :tok"
+                    "run_id = :rid, gsi3pk = :g, gsi3sk = :g1sk, attempts = :n, attempt_token = :tok"
                     + by_day
                     + also
-                    # a parked run resuming waits for nothing any more (issue 35)
-                    + " REMOVE waiting_for"
+                    # a parked run resuming waits for nothing any more (issue 35); a run written before
+                    # gsi3/gsi4 existed leaves gsi1/gsi2 (projected ALL: its every change an index write)
+                    + " REMOVE waiting_for, gsi1pk, gsi1sk, gsi2pk, gsi2sk"
                 ),
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": {"#s": "status"},
