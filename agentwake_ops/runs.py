@@ -267,16 +267,25 @@ def failure_line(error_type: str | None, reason: str | None, limit: int = 200) -
 
 def runs_page_note(page: RunsPage) -> str | None:
     """What a runs page searched, in words consistent with its rows (the CLI and the console print
-    the same): the by-day walk went back until ``QUIET_DAYS`` days in a row had no run to list."""
-    if page.looked_back_to is None:
-        return None
-    day = page.looked_back_to
-    found = f"these {len(page.runs)} run(s) are all there is" if page.runs else "no run is there"
-    return (
-        f"Searched the by-day index back to {day}, where it stopped after {QUIET_DAYS} days in a row "
-        f"with no run to list: {found} from {day} on. Older runs: --since WHEN; "
-        "runs written before the by-day index: --scan or --session."
-    )
+    the same): the by-day walk went back until ``QUIET_DAYS`` days in a row had no run to list; an
+    index the table does not have yet (an upgrade half done), whose runs are missing from the page."""
+    notes = []
+    if page.missing_indexes:
+        names = " and ".join(page.missing_indexes)
+        notes.append(
+            f"The table does not have the index {names} yet, or it is still filling: runs listed from it "
+            "are missing here. Finish the upgrade (README, \"Upgrading a stack\": deploy with "
+            "UpgradeStep=all) and wait for the index to be ACTIVE; meanwhile --session and --scan list them."
+        )
+    if page.looked_back_to is not None:
+        day = page.looked_back_to
+        found = f"these {len(page.runs)} run(s) are all there is" if page.runs else "no run is there"
+        notes.append(
+            f"Searched the by-day index back to {day}, where it stopped after {QUIET_DAYS} days in a row "
+            f"with no run to list: {found} from {day} on. Older runs: --since WHEN; "
+            "runs written before the by-day index: --scan or --session."
+        )
+    return " ".join(notes) or None
 
 
 #: what an operator does about a send in doubt (runs show, dlq show, the console, runs replay)

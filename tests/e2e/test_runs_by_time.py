@@ -276,3 +276,30 @@ def test_runs_written_before_the_keys_only_indexes_are_listed_once_among_the_new
     assert [r["run_id"] for r in _runs_list(cli)["runs"]] == ["bg:old-1", *newest_first[:3]]
     assert [r["run_id"] for r in _runs_list(cli, "--session", "s")["runs"]] == ["bg:old-1", *newest_first[:3]]
     assert [r["run_id"] for r in _runs_list(cli, "--scan")["runs"]] == ["bg:old-1", *newest_first[:3]]
+
+
+def test_a_run_written_before_the_keys_only_indexes_that_gives_up_waiting_is_listed_once(
+    cli: Cli, stack: Stack
+) -> None:
+    from agentwake.domain.run_models import FailureRecord
+
+    store = stack.store
+    # GIVEN a run written before gsi3/gsi4 existed, two days ago, and a run of today
+    _legacy_run(store, "bg:old-wait", "s-w", _iso(datetime.now(UTC) - timedelta(days=2)), "running")
+    lease = store.runs.begin_run(run_id="bg:today", kind="background", session_id="s-w", seconds=60, previous=None)
+    store.leases.release(lease.session_id, lease.token)
+    # WHEN its redelivered record gives up waiting for its busy session (its failure names its kind)
+    failure = FailureRecord(run_id="bg:old-wait", session_id="s-w", attempt=0, error_type="SessionBusy", detail="busy")
+    store.ends.record_failure(failure, kind="background")
+    # THEN it has left gsi1/gsi2 and is listed once by day, by session and one at a time
+    item = store.table.read_item(*run_key("bg:old-wait"))
+    assert item is not None and not {"gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk"} & set(item)
+    assert sorted(r["run_id"] for r in _runs_list(cli)["runs"]) == ["bg:old-wait", "bg:today"]
+    assert sorted(r["run_id"] for r in _runs_list(cli, "--session", "s-w")["runs"]) == ["bg:old-wait", "bg:today"]
+    one_by_one, cursor = [], None
+    for _ in range(4):
+        page = _runs_list(cli, "--session", "s-w", "--limit", "1", *(("--before", cursor) if cursor else ()))
+        one_by_one += [r["run_id"] for r in page["runs"]]
+        if (cursor := page["next_before"]) is None:
+            break
+    assert sorted(one_by_one) == ["bg:old-wait", "bg:today"]

@@ -59,7 +59,7 @@ def _ids(pairs: Any) -> list[str]:
 
 def test_a_fresh_table_lists_old_and_new_runs_merged_newest_first(aws: None) -> None:
     # GIVEN a fresh stack's table, two runs written before gsi3/gsi4 and two since
-    table = _table("")
+    table = _table("all")
     for run_id, minute, legacy in (("bg:a", 1, True), ("bg:b", 2, False), ("bg:c", 3, True), ("bg:d", 4, False)):
         _put_run(table, run_id, minute, legacy=legacy)
     # WHEN a session's runs and a day's runs are read, whole and below a cursor, and all scanned
@@ -81,16 +81,48 @@ def test_between_the_two_deploys_of_an_upgrade_runs_by_day_are_read_from_gsi2_al
     _put_run(table, "bg:old", 1, legacy=True)
     _put_run(table, "bg:new", 2, legacy=False)
     # WHEN a day's runs and the session's runs are read
-    by_day = list(newest_first(table, BY_DAY, runs_by_day_pk(DAY)))
-    by_session = list(newest_first(table, BY_SESSION, runs_gsi_pk("s")))
-    # THEN the day lists what gsi2 holds, without an error; the session lists both
-    assert _ids(by_day) == ["bg:old"]
+    missing: set[str] = set()
+    by_day = list(newest_first(table, BY_DAY, runs_by_day_pk(DAY), missing=missing))
+    by_session = list(newest_first(table, BY_SESSION, runs_gsi_pk("s"), missing=missing))
+    # THEN the day lists what gsi2 holds, without an error, and says which index it could not read;
+    # the session lists both
+    assert _ids(by_day) == ["bg:old"] and missing == {"gsi4"}
     assert _ids(by_session) == ["bg:new", "bg:old"]
+    # AND the runs page says so in words, with what to do
+    from agentwake.store.operator import RunsPage
+    from agentwake_ops.runs import runs_page_note
+
+    note = runs_page_note(RunsPage(runs=[], next_before=None, method="by-day", missing_indexes=("gsi4",)))
+    assert note is not None and "gsi4" in note and "UpgradeStep=all" in note and "--session" in note
+
+
+def test_a_run_on_an_old_day_partition_and_a_new_one_is_listed_once_by_day(aws: None) -> None:
+    # GIVEN a run on gsi2 under yesterday (written by the code before) that the code since put on
+    # gsi4 under today as well (the two versions side by side while Lambda rolls the new one out)
+    table = _table("all")
+    _put_run(table, "bg:both", 1, legacy=False)
+    item = table.read_item(*run_key("bg:both"))
+    assert item is not None
+    table.db.update_item(
+        TableName=table.name,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET gsi2pk = :d, gsi2sk = :k",
+        ExpressionAttributeValues={
+            ":d": {"S": runs_by_day_pk("2026-12-03")},
+            ":k": {"S": "2026-12-03T09:00:00Z#bg:both"},
+        },
+    )
+    # WHEN the two days are walked with one set of what was listed
+    seen: set[str] = set()
+    today = list(newest_first(table, BY_DAY, runs_by_day_pk(DAY), seen=seen))
+    yesterday = list(newest_first(table, BY_DAY, runs_by_day_pk("2026-12-03"), seen=seen))
+    # THEN it is listed once, on the newer day
+    assert (_ids(today), _ids(yesterday)) == (["bg:both"], [])
 
 
 def test_any_other_refusal_of_an_index_read_is_raised(aws: None) -> None:
     # GIVEN a table with no table of that name (not a missing index)
-    table = _table("")
+    table = _table("all")
     table.name = "no-such-table"
     # WHEN a listing reads it THEN DynamoDB's refusal is raised, not read as an empty list
     with pytest.raises(ClientError):

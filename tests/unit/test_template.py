@@ -319,7 +319,7 @@ def test_agent_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> 
     assert template["Conditions"]["AddRunsByDayIndex"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "UpgradeStep"}, "gsi3-only"]}]
     }
-    assert default(template, "UpgradeStep") == ""
+    assert default(template, "UpgradeStep") == "all"
     attributes = p["AttributeDefinitions"]
     assert {a["AttributeName"]: a["AttributeType"] for a in attributes if "AttributeName" in a} == {
         "pk": "S",

@@ -48,19 +48,26 @@ def newest_first(
     before: str | None = None,
     since: str | None = None,
     page_size: int = BATCH_KEYS,
+    seen: set[str] | None = None,
+    missing: set[str] | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(sort key, item) of ``partition`` on ``indexes``, newest first, each item once; sort keys
     below ``before``, or (without it) from ``since`` on. Lazy: a caller that stops early has read
-    at most a page of ``page_size`` keys beyond on each index."""
-    streams = [_partition(table, index, partition, before, since, page_size) for index in indexes]
-    seen: set[str] = set()
+    at most a page of ``page_size`` keys beyond on each index. ``seen``: the items' keys listed
+    already (a walk over several partitions shares it: an item on the old index under one day and
+    the new one under another is listed once). ``missing``: where the names of the indexes the
+    table does not have yet are added (the caller says so to its reader)."""
+    streams = [_partition(table, index, partition, before, since, page_size, missing) for index in indexes]
+    seen = set() if seen is None else seen
     for sort_key, item in heapq.merge(*streams, key=lambda pair: pair[0], reverse=True):
         if item["pk"]["S"] not in seen:
             seen.add(item["pk"]["S"])
             yield sort_key, item
 
 
-def scan_all(table: Table, indexes: Iterable[Index], prefix: str) -> list[tuple[str, dict[str, Any]]]:
+def scan_all(
+    table: Table, indexes: Iterable[Index], prefix: str, *, missing: set[str] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """(sort key, item) of every partition beginning with ``prefix`` on ``indexes`` (Scans), newest
     first, each item once: ``runs list --scan``, for runs no by-day index names."""
     found: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -71,14 +78,21 @@ def scan_all(table: Table, indexes: Iterable[Index], prefix: str) -> list[tuple[
             "FilterExpression": f"begins_with({index.pk}, :prefix)",
             "ExpressionAttributeValues": {":prefix": {"S": prefix}},
         }
-        for sort_key, item in _items(table, index, _missing_is_empty(pages(table.db.scan, request)), BATCH_KEYS):
+        entries = _missing_is_empty(index, pages(table.db.scan, request), missing)
+        for sort_key, item in _items(table, index, entries, BATCH_KEYS):
             if item["pk"]["S"] not in found or found[item["pk"]["S"]][0] < sort_key:
                 found[item["pk"]["S"]] = (sort_key, item)
     return sorted(found.values(), key=lambda pair: pair[0], reverse=True)
 
 
 def _partition(
-    table: Table, index: Index, partition: str, before: str | None, since: str | None, page_size: int
+    table: Table,
+    index: Index,
+    partition: str,
+    before: str | None,
+    since: str | None,
+    page_size: int,
+    missing: set[str] | None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     cond = f"{index.pk} = :p"
     values: dict[str, Any] = {":p": {"S": partition}}
@@ -96,20 +110,21 @@ def _partition(
         "ScanIndexForward": False,
     }
     page = min(page_size, BATCH_KEYS)
-    return _items(table, index, _missing_is_empty(pages(table.db.query, request, page_size=page)), page)
+    return _items(table, index, _missing_is_empty(index, pages(table.db.query, request, page_size=page), missing), page)
 
 
 def _items(
     table: Table, index: Index, entries: Iterator[dict[str, Any]], chunk: int
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(sort key, item) of each index entry, in its order: a keys-only index's items read from the
-    table (one consistent ``BatchGetItem`` per ``chunk`` entries; an item deleted meanwhile is skipped)."""
+    table (one ``BatchGetItem`` per ``chunk`` entries, eventually consistent as the index itself is;
+    an item deleted meanwhile is skipped)."""
     if not index.keys_only:
         for entry in entries:
             yield entry[index.sk]["S"], entry
         return
     while batch := list(islice(entries, chunk)):
-        got = table.batch_get([{"pk": e["pk"], "sk": e["sk"]} for e in batch])
+        got = table.batch_get([{"pk": e["pk"], "sk": e["sk"]} for e in batch], consistent=False)
         by_key = {(i["pk"]["S"], i["sk"]["S"]): i for i in got}
         for entry in batch:
             item = by_key.get((entry["pk"]["S"], entry["sk"]["S"]))
@@ -124,9 +139,11 @@ NOT_THERE = (("ValidationException", "does not have the specified index"), ("Val
 NOT_THERE_LOCAL = ("ResourceNotFoundException", "Invalid index:")
 
 
-def _missing_is_empty(entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _missing_is_empty(
+    index: Index, entries: Iterator[dict[str, Any]], missing: set[str] | None
+) -> Iterator[dict[str, Any]]:
     """``entries``, or none when the table does not have the index yet (between an upgrade's two
-    deploys, or while the second one's index fills: the items it will hold are on the other)."""
+    deploys, or while its new index fills), its name added to ``missing``."""
     from botocore.exceptions import ClientError
 
     try:
@@ -136,3 +153,5 @@ def _missing_is_empty(entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, A
         code, message = error.get("Code", ""), error.get("Message", "")
         if not any(code == c and m in message for c, m in (*NOT_THERE, NOT_THERE_LOCAL)):
             raise
+        if missing is not None:
+            missing.add(index.name)

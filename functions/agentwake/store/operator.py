@@ -49,6 +49,9 @@ class RunsPage:
     #: by-day without ``since``: the oldest day looked at, when the walk stopped at ``QUIET_DAYS``
     #: days in a row without a run (older runs: give ``since``)
     looked_back_to: str | None = None
+    #: the indexes it would have read that the table does not have yet (between the two deploys of
+    #: an upgrade, or while a new index fills: README, "Upgrading a stack"); their runs are not listed
+    missing_indexes: tuple[str, ...] = ()
 
 
 #: seconds either side of a succeeded run's ``ended_at`` where ``run_note`` looks for its note
@@ -127,25 +130,29 @@ class OperatorStore:
             return not run_prefix or item.get("run_id", {}).get("S", "").startswith(run_prefix)
 
         page_size = limit + 1 if not (status or run_prefix) else BATCH_KEYS
+        missing: set[str] = set()
         if scan:
             found = [
                 (k, i)
-                for k, i in scan_all(self.store.table, BY_SESSION, RUNS_PREFIX)
+                for k, i in scan_all(self.store.table, BY_SESSION, RUNS_PREFIX, missing=missing)
                 if wanted(i) and (not since or k >= since) and (not before or k < before)
             ]
-            return _page(found, limit, method="scan")
+            return _page(found, limit, method="scan", missing=missing)
         if session_id is None:
             return self._runs_by_day(wanted, since=since, before=before, limit=limit, page_size=page_size)
         found = []
         partition = runs_gsi_pk(session_id)
-        for sort_key, item in newest_first(self.store.table, BY_SESSION, partition, before=before, page_size=page_size):
+        listed = newest_first(
+            self.store.table, BY_SESSION, partition, before=before, page_size=page_size, missing=missing
+        )
+        for sort_key, item in listed:
             if since and sort_key < since:
                 break  # newest first: everything after this is older still
             if wanted(item):
                 found.append((sort_key, item))
                 if len(found) > limit:
                     break
-        return _page(found, limit, method="session")
+        return _page(found, limit, method="session", missing=missing)
 
     def _runs_by_day(
         self,
@@ -164,6 +171,8 @@ class OperatorStore:
         last = date.fromisoformat(since[:10]) if since else None
         found: list[tuple[str, dict[str, Any]]] = []
         quiet = 0
+        seen: set[str] = set()  # a run on an old day partition and a new one is listed once
+        missing: set[str] = set()
         while True:
             got = 0
             for sort_key, item in newest_first(
@@ -173,6 +182,8 @@ class OperatorStore:
                 before=before,
                 since=since,
                 page_size=page_size,
+                seen=seen,
+                missing=missing,
             ):
                 if since and sort_key < since:
                     break
@@ -182,14 +193,14 @@ class OperatorStore:
                     if len(found) > limit:
                         break
             if len(found) > limit:
-                return _page(found, limit, method="by-day")
+                return _page(found, limit, method="by-day", missing=missing)
             if last is not None:
                 if day <= last:
-                    return _page(found, limit, method="by-day")
+                    return _page(found, limit, method="by-day", missing=missing)
             else:
                 quiet = 0 if got else quiet + 1
                 if quiet >= QUIET_DAYS:
-                    return _page(found, limit, method="by-day", looked_back_to=day.isoformat())
+                    return _page(found, limit, method="by-day", looked_back_to=day.isoformat(), missing=missing)
             day -= timedelta(days=1)
 
     def started(self, session_id: str, run_id: str | None = None) -> list[tuple[str, Task | Job]]:
@@ -373,10 +384,21 @@ class OperatorStore:
 
 
 def _page(
-    found: list[tuple[str, dict[str, Any]]], limit: int, *, method: str, looked_back_to: str | None = None
+    found: list[tuple[str, dict[str, Any]]],
+    limit: int,
+    *,
+    method: str,
+    looked_back_to: str | None = None,
+    missing: set[str] | None = None,
 ) -> RunsPage:
     """The first ``limit`` of ``found`` (newest first); a cursor when there is one more."""
     page = found[:limit]
     more = len(found) > limit
     runs = [load_item(RunRecord, item) for _, item in page]
-    return RunsPage(runs, page[-1][0] if more and page else None, method, None if more else looked_back_to)
+    return RunsPage(
+        runs,
+        page[-1][0] if more and page else None,
+        method,
+        None if more else looked_back_to,
+        tuple(sorted(missing or ())),
+    )

@@ -399,7 +399,10 @@ class RunEnds:
                         "TableName": self.table.name,
                         "Key": key(*run_key(failure.run_id)),
                         "UpdateExpression": "SET #s = :s, ended_at = :now, last_error = :e, last_error_type = :t, "
-                        "steps = :n, #u = :u" + identity,
+                        "steps = :n, #u = :u"
+                        + identity
+                        # a run written before gsi3/gsi4 leaves gsi1/gsi2 (listed once, by this end)
+                        + (" REMOVE gsi1pk, gsi1sk, gsi2pk, gsi2sk" if identity else ""),
                         "ConditionExpression": "attribute_not_exists(#s) OR #s <> :ok",
                         "ExpressionAttributeNames": {"#s": "status", "#u": "usage"},
                         "ExpressionAttributeValues": {
