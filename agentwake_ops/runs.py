@@ -274,7 +274,7 @@ def runs_page_note(page: RunsPage) -> str | None:
         names = " and ".join(page.missing_indexes)
         notes.append(
             f"The table does not have the index {names} yet, or it is still filling: runs listed from it "
-            "are missing here. Finish the upgrade (README, \"Upgrading a stack\": deploy with "
+            'are missing here. Finish the upgrade (README, "Upgrading a stack": deploy with '
             "UpgradeStep=all) and wait for the index to be ACTIVE; meanwhile --session and --scan list them."
         )
     if page.looked_back_to is not None:

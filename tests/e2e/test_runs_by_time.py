@@ -276,6 +276,11 @@ def test_runs_written_before_the_keys_only_indexes_are_listed_once_among_the_new
     assert [r["run_id"] for r in _runs_list(cli)["runs"]] == ["bg:old-1", *newest_first[:3]]
     assert [r["run_id"] for r in _runs_list(cli, "--session", "s")["runs"]] == ["bg:old-1", *newest_first[:3]]
     assert [r["run_id"] for r in _runs_list(cli, "--scan")["runs"]] == ["bg:old-1", *newest_first[:3]]
+    # AND --scan with --session is the session's list (the scan is for runs without one), as before
+    _legacy_run(store, "bg:elsewhere", "s-other", _iso(now - timedelta(minutes=1)), "succeeded")
+    with_session = _runs_list(cli, "--scan", "--session", "s")
+    assert [r["run_id"] for r in with_session["runs"]] == ["bg:old-1", *newest_first[:3]]
+    assert with_session["method"] == "session"
 
 
 def test_a_run_written_before_the_keys_only_indexes_that_gives_up_waiting_is_listed_once(

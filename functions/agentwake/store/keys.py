@@ -33,7 +33,7 @@ items a page names with one ``BatchGetItem``; docs/table-design.md, "Capacity pe
 Index ``gsi1``: a job's ``gsi1pk`` is ``JOBS`` and its ``gsi1sk`` the job id; a session's approval
 requests ``APPROVALS#{session}``. Runs and tasks written before ``gsi3`` existed are on ``gsi1``
 under the same keys as on ``gsi3`` (``RUNS#``/``TASKS#``), and such runs on ``gsi2`` by day: the
-listings read those too (``store/listings.py: LEGACY``); a run's next attempt moves it.
+listings read those too (``store/listings.py``: ``BY_SESSION``, ``BY_DAY``); a run's next attempt moves it.
 
 Index ``gsi2`` (the tree of a session): a task or job a run started has ``gsi2pk``
 ``TREE#{session}`` and ``gsi2sk`` ``{starting run}#{created}#{TASK|JOB}#{id}`` (``tree_keys``), so the

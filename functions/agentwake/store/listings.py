@@ -7,8 +7,8 @@ prefix) is the caller's, on the items.
 Runs and tasks written before ``gsi3``/``gsi4`` existed are on ``gsi1``/``gsi2`` (projected ``ALL``)
 under the same partition and sort keys: each list reads both, merged by sort key, each item once
 (a run retried since has moved to the new index: ``Runs.attempt_update`` removes its old keys).
-An index the table does not have yet (a stack between the two deploys of its upgrade, README's
-"Upgrading") is read as empty.
+An index the table does not have yet, or that is still filling (a stack between the two deploys of
+its upgrade: README, "Upgrading a stack"), is read as empty, and its name given to the caller.
 """
 
 from __future__ import annotations

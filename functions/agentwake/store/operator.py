@@ -131,7 +131,7 @@ class OperatorStore:
 
         page_size = limit + 1 if not (status or run_prefix) else BATCH_KEYS
         missing: set[str] = set()
-        if scan:
+        if scan and session_id is None:
             found = [
                 (k, i)
                 for k, i in scan_all(self.store.table, BY_SESSION, RUNS_PREFIX, missing=missing)
