@@ -17,12 +17,14 @@ $(VENV)/.demo-installed: $(PY) $(DEPS)
 	$(PY) -m pip install -q -e '.[ops,local]'
 	touch $@
 
-# The suite runs on both cores (pytest-xdist, TEST_WORKERS of them), a test file per worker: a
+# The suite runs on four workers (pytest-xdist, TEST_WORKERS of them), a test file per worker: a
 # module's local stack (tests/e2e) starts once, in one worker. Every test keeps its state in its own
-# temporary directories and servers on free ports, so workers never share a file or a port.
-TEST_WORKERS ?= 2
+# temporary directories and servers on free ports, so workers never share a file or a port. Four on
+# two cores, because about half of the suite's time is waiting (browsers, local stacks, timers the
+# tests wait out): with two workers the cores were busy about half the time.
+TEST_WORKERS ?= 4
 
-test: $(VENV)/.dev-installed  ## ruff, mypy on the runtime, then the whole pytest suite on both cores (installs the browser tests' chromium first if missing)
+test: $(VENV)/.dev-installed  ## ruff, mypy on the runtime, then the whole pytest suite on four workers (installs the browser tests' chromium first if missing)
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then $(MAKE) --no-print-directory chromium; fi
 	$(PY) -m ruff check .
 	$(PY) -m mypy functions/agentwake
