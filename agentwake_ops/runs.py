@@ -272,10 +272,11 @@ def runs_page_note(page: RunsPage) -> str | None:
     notes = []
     if page.missing_indexes:
         names = " and ".join(page.missing_indexes)
+        meanwhile = "--session and --scan list them" if page.method == "by-day" else "--scan lists them"
         notes.append(
-            f"The table does not have the index {names} yet, or it is still filling: runs listed from it "
-            'are missing here. Finish the upgrade (README, "Upgrading a stack": deploy with '
-            "UpgradeStep=all) and wait for the index to be ACTIVE; meanwhile --session and --scan list them."
+            f"The table does not have the index {names} yet, or it is still filling: the runs this version "
+            "of agentwake started are listed from it, and are missing here. Finish the upgrade (README, "
+            f'"Upgrading a stack": deploy with UpgradeStep=all) and wait for the index to be ACTIVE; meanwhile {meanwhile}.'
         )
     if page.looked_back_to is not None:
         day = page.looked_back_to

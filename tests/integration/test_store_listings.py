@@ -94,6 +94,10 @@ def test_between_the_two_deploys_of_an_upgrade_runs_by_day_are_read_from_gsi2_al
 
     note = runs_page_note(RunsPage(runs=[], next_before=None, method="by-day", missing_indexes=("gsi4",)))
     assert note is not None and "gsi4" in note and "UpgradeStep=all" in note and "--session" in note
+    # (a session's page, already by session, points to --scan only)
+    by_session_note = runs_page_note(RunsPage(runs=[], next_before=None, method="session", missing_indexes=("gsi3",)))
+    assert by_session_note is not None and "gsi3" in by_session_note
+    assert "--scan" in by_session_note and "--session" not in by_session_note
 
 
 def test_a_run_on_an_old_day_partition_and_a_new_one_is_listed_once_by_day(aws: None) -> None:

@@ -124,7 +124,10 @@ def _items(
             yield entry[index.sk]["S"], entry
         return
     while batch := list(islice(entries, chunk)):
-        got = table.batch_get([{"pk": e["pk"], "sk": e["sk"]} for e in batch], consistent=False)
+        # one key once: an index being changed might show an item under its old and its new key a
+        # moment, and BatchGetItem refuses a key named twice
+        keys = {(e["pk"]["S"], e["sk"]["S"]): {"pk": e["pk"], "sk": e["sk"]} for e in batch}
+        got = table.batch_get(list(keys.values()), consistent=False)
         by_key = {(i["pk"]["S"], i["sk"]["S"]): i for i in got}
         for entry in batch:
             item = by_key.get((entry["pk"]["S"], entry["sk"]["S"]))
