@@ -272,7 +272,10 @@ def runs_page_note(page: RunsPage) -> str | None:
     notes = []
     if page.missing_indexes:
         names = " and ".join(page.missing_indexes)
-        meanwhile = "--session and --scan list them" if page.method == "by-day" else "--scan lists them"
+        meanwhile = {
+            "by-day": "--session and --scan list them",
+            "session": "--scan lists them",
+        }.get(page.method, "runs show RUN_ID reads each")
         notes.append(
             f"The table does not have the index {names} yet, or it is still filling: the runs this version "
             "of agentwake started are listed from it, and are missing here. Finish the upgrade (README, "

@@ -98,6 +98,9 @@ def test_between_the_two_deploys_of_an_upgrade_runs_by_day_are_read_from_gsi2_al
     by_session_note = runs_page_note(RunsPage(runs=[], next_before=None, method="session", missing_indexes=("gsi3",)))
     assert by_session_note is not None and "gsi3" in by_session_note
     assert "--scan" in by_session_note and "--session" not in by_session_note
+    # (and a scan, which read the missing index itself, to runs show)
+    scan_note = runs_page_note(RunsPage(runs=[], next_before=None, method="scan", missing_indexes=("gsi3",)))
+    assert scan_note is not None and "runs show RUN_ID" in scan_note and "--scan" not in scan_note
 
 
 def test_a_run_on_an_old_day_partition_and_a_new_one_is_listed_once_by_day(aws: None) -> None:
