@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,21 @@ class _NotLanded(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(error)
         self.error = error
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What a run's start asks for (``Runs.begin_run``'s arguments), passed on as one value."""
+
+    run_id: str
+    kind: str
+    session_id: str
+    previous: RunRecord | None
+    job_id: str | None
+    wake: tuple[str, dict[str, Any]] | None
+    waited: Waited | None
+    message_id: str | None
+    resuming: str | None
 
 
 class _UsageMoved(Exception):
@@ -175,54 +190,19 @@ class Runs:
             assert lost is not None
             raise lost
         lease = Lease(session_id=session_id, token=token, attempt=0, adopted=adopted)
+        start = _Start(run_id, kind, session_id, previous, job_id, wake, waited, message_id, resuming)
         try:
-            return self._count(
-                lease,
-                run_id=run_id,
-                kind=kind,
-                previous=previous,
-                job_id=job_id,
-                wake=wake,
-                usage=usage,
-                waited=waited,
-                message_id=message_id,
-                resuming=resuming,
-            )
+            return self._count(lease, start, usage)
         except Exception as exc:
             raise StartRefused(lease, exc) from exc
 
-    def _count(
-        self,
-        lease: Lease,
-        *,
-        run_id: str,
-        kind: str,
-        previous: RunRecord | None,
-        job_id: str | None,
-        wake: tuple[str, dict[str, Any]] | None,
-        usage: DailyUsage | None,
-        waited: Waited | None,
-        message_id: str | None,
-        resuming: str | None,
-    ) -> Lease:
+    def _count(self, lease: Lease, start: _Start, usage: DailyUsage | None) -> Lease:
         """Count the attempt under ``lease`` (its token is the attempt's): written again, the lease
         kept, when only the day's counters moved or a lost answer did not land."""
         lost: BaseException | None = None
         for _ in range(3):
             try:
-                attempt, adopted = self._attempt(
-                    lease.token,
-                    run_id=run_id,
-                    kind=kind,
-                    session_id=lease.session_id,
-                    previous=previous,
-                    job_id=job_id,
-                    wake=wake,
-                    usage=usage,
-                    waited=waited,
-                    message_id=message_id,
-                    resuming=resuming,
-                )
+                attempt, adopted = self._attempt(lease.token, start, usage)
                 return replace(lease, attempt=attempt, usage=usage, adopted=lease.adopted or adopted)
             except _UsageMoved as moved:
                 usage, lost = moved.usage, None
@@ -337,33 +317,21 @@ class Runs:
             raise LeaseHeld(session_id, run_id, detail=f"another copy of {run_id} started meanwhile") from exc
         return attempt
 
-    def _attempt(
-        self,
-        token: str,
-        *,
-        run_id: str,
-        kind: str,
-        session_id: str,
-        previous: RunRecord | None,
-        job_id: str | None,
-        wake: tuple[str, dict[str, Any]] | None,
-        usage: DailyUsage | None,
-        waited: Waited | None,
-        message_id: str | None,
-        resuming: str | None,
-    ) -> tuple[int, bool]:
+    def _attempt(self, token: str, start: _Start, usage: DailyUsage | None) -> tuple[int, bool]:
         """The attempt's write: ``attempt_update`` alone as a plain conditional update when it is the
         only item, else one transaction with the waiter's mark, a retry's wake, the job, the
         counters' check, the resume's mark. Returns the attempt number and whether its answer was
         lost and read back as landed (the run carries ``token`` and the attempt)."""
+        run_id, session_id, previous, waited = start.run_id, start.session_id, start.previous, start.waited
+        wake, job_id, resuming = start.wake, start.job_id, start.resuming
         attempt, run_update = self.attempt_update(
             run_id=run_id,
-            kind=kind,
+            kind=start.kind,
             session_id=session_id,
             previous=previous,
             token=token,
             waited=waited,
-            message_id=message_id,
+            message_id=start.message_id,
         )
 
         def ours(item: dict[str, Any] | None) -> bool:
