@@ -189,8 +189,8 @@ def calls_by_kind(store: DynamoStore, deps: WakeDeps) -> list[tuple[str, list[st
     for kind, session, budget in (
         ("one-step background", "k1", 7),
         ("one-step background, final answer sent (deliver_final)", "k5", 7 + 1),
-        ("session with daily limits (one step)", "k6", 7),
-        ("session with daily limits, final answer sent", "k7", 7 + 1),
+        ("session with daily limits (one step)", "k6", 7 + 1),  # its counters, read under the lease
+        ("session with daily limits, final answer sent", "k7", 7 + 1 + 1),
         ("two-step background with a delivery", "k2", 7 + 1 + 1),
     ):
         message = _message(f"{session}-t", session)

@@ -14,7 +14,7 @@ One warm-up wake per kind is left out (Lambda's init is billed apart); then, per
   attribute names plus values) and billed by DynamoDB's on-demand rules: a write 1 WRU a KB of the
   larger of before and after, doubled inside ``TransactWriteItems`` (a ``ConditionCheck`` billed as
   a transactional write of its item: an assumption, not checked against AWS's billing, and none of
-  the kinds below makes one: daily limits do); each index 1 WRU a KB of what it projects for an item
+  the kinds below makes one); each index 1 WRU a KB of what it projects for an item
   entering, leaving or changing in it, 2 when its index key changes (not doubled by a transaction; a
   keys-only index, template.yaml's ``gsi3`` and ``gsi4``, only when the item's keys on it change); a strongly consistent
   read 1 RRU per 4 KB (``BatchGetItem`` per item, a missing item 1 unit; ``Query`` per 4 KB of the

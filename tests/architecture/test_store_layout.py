@@ -30,7 +30,6 @@ PORTS = ("port.py", "port_approvals.py", "port_queues.py")
 PLAIN = {
     "agentwake.domain.models",
     "agentwake.domain.run_models",
-    "agentwake.domain.usage",
     "agentwake.domain.approvals",
     "agentwake.session.lease",
 }

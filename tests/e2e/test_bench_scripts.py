@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_wake_round_trips import FINAL_ANSWER_CALLS, ONE_STEP_CALLS, ONE_STEP_CHECKED_CALLS
+from tests.integration.test_wake_round_trips import DAILY_LIMITS_CALLS, FINAL_ANSWER_CALLS, ONE_STEP_CALLS
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the maintainer's walk, every runtime file counted: 42 files, 147 re-entries on main at ab6ae9e, 151
@@ -39,7 +39,7 @@ WALK_REENTRIES_CEILING = 162
 ROUND_TRIP_ROWS = {
     "one-step background": ONE_STEP_CALLS,
     "one-step background, final answer sent (deliver_final)": FINAL_ANSWER_CALLS,
-    "session with daily limits (one step)": ONE_STEP_CHECKED_CALLS,
+    "session with daily limits (one step)": DAILY_LIMITS_CALLS,
 }
 
 

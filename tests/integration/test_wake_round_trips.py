@@ -1,11 +1,11 @@
 """DynamoDB round trips per wake, counted at the client (botocore ``before-call`` events).
 
-Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 6 DynamoDB calls (one of
+Budgets (docs/table-design.md#round-trips): a one-step wake makes at most 7 DynamoDB calls (one of
 them the read of the session's wait list before the commit, for the hand-off; one the lease's
-release after the commit, a plain conditional write),
-background or cron, with or without daily limits; each further model step adds at most 1 and each
-delivery at most 1 (the final answer deliver_final sends included); a retry adds the one read of
-its journal; and the count does not depend on the conversation's length.
+release after the commit, a plain conditional write), background or cron; a session with daily
+limits adds the one read of its counters, under the lease; each further model step adds at most 1
+and each delivery at most 1 (the final answer deliver_final sends included); a retry adds the one
+read of its journal; and the count does not depend on the conversation's length.
 """
 
 from __future__ import annotations
@@ -32,8 +32,18 @@ from tests.support.store_writes import lease_holder
 ONE_STEP = [{"text": "Nothing to tell the user."}]
 #: a one-step wake's calls; ``make bench`` prints the same (tests/e2e/test_bench_scripts.py)
 ONE_STEP_CALLS = ["BatchGetItem", "PutItem", "UpdateItem", "Query", "Query", "TransactWriteItems", "DeleteItem"]
-#: ... of a session with daily limits, or a cron wake: the attempt is one transaction with the
-#: counters' check (or the job marked running)
+#: ... of a session with daily limits: today's counters read after the start, under the lease (GetItem)
+DAILY_LIMITS_CALLS = [
+    "BatchGetItem",
+    "PutItem",
+    "UpdateItem",
+    "Query",
+    "GetItem",
+    "Query",
+    "TransactWriteItems",
+    "DeleteItem",
+]
+#: ... of a cron wake: the attempt is one transaction with the job marked running
 ONE_STEP_CHECKED_CALLS = [
     "BatchGetItem",
     "PutItem",
@@ -108,7 +118,7 @@ def test_deliver_final_costs_one_call_like_any_delivery(counted: tuple[DynamoSto
     assert [d["delivery_id"] for d in run_summary(store, "bg:t1").deliveries] == ["bg:t1#final"]
 
 
-def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> None:
+def test_daily_limits_cost_one_read_under_the_lease(counted: tuple[DynamoStore, DynamoCalls]) -> None:
     # GIVEN a one-step agent of a session with a daily token budget and a daily delivery cap
     store, counter = counted
     limits = {"max_tokens_per_day": 100_000, "max_deliveries_per_day": 5}
@@ -118,20 +128,21 @@ def test_daily_limits_cost_no_call(counted: tuple[DynamoStore, DynamoCalls]) -> 
     seed_task(store, "t1", "s1")
     # WHEN it is woken
     calls = counter.during(lambda: wake_for_background_result(message("t1", "s1"), deps(store)))
-    # THEN as many calls as a session without limits: today's counters come in the batch read, are
-    # checked unchanged by the attempt's write (then a transaction), and the tokens are counted by
-    # the commit
-    assert calls == ONE_STEP_CHECKED_CALLS, calls
+    # THEN one call more than a session without limits: today's counters are read after the start,
+    # under the lease (no other run of the session can move them then), the attempt's write stays a
+    # plain update, and the tokens are counted by the commit
+    assert calls == DAILY_LIMITS_CALLS, calls
     from agentwake.store.daily import DailyCounters
 
     tokens, _ = DailyCounters(store.table, "s1").read()
     assert tokens == store.records.get_run("bg:t1").usage["total_tokens"] > 0  # type: ignore[union-attr]
-    # AND a cron wake of that session, whose final answer is sent, costs one delivery more
+    # AND a cron wake of that session, whose final answer is sent, costs one delivery more (and its
+    # counters' read)
     seed_session(store, "s1", providers=[{"type": "scripted", "id": "p", "script": ONE_STEP}], **limits)
     store.records.put_job(Job(job_id="j1", session_id="s1", name="Nightly", schedule_expression="cron(0 6 * * ? *)"))
     wake = CronWakeInput(job_id="j1", scheduled_time="2026-11-30T06:00:00Z", session_id="s1")
     cron = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
-    assert len(cron) <= 7 + 1, cron
+    assert len(cron) <= 7 + 1 + 1, cron
     assert DailyCounters(store.table, "s1").read()[1] == 1
 
 

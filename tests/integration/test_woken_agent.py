@@ -404,14 +404,14 @@ def test_a_delivery_counted_between_the_wake_read_and_the_lease_counts(
     store.table.db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     # WHEN the wake runs
     outcome = wake_for_background_result(message(), deps_for(store))
-    # THEN the lease's transaction found the counters moved, and the run used what they are now:
-    # the day's one delivery is spent, so the final answer is not sent
+    # THEN the run read the counters under its lease, as the other run left them: the day's one
+    # delivery is spent, so the final answer is not sent
     assert outcome.status == "succeeded" and not outcome.final_delivered
     assert receiver.received == []
     assert note(store).endswith("(session setting max_deliveries_per_day=1); the message was not sent)]")
-    # AND that cost one more start transaction, no read of its own
-    assert calls.count("TransactWriteItems") == 1 + 2 + 1, calls  # the other run's, the start twice, the commit
-    assert "GetItem" not in calls
+    # AND that cost the counters' one read, after the lease was taken, and no start transaction
+    assert calls.count("TransactWriteItems") == 1 + 1, calls  # the other run's, the commit
+    assert calls.count("GetItem") == 1 and calls.index("PutItem") < calls.index("GetItem"), calls
 
 
 def test_a_run_budget_exceeded_is_a_permanent_failure_that_calls_no_model_again(
@@ -524,7 +524,7 @@ def test_a_retry_replays_the_runs_deliveries_and_says_how_many_remain(
 # --- round trips ---------------------------------------------------------------------------------
 
 
-def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: CountingReceiver) -> None:
+def test_daily_limits_cost_one_read_and_no_write(store: DynamoStore, receiver: CountingReceiver) -> None:
     # GIVEN two sessions with the same agent (a message, a lookup, an answer), one with daily limits
     script = [send("hello"), {"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]
     for session, extra in (("plain", {}), ("daily", {"max_tokens_per_day": 10_000, "max_deliveries_per_day": 10})):
@@ -545,12 +545,13 @@ def test_daily_limits_cost_no_extra_round_trip(store: DynamoStore, receiver: Cou
     plain, calls[:] = list(calls), []
     wake_for_background_result(message("t-daily", "daily"), deps)
     daily = list(calls)
-    # THEN the daily limits cost no call at all: today's counters come in the wake's batch read, the
-    # token counter rides on each step's journal write and the delivery counter on the delivery's
-    # own transaction
-    assert len(daily) == len(plain), (daily, plain)
+    # THEN the daily limits cost one read (today's counters, under the lease) and no write: the token
+    # counter rides on each step's journal write and the delivery counter on the delivery's own
+    # transaction
+    assert len(daily) == len(plain) + 1, (daily, plain)
     reads = ("BatchGetItem", "GetItem", "Query")
-    assert [c for c in daily if c in reads] == [c for c in plain if c in reads] == ["BatchGetItem", "Query"]
+    assert [c for c in plain if c in reads] == ["BatchGetItem", "Query"]
+    assert [c for c in daily if c in reads] == ["BatchGetItem", "Query", "GetItem"]
     writes = ("PutItem", "TransactWriteItems", "UpdateItem")
     assert sum(daily.count(w) for w in writes) == sum(plain.count(w) for w in writes)
     # AND the counters hold what the run spent and sent

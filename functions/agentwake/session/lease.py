@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentwake.domain.usage import DailyUsage
-
 #: how long a session handed to a waiting run stays reserved for it (then anyone may take it)
 RESERVATION_S = 30.0
 #: the holder of a session a live turn holds: ``live:{turn}``
@@ -72,8 +70,6 @@ class Lease:
     session_id: str
     token: str
     attempt: int
-    #: today's counters, checked unchanged by the write that took the lease (sessions with daily limits)
-    usage: DailyUsage | None = None
     #: the write that took it had an unknown outcome (its answer was lost) and was read back as landed
     adopted: bool = False
     #: the run waiting longest for the session, named before the release: the release then reserves

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentwake.domain.usage import DailyUsage
 from agentwake.session.lease import Lease, Waited, Waiter
 
 if TYPE_CHECKING:
@@ -31,14 +30,12 @@ if TYPE_CHECKING:
 @dataclass
 class WakeRead:
     """What a wake reads before it starts, in one batch read: the run, the task or job, the
-    session config and the session's daily counters of today (read whether or not the session has
-    daily limits: the config that says so comes in the same read)."""
+    session config (a session's daily counters are read by its run, under its lease)."""
 
     run: RunRecord | None = None
     task: Task | None = None
     job: Job | None = None
     session: SessionConfig | None = None
-    usage: DailyUsage | None = None
     #: the current copy (``gen``) of the run's entry on its session's wait list, read when the
     #: record was a waiting copy; None when it has none
     waiter_gen: int | None = None
@@ -257,14 +254,13 @@ class RunsPort(Protocol):
         previous: RunRecord | None,
         job_id: str | None = None,
         wake: tuple[str, dict[str, Any]] | None = None,
-        usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
         resuming: str | None = None,
     ) -> Lease:
-        """The session's lease (one plain conditional write), then the attempt counted under it,
-        checking the daily counters read are unchanged (raises LeaseHeld before anything is written;
-        StartRefused, carrying the lease to give back, when the attempt is refused)."""
+        """The session's lease (one plain conditional write), then the attempt counted under it
+        (raises LeaseHeld before anything is written; StartRefused, carrying the lease to give back,
+        when the attempt is refused)."""
         ...
 
     def begin_unleased(

@@ -1,6 +1,5 @@
 """A run on the table, from its start: the wake's one batch read (the run record, the task or job,
-the session config, today's counters and the run's entry on the wait list, before anything is
-written), then the start: the session's lease taken by one plain conditional write, the attempt
+the session config and the run's entry on the wait list, before anything is written), then the start: the session's lease taken by one plain conditional write, the attempt
 counted by another (or, with more to mark, one transaction).
 What woke the run (``wake_item``) is kept by a failed attempt's record, for ``runs replay``. How a
 run ends: ``run_end``.
@@ -15,11 +14,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentwake.domain.models import SessionConfig, Task, _Stored, utcnow_iso
-from agentwake.domain.usage import DailyUsage
 from agentwake.errors import LeaseHeld, RunAlreadySucceeded, StartRefused
 from agentwake.session.lease import Lease, Waited
 from agentwake.store.codec import key
-from agentwake.store.daily import unchanged_check, usage_from_item
 from agentwake.store.itemsize import JOURNAL_VALUE_BYTES, bound_json
 from agentwake.store.keys import (
     config_key,
@@ -29,8 +26,6 @@ from agentwake.store.keys import (
     runs_gsi_pk,
     runs_gsi_sk,
     task_key,
-    usage_day,
-    usage_key,
     wait_key,
     wake_key,
 )
@@ -66,14 +61,6 @@ class _Start:
     resuming: str | None
 
 
-class _UsageMoved(Exception):
-    """The day's counters changed between the wake's read and its start: here is what they are now."""
-
-    def __init__(self, usage: DailyUsage) -> None:
-        super().__init__(usage)
-        self.usage = usage
-
-
 class Runs:
     """A run's batch read and its start (the lease, then the attempt); what woke it."""
 
@@ -91,31 +78,24 @@ class Runs:
         job_id: str | None = None,
         waiter: bool = False,
     ) -> WakeRead:
-        """The run record, the task or job, the session config and the session's counters of today
-        (``USAGE#{day}``) in one (consistent) BatchGetItem; with ``waiter``, the run's entry on the
-        session's wait list too."""
+        """The run record, the task or job and the session config in one (consistent) BatchGetItem;
+        with ``waiter``, the run's entry on the session's wait list too. Not today's counters of a
+        session with daily limits: its run reads them under its lease (``wake/attempt.py``), where
+        no other run of the session can move them."""
         keys: dict[tuple[str, str], str] = {run_key(run_id): "run"}
         if task_id is not None:
             keys[task_key(task_id)] = "task"
         if job_id is not None:
             keys[job_key(job_id)] = "job"
-        day = usage_day(self.table.now())
         if session_id is not None:
             keys[config_key(session_id)] = "session"
-            # one more key, not one more round trip: whether the session has daily limits is in
-            # its config, which this same read fetches
-            keys[usage_key(session_id, day)] = "usage"
             if waiter:
                 keys[wait_key(session_id, run_id)] = "waiter"
         found = self.table.batch_get([key(pk, sk) for pk, sk in keys])
         read = WakeRead()
-        if session_id is not None:
-            read.usage = DailyUsage(session_id=session_id, day=day)
         for item in found:
             name = keys.get((item["pk"]["S"], item["sk"]["S"]))
-            if name == "usage" and session_id is not None:
-                read.usage = usage_from_item(session_id, day, item)
-            elif name == "waiter":
+            if name == "waiter":
                 read.waiter_gen = self.leases.waiter_gen(item)
                 read.waiter_arrived = self.leases.waiter_arrived(item)
             elif name is not None:
@@ -132,7 +112,6 @@ class Runs:
         previous: RunRecord | None,
         job_id: str | None = None,
         wake: tuple[str, dict[str, Any]] | None = None,
-        usage: DailyUsage | None = None,
         waited: Waited | None = None,
         message_id: str | None = None,
         resuming: str | None = None,
@@ -149,12 +128,6 @@ class Runs:
         (``previous`` is not None) with the attempt; a first attempt does not write it (a run that
         succeeds at once never does, issue 37) and a failure's record keeps it
         (``RunEnds.record_failure``), so every run that reached a retry or a failure has it.
-
-        ``usage``: the session's daily counters as the batch read found them (a session with daily
-        limits). They were read before the lease, so the attempt's transaction checks them
-        unchanged: a run of the session that counted a delivery or tokens between that read and
-        this start makes the check fail, and the attempt is written again, the lease kept, with the
-        counters it returned. The lease carries the counters its attempt was counted with.
 
         ``message_id``: the SQS message (its first id) the attempt runs for: the run counts the
         attempts made for it (``message_attempts``), wherever they ran.
@@ -192,31 +165,22 @@ class Runs:
         lease = Lease(session_id=session_id, token=token, attempt=0, adopted=adopted)
         start = _Start(run_id, kind, session_id, previous, job_id, wake, waited, message_id, resuming)
         try:
-            return self._count(lease, start, usage)
+            return self._count(lease, start)
         except Exception as exc:
             raise StartRefused(lease, exc) from exc
 
-    def _count(self, lease: Lease, start: _Start, usage: DailyUsage | None) -> Lease:
+    def _count(self, lease: Lease, start: _Start) -> Lease:
         """Count the attempt under ``lease`` (its token is the attempt's): written again, the lease
-        kept, when only the day's counters moved or a lost answer did not land."""
+        kept, when a lost answer did not land."""
         lost: BaseException | None = None
         for _ in range(3):
             try:
-                attempt, adopted = self._attempt(lease.token, start, usage)
-                return replace(lease, attempt=attempt, usage=usage, adopted=lease.adopted or adopted)
-            except _UsageMoved as moved:
-                usage, lost = moved.usage, None
+                attempt, adopted = self._attempt(lease.token, start)
+                return replace(lease, attempt=attempt, adopted=lease.adopted or adopted)
             except _NotLanded as not_landed:
                 lost = not_landed.error  # nothing was written: the same write is made again
-        if lost is not None:
-            raise lost
-        # the counters keep moving: some run of the session is writing them, so it is busy
-        raise LeaseHeld(
-            lease.session_id,
-            None,
-            detail=f"session {lease.session_id} is busy: its daily counters changed between the wake's read and "
-            "its start three times in a row (another run of the session is counting deliveries or tokens)",
-        )
+        assert lost is not None
+        raise lost
 
     def attempt_update(
         self,
@@ -317,10 +281,10 @@ class Runs:
             raise LeaseHeld(session_id, run_id, detail=f"another copy of {run_id} started meanwhile") from exc
         return attempt
 
-    def _attempt(self, token: str, start: _Start, usage: DailyUsage | None) -> tuple[int, bool]:
+    def _attempt(self, token: str, start: _Start) -> tuple[int, bool]:
         """The attempt's write: ``attempt_update`` alone as a plain conditional update when it is the
         only item, else one transaction with the waiter's mark, a retry's wake, the job, the
-        counters' check, the resume's mark. Returns the attempt number and whether its answer was
+        resume's mark. Returns the attempt number and whether its answer was
         lost and read back as landed (the run carries ``token`` and the attempt)."""
         run_id, session_id, previous, waited = start.run_id, start.session_id, start.previous, start.waited
         wake, job_id, resuming = start.wake, start.job_id, start.resuming
@@ -363,8 +327,6 @@ class Runs:
                     },
                 )
             )
-        if usage is not None:
-            items.append(("usage", unchanged_check(self.table, usage)))
         if resuming is not None:
             from agentwake.store.approvals import resumed_item
 
@@ -395,8 +357,6 @@ class Runs:
             return attempt, True  # its answer was lost and botocore made it again: it had landed
         if any(r.get("Code") == "TransactionConflict" for r in failed.values()):
             raise LeaseHeld(session_id, None) from error  # another copy is starting right now
-        if usage is not None and set(failed) == {"usage"} and failed["usage"].get("Code") == "ConditionalCheckFailed":
-            raise _UsageMoved(usage_from_item(usage.session_id, usage.day, failed["usage"].get("Item"))) from error
         if "run" in failed and failed["run"].get("Code") == "ConditionalCheckFailed":
             old = failed["run"].get("Item") or {}
             if old.get("status", {}).get("S") == "succeeded":

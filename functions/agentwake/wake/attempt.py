@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentwake.agent.woken import WokenAgent
     from agentwake.delivery import DeliveryChannel
     from agentwake.domain.models import SessionConfig, Task
-    from agentwake.store.port import DailyUsage, Recorder
+    from agentwake.store.port import Recorder
     from agentwake.wake.spec import RunSpec, WakeDeps
 
 
@@ -51,7 +51,6 @@ def build_attempt(
     deps: WakeDeps,
     *,
     fresh: bool = False,
-    usage: DailyUsage | None = None,
     deadline: float | None = None,
     journal: StepJournal | None = None,
     channel: DeliveryChannel | None = None,
@@ -60,8 +59,9 @@ def build_attempt(
 ) -> Attempt:
     """Build the attempt's agent (it is built and run by ``attempt.agent.run()``).
 
-    ``fresh``: a first attempt, whose journal is empty and is not read. ``usage``: the session's
-    counters of today as the start's attempt transaction checked them (None: read here, one GetItem).
+    ``fresh``: a first attempt, whose journal is empty and is not read. A session with daily limits
+    has today's counters read here (one GetItem): after the run's start, under its lease, where no
+    other run of the session can move them until it ends.
     ``journal`` / ``channel``: injected instead of the store's journal and the recording channel
     (a replay); ``dry_run``: side-effecting tools are not called. ``number``: the run's attempt
     number, recorded with each step this attempt journals (``runs show`` labels steps with it).
@@ -75,20 +75,17 @@ def build_attempt(
         ],
         session.history_window_bytes,
     )
-    # today's counters of a session with daily limits: as the start's attempt transaction checked them
-    # (counted on the day they were read), else read below
-    checked = usage if usage is not None and usage.session_id == session.session_id else None
+    # today's counters of a session with daily limits, read under the run's lease (the wake's; a
+    # replay's are what they are now)
     counters = None
     if session.has_daily_limits:
-        counters = store.daily.counters(session.session_id, day=checked.day if checked else None)
+        counters = store.daily.counters(session.session_id)
     recorder: Recorder | None = None
     if journal is None:
         counting = counters if session.max_tokens_per_day is not None else None
         journal = recorder = store.journals.journal(spec.run_id, fresh=fresh, counters=counting, attempt=number)
     tokens_today = deliveries_today = 0
-    if checked is not None and counters is not None:
-        tokens_today, deliveries_today = checked.tokens, checked.deliveries
-    elif counters is not None:
+    if counters is not None:
         tokens_today, deliveries_today = counters.read()
     if channel is None:
         if recorder is None:

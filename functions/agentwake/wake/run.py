@@ -37,7 +37,6 @@ from agentwake.wake.usage import settle
 if TYPE_CHECKING:
     from agentwake.agent.woken import RunResult
     from agentwake.domain.run_models import RunRecord
-    from agentwake.domain.usage import DailyUsage
     from agentwake.session.lease import Lease
     from agentwake.store.port import WakeRead
 
@@ -87,13 +86,8 @@ def execute_run(
             f"{spec.run_id} will run on a later receive"
         )
     lease_s = DEFAULT_LEASE_S if remaining_ms is None else remaining_ms / 1000 + LEASE_GRACE_S
-    # the counters of today the batch read found, when the session has daily limits: the attempt's
-    # transaction checks them unchanged, and the run starts from them (no read of its own)
-    usage: DailyUsage | None = None
-    if read.session is not None and read.session.has_daily_limits and read.usage is not None:
-        usage = read.usage if read.usage.session_id == spec.session_id else None
     try:
-        lease = _begin(spec, deps, existing, lease_s, usage)
+        lease = _begin(spec, deps, existing, lease_s)
     except LeaseHeld as exc:
         raise SessionBusy(
             f"session {spec.session_id} is busy with run {exc.holder or '?'}; {spec.run_id} will retry",
@@ -126,9 +120,7 @@ def execute_run(
     return outcome
 
 
-def _begin(
-    spec: RunSpec, deps: WakeDeps, existing: RunRecord | None, lease_s: float, usage: DailyUsage | None
-) -> Lease:
+def _begin(spec: RunSpec, deps: WakeDeps, existing: RunRecord | None, lease_s: float) -> Lease:
     """The run's start (``Runs.begin_run``): the lease, then the attempt counted. An attempt refused
     after the lease was taken (the run succeeded, another copy started, the table) gives the lease
     back through the one release path, handing the session to the next waiter, then raises why."""
@@ -141,7 +133,6 @@ def _begin(
             previous=existing,
             job_id=spec.job_id,
             wake=(spec.kind, spec.wake),  # kept by a retry's start, for `runs replay`
-            usage=usage,
             waited=spec.waited,
             message_id=spec.message_id,
             # a parked run whose request was decided: its resume is marked with its attempt
@@ -222,9 +213,7 @@ def _run_leased(
         deadline = None
         if remaining_ms is not None:
             deadline = deps.clock.now() + (remaining_ms - deps.settings.run_timeout_margin_ms) / 1000
-        attempt = build_attempt(
-            spec, session, deps, fresh=first_attempt, usage=lease.usage, deadline=deadline, number=lease.attempt
-        )
+        attempt = build_attempt(spec, session, deps, fresh=first_attempt, deadline=deadline, number=lease.attempt)
         with run_deadline(http_deadline):
             result = attempt.agent.run()
             while result.state is AgentState.PARKED:
