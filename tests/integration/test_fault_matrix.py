@@ -58,7 +58,7 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
 #: the DynamoDB calls each makes when nothing fails (checked by test_the_matrix_covers_every_call)
 CLEAN_CALLS: dict[str, list[str]] = {
     "tool_delivery": [
-        "BatchGetItem",  # run, task, session config, today's counters
+        "BatchGetItem",  # run, task, session config
         "PutItem",  # the session's lease (one plain conditional write)
         "UpdateItem",  # the attempt, counted on the run under the lease
         "Query",  # history window

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ DAILY_LIMITS_CALLS = [
     "DeleteItem",
 ]
 #: ... of a cron wake: the attempt is one transaction with the job marked running
-ONE_STEP_CHECKED_CALLS = [
+CRON_CALLS = [
     "BatchGetItem",
     "PutItem",
     "TransactWriteItems",
@@ -70,7 +71,18 @@ LONG_HISTORY = int(os.environ.get("AGENTWAKE_LONG_HISTORY", "5000"))
 
 @pytest.fixture
 def counted(store: DynamoStore) -> Iterator[tuple[DynamoStore, DynamoCalls]]:
+    checks: list[str] = []
+
+    def condition_checks(params: dict[str, Any], **_: Any) -> None:
+        checks.extend(
+            str(item["ConditionCheck"]["Key"]) for item in params["TransactItems"] if "ConditionCheck" in item
+        )
+
+    store.table.db.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", condition_checks)
     yield store, DynamoCalls(store.table.db)
+    # AND no wake's transaction checks an item it does not write: the functions that run the agent
+    # may not dynamodb:ConditionCheckItem (template.yaml; moto does not check IAM, AWS would refuse)
+    assert not checks, checks
 
 
 def deps(store: DynamoStore) -> WakeDeps:
@@ -174,7 +186,7 @@ def test_a_cron_wake_makes_seven_calls(counted: tuple[DynamoStore, DynamoCalls])
     # WHEN the schedule fires (its input names the session, as JobsService schedules it)
     calls = counter.during(lambda: wake_for_cron_job(wake, deps(store)))
     # THEN as many calls as a background wake (the job marked running with the attempt: one transaction)
-    assert calls == ONE_STEP_CHECKED_CALLS, calls
+    assert calls == CRON_CALLS, calls
     job = store.records.get_job("j1")
     assert job is not None and job.status == "completed" and job.last_run_at
     # AND a schedule that does not name the session (made before it did) costs one read more

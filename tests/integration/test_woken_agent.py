@@ -378,7 +378,7 @@ def test_a_daily_delivery_cap_holds_across_runs(store: DynamoStore, receiver: Co
 
 class CountedMeanwhile(DynamoStore):
     """Another run of the session counts a delivery right after this wake's batch read (before
-    it takes the lease): the counters the read found are stale."""
+    it takes the lease): counters read with the batch would be stale, those read under the lease are not."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

@@ -6,7 +6,8 @@ updated inside writes the run makes anyway: the delivery counter in the transact
 the delivery (for deliver_final's answer, the commit), the token counter in the model step's
 journal write. A session without daily limits never reads or writes it. The item expires after a
 few days (TTL). One wake per session at a time (the lease) means the count read under the lease
-stays exact for the run.
+stays exact for the run (but for an operator's ``agentwake dlq settle``, which records a delivery
+made by a run that failed: it may add one meanwhile).
 
 ``DynamoStore.daily.counters(session_id)`` builds them (reading nothing);
 ``DynamoStore.journals.journal(run_id, counters=...)`` adds each new reply's tokens in the reply's own write.

@@ -240,8 +240,8 @@ class RunsPort(Protocol):
         job_id: str | None = None,
         waiter: bool = False,
     ) -> WakeRead:
-        """The run, the task or job, the session config and its counters of today (and, with
-        ``waiter``, the run's entry on the session's wait list): one batch read."""
+        """The run, the task or job and the session config (and, with ``waiter``, the run's entry on
+        the session's wait list): one batch read."""
         ...
 
     def begin_run(

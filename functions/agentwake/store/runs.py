@@ -1,6 +1,7 @@
 """A run on the table, from its start: the wake's one batch read (the run record, the task or job,
-the session config and the run's entry on the wait list, before anything is written), then the start: the session's lease taken by one plain conditional write, the attempt
-counted by another (or, with more to mark, one transaction).
+the session config and the run's entry on the wait list, before anything is written), then the
+start: the session's lease taken by one plain conditional write, the attempt counted by another
+(or, with more to mark, one transaction).
 What woke the run (``wake_item``) is kept by a failed attempt's record, for ``runs replay``. How a
 run ends: ``run_end``.
 """
