@@ -16,17 +16,19 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import queue
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import pytest
 
@@ -54,10 +56,35 @@ def require_browser() -> None:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: what chromedriver prints once it listens (``--port=0``: on the port it chose)
+STARTED = re.compile(rb"ChromeDriver was started successfully on port (\d+)")
+
+
+def _announced_port(process: subprocess.Popen[bytes], within: float) -> int:
+    """The port chromedriver says it listens on (its stdout), read until it says so, exits, or
+    ``within`` s pass; its stdout is then drained for as long as it runs, so it never blocks on it."""
+    assert process.stdout is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def drain(out: IO[bytes]) -> None:
+        for line in out:
+            lines.put(line)
+        lines.put(b"")  # its end
+
+    threading.Thread(target=drain, args=(process.stdout,), daemon=True).start()
+    deadline = time.monotonic() + within
+    said: list[bytes] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if not line:
+            raise WebDriverError(f"chromedriver exited before it listened: {b''.join(said)[-500:]!r}")
+        if found := STARTED.search(line):
+            return int(found[1])
+        said.append(line)
+    raise WebDriverError(f"chromedriver did not say its port within {within:.0f} s: {b''.join(said)[-500:]!r}")
 
 
 @dataclass
@@ -97,15 +124,17 @@ class Browser:
     def start(cls, *, window: tuple[int, int] = (1400, 1000), ready_within: float = 120.0) -> Iterator[Browser]:
         """chromedriver on a free port of 127.0.0.1 and one headless Chromium session."""
         require_browser()
-        port = _free_port()
+        # --port=0: chromedriver binds a free port itself and says which; a port picked here and
+        # passed to it could be taken by another worker's server before chromedriver bound it
         process = processes.start(
-            [str(CHROMEDRIVER), f"--port={port}", "--allowed-ips=127.0.0.1"],
-            stdout=subprocess.DEVNULL,
+            [str(CHROMEDRIVER), "--port=0", "--allowed-ips=127.0.0.1"],
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
         profile = tempfile.mkdtemp(prefix="agentwake-chromium-")
-        browser = cls(port=port, process=process, profile=profile)
+        browser = cls(port=0, process=process, profile=profile)
         try:
+            browser.port = _announced_port(process, ready_within)
             browser._wait_ready(ready_within)
             capabilities = {
                 "browserName": "chrome",
