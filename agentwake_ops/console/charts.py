@@ -8,11 +8,12 @@ through CloudFormation), the DLQs' depth per day comes from CloudWatch too: the 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentwake_ops.console.html import Markup, h, stacked_bars, table
-from agentwake_ops.console.pages import Query, one
+from agentwake_ops.console.pages import Query, one, runs_note
 from agentwake_ops.context import OpsContext
 
 
@@ -27,10 +28,11 @@ def charts(ctx: OpsContext, query: Query, csrf: str, *, metrics: Any = None) -> 
     today = datetime.now(UTC).date()
     buckets = [(today - timedelta(days=d)).isoformat() for d in range(days - 1, -1, -1)]
     since = buckets[0] + "T00:00:00.000000Z"
-    failed, before, capped = [], None, False
+    failed, before, capped, missing = [], None, False, None
     for _ in range(20):  # 20 pages of 500: charts of at most 10,000 failed runs
         page = list_runs(ctx.store, status="failed", since=since, before=before, limit=500)
         failed += page.runs
+        missing = missing or (page if page.missing_indexes else None)
         before = page.next_before
         if before is None:
             break
@@ -48,10 +50,15 @@ def charts(ctx: OpsContext, query: Query, csrf: str, *, metrics: Any = None) -> 
                 series[kind][i] += 1
             for j in range(i, len(buckets)):
                 depth[j] += 1  # still failed: in a DLQ from that day on (until a redrive succeeds)
+    source = (
+        "the DLQs' CloudWatch metrics, the source of record for depth over time, are shown below."
+        if metrics is not None
+        else "on AWS the DLQs' CloudWatch metrics are the source of record for depth over time (shown here when "
+        "the console runs against a stack on AWS)."
+    )
     parts = [
         "<p class='muted'>Derived from run records (the by-day index): each run that is failed now, by the day of its "
-        "last failure. On AWS the DLQs' CloudWatch metrics are the source of record for depth over time; this page "
-        "does not read them.</p>",
+        f"last failure; {source}</p>",
         "<h2>failures by error type, per day</h2>",
         stacked_bars("failures by error type per day", buckets, series),
         "<h2>DLQ depth (failed runs not yet succeeded, cumulative by day of failure)</h2>",
@@ -59,6 +66,9 @@ def charts(ctx: OpsContext, query: Query, csrf: str, *, metrics: Any = None) -> 
     ]
     if capped:
         parts.append("<p class='note'>More than 10,000 failed runs: the charts show the newest 10,000.</p>")
+    if missing is not None:
+        # between an upgrade's two deploys the by-day index is missing: the charts count too few, and say so
+        parts.insert(1, runs_note(replace(missing, looked_back_to=None)) or "")
     rows = []
     from agentwake_ops.dlq.scan import DLQS
 

@@ -12,11 +12,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentwake_ops.console.html import Markup, facts, h, hidden, link, pretty, table
 from agentwake_ops.context import OpsContext, OpsError
 from agentwake_ops.render import age, when
+
+if TYPE_CHECKING:
+    from agentwake.store.operator import RunsPage
 
 Query = dict[str, list[str]]
 #: DLQ rows per page
@@ -545,10 +548,23 @@ def _replay_form(ctx: OpsContext, record: Any, csrf: str) -> str:
 # runs (sessions and jobs: sessions_jobs.py)
 
 
+def runs_note(page: RunsPage) -> Markup | None:
+    """What a page of runs searched and missed (``runs_page_note``), in the console's words (its
+    query's ``since``, ``scan=1``), as a note; None when there is nothing to say."""
+    from agentwake_ops.runs import runs_page_note
+
+    note = runs_page_note(page)
+    if not note:
+        return None
+    for flag, words in (("--since WHEN", "since"), ("--scan", "scan=1"), ("--session", "session=ID")):
+        note = note.replace(flag, words)
+    return Markup(f"<p class='note'>{h(note)}</p>")
+
+
 def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     """``runs list``: by session (gsi3) or by time (gsi4), newest first, a page at a time."""
     from agentwake_ops.commands.runs import RUN_STATUSES, _since
-    from agentwake_ops.runs import list_runs, runs_page_note
+    from agentwake_ops.runs import list_runs
 
     session, status, since, before = (one(query, n) for n in ("session", "status", "since", "before"))
     if status and status not in RUN_STATUSES:
@@ -593,9 +609,9 @@ def runs(ctx: OpsContext, query: Query, csrf: str) -> Markup:
     ]
     if session:
         parts.append("<p>" + link("/tree", "this session's runs as a tree", session=session) + "</p>")
-    note = runs_page_note(page)
+    note = runs_note(page)
     if note:
-        parts.append(f"<p class='note'>{h(note.replace('--since WHEN', 'since').replace('--scan', 'scan=1'))}</p>")
+        parts.append(note)
     if page.next_before:
         parts.append(
             "<p>"

@@ -379,6 +379,8 @@ def test_runs_sessions_jobs_and_charts_pages(cli: Cli, stack: Stack, console: Co
     assert "scripted" in session and "Working on your research." in session
     assert "Nightly report" in jobs and "cron(0 6 * * ? *)" in jobs
     assert "<svg" in charts and "AllProvidersFailed: 1" in text_of(charts)
+    # (without CloudWatch, on the local stack, the page says where the DLQs' depth over time is kept)
+    assert "shown here when the console runs against a stack on AWS" in text_of(charts)
     # AND a bad filter is one clear error on the page
     bad = console.get("/runs?status=nope")
     assert bad.status == 400 and "error: status must be one of" in text_of(bad.text)
@@ -642,6 +644,8 @@ def test_on_aws_the_charts_read_the_dlq_depth_from_cloudwatch(stack: Stack, ctx:
     # THEN the DLQ depth per day is each day's maximum, from CloudWatch
     chart = page.split("DLQ depth per day (CloudWatch", 1)[1]
     assert "results: 8" in text_of(chart.split("</svg>", 1)[0])
+    # AND the page says it shows them (it said it "does not read them")
+    assert "are shown below" in text_of(page) and "does not read them" not in text_of(page)
 
 
 def test_the_console_reads_cloudwatch_only_for_a_stack_found_through_cloudformation(ctx: OpsContext) -> None:
