@@ -8,7 +8,7 @@ failure record and raises (Lambda's retries, then CronFailureQueue).
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -56,6 +56,13 @@ def schedules_of(resources: Resources) -> dict[str, dict[str, Any]]:
     return {n: client.get_schedule(Name=n, GroupName=resources.schedule_group) for n in names}
 
 
+def fallback_due(schedule: dict[str, Any]) -> datetime:
+    """When a one-time schedule (``at(yyyy-mm-ddThh:mm:ss)``, in its timezone, UTC) is due."""
+    expression = schedule["ScheduleExpression"]
+    assert expression.startswith("at(") and schedule.get("ScheduleExpressionTimezone", "UTC") == "UTC", schedule
+    return datetime.fromisoformat(expression[3:-1]).replace(tzinfo=UTC)
+
+
 def started(store: DynamoStore, run_id: str) -> datetime:
     run = store.records.get_run(run_id)
     assert run is not None and run.started_at is not None, run
@@ -68,7 +75,7 @@ def ended(store: DynamoStore, run_id: str) -> datetime:
     return datetime.fromisoformat(run.ended_at.replace("Z", "+00:00"))
 
 
-def test_a_cron_wake_that_arrives_while_a_run_holds_the_session_starts_within_a_second_of_its_release(
+def test_a_cron_wake_that_arrives_while_a_run_holds_the_session_starts_at_its_release_not_its_fallback(
     resources: Resources, store: DynamoStore
 ) -> None:
     with CountingReceiver() as receiver:
@@ -92,11 +99,16 @@ def test_a_cron_wake_that_arrives_while_a_run_holds_the_session_starts_within_a_
         # AND a's release handed the session to it, and this invocation ran it: no poll, no sleep
         assert result == Done("succeeded", ran_after=1)
         assert [run_status(store, r) for r in ("bg:a", CRON_RUN)] == ["succeeded", "succeeded"]
+        # (it started after a ended and before its fallback schedule was due: how soon after is this
+        # machine's speed, not a pause, so it is printed, not bounded)
+        [fallback_schedule] = fallbacks.values()
+        due = fallback_due(fallback_schedule)
         gap = (started(store, CRON_RUN) - ended(store, "bg:a")).total_seconds()
         print(f"gap between a's release and the cron run's start: {gap * 1000:.1f} ms")
-        assert 0 <= gap < 1.0, gap
+        assert ended(store, "bg:a") <= started(store, CRON_RUN) < due, (gap, due)
         run = store.records.get_run(CRON_RUN)
-        assert run is not None and run.idle_before_s is not None and run.idle_before_s < 1.0
+        pause = (due - ended(store, "bg:a")).total_seconds()
+        assert run is not None and run.idle_before_s is not None and 0 <= run.idle_before_s < pause
         # AND one note each, in that order; the session is free and the wait list empty
         assert [e.run_id for e in store.history.history("s") if e.kind == "note"] == ["bg:a", CRON_RUN]
         assert lease_holder(store, "s") is None and store.leases.waiters("s") == []
