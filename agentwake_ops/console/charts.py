@@ -54,7 +54,7 @@ def charts(ctx: OpsContext, query: Query, csrf: str, *, metrics: Any = None) -> 
         "the DLQs' CloudWatch metrics, the source of record for depth over time, are shown below."
         if metrics is not None
         else "on AWS the DLQs' CloudWatch metrics are the source of record for depth over time (shown here when "
-        "the console runs against a stack on AWS)."
+        "the console finds its stack through CloudFormation: --stack-name)."
     )
     parts = [
         "<p class='muted'>Derived from run records (the by-day index): each run that is failed now, by the day of its "

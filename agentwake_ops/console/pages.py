@@ -556,7 +556,13 @@ def runs_note(page: RunsPage) -> Markup | None:
     note = runs_page_note(page)
     if not note:
         return None
-    for flag, words in (("--since WHEN", "since"), ("--scan", "scan=1"), ("--session", "session=ID")):
+    for flag, words in (
+        ("--session and --scan list", "the runs page's session=ID and scan=1 list"),
+        ("--scan lists", "the runs page's scan=1 lists"),
+        ("--since WHEN", "since"),
+        ("--scan", "scan=1"),
+        ("--session", "session=ID"),
+    ):
         note = note.replace(flag, words)
     return Markup(f"<p class='note'>{h(note)}</p>")
 

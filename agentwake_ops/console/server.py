@@ -93,7 +93,8 @@ class Console:
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
-    #: a CloudWatch client on AWS (the charts read the DLQs' depth from it), None on the local stack
+    #: a CloudWatch client (the charts read the DLQs' depth from it) for a stack found through
+    #: CloudFormation (--stack-name); None otherwise (the local stack, a stack named by AGENTWAKE_* variables)
     metrics: Any = None
 
     @property

@@ -380,7 +380,7 @@ def test_runs_sessions_jobs_and_charts_pages(cli: Cli, stack: Stack, console: Co
     assert "Nightly report" in jobs and "cron(0 6 * * ? *)" in jobs
     assert "<svg" in charts and "AllProvidersFailed: 1" in text_of(charts)
     # (without CloudWatch, on the local stack, the page says where the DLQs' depth over time is kept)
-    assert "shown here when the console runs against a stack on AWS" in text_of(charts)
+    assert "shown here when the console finds its stack through CloudFormation" in text_of(charts)
     # AND a bad filter is one clear error on the page
     bad = console.get("/runs?status=nope")
     assert bad.status == 400 and "error: status must be one of" in text_of(bad.text)

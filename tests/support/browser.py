@@ -67,9 +67,10 @@ def _announced_port(process: subprocess.Popen[bytes], within: float) -> int:
     lines: queue.Queue[bytes] = queue.Queue()
 
     def drain(out: IO[bytes]) -> None:
-        for line in out:
-            lines.put(line)
-        lines.put(b"")  # its end
+        with out:  # closed at its end: chromedriver exited
+            for line in out:
+                lines.put(line)
+        lines.put(b"")
 
     threading.Thread(target=drain, args=(process.stdout,), daemon=True).start()
     deadline = time.monotonic() + within
@@ -81,7 +82,7 @@ def _announced_port(process: subprocess.Popen[bytes], within: float) -> int:
             break
         if not line:
             raise WebDriverError(f"chromedriver exited before it listened: {b''.join(said)[-500:]!r}")
-        if found := STARTED.search(line):
+        if (found := STARTED.search(line)) and int(found[1]):
             return int(found[1])
         said.append(line)
     raise WebDriverError(f"chromedriver did not say its port within {within:.0f} s: {b''.join(said)[-500:]!r}")
@@ -129,7 +130,7 @@ class Browser:
         process = processes.start(
             [str(CHROMEDRIVER), "--port=0", "--allowed-ips=127.0.0.1"],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,  # what it says when it cannot start goes into the error below
         )
         profile = tempfile.mkdtemp(prefix="agentwake-chromium-")
         browser = cls(port=0, process=process, profile=profile)

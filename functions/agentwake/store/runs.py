@@ -180,7 +180,7 @@ class Runs:
                 return replace(lease, attempt=attempt, adopted=lease.adopted or adopted)
             except _NotLanded as not_landed:
                 lost = not_landed.error  # nothing was written: the same write is made again
-        assert lost is not None
+        assert lost is not None  # each try returned or set it (as the take's loop above)
         raise lost
 
     def attempt_update(
