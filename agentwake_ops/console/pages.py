@@ -559,6 +559,7 @@ def runs_note(page: RunsPage) -> Markup | None:
     for flag, words in (
         ("--session and --scan list", "the runs page's session=ID and scan=1 list"),
         ("--scan lists", "the runs page's scan=1 lists"),
+        ("runs show RUN_ID reads", "the run page, /run?id=RUN_ID, reads"),
         ("--since WHEN", "since"),
         ("--scan", "scan=1"),
         ("--session", "session=ID"),

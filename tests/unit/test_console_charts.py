@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 from types import SimpleNamespace
 from typing import Any
 
@@ -33,3 +34,15 @@ def test_charts_read_while_the_by_day_index_is_missing_say_their_counts_miss_run
     assert "--" not in note and "session=ID and scan=1" in note
     # AND a table that has its indexes gets no such note
     assert "<p class='note'>" not in _charts(monkeypatch, ())
+
+
+def test_the_console_names_its_own_pages_where_the_cli_names_its_flags() -> None:
+    # GIVEN the pages of runs the CLI would annotate with a flag or a command
+    from agentwake_ops.console.pages import runs_note
+
+    scan = RunsPage(runs=[], next_before=None, method="scan", missing_indexes=("gsi3",))
+    session = RunsPage(runs=[], next_before=None, method="session", missing_indexes=("gsi3",))
+    # WHEN the console words them THEN the run page and the runs page's query, no CLI command
+    scan_note, session_note = (html.unescape(str(runs_note(p))) for p in (scan, session))
+    assert "the run page, /run?id=RUN_ID, reads each" in scan_note and "runs show" not in scan_note
+    assert "the runs page's scan=1 lists them" in session_note and "--" not in session_note
