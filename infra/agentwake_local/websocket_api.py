@@ -55,24 +55,32 @@ class _Connection:
         with self.lock:
             if self.closed:
                 raise ConnectionError("closed")
-            self.wfile.write(ws_frames.encode(opcode, payload))
-            self.wfile.flush()
-            self.last_active_at = time.time()
+            self._write(opcode, payload)
+
+    def _write(self, opcode: int, payload: bytes) -> None:
+        """One frame out; the caller holds ``lock``."""
+        self.wfile.write(ws_frames.encode(opcode, payload))
+        self.wfile.flush()
+        self.last_active_at = time.time()
 
     def close(self, code: int = ws_frames.NORMAL, reason: str = "", *, now: bool = False) -> None:
         """Send a close frame (once: a later call sends nothing). ``now``: the socket is shut at once
         (the peer's close frame came, or the peer broke the protocol, or the stack stops). Otherwise
         this side starts the closing handshake (a DELETE through the management API): the socket stays
         open for the peer's close frame, which the read loop answers with ``close(now=True)``, or for
-        ``CLOSE_REPLY_WAIT_S`` if it never comes. Shut at once, a browser's reply met a closed socket
-        and the page could see 1006 (abnormal) instead of the code sent (RFC 6455 §7.1.1: the server
-        closes the TCP connection after the handshake)."""
-        try:
-            self.send(ws_frames.CLOSE, ws_frames.close_payload(code, reason))
-        except (OSError, ConnectionError):
-            pass
+        ``CLOSE_REPLY_WAIT_S`` if it never comes (RFC 6455 §7.1.1: the server closes the TCP
+        connection after the handshake; the ``$disconnect`` route gets the page's own code).
+
+        The frame is written and the connection marked closed under one hold of ``lock``: a page
+        answering at once has its reply read by the other thread, whose ``close(now=True)`` must
+        find the mark (a second close frame is "Close received after close" to Chromium: 1006)."""
         with self.lock:
-            self.closed = True
+            if not self.closed:
+                self.closed = True
+                try:
+                    self._write(ws_frames.CLOSE, ws_frames.close_payload(code, reason))
+                except OSError:
+                    pass
         if now:
             self._shut()
         else:

@@ -21,7 +21,7 @@ KEY, SECRET = "AKIDBROWSERPUSH", "browser-push-secret"
 
 OPEN = """
 const url = arguments[0];
-window.got = []; window.state = 'connecting'; window.closeCode = null;
+window.got = []; window.state = 'connecting'; window.closeCode = null; window.error = false;
 const ws = new WebSocket(url);
 ws.onopen = () => { window.state = 'open'; };
 ws.onmessage = (e) => { window.got.push(JSON.parse(e.data)); };
@@ -61,9 +61,18 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def api() -> Iterator[LocalWebSocketApi]:
+def disconnects() -> dict[str, int]:
+    """The ``$disconnect`` events' close codes by connection id, as the route's function sees them."""
+    return {}
+
+
+@pytest.fixture
+def api(disconnects: dict[str, int]) -> Iterator[LocalWebSocketApi]:
     def invoke(function_id: str, event: dict[str, Any]) -> Any:
-        good = event["requestContext"]["routeKey"] == "$disconnect" or (
+        context = event["requestContext"]
+        if context["routeKey"] == "$disconnect":
+            disconnects[context["connectionId"]] = context["disconnectStatusCode"]
+        good = context["routeKey"] == "$disconnect" or (
             (event.get("queryStringParameters") or {}).get("ticket") == "good"
         )
         return SimpleNamespace(response={"statusCode": 200 if good else 401}, error=None)
@@ -84,7 +93,7 @@ def management(api: LocalWebSocketApi) -> Any:
 
 
 def test_chromium_receives_posted_frames_and_sees_a_deleted_connection_close(
-    browser: Browser, api: LocalWebSocketApi
+    browser: Browser, api: LocalWebSocketApi, disconnects: dict[str, int]
 ) -> None:
     browser.execute(OPEN, api.url + "?ticket=good")
     browser.wait_for(lambda: browser.execute("return window.state") == "open", within=30, what="the open")
@@ -104,7 +113,11 @@ def test_chromium_receives_posted_frames_and_sees_a_deleted_connection_close(
     # WHEN the connection is deleted through the management API THEN the page sees a normal close
     client.delete_connection(ConnectionId=cid)
     browser.wait_for(lambda: browser.execute("return window.state") == "closed", within=30, what="the close")
-    assert browser.execute("return window.closeCode") == 1000
+    assert browser.execute("return [window.closeCode, window.error]") == [1000, False]
+    # AND the closing handshake completed both ways: the page answered the server's close frame with
+    # its own code, which the $disconnect route gets (a server that shut the socket at once: 1001)
+    browser.wait_for(lambda: cid in disconnects, within=30, what="the $disconnect route")
+    assert disconnects[cid] == 1000
     with pytest.raises(client.exceptions.GoneException):
         client.post_to_connection(ConnectionId=cid, Data=b"{}")
 

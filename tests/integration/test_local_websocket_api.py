@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -178,6 +179,56 @@ def test_a_close_through_the_management_api_waits_for_the_page_s_reply(api: Api)
     # AND then the server closes the TCP connection
     page.sock.settimeout(30)
     assert page.sock.recv(1) == b""
+
+
+def test_a_page_that_answers_a_close_at_once_gets_one_close_frame(api: Api) -> None:
+    """The DELETE's thread writes the close frame; the page's reply is read by the connection's own
+    thread, which answers it with ``close(now=True)``. Were the frame written and the connection
+    marked closed in two holds of its lock, that answer could fall between them and send a second
+    close frame: "Close received after close" to Chromium, whose page then sees 1006. Here the
+    page replies the moment the frame is written, and the DELETE's thread, each time it lets go of
+    the lock after that, waits until the reply has been handled (the ``$disconnect`` route ran)."""
+    page = WsClient.connect(api.server.url + "?ticket=good")
+    [cid] = api.server.open_connections()
+    conn = api.server.connections[cid]
+    deleting: list[threading.Thread] = []
+
+    class ReplyAtOnce:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def write(self, data: bytes) -> int:
+            written: int = self.inner.write(data)
+            if data[0] & 0x0F == ws_frames.CLOSE and not deleting:
+                deleting.append(threading.current_thread())
+                page._send(ws_frames.CLOSE, ws_frames.close_payload(ws_frames.NORMAL))
+            return written
+
+        def flush(self) -> None:
+            self.inner.flush()
+
+    class Held:
+        def __init__(self, inner: threading.Lock) -> None:
+            self.inner = inner
+
+        def __enter__(self) -> None:
+            self.inner.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.release()
+            if deleting and threading.current_thread() is deleting[0]:
+                deadline = time.monotonic() + 30
+                while "$disconnect" not in routes(api) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+
+    conn.wfile, conn.lock = ReplyAtOnce(conn.wfile), Held(conn.lock)  # type: ignore[assignment]
+    management(api).delete_connection(ConnectionId=cid)
+    opcode, payload = page.recv(timeout=30)
+    assert opcode == ws_frames.CLOSE and ws_frames.close_code(payload) == ws_frames.NORMAL
+    # THEN nothing follows the one close frame before the server closes the TCP connection
+    page.sock.settimeout(30)
+    assert page.stream.read() == b""
+    assert api.events[-1]["requestContext"]["disconnectStatusCode"] == ws_frames.NORMAL
 
 
 def test_a_connection_closed_through_the_management_api_is_gone_at_once(api: Api) -> None:
