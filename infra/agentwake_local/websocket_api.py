@@ -75,15 +75,16 @@ class _Connection:
         answering at once has its reply read by the other thread, whose ``close(now=True)`` must
         find the mark (a second close frame is "Close received after close" to Chromium: 1006)."""
         with self.lock:
-            if not self.closed:
-                self.closed = True
+            began = not self.closed
+            self.closed = True
+            if began:
                 try:
                     self._write(ws_frames.CLOSE, ws_frames.close_payload(code, reason))
                 except OSError:
                     pass
         if now:
             self._shut()
-        else:
+        elif began:
             timer = threading.Timer(CLOSE_REPLY_WAIT_S, self._shut)
             timer.daemon = True
             timer.start()
@@ -344,8 +345,10 @@ class LocalWebSocketApi:
                     if opcode == ws_frames.PING:
                         try:
                             conn.send(ws_frames.PONG, payload)
-                        except (OSError, ConnectionError):
-                            return ws_frames.GOING_AWAY
+                        except OSError:  # ConnectionError("closed") too
+                            if not conn.closed:
+                                return ws_frames.GOING_AWAY
+                            # this side's close frame is out: no pong after it; read on for the reply
                     elif opcode == ws_frames.CLOSE:
                         code = ws_frames.close_code(payload) or ws_frames.NORMAL
                         conn.close(code, now=True)  # the handshake's reply (nothing sent if this side began it)

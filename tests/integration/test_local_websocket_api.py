@@ -169,16 +169,18 @@ def test_a_close_through_the_management_api_waits_for_the_page_s_reply(api: Api)
     management(api).delete_connection(ConnectionId=cid)
     opcode, _ = page.recv(timeout=30)
     assert opcode == ws_frames.CLOSE and page.closed_with == ws_frames.NORMAL
-    # AND the server still reads the page's reply (a browser's onclose sees the code, not 1006):
-    # the handshake ends with the page's own code, which only a server still reading can know
+    # AND a ping the page sends meanwhile gets no pong (nothing follows a close frame) and ends nothing
+    page._send(ws_frames.PING, b"still there?")
+    # AND the server still reads the page's reply: the handshake ends with the page's own code,
+    # which only a server still reading can know
     page._send(ws_frames.CLOSE, ws_frames.close_payload(4001))
     deadline = time.monotonic() + 30
     while "$disconnect" not in routes(api) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert api.events[-1]["requestContext"]["disconnectStatusCode"] == 4001
-    # AND then the server closes the TCP connection
+    # AND then the server closes the TCP connection, having sent nothing more (no pong)
     page.sock.settimeout(30)
-    assert page.sock.recv(1) == b""
+    assert page.stream.read() == b""
 
 
 def test_a_page_that_answers_a_close_at_once_gets_one_close_frame(api: Api) -> None:
@@ -192,6 +194,7 @@ def test_a_page_that_answers_a_close_at_once_gets_one_close_frame(api: Api) -> N
     [cid] = api.server.open_connections()
     conn = api.server.connections[cid]
     deleting: list[threading.Thread] = []
+    held: list[bool] = []  # each wait of the DELETE's thread: whether the reply had been handled
 
     class ReplyAtOnce:
         def __init__(self, inner: Any) -> None:
@@ -220,6 +223,7 @@ def test_a_page_that_answers_a_close_at_once_gets_one_close_frame(api: Api) -> N
                 deadline = time.monotonic() + 30
                 while "$disconnect" not in routes(api) and time.monotonic() < deadline:
                     time.sleep(0.01)
+                held.append("$disconnect" in routes(api))
 
     conn.wfile, conn.lock = ReplyAtOnce(conn.wfile), Held(conn.lock)  # type: ignore[assignment]
     management(api).delete_connection(ConnectionId=cid)
@@ -228,6 +232,7 @@ def test_a_page_that_answers_a_close_at_once_gets_one_close_frame(api: Api) -> N
     # THEN nothing follows the one close frame before the server closes the TCP connection
     page.sock.settimeout(30)
     assert page.stream.read() == b""
+    assert held and all(held), "the DELETE's thread gave up waiting for the reply to be handled"
     assert api.events[-1]["requestContext"]["disconnectStatusCode"] == ws_frames.NORMAL
 
 
